@@ -1,0 +1,224 @@
+"""Stage 4b: one model over all releases — for every name, the release that introduced it, the one
+that removed it, and the names it had before.
+
+Fetched headers give the facts they can; ``spec/history.toml`` fills in the releases no registry
+archive carries (each entry checked against the fetched headers, so it can narrow a range the
+headers leave open but never contradict them). A ledger of per-version ABI hashes catches a header
+that changed without a version bump.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import GeneratorError
+from .model import HeaderModel
+from .sources import format_version, parse_version
+
+Version = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Name:
+    qualname: str
+    kind: str  # struct | field | enum | member | macro | typedef | function
+    since: Version
+    removed: Version | None
+    renamed_from: tuple[tuple[str, Version], ...]
+    value: int | None  # enum members and macros: the newest value
+
+
+@dataclass(frozen=True)
+class MergedModel:
+    releases: tuple[Version, ...]
+    fetched: tuple[Version, ...]
+    canonical: Version
+    names: tuple[Name, ...] = field(default=())
+
+    def get(self, qualname: str) -> Name:
+        return next(n for n in self.names if n.qualname == qualname)
+
+    def to_json(self) -> dict[str, Any]:
+        def ver(v: Version | None) -> str | None:
+            return None if v is None else format_version(v)
+
+        return {
+            "releases": [ver(v) for v in self.releases],
+            "fetched": [ver(v) for v in self.fetched],
+            "canonical": ver(self.canonical),
+            "names": {
+                n.qualname: {
+                    "kind": n.kind,
+                    "since": ver(n.since),
+                    "removed": ver(n.removed),
+                    "renamed_from": [[old, ver(v)] for old, v in n.renamed_from],
+                    **({"value": n.value} if n.value is not None else {}),
+                }
+                for n in sorted(self.names, key=lambda n: n.qualname)
+            },
+        }
+
+
+def names_of(model: HeaderModel) -> dict[str, tuple[str, int | None]]:
+    """Every qualified name a header declares -> (kind, value)."""
+    out: dict[str, tuple[str, int | None]] = {}
+    for s in model.structs:
+        out[s.name] = ("struct", None)
+        for f in s.fields:
+            out[f"{s.name}.{f.name}"] = ("field", None)
+    for e in model.enums:
+        out[e.name] = ("enum", None)
+        for member, value in e.members:
+            out[f"{e.name}.{member}"] = ("member", value)
+    for name, value in model.macros:
+        out[name] = ("macro", value)
+    for name, _ in model.typedefs:
+        out[name] = ("typedef", None)
+    for name, _ in model.functions:
+        out[name] = ("function", None)
+    return out
+
+
+@dataclass(frozen=True)
+class History:
+    releases: tuple[Version, ...]
+    since: dict[str, Version]
+    removed: dict[str, Version]
+    renamed: dict[str, tuple[str, Version]]
+
+
+def load_history(path: Path) -> History:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
+    where = path.name
+    try:
+        renamed = {
+            k: (str(v["from"]), parse_version(str(v["in"]), where=f"{where} [renamed] {k}"))
+            for k, v in data.get("renamed", {}).items()
+        }
+    except (KeyError, TypeError):
+        raise GeneratorError(f"{where} [renamed]: each entry is {{ from = NAME, in = VERSION }}") from None
+    return History(
+        releases=tuple(parse_version(str(v), where=f"{where} releases") for v in data.get("releases", [])),
+        since={k: parse_version(str(v), where=f"{where} [since] {k}") for k, v in data.get("since", {}).items()},
+        removed={k: parse_version(str(v), where=f"{where} [removed] {k}") for k, v in data.get("removed", {}).items()},
+        renamed=renamed,
+    )
+
+
+def _qual_parent(qualname: str) -> str:
+    return qualname.rsplit(".", 1)[0] + "." if "." in qualname else ""
+
+
+def merge(models: list[HeaderModel], history: History, canonical: Version, history_file: str = "history.toml") -> MergedModel:
+    models = sorted(models, key=lambda m: m.version)
+    fetched = tuple(m.version for m in models)
+    present = [names_of(m) for m in models]
+    every = sorted(set().union(*present))
+    fv = format_version
+
+    def fail(msg: str) -> GeneratorError:
+        return GeneratorError(msg, file=history_file)
+
+    for key in [*history.since, *history.removed, *history.renamed]:
+        if key not in every:
+            raise fail(f"{key!r} is in no fetched header")
+
+    names: list[Name] = []
+    for q in every:
+        seen = [v for v, p in zip(fetched, present, strict=True) if q in p]
+        kinds = {p[q][0] for p in present if q in p}
+        values = [p[q][1] for p in present if q in p]
+        kind = sorted(kinds)[-1]  # a name that became an alias (DLContext: struct -> typedef) keeps the newest kind
+        if kind == "member" and len(set(values)) > 1:
+            changes = ", ".join(f"{fv(v)}: {p[q][1]}" for v, p in zip(fetched, present, strict=True) if q in p)
+            raise GeneratorError(f"{q} changed value across releases ({changes}): an ABI break")
+        first = seen[0]
+        lacking_before = [v for v in fetched if v < first]
+        since = first
+        if q in history.since:
+            s = history.since[q]
+            if s > first or (lacking_before and s <= lacking_before[-1]):
+                bound = f"after {fv(lacking_before[-1])} and " if lacking_before else ""
+                raise fail(f"since {q} = {fv(s)} contradicts the fetched headers (must be {bound}no later than {fv(first)})")
+            since = s
+        last = seen[-1]
+        after = [v for v in fetched if v > last]
+        removed = after[0] if after else None
+        if q in history.removed:
+            r = history.removed[q]
+            if r <= last or (removed is not None and r > removed):
+                raise fail(f"removed {q} = {fv(r)} contradicts the fetched headers (present in {fv(last)})")
+            removed = r
+        names.append(Name(q, kind, since, removed, (), values[-1]))
+
+    renamed = dict(history.renamed)
+    # Detect renames between consecutive fetched headers: a member vanishes and another with the
+    # same value appears in the same enum. History, where it has the entry, says when exactly.
+    for (v0, p0), (v1, p1) in zip(zip(fetched, present, strict=True), zip(fetched[1:], present[1:], strict=True), strict=False):
+        gone = {q: p0[q][1] for q in p0 if q not in p1 and p0[q][0] == "member"}
+        new = {q: p1[q][1] for q in p1 if q not in p0 and p1[q][0] == "member"}
+        for nq, value in new.items():
+            match = [g for g, gv in gone.items() if gv == value and _qual_parent(g) == _qual_parent(nq)]
+            if len(match) == 1 and nq not in renamed:
+                renamed[nq] = (match[0].rsplit(".", 1)[-1], v1)
+    for q, (old, when) in renamed.items():
+        earlier = [v for v, p in zip(fetched, present, strict=True) if q in p and v < when]
+        if earlier:
+            raise fail(f"renamed {q} in {fv(when)} contradicts the fetched headers (present in {fv(earlier[0])})")
+
+    def chain(q: str) -> tuple[tuple[str, Version], ...]:
+        out: list[tuple[str, Version]] = []
+        while q in renamed and len(out) < 16:
+            old, when = renamed[q]
+            out.append((old, when))
+            q = _qual_parent(q) + old
+        return tuple(out)
+
+    names = [Name(n.qualname, n.kind, n.since, n.removed, chain(n.qualname), n.value) for n in names]
+    releases = tuple(sorted(set(history.releases) | set(fetched)))
+    return MergedModel(releases=releases, fetched=fetched, canonical=canonical, names=tuple(names))
+
+
+# -- the ledger -------------------------------------------------------------------------------
+
+LEDGER_HEAD = """\
+# DLPack release -> sha256 of its ABI model (what `python -m dlbind_generator parse` prints, less
+# docs and the header digest). Append-only: `generate` adds a line for a new release; a fetched
+# header whose model differs from its release's line changed without a version bump, and
+# generation stops. Never edit a line; a genuinely new header gets a new version.
+"""
+
+
+def read_ledger(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def check_ledger(ledger: dict[str, str], models: list[HeaderModel], ledger_file: str) -> dict[str, str]:
+    """Return the ledger with new releases added; raise on a changed model for a known release."""
+    out = dict(ledger)
+    for m in models:
+        key, digest = format_version(m.version), m.abi_hash()
+        if key in ledger and ledger[key] != digest:
+            raise GeneratorError(
+                f"the header for DLPack {key} (sha256 {m.sha256[:12]}...) has a different ABI model than the one "
+                f"recorded ({ledger[key][:12]}... -> {digest[:12]}...): it changed without a version bump",
+                file=ledger_file,
+            )
+        out[key] = digest
+    return dict(sorted(out.items(), key=lambda kv: parse_version(kv[0])))
+
+
+def render_ledger(ledger: dict[str, str]) -> str:
+    return LEDGER_HEAD + "".join(f'"{k}" = "{v}"\n' for k, v in ledger.items())

@@ -1,0 +1,162 @@
+"""The whole run: fetch, parse every header, merge, check the ledger, render every target."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import cffi
+
+from . import __version__
+from .emit import FileSet, banner, seal
+from .errors import GeneratorError
+from .fetch import fetch_all
+from .merge import MergedModel, check_ledger, load_history, merge, read_ledger, render_ledger
+from .model import HeaderModel, dumps
+from .parse import parse_header
+from .render import context, environment, ruff_format
+from .sources import Sources, format_version, load_sources
+
+Progress = Callable[[str], None]
+
+CORE_GENERATED = "packages/core/src/dlbind/_generated"
+MODELS = "spec/models"
+REPORT = "generator/REPORT.md"
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    @property
+    def headers_toml(self) -> Path:
+        return self.root / "spec" / "headers.toml"
+
+    @property
+    def history(self) -> Path:
+        return self.root / "spec" / "history.toml"
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / MODELS / "ledger.toml"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / ".cache" / "headers"
+
+
+def stderr_progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_models(paths: Paths, progress: Progress, *, offline: bool = False) -> tuple[Sources, list[HeaderModel]]:
+    sources = load_sources(paths.headers_toml)
+    files = fetch_all(sources, paths.cache, progress, offline=offline)
+    models = []
+    for src in sources.headers:
+        model = parse_header(files[src.version])
+        if model.version != src.version:
+            raise GeneratorError(
+                f"headers.toml lists this header as DLPack {format_version(src.version)}, "
+                f"but its version macros say {format_version(model.version)}",
+                file=str(files[src.version]),
+            )
+        models.append(model)
+    return sources, models
+
+
+def abi_module(cdef: str) -> str:
+    """The pure build: cffi's out-of-line ABI-mode module for ``cdef`` (no compiler involved)."""
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    ffi.set_source("dlbind._generated._abi", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "_abi.py"
+        with contextlib.redirect_stdout(io.StringIO()):  # cffi announces the file it writes
+            ffi.emit_python_code(str(target))
+        return target.read_text(encoding="utf-8")
+
+
+def _by_release(merged: MergedModel) -> list[dict[str, object]]:
+    """Per release: names introduced (a field or member only when its parent is older), removed, renamed."""
+    since = {n.qualname: n.since for n in merged.names}
+    rows = []
+    for v in merged.releases:
+        introduced = [
+            n.qualname
+            for n in merged.names
+            if n.since == v and ("." not in n.qualname or since.get(n.qualname.rsplit(".", 1)[0]) != v)
+        ]
+        renamed = [
+            f"{old} → {n.qualname.rsplit('.', 1)[-1]}" for n in merged.names for old, when in n.renamed_from[:1] if when == v
+        ]
+        rows.append(
+            {
+                "version": format_version(v),
+                "introduced": introduced,
+                "removed": [n.qualname for n in merged.names if n.removed == v],
+                "renamed": renamed,
+            }
+        )
+    return rows
+
+
+def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool = False) -> FileSet:
+    """Everything the generator owns, in memory."""
+    sources, models = load_models(paths, progress, offline=offline)
+    history = load_history(paths.history)
+    merged = merge(models, history, sources.canonical, history_file=str(paths.history))
+    ledger = check_ledger(read_ledger(paths.ledger), models, str(paths.ledger))
+    canonical = next(m for m in models if m.version == sources.canonical)
+    labels = {
+        format_version(s.version): ("local file" if s.local else f"{s.package} {s.package_version}") for s in sources.headers
+    }
+    env = environment()
+    ctx = context(canonical, merged, labels)
+    hv, hs = format_version(canonical.version), canonical.sha256
+    files = FileSet(owned_dirs=[CORE_GENERATED, MODELS])
+
+    def python(name: str, what: str, template: str | None = None) -> None:
+        text = env.get_template(template or f"{name}.j2").render(banner=banner(hv, hs, what), **ctx)
+        files.add(f"{CORE_GENERATED}/{name}", seal(ruff_format(text, name)))
+
+    targets: list[tuple[str, str]] = []
+    enum_summary = ", ".join(
+        f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")") for e in ctx["enums"]
+    )
+    python("__init__.py", "The generated part of the dlbind core.")
+    python("enums.py", "Enumerations, flags and constants.")
+    python("enums.pyi", "Type stubs of enums.py.")
+    targets.append((f"{CORE_GENERATED}/enums.py(i)", f"{enum_summary}; {len(ctx['constants'])} integer constants"))
+    python("spec_tables.py", "Per-release tables: since, removed, renamed.")
+    python("spec_tables.pyi", "Type stubs of spec_tables.py.")
+    targets.append(
+        (f"{CORE_GENERATED}/spec_tables.py(i)", f"{len(merged.names)} names with since, {len(ctx['removed'])} removed, {len(ctx['renamed'])} renamed")
+    )
+    python("layout.py", "Struct sizes and offsets.")
+    python("layout.pyi", "Type stubs of layout.py.")
+    targets.append((f"{CORE_GENERATED}/layout.py(i)", f"{len(canonical.structs)} structs, {sum(len(s.fields) for s in canonical.structs)} fields ({canonical.abi})"))
+    python("build_api.py", "cffi builder of the compiled module dlbind._api.")
+    cdef_decls = sum(1 for _ in canonical.declarations)
+    targets.append((f"{CORE_GENERATED}/build_api.py", f"cdef of {cdef_decls} declarations; API-mode module `dlbind._api`"))
+    abi = abi_module(ctx["cdef"])
+    files.add(f"{CORE_GENERATED}/_abi.py", seal(banner(hv, hs, f"cffi {cffi.__version__} ABI-mode module (the pure build).") + "\n\n" + abi))
+    python("_abi.pyi", "Type stubs of _abi.py.")
+    targets.append((f"{CORE_GENERATED}/_abi.py(i)", "cffi out-of-line ABI-mode module `dlbind._generated._abi` (pure build)"))
+
+    for m in models:
+        files.add(f"{MODELS}/dlpack-{format_version(m.version)}.json", dumps(m.to_json()))
+    files.add(f"{MODELS}/merged.json", dumps(merged.to_json()))
+    files.add(f"{MODELS}/ledger.toml", render_ledger(ledger))
+    targets.append((f"{MODELS}/", f"{len(models)} header models, merged.json, ledger.toml ({len(ledger)} releases)"))
+
+    report = env.get_template("REPORT.md.j2").render(
+        models=models, targets=targets, by_release=_by_release(merged), generator_version=__version__, **ctx
+    )
+    files.add(REPORT, report)
+    return files

@@ -1,0 +1,140 @@
+"""Stage 5: the Jinja environment and the view of the models each template reads.
+
+Logic lives here (filters, view building); templates only lay text out. Python output goes through
+``ruff format`` (pinned in the generator's requirements) so templates need not care about layout.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .cdecl import c_declarations
+from .errors import GeneratorError
+from .merge import MergedModel
+from .model import HeaderModel
+from .sources import format_version
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+FLAG_PREFIX = "DLPACK_FLAG_BITMASK_"
+
+
+def py_enum_name(c_name: str) -> str:
+    """``DLDeviceType`` -> ``DeviceType``: the C prefix is dropped, the rest kept."""
+    return c_name[2:] if c_name.startswith("DL") and c_name[2:3].isupper() else c_name
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["version"] = format_version
+    env.filters["one_line"] = one_line
+    env.filters["pyrepr"] = repr
+    return env
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    value: int
+    since: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Alias:
+    name: str
+    target: str
+    value: int
+    until: str
+
+
+@dataclass(frozen=True)
+class EnumView:
+    c_name: str
+    py_name: str
+    base: str
+    doc: str
+    members: tuple[Member, ...]
+    aliases: tuple[Alias, ...]
+
+
+def enum_views(model: HeaderModel, merged: MergedModel) -> list[EnumView]:
+    docs = dict(model.docs)
+    views = []
+    for e in model.enums:
+        members = tuple(
+            Member(m, v, format_version(merged.get(f"{e.name}.{m}").since), one_line(docs.get(f"{e.name}.{m}", "")))
+            for m, v in e.members
+        )
+        current = {m for m, _ in e.members}
+        aliases: list[Alias] = []
+        for m, v in e.members:
+            for old, when in merged.get(f"{e.name}.{m}").renamed_from:
+                if old not in current and old not in {a.name for a in aliases}:
+                    aliases.append(Alias(old, m, v, format_version(when)))
+        views.append(EnumView(e.name, py_enum_name(e.name), "IntEnum", docs.get(e.name, ""), members, tuple(aliases)))
+    flags = [(n[len(FLAG_PREFIX) :], v, n) for n, v in model.macros if n.startswith(FLAG_PREFIX)]
+    if flags:
+        views.append(
+            EnumView(
+                "DLPACK_FLAG_BITMASK_*",
+                "Flags",
+                "IntFlag",
+                "Bits of DLManagedTensorVersioned.flags.",
+                tuple(Member(n, v, format_version(merged.get(c).since), one_line(docs.get(f"#{c}", ""))) for n, v, c in flags),
+                (),
+            )
+        )
+    return views
+
+
+def context(model: HeaderModel, merged: MergedModel, sources_label: dict[str, str]) -> dict[str, Any]:
+    cdef = c_declarations(model)
+    names = sorted(merged.names, key=lambda n: n.qualname)
+    return {
+        "model": model,
+        "merged": merged,
+        "version": model.version,
+        "enums": enum_views(model, merged),
+        "constants": [(n, v) for n, v in model.macros],
+        "structs": model.structs,
+        "cdef": cdef,
+        "since": [(n.qualname, n.since) for n in names],
+        "removed": [(n.qualname, n.removed) for n in names if n.removed is not None],
+        "renamed": [(n.qualname, n.renamed_from) for n in names if n.renamed_from],
+        "kinds": [(n.qualname, n.kind) for n in names],
+        "sources": sources_label,
+    }
+
+
+def ruff_format(text: str, filename: str) -> str:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        raise GeneratorError("ruff is needed to format generated Python: pip install -e generator")
+    proc = subprocess.run(
+        [ruff, "format", "--isolated", "--line-length", "110", "--stdin-filename", filename, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise GeneratorError(f"ruff could not format the rendered {filename} (a template bug): {proc.stderr.strip()}")
+    return proc.stdout

@@ -1,0 +1,84 @@
+"""``python -m dlbind``: the command line of the core.
+
+    python -m dlbind info [--json]    # DLPack version, build, device/dtype/flag tables with `since`
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import sys
+from collections.abc import Sequence
+
+import dlbind
+from dlbind import spec
+
+
+def _fmt(v: tuple[int, int] | None) -> str:
+    return "" if v is None else f"{v[0]}.{v[1]}"
+
+
+def _table(cls: type[enum.IntEnum] | type[enum.IntFlag], c_enum: str | None) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for member in cls:
+        c_name = f"{c_enum}.{member.name}" if c_enum else f"DLPACK_FLAG_BITMASK_{member.name}"
+        rows.append(
+            {
+                "name": member.name,
+                "value": int(member),
+                "since": _fmt(spec.since(c_name)),
+                "earlier names": ", ".join(f"{old} (until {_fmt(v)})" for old, v in spec.renamed_from(c_name)),
+            }
+        )
+    return rows
+
+
+def _print_table(title: str, rows: list[dict[str, object]]) -> None:
+    print(f"\n{title}")
+    cols = list(rows[0])
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
+    print("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+    print("  " + "  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  " + "  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+
+
+def info(as_json: bool) -> int:
+    tables = {
+        "device types (DLDeviceType)": _table(dlbind.DeviceType, "DLDeviceType"),
+        "dtype codes (DLDataTypeCode)": _table(dlbind.DataTypeCode, "DLDataTypeCode"),
+        "flags (DLManagedTensorVersioned.flags)": _table(dlbind.Flags, None),
+    }
+    head = {
+        "dlbind": dlbind.__version__,
+        "dlpack": _fmt(dlbind.DLPACK_VERSION),
+        "build": dlbind.ffi_build(),
+        "releases": [_fmt(v) for v in spec.RELEASES],
+        "fetched": [_fmt(v) for v in spec.FETCHED],
+    }
+    if as_json:
+        json.dump({**head, "tables": tables}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"dlbind {head['dlbind']}: generated from dlpack.h {head['dlpack']}, {head['build']} cffi build")
+    print(f"DLPack releases known: {', '.join(head['releases'])}; headers parsed: {', '.join(head['fetched'])}")
+    for title, rows in tables.items():
+        _print_table(title, rows)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dlbind", description="dlbind command line")
+    sub = parser.add_subparsers(dest="command")
+    p_info = sub.add_parser("info", help="print the DLPack version and the generated tables")
+    p_info.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    if args.command in (None, "info"):
+        return info(getattr(args, "json", False))
+    parser.error(f"unknown command {args.command}")  # pragma: no cover - argparse refuses first
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""What each DLPack release declares: look up when a name appeared, was renamed or removed.
+
+Names are qualified C names as ``dlpack.h`` spells them: ``"DLTensor"``, ``"DLTensor.byte_offset"``,
+``"DLDeviceType.kDLCUDA"``, ``"DLPACK_FLAG_BITMASK_READ_ONLY"``.
+
+>>> from dlbind import spec
+>>> spec.since("DLDeviceType.kDLCUDA")
+(0, 5)
+>>> spec.renamed_from("DLDeviceType.kDLCUDA")
+(('kDLGPU', (0, 5)), ('kGPU', (0, 2)))
+>>> spec.available("DLManagedTensorVersioned", (0, 8))
+False
+"""
+
+from __future__ import annotations
+
+from dlbind._generated.spec_tables import CANONICAL, FETCHED, KINDS, RELEASES, REMOVED, RENAMED_FROM, SINCE
+
+__all__ = ["CANONICAL", "FETCHED", "RELEASES", "available", "kind", "names_in", "removed_in", "renamed_from", "since"]
+
+Version = tuple[int, int]
+
+
+def _known(name: str) -> str:
+    if name not in SINCE:
+        raise KeyError(f"{name!r} is not declared by any DLPack release (names look like 'DLTensor.ndim')")
+    return name
+
+
+def since(name: str) -> Version:
+    """The release that introduced ``name``."""
+    return SINCE[_known(name)]
+
+
+def removed_in(name: str) -> Version | None:
+    """The first release without ``name``, or None if the newest release still has it."""
+    return REMOVED.get(_known(name))
+
+
+def renamed_from(name: str) -> tuple[tuple[str, Version], ...]:
+    """Earlier names of ``name``, newest first, each with the release that renamed it."""
+    return RENAMED_FROM.get(_known(name), ())
+
+
+def kind(name: str) -> str:
+    """``struct``, ``field``, ``enum``, ``member``, ``macro``, ``typedef`` or ``function``."""
+    return KINDS[_known(name)]
+
+
+def available(name: str, version: Version) -> bool:
+    """Whether release ``version`` declares ``name`` (under this name)."""
+    gone = removed_in(name)
+    return since(name) <= tuple(version) and (gone is None or tuple(version) < gone)
+
+
+def names_in(version: Version) -> list[str]:
+    """Every qualified name release ``version`` declares, sorted."""
+    return sorted(n for n in SINCE if available(n, version))
