@@ -1,8 +1,8 @@
 """Command line of the generator; the only code that writes files.
 
-    python -m dlbind_generator parse HEADER.h        # the model of one header as JSON on stdout
-    python -m dlbind_generator fetch                 # download + verify the headers of spec/headers.toml
-    python -m dlbind_generator generate [--check]    # every target; --check: diff, exit 1 if stale
+python -m dlbind_generator parse HEADER.h        # the model of one header as JSON on stdout
+python -m dlbind_generator fetch                 # download + verify the headers of spec/headers.toml
+python -m dlbind_generator generate [--check]    # every target; --check: diff, exit 1 if stale
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     p_fetch = sub.add_parser("fetch", help="download and verify every header of spec/headers.toml")
     p_fetch.add_argument("--root")
     p_gen = sub.add_parser("generate", help="regenerate every target")
-    p_gen.add_argument("--check", action="store_true", help="write nothing; print a diff and exit 1 if anything is stale")
+    p_gen.add_argument(
+        "--check", action="store_true", help="write nothing; print a diff and exit 1 if anything is stale"
+    )
     p_gen.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
     p_gen.add_argument("--root", help="repository root (default: found from the current folder)")
     args = parser.parse_args(argv)

@@ -63,9 +63,25 @@ _BINARY: dict[str, Callable[[int, int], int]] = {
     "&&": lambda a, b: int(bool(a) and bool(b)),
     "||": lambda a, b: int(bool(a) or bool(b)),
 }
-_UNARY: dict[str, Callable[[int], int]] = {"-": lambda a: -a, "+": lambda a: a, "~": lambda a: ~a, "!": lambda a: int(not a)}
+_UNARY: dict[str, Callable[[int], int]] = {
+    "-": lambda a: -a,
+    "+": lambda a: a,
+    "~": lambda a: ~a,
+    "!": lambda a: int(not a),
+}
 # Binary operators from loosest to tightest binding.
-_LEVELS = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="), ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+_LEVELS = [
+    ("||",),
+    ("&&",),
+    ("|",),
+    ("^",),
+    ("&",),
+    ("==", "!="),
+    ("<", ">", "<=", ">="),
+    ("<<", ">>"),
+    ("+", "-"),
+    ("*", "/", "%"),
+]
 _TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+[uUlL]*|\d+[uUlL]*|[A-Za-z_]\w*|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!()<>])")
 
 
@@ -123,7 +139,14 @@ def eval_text(text: str, env: Mapping[str, int]) -> int:
 def eval_node(node: c_ast.Node, env: Mapping[str, int]) -> int:
     """Evaluate an enumerator's value expression from pycparser's AST."""
     if isinstance(node, c_ast.Constant):
-        if node.type not in ("int", "unsigned int", "long int", "unsigned long int", "long long int", "unsigned long long int"):
+        if node.type not in (
+            "int",
+            "unsigned int",
+            "long int",
+            "unsigned long int",
+            "long long int",
+            "unsigned long long int",
+        ):
             raise NotConstant(f"{node.type} constant {node.value}")
         return int_literal(node.value)
     if isinstance(node, c_ast.ID):

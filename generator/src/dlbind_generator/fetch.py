@@ -14,6 +14,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .errors import GeneratorError
 from .sources import HeaderSource, Sources, format_version
@@ -32,9 +33,7 @@ def sha256(data: bytes) -> str:
 def _verify(src: HeaderSource, data: bytes, origin: str) -> None:
     actual = sha256(data)
     if actual != src.sha256:
-        raise GeneratorError(
-            f"sha256 mismatch for {src.label} from {origin}: expected {src.sha256}, got {actual}"
-        )
+        raise GeneratorError(f"sha256 mismatch for {src.label} from {origin}: expected {src.sha256}, got {actual}")
 
 
 def _download_archive(src: HeaderSource, progress: Progress) -> bytes:
@@ -47,7 +46,7 @@ def _download_archive(src: HeaderSource, progress: Progress) -> bytes:
     import logging
 
     logging.getLogger("pip._internal").setLevel(logging.ERROR)
-    cmd = create_command("download")
+    cmd: Any = create_command("download")  # pip's RequirementCommand: its finder and session
     options, _ = cmd.parse_args(["--no-deps", "--quiet", src.package])
     with cmd.main_context():
         session = cmd.get_default_session(options)
@@ -93,19 +92,21 @@ def _extract(src: HeaderSource, archive: bytes) -> bytes:
 
 def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline: bool = False) -> Path:
     """Return the cached, verified header for ``src``, downloading it if needed."""
+    if src.local:  # a header made on this machine is read where it is, never cached
+        local = Path(src.local)
+        if not local.is_file():
+            raise GeneratorError(f"{src.label}: no such file")
+        _verify(src, local.read_bytes(), src.local)
+        return local
     dest = cache_path(cache_dir, src.version)
     if dest.exists() and sha256(dest.read_bytes()) == src.sha256:
         return dest
-    if src.local:
-        data = Path(src.local).read_bytes()
-        _verify(src, data, src.local)
-    else:
-        if offline:
-            raise GeneratorError(f"{src.label}: not cached in {cache_dir} and offline mode is on")
-        progress(f"fetching {src.label}")
-        data = _extract(src, _download_archive(src, progress))
-        _verify(src, data, src.file)
-        progress(f"  sha256 ok ({src.sha256[:12]}...)")
+    if offline:
+        raise GeneratorError(f"{src.label}: not cached in {cache_dir} and offline mode is on")
+    progress(f"fetching {src.label}")
+    data = _extract(src, _download_archive(src, progress))
+    _verify(src, data, src.file)
+    progress(f"  sha256 ok ({src.sha256[:12]}...)")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".tmp")
     tmp.write_bytes(data)
@@ -113,6 +114,8 @@ def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline
     return dest
 
 
-def fetch_all(sources: Sources, cache_dir: Path, progress: Progress | None = None, *, offline: bool = False) -> dict[tuple[int, int], Path]:
+def fetch_all(
+    sources: Sources, cache_dir: Path, progress: Progress | None = None, *, offline: bool = False
+) -> dict[tuple[int, int], Path]:
     progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     return {src.version: fetch_one(src, cache_dir, progress, offline=offline) for src in sources.headers}

@@ -9,10 +9,11 @@ that changed without a version bump.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .errors import GeneratorError
 from .model import HeaderModel
@@ -115,7 +116,9 @@ def _qual_parent(qualname: str) -> str:
     return qualname.rsplit(".", 1)[0] + "." if "." in qualname else ""
 
 
-def merge(models: list[HeaderModel], history: History, canonical: Version, history_file: str = "history.toml") -> MergedModel:
+def merge(
+    models: list[HeaderModel], history: History, canonical: Version, history_file: str = "history.toml"
+) -> MergedModel:
     models = sorted(models, key=lambda m: m.version)
     fetched = tuple(m.version for m in models)
     present = [names_of(m) for m in models]
@@ -145,7 +148,9 @@ def merge(models: list[HeaderModel], history: History, canonical: Version, histo
             s = history.since[q]
             if s > first or (lacking_before and s <= lacking_before[-1]):
                 bound = f"after {fv(lacking_before[-1])} and " if lacking_before else ""
-                raise fail(f"since {q} = {fv(s)} contradicts the fetched headers (must be {bound}no later than {fv(first)})")
+                raise fail(
+                    f"since {q} = {fv(s)} contradicts the fetched headers (must be {bound}no later than {fv(first)})"
+                )
             since = s
         last = seen[-1]
         after = [v for v in fetched if v > last]
@@ -160,14 +165,14 @@ def merge(models: list[HeaderModel], history: History, canonical: Version, histo
     renamed = dict(history.renamed)
     # Detect renames between consecutive fetched headers: a member vanishes and another with the
     # same value appears in the same enum. History, where it has the entry, says when exactly.
-    for (v0, p0), (v1, p1) in zip(zip(fetched, present, strict=True), zip(fetched[1:], present[1:], strict=True), strict=False):
+    for p0, (v1, p1) in zip(present, zip(fetched[1:], present[1:], strict=True), strict=False):
         gone = {q: p0[q][1] for q in p0 if q not in p1 and p0[q][0] == "member"}
         new = {q: p1[q][1] for q in p1 if q not in p0 and p1[q][0] == "member"}
         for nq, value in new.items():
             match = [g for g, gv in gone.items() if gv == value and _qual_parent(g) == _qual_parent(nq)]
             if len(match) == 1 and nq not in renamed:
                 renamed[nq] = (match[0].rsplit(".", 1)[-1], v1)
-    for q, (old, when) in renamed.items():
+    for q, (_, when) in renamed.items():
         earlier = [v for v, p in zip(fetched, present, strict=True) if q in p and v < when]
         if earlier:
             raise fail(f"renamed {q} in {fv(when)} contradicts the fetched headers (present in {fv(earlier[0])})")

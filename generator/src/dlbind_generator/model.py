@@ -72,7 +72,9 @@ class HeaderModel:
             "header_sha256": self.sha256,
             "abi": self.abi,
             "enums": {e.name: dict(e.members) for e in sorted(self.enums, key=lambda e: e.name)},
-            "enum_info": {e.name: {"tag": e.tag, "typedef": e.typedef} for e in sorted(self.enums, key=lambda e: e.name)},
+            "enum_info": {
+                e.name: {"tag": e.tag, "typedef": e.typedef} for e in sorted(self.enums, key=lambda e: e.name)
+            },
             "structs": {
                 s.name: [{"name": f.name, "type": f.type, "offset": f.offset, "size": f.size} for f in s.fields]
                 for s in sorted(self.structs, key=lambda s: s.name)

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cffi
 
@@ -82,7 +83,7 @@ def abi_module(cdef: str) -> str:
         return target.read_text(encoding="utf-8")
 
 
-def _by_release(merged: MergedModel) -> list[dict[str, object]]:
+def _by_release(merged: MergedModel) -> list[dict[str, Any]]:
     """Per release: names introduced (a field or member only when its parent is older), removed, renamed."""
     since = {n.qualname: n.since for n in merged.names}
     rows = []
@@ -93,7 +94,10 @@ def _by_release(merged: MergedModel) -> list[dict[str, object]]:
             if n.since == v and ("." not in n.qualname or since.get(n.qualname.rsplit(".", 1)[0]) != v)
         ]
         renamed = [
-            f"{old} → {n.qualname.rsplit('.', 1)[-1]}" for n in merged.names for old, when in n.renamed_from[:1] if when == v
+            f"{old} → {n.qualname.rsplit('.', 1)[-1]}"
+            for n in merged.names
+            for old, when in n.renamed_from[:1]
+            if when == v
         ]
         rows.append(
             {
@@ -114,7 +118,8 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     ledger = check_ledger(read_ledger(paths.ledger), models, str(paths.ledger))
     canonical = next(m for m in models if m.version == sources.canonical)
     labels = {
-        format_version(s.version): ("local file" if s.local else f"{s.package} {s.package_version}") for s in sources.headers
+        format_version(s.version): ("local file" if s.local else f"{s.package} {s.package_version}")
+        for s in sources.headers
     }
     env = environment()
     ctx = context(canonical, merged, labels)
@@ -127,7 +132,8 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
 
     targets: list[tuple[str, str]] = []
     enum_summary = ", ".join(
-        f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")") for e in ctx["enums"]
+        f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")")
+        for e in ctx["enums"]
     )
     python("__init__.py", "The generated part of the dlbind core.")
     python("enums.py", "Enumerations, flags and constants.")
@@ -136,18 +142,34 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     python("spec_tables.py", "Per-release tables: since, removed, renamed.")
     python("spec_tables.pyi", "Type stubs of spec_tables.py.")
     targets.append(
-        (f"{CORE_GENERATED}/spec_tables.py(i)", f"{len(merged.names)} names with since, {len(ctx['removed'])} removed, {len(ctx['renamed'])} renamed")
+        (
+            f"{CORE_GENERATED}/spec_tables.py(i)",
+            f"{len(merged.names)} names with since, {len(ctx['removed'])} removed, {len(ctx['renamed'])} renamed",
+        )
     )
     python("layout.py", "Struct sizes and offsets.")
     python("layout.pyi", "Type stubs of layout.py.")
-    targets.append((f"{CORE_GENERATED}/layout.py(i)", f"{len(canonical.structs)} structs, {sum(len(s.fields) for s in canonical.structs)} fields ({canonical.abi})"))
+    targets.append(
+        (
+            f"{CORE_GENERATED}/layout.py(i)",
+            f"{len(canonical.structs)} structs, "
+            f"{sum(len(s.fields) for s in canonical.structs)} fields ({canonical.abi})",
+        )
+    )
     python("build_api.py", "cffi builder of the compiled module dlbind._api.")
     cdef_decls = sum(1 for _ in canonical.declarations)
-    targets.append((f"{CORE_GENERATED}/build_api.py", f"cdef of {cdef_decls} declarations; API-mode module `dlbind._api`"))
+    targets.append(
+        (f"{CORE_GENERATED}/build_api.py", f"cdef of {cdef_decls} declarations; API-mode module `dlbind._api`")
+    )
     abi = abi_module(ctx["cdef"])
-    files.add(f"{CORE_GENERATED}/_abi.py", seal(banner(hv, hs, f"cffi {cffi.__version__} ABI-mode module (the pure build).") + "\n\n" + abi))
+    files.add(
+        f"{CORE_GENERATED}/_abi.py",
+        seal(banner(hv, hs, f"cffi {cffi.__version__} ABI-mode module (the pure build).") + "\n\n" + abi),
+    )
     python("_abi.pyi", "Type stubs of _abi.py.")
-    targets.append((f"{CORE_GENERATED}/_abi.py(i)", "cffi out-of-line ABI-mode module `dlbind._generated._abi` (pure build)"))
+    targets.append(
+        (f"{CORE_GENERATED}/_abi.py(i)", "cffi out-of-line ABI-mode module `dlbind._generated._abi` (pure build)")
+    )
 
     for m in models:
         files.add(f"{MODELS}/dlpack-{format_version(m.version)}.json", dumps(m.to_json()))

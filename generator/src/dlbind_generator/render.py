@@ -98,7 +98,10 @@ def enum_views(model: HeaderModel, merged: MergedModel) -> list[EnumView]:
                 "Flags",
                 "IntFlag",
                 "Bits of DLManagedTensorVersioned.flags.",
-                tuple(Member(n, v, format_version(merged.get(c).since), one_line(docs.get(f"#{c}", ""))) for n, v, c in flags),
+                tuple(
+                    Member(n, v, format_version(merged.get(c).since), one_line(docs.get(f"#{c}", "")))
+                    for n, v, c in flags
+                ),
                 (),
             )
         )

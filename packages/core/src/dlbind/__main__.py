@@ -1,6 +1,6 @@
 """``python -m dlbind``: the command line of the core.
 
-    python -m dlbind info [--json]    # DLPack version, build, device/dtype/flag tables with `since`
+python -m dlbind info [--json]    # DLPack version, build, device/dtype/flag tables with `since`
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in (None, "info"):
         return info(getattr(args, "json", False))
-    parser.error(f"unknown command {args.command}")  # pragma: no cover - argparse refuses first
-    return 2
+    parser.error(f"unknown command {args.command}")  # argparse refuses unknown commands first
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""Start-up costs: ``import dlbind`` and a warm regeneration, beside anchors measured in the same run.
+
+    nox -s bench            (or: python benchmarks/startup.py [--json FILE])
+
+Import times are the median over fresh interpreters of the time ``-X importtime`` attributes to
+the top-level import; the anchors are ``import json`` (a small stdlib package) and ``import numpy``.
+Regeneration is the median of in-process runs of the whole generator with the headers cached.
+Nothing here passes or fails: it reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def import_us(module: str, runs: int) -> float | None:
+    samples = []
+    for _ in range(runs):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            return None
+        for line in proc.stderr.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) == 3 and parts[2] == module:
+                samples.append(int(parts[1]))
+    return statistics.median(samples) if samples else None
+
+
+def regenerate_s(runs: int) -> float | None:
+    try:
+        from dlbind_generator.pipeline import Paths, build
+    except ImportError:
+        return None
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        build(Paths(ROOT), progress=lambda _: None, offline=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    rows = {name: import_us(name, args.runs) for name in ("dlbind", "json", "numpy")}
+    regen = regenerate_s(max(3, args.runs // 3))
+    print(f"{'what':<28}{'median':>12}{'vs dlbind':>12}")
+    base = rows["dlbind"]
+    for name, us in rows.items():
+        if us is None:
+            print(f"import {name:<21}{'n/a':>12}")
+            continue
+        ratio = f"{us / base:.2f}x" if base else ""
+        print(f"import {name:<21}{us / 1000:>10.2f}ms{ratio:>12}")
+    if regen is not None:
+        print(f"{'regenerate everything (warm)':<28}{regen:>11.2f}s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"import_us": rows, "regenerate_s": regen}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from dlbind_generator.fetch import fetch_all
+from dlbind_generator.pipeline import Paths
+from dlbind_generator.sources import load_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def headers() -> dict[tuple[int, int], Path]:
+    """Every header of spec/headers.toml, fetched and verified (downloads once, then cached)."""
+    paths = Paths(ROOT)
+    return fetch_all(load_sources(paths.headers_toml), paths.cache, lambda m: print(m, file=sys.stderr))

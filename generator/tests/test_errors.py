@@ -1,0 +1,184 @@
+"""Bad input fails with one line naming the file, the line and the construct; nothing is written."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dlbind_generator.errors import GeneratorError
+from dlbind_generator.parse import parse_header
+
+DLPACK_BASICS = """\
+#define DLPACK_MAJOR_VERSION 1
+#define DLPACK_MINOR_VERSION 3
+#include <stdint.h>
+typedef enum { kDLCPU = 1 } DLDeviceType;
+typedef enum { kDLInt = 0U } DLDataTypeCode;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+"""
+
+
+def _header(tmp_path: Path, text: str, name: str = "dlpack.h") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _cli_parse(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dlbind_generator", "parse", str(path)], capture_output=True, text=True
+    )
+
+
+def test_invalid_c_names_file_and_line(tmp_path: Path) -> None:
+    path = _header(tmp_path, DLPACK_BASICS + "typedef struct {\n  int x\n} DLTensor;\n")
+    with pytest.raises(GeneratorError, match=rf"^{path}:9: not valid C: before: }}"):
+        parse_header(path)
+    proc = _cli_parse(path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"error: {path}:9: not valid C")
+
+
+def test_missing_dlpack_types(tmp_path: Path) -> None:
+    path = _header(tmp_path, DLPACK_BASICS)
+    with pytest.raises(GeneratorError, match=rf"^{path}:1: not a DLPack header: no struct DLTensor$"):
+        parse_header(path)
+
+
+def test_missing_version_macro(tmp_path: Path) -> None:
+    text = DLPACK_BASICS.replace("#define DLPACK_MAJOR_VERSION 1\n", "") + "typedef struct { void *data; } DLTensor;\n"
+    with pytest.raises(GeneratorError, match=r"no DLPACK_MAJOR_VERSION/DLPACK_MINOR_VERSION or DLPACK_VERSION macro"):
+        parse_header(_header(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("snippet", "line", "construct"),
+    [
+        ("typedef union { int a; float b; } U;\n", 7, "unsupported construct: union typedef U"),
+        ("typedef struct { int a : 3; } B;\n", 7, r"unsupported construct: bit-field in struct B field a"),
+        ("int global_counter;\n", 7, "unsupported construct: variable 'global_counter'"),
+        ("static inline int f(void) { return 1; }\n", 7, "unsupported construct: function definition 'f'"),
+        ("typedef struct { struct Later x; } S;\n", 7, "incomplete type 'struct Later' in struct S field x"),
+        ("typedef enum { kBad = 1.5 } E;\n", 7, "enum E member kBad: value is not an integer constant"),
+    ],
+)
+def test_unsupported_constructs(tmp_path: Path, snippet: str, line: int, construct: str) -> None:
+    path = _header(tmp_path, DLPACK_BASICS + snippet)
+    with pytest.raises(GeneratorError, match=rf"^{path}:{line}: {construct}"):
+        parse_header(path, require_dlpack_types=False)
+
+
+def test_preprocessor_error(tmp_path: Path) -> None:
+    path = _header(tmp_path, '#include "missing.h"\n')
+    with pytest.raises(GeneratorError, match=r"the C preprocessor failed: .*missing\.h"):
+        parse_header(path)
+
+
+def test_no_such_file(tmp_path: Path) -> None:
+    with pytest.raises(GeneratorError, match="no such file"):
+        parse_header(tmp_path / "absent.h")
+
+
+def _tree(tmp_path: Path, root: Path, headers: dict) -> Path:
+    """A copy of the repository parts the generator reads and writes, with the header cache."""
+    tree = tmp_path / "repo"
+    shutil.copytree(root / "spec", tree / "spec")
+    shutil.copytree(
+        root / "packages/core/src", tree / "packages/core/src", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
+    (tree / "generator").mkdir()
+    shutil.copy(root / "generator/REPORT.md", tree / "generator/REPORT.md")
+    (tree / ".cache/headers").mkdir(parents=True)
+    for p in headers.values():
+        shutil.copy(p, tree / ".cache/headers" / p.name)
+    return tree
+
+
+def _snapshot(tree: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(tree).as_posix(): p.read_bytes()
+        for p in tree.rglob("*")
+        if p.is_file() and ".cache" not in p.parts
+    }
+
+
+def _generate(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dlbind_generator", "generate", "--offline", "--root", str(tree), *args],
+        capture_output=True,
+        text=True,
+    )
+
+
+def _use_local_canonical(tree: Path, header: Path) -> None:
+    digest = hashlib.sha256(header.read_bytes()).hexdigest()
+    toml = (tree / "spec/headers.toml").read_text().replace('canonical = "1.3"', 'canonical = "9.9"')
+    toml += f'\n[[header]]\nversion = "9.9"\nlocal = "{header}"\nsha256 = "{digest}"\n'
+    (tree / "spec/headers.toml").write_text(toml)
+
+
+def test_generate_with_broken_header_writes_nothing(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    bad = _header(tmp_path, DLPACK_BASICS + "typedef struct { void *data } DLTensor;\n", "broken.h")
+    _use_local_canonical(tree, bad)
+    before = _snapshot(tree)
+    proc = _generate(tree)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {bad}:7: not valid C")
+    assert _snapshot(tree) == before
+
+
+def test_wrong_sha256_names_both_digests(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    header = _header(tmp_path, "/* not what was pinned */\n", "pinned.h")
+    toml = (tree / "spec/headers.toml").read_text()
+    toml += f'\n[[header]]\nversion = "9.9"\nlocal = "{header}"\nsha256 = "{"0" * 64}"\n'
+    (tree / "spec/headers.toml").write_text(toml)
+    before = _snapshot(tree)
+    proc = _generate(tree)
+    actual = hashlib.sha256(header.read_bytes()).hexdigest()
+    assert proc.returncode == 1
+    assert f"expected {'0' * 64}, got {actual}" in proc.stderr
+    assert _snapshot(tree) == before
+
+
+def test_header_changed_without_version_bump_is_caught(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    text = headers[(1, 3)].read_text().replace("kDLTrn = 18,", "kDLTrn = 18,\n  kDLSneaky = 30,")
+    changed = _header(tmp_path, text, "changed.h")
+    digest = hashlib.sha256(changed.read_bytes()).hexdigest()
+    toml = (tree / "spec/headers.toml").read_text()
+    toml = toml.replace(
+        'sha256 = "62052bef24bd69bb7b52e95428f9e99bd7951783850c36c5f2a41e71fd63c2fc"', f'sha256 = "{digest}"'
+    )
+    toml = toml.replace(
+        'path = "tvm_ffi/include/dlpack/dlpack.h"\nsha256 = "' + digest, f'local = "{changed}"\nsha256 = "{digest}'
+    )
+    (tree / "spec/headers.toml").write_text(toml)
+    (tree / ".cache/headers/dlpack-1.3.h").unlink()
+    before = _snapshot(tree)
+    proc = _generate(tree)
+    assert proc.returncode == 1, proc.stderr
+    assert "has a different ABI model than the one recorded" in proc.stderr
+    assert "changed without a version bump" in proc.stderr
+    assert _snapshot(tree) == before
+
+
+def test_history_contradicting_headers_is_refused(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    history = (
+        (tree / "spec/history.toml")
+        .read_text()
+        .replace('"DLDataTypeCode.kDLBfloat" = "0.3"', '"DLDataTypeCode.kDLBfloat" = "0.6"')
+    )
+    (tree / "spec/history.toml").write_text(history)
+    proc = _generate(tree)
+    assert proc.returncode == 1
+    assert (
+        "since DLDataTypeCode.kDLBfloat = 0.6 contradicts the fetched headers (must be no later than 0.4)"
+        in proc.stderr
+    )

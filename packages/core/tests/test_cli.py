@@ -1,0 +1,29 @@
+"""python -m dlbind info: the tables a user sees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def _run(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "dlbind", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_info_text() -> None:
+    out = _run("info")
+    assert out.startswith("dlbind 0.1.0: generated from dlpack.h 1.3, ")
+    lines = out.splitlines()
+    cuda = next(ln for ln in lines if ln.split()[:1] == ["kDLCUDA"])
+    assert cuda.split()[1:3] == ["2", "0.5"] and "kDLGPU (until 0.5)" in cuda
+    fp4 = next(ln for ln in lines if ln.split()[:1] == ["kDLFloat4_e2m1fn"])
+    assert fp4.split()[1:3] == ["17", "1.1"]
+
+
+def test_info_json() -> None:
+    data = json.loads(_run("info", "--json"))
+    assert data["dlpack"] == "1.3"
+    devices = data["tables"]["device types (DLDeviceType)"]
+    assert {"name": "kDLTrn", "value": 18, "since": "1.2", "earlier names": ""} in devices
+    assert data["build"] in ("compiled", "pure")

@@ -1,0 +1,92 @@
+"""The generated enumerations carry DLPack's values (facts from the reference notes, not from the generator)."""
+
+from __future__ import annotations
+
+import enum
+
+import dlbind
+import pytest
+
+DEVICE_TYPES = {
+    "kDLCPU": 1,
+    "kDLCUDA": 2,
+    "kDLCUDAHost": 3,
+    "kDLOpenCL": 4,
+    "kDLVulkan": 7,
+    "kDLMetal": 8,
+    "kDLVPI": 9,
+    "kDLROCM": 10,
+    "kDLROCMHost": 11,
+    "kDLExtDev": 12,
+    "kDLCUDAManaged": 13,
+    "kDLOneAPI": 14,
+    "kDLWebGPU": 15,
+    "kDLHexagon": 16,
+    "kDLMAIA": 17,
+    "kDLTrn": 18,
+}
+DTYPE_CODES = {
+    "kDLInt": 0,
+    "kDLUInt": 1,
+    "kDLFloat": 2,
+    "kDLOpaqueHandle": 3,
+    "kDLBfloat": 4,
+    "kDLComplex": 5,
+    "kDLBool": 6,
+    "kDLFloat8_e3m4": 7,
+    "kDLFloat8_e4m3": 8,
+    "kDLFloat8_e4m3b11fnuz": 9,
+    "kDLFloat8_e4m3fn": 10,
+    "kDLFloat8_e4m3fnuz": 11,
+    "kDLFloat8_e5m2": 12,
+    "kDLFloat8_e5m2fnuz": 13,
+    "kDLFloat8_e8m0fnu": 14,
+    "kDLFloat6_e2m3fn": 15,
+    "kDLFloat6_e3m2fn": 16,
+    "kDLFloat4_e2m1fn": 17,
+}
+
+
+def test_version() -> None:
+    assert dlbind.DLPACK_VERSION == (1, 3)
+    assert (dlbind.DLPACK_MAJOR_VERSION, dlbind.DLPACK_MINOR_VERSION) == (1, 3)
+
+
+def test_device_types() -> None:
+    assert {m.name: int(m) for m in dlbind.DeviceType} == DEVICE_TYPES
+    assert issubclass(dlbind.DeviceType, enum.IntEnum)
+
+
+def test_dtype_codes() -> None:
+    assert {m.name: int(m) for m in dlbind.DataTypeCode} == DTYPE_CODES
+
+
+@pytest.mark.parametrize(
+    ("alias", "member"),
+    [
+        ("kDLGPU", "kDLCUDA"),
+        ("kGPU", "kDLCUDA"),
+        ("kDLCPUPinned", "kDLCUDAHost"),
+        ("kCPU", "kDLCPU"),
+        ("kOpenCL", "kDLOpenCL"),
+    ],
+)
+def test_renamed_device_types_are_aliases(alias: str, member: str) -> None:
+    assert dlbind.DeviceType[alias] is dlbind.DeviceType[member]
+
+
+def test_renamed_dtype_codes_are_aliases() -> None:
+    assert dlbind.DataTypeCode["kFloat"] is dlbind.DataTypeCode.kDLFloat
+
+
+def test_flags() -> None:
+    assert {m.name: int(m) for m in dlbind.Flags} == {"READ_ONLY": 1, "IS_COPIED": 2, "IS_SUBBYTE_TYPE_PADDED": 4}
+    assert dlbind.Flags(3) == dlbind.Flags.READ_ONLY | dlbind.Flags.IS_COPIED
+    assert dlbind.DLPACK_FLAG_BITMASK_READ_ONLY == 1
+    assert dlbind.DLPACK_FLAG_BITMASK_IS_COPIED == 2
+    assert dlbind.DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED == 4
+
+
+def test_unknown_values_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="5 is not a valid DeviceType"):
+        dlbind.DeviceType(5)

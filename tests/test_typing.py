@@ -1,0 +1,47 @@
+"""A user's script that uses the public names passes ``mypy --strict``; a wrong use fails it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+mypy_api = pytest.importorskip("mypy.api", reason="mypy is in the test dependency group")
+
+GOOD = """\
+import dlbind
+from dlbind import spec
+
+def device_name(code: int) -> str:
+    return dlbind.DeviceType(code).name
+
+cuda: dlbind.DeviceType = dlbind.DeviceType.kDLCUDA
+fp8: int = dlbind.DataTypeCode.kDLFloat8_e4m3fn
+version: tuple[int, int] = dlbind.DLPACK_VERSION
+flags: dlbind.Flags = dlbind.Flags.READ_ONLY | dlbind.Flags.IS_COPIED
+since: tuple[int, int] = spec.since("DLDeviceType.kDLCUDA")
+gone: tuple[int, int] | None = spec.removed_in("DLDeviceType.kDLGPU")
+build: str = dlbind.ffi_build()
+print(device_name(cuda), fp8, version, flags, since, gone, build)
+"""
+
+
+def _mypy(tmp_path: Path, source: str) -> tuple[str, int]:
+    script = tmp_path / "user_script.py"
+    script.write_text(source)
+    out, err, status = mypy_api.run(
+        ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / ".mypy"), str(script)]
+    )
+    return out + err, status
+
+
+def test_user_script_passes_strict(tmp_path: Path) -> None:
+    out, status = _mypy(tmp_path, GOOD)
+    assert status == 0, out
+
+
+def test_wrong_use_fails(tmp_path: Path) -> None:
+    out, status = _mypy(tmp_path, GOOD + "bad: str = dlbind.DLPACK_VERSION\nspec.since(3)\n")
+    assert status == 1
+    assert 'Incompatible types in assignment (expression has type "tuple[int, int]", variable has type "str")' in out
+    assert 'Argument 1 to "since" has incompatible type "int"; expected "str"' in out
