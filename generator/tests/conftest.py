@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from dlbind_generator.fetch import fetch_all
 from dlbind_generator.pipeline import Paths
 from dlbind_generator.sources import load_sources

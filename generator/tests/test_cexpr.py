@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from dlbind_generator.cexpr import NotConstant, eval_node, eval_text, int_literal
 from hypothesis import given
 from hypothesis import strategies as st
 from pycparser import CParser
+
+from dlbind_generator.cexpr import NotConstant, eval_node, eval_text, int_literal
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from dlbind_generator.errors import GeneratorError
 from dlbind_generator.parse import parse_header
 

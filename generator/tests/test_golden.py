@@ -13,6 +13,7 @@ from pathlib import Path
 
 import cffi
 import pytest
+
 from dlbind_generator.cdecl import c_declarations
 from dlbind_generator.model import dumps
 from dlbind_generator.parse import parse_header

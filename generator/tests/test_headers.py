@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from dlbind_generator.parse import parse_header
 
 VERSIONS = [(0, 4), (0, 6), (0, 8), (1, 0), (1, 2), (1, 3)]

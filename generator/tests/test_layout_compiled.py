@@ -14,6 +14,7 @@ from pathlib import Path
 
 import cffi
 import pytest
+
 from dlbind_generator.cdecl import c_declarations
 from dlbind_generator.parse import parse_header
 
@@ -52,7 +53,7 @@ def test_generated_core_tables_match_compiler(headers: dict, root: Path, tmp_pat
     namespace: dict[str, object] = {}
     generated = root / "packages/core/src/dlbind/_generated"
     exec((generated / "layout.py").read_text(), namespace)
-    build_ns: dict[str, object] = {"__name__": "not_main"}
+    build_ns: dict[str, object] = {"__name__": "not_main", "__file__": str(generated / "build_api.py")}
     exec((generated / "build_api.py").read_text(), build_ns)
     mod = _compile(headers[(1, 3)], str(build_ns["CDEF"]), tmp_path, "_layout_core")
     sizes, offsets = namespace["STRUCT_SIZES"], namespace["FIELD_OFFSETS"]

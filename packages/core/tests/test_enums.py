@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 
-import dlbind
 import pytest
+
+import dlbind
 
 DEVICE_TYPES = {
     "kDLCPU": 1,

@@ -1,7 +1,6 @@
 """dlbind: the Python binding to DLPack, generated from ``dlpack.h``.
 
-Importing dlbind is cheap: it loads the generated tables only; the cffi backend
-(:mod:`dlbind._ffi`) loads on first use, and no array library is ever imported here.
+Importing dlbind loads no array library and no device backend.
 """
 
 from __future__ import annotations
@@ -18,6 +17,10 @@ from dlbind._generated.enums import (
     DeviceType,
     Flags,
 )
+from dlbind.consumer import from_dlpack
+from dlbind.dtypes import DType
+from dlbind.producer import Exporter, asdlpack, from_pointer
+from dlbind.tensor import Tensor
 
 __version__ = "0.1.0"
 
@@ -28,11 +31,17 @@ __all__ = [
     "DLPACK_MAJOR_VERSION",
     "DLPACK_MINOR_VERSION",
     "DLPACK_VERSION",
+    "DType",
     "DataTypeCode",
     "DeviceType",
+    "Exporter",
     "Flags",
+    "Tensor",
     "__version__",
+    "asdlpack",
     "ffi_build",
+    "from_dlpack",
+    "from_pointer",
     "spec",
 ]
 

@@ -14,6 +14,8 @@ import os
 from typing import Any
 
 ffi: Any
+#: The compiled module with the fast-path functions (``export``, ``take``, ...), or None (pure build).
+native: Any = None
 BUILD: str
 
 if os.environ.get("DLBIND_PURE", "") not in ("", "0"):
@@ -22,12 +24,15 @@ if os.environ.get("DLBIND_PURE", "") not in ("", "0"):
     BUILD = "pure"
 else:
     try:
-        from dlbind._api import ffi  # type: ignore[import-not-found,no-redef,unused-ignore]
-
-        BUILD = "compiled"
+        from dlbind import _api as native  # type: ignore[attr-defined,no-redef,unused-ignore]
     except ImportError:
         from dlbind._generated._abi import ffi
 
         BUILD = "pure"
+    else:
+        if native.lib.dlbind_install() != 0:  # pragma: no cover - registers plain CPython functions
+            raise ImportError("dlbind._api could not register its functions")
+        ffi = native.ffi
+        BUILD = "compiled"
 
-__all__ = ["BUILD", "ffi"]
+__all__ = ["BUILD", "ffi", "native"]

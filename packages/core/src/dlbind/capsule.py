@@ -1,0 +1,179 @@
+"""DLPack capsules: the names, making them (producer side) and taking them (consumer side).
+
+Producer side: :func:`export` builds a ``DLManagedTensorVersioned`` (or a legacy ``DLManagedTensor``)
+that keeps the data's Python owner alive, wraps it in a capsule named
+``"dltensor_versioned"`` (``"dltensor"``), and frees it exactly once: from the capsule's destructor
+while nobody consumed it, else from the deleter the consumer calls.
+
+Consumer side: :func:`take` checks the name, renames the capsule to ``used_*`` (ownership moves to
+us), and returns the struct pointer; :class:`Owner` calls the producer's deleter exactly once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+from dlbind import _capi
+from dlbind._ffi import ffi, native
+from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION
+
+VERSIONED = b"dltensor_versioned"
+USED_VERSIONED = b"used_dltensor_versioned"
+LEGACY = b"dltensor"
+USED_LEGACY = b"used_dltensor"
+
+# Export accounting: how many capsules were made, how many of our deleters ran (the compiled
+# build counts deleter calls in C).
+_COUNTS = {"exports": 0, "deleted": 0}
+_LOCK = threading.Lock()
+
+
+def stats() -> tuple[int, int]:
+    """(tensors exported, deleters run): the difference is what is still alive (for leak tests)."""
+    deleted = native.deleter_calls() if native is not None else _COUNTS["deleted"]
+    return _COUNTS["exports"], deleted
+
+
+def _layout(
+    data: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: tuple[int, int, int],
+    device: tuple[int, int],
+    byte_offset: int,
+    versioned: bool,
+    flags: int,
+) -> tuple[Any, Any]:
+    ndim = len(shape)
+    dims = ffi.new("int64_t[]", 2 * ndim) if ndim else ffi.NULL
+    if ndim:
+        dims[0:ndim] = shape
+        dims[ndim : 2 * ndim] = strides
+    if versioned:
+        managed = ffi.new("DLManagedTensorVersioned *")
+        managed.version.major = DLPACK_MAJOR_VERSION
+        managed.version.minor = DLPACK_MINOR_VERSION
+        managed.flags = flags
+    else:
+        managed = ffi.new("DLManagedTensor *")
+    t = managed.dl_tensor
+    t.data = ffi.cast("void *", data)
+    t.device.device_type, t.device.device_id = device
+    t.ndim = ndim
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = dtype
+    t.shape = dims
+    t.strides = dims + ndim if ndim else ffi.NULL
+    t.byte_offset = byte_offset
+    return managed, dims
+
+
+def export(
+    data: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: tuple[int, int, int],
+    device: tuple[int, int],
+    byte_offset: int,
+    owner: object,
+    *,
+    versioned: bool,
+    flags: int = 0,
+) -> object:
+    """A new capsule over the described memory; ``owner`` stays alive until the deleter runs."""
+    managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
+    address = int(ffi.cast("uintptr_t", managed))
+    _COUNTS["exports"] += 1
+    if native is not None:
+        return native.export((managed, dims, owner), address, versioned)
+    managed.deleter = _deleter_versioned if versioned else _deleter_legacy
+    with _LOCK:
+        _LIVE[address] = (managed, dims, owner)
+    return _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
+
+
+# -- the pure build's deleters: Python callbacks --------------------------------------------
+# Limitation of the pure build (none in the compiled one): a Python callback cannot run while an
+# exception is pending, so a consumer that frees a tensor during exception unwinding replaces that
+# exception with a SystemError. The compiled build's C deleter keeps the pending exception intact.
+_LIVE: dict[int, tuple[Any, ...]] = {}
+
+
+def _release(address: int) -> None:
+    with _LOCK:
+        entry = _LIVE.pop(address, None)
+        if entry is not None:
+            _COUNTS["deleted"] += 1
+    # Dropped outside the lock: freeing the owner may run another of our deleters (re-exports).
+    del entry
+
+
+def _deleter(managed: Any) -> None:
+    _release(int(ffi.cast("uintptr_t", managed)))
+
+
+# Created once and kept for the life of the process: consumers may call them until exit.
+_deleter_versioned = ffi.callback("void(DLManagedTensorVersioned *)", _deleter)
+_deleter_legacy = ffi.callback("void(DLManagedTensor *)", _deleter)
+
+
+def _capsule_destructor(address: int | None) -> None:
+    # Runs while the capsule is being freed: only raw calls, never revive the object.
+    if not address:
+        return
+    name = _capi.capsule_get_name_raw(address)
+    if name is None:
+        return
+    if ctypes.string_at(name) not in (VERSIONED, LEGACY):
+        return  # consumed: the consumer calls the deleter
+    pointer = _capi.capsule_get_pointer_raw(address, name)
+    if pointer:
+        _release(pointer)
+    else:
+        _capi.err_clear()
+
+
+_DESTRUCTOR = _capi.CapsuleDestructor(_capsule_destructor)
+
+
+def take(capsule: object) -> tuple[Any, bool]:
+    """Consume a DLPack capsule: returns (struct pointer, versioned); the capsule is renamed ``used_*``."""
+    if native is not None:
+        address, versioned = native.take(capsule)
+        return ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", address), versioned
+    if type(capsule) is not _capi.PyCapsuleType:
+        raise TypeError(f"expected a DLPack capsule (PyCapsule), got {type(capsule).__name__}")
+    name = _capi.capsule_name(capsule)
+    if name == VERSIONED:
+        ctype, used, versioned = "DLManagedTensorVersioned *", USED_VERSIONED, True
+    elif name == LEGACY:
+        ctype, used, versioned = "DLManagedTensor *", USED_LEGACY, False
+    elif name in (USED_VERSIONED, USED_LEGACY):
+        raise BufferError(f"this DLPack capsule was already consumed (its name is {name.decode()!r})")
+    else:
+        shown = "no name" if name is None else repr(name.decode(errors="replace"))
+        raise BufferError(f"not a DLPack capsule: {shown}; expected 'dltensor_versioned' or 'dltensor'")
+    address = _capi.capsule_get_pointer(capsule, name)
+    if not address:
+        raise BufferError("the DLPack capsule holds a NULL pointer")
+    if _capi.capsule_set_name(capsule, used) != 0:  # pragma: no cover - only fails on a NULL capsule
+        raise BufferError("cannot rename the DLPack capsule")
+    return ffi.cast(ctype, address), versioned
+
+
+class Owner:
+    """Owns a consumed managed tensor: calls its deleter exactly once (on :meth:`release` or when freed)."""
+
+    __slots__ = ("__weakref__", "managed")
+
+    def __init__(self, managed: Any) -> None:
+        self.managed = managed
+
+    def release(self) -> None:
+        managed, self.managed = self.managed, None
+        if managed is not None and managed.deleter != ffi.NULL:
+            managed.deleter(managed)
+
+    def __del__(self) -> None:
+        self.release()

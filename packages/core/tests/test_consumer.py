@@ -1,0 +1,183 @@
+"""dlbind.from_dlpack: raw capsules, negotiation with producers of every kind, and bad input."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind import DeviceType, Flags
+from faulty import float_values, make_capsule
+
+
+def test_versioned_capsule() -> None:
+    capsule, counter = make_capsule(shape=(4,), strides=(1,), flags=Flags.READ_ONLY)
+    t = dlbind.from_dlpack(capsule)
+    assert (t.shape, t.strides, t.version, t.readonly) == ((4,), (1,), (1, 3), True)
+    assert t.dtype.name == "float32" and t.device == (DeviceType.kDLCPU, 0)
+    assert counter.calls == 0
+    del t
+    gc.collect()
+    assert counter.calls == 1
+
+
+def test_legacy_capsule_and_null_strides() -> None:
+    capsule, counter = make_capsule(name=b"dltensor", versioned=False, ndim=2, shape=(2, 3), strides=None)
+    t = dlbind.from_dlpack(capsule)
+    assert t.version is None and t.flags == Flags(0)
+    assert t.strides == (3, 1) and t.is_contiguous()  # NULL strides: row-major (before DLPack 1.2)
+    del t
+    assert counter.calls == 1
+
+
+def test_newer_minor_version_is_accepted() -> None:
+    capsule, counter = make_capsule(minor=9)
+    assert dlbind.from_dlpack(capsule).version == (1, 9)
+    gc.collect()
+    assert counter.calls == 1
+
+
+def test_zero_size_with_null_data_and_0d() -> None:
+    capsule, _ = make_capsule(shape=(0, 3), strides=(3, 1), ndim=2, data=0)
+    t = dlbind.from_dlpack(capsule)
+    assert t.size == 0 and t.data_ptr == 0 and t.nbytes == 0
+    assert np.from_dlpack(t).shape == (0, 3)
+    capsule, _ = make_capsule(ndim=0, shape=(), strides=None, null_shape=True)
+    t = dlbind.from_dlpack(capsule)
+    assert t.shape == () and t.strides == () and t.size == 1
+
+
+def test_byte_offset_is_honoured() -> None:
+    source = np.arange(8, dtype=np.float32)
+    capsule, _ = make_capsule(data=source.ctypes.data, shape=(2,), strides=(1,), byte_offset=12)
+    t = dlbind.from_dlpack(capsule)
+    assert t.byte_offset == 12
+    assert float_values(t.data_ptr + t.byte_offset, 2) == [3.0, 4.0]
+    assert np.from_dlpack(t).tolist() == [3.0, 4.0]
+    assert np.asarray(t).tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"major": 2}, "DLPack 2.3 tensor; dlbind understands major version 1 only"),
+        ({"code": 42}, "unknown DLPack dtype code 42"),
+        ({"device_type": 99}, "unknown DLPack device type 99"),
+        ({"lanes": 4}, r"vector dtypes \(lanes=4\) are not supported"),
+        ({"ndim": -1}, "invalid ndim -1"),
+        ({"ndim": 2, "null_shape": True}, "ndim=2 but a NULL shape"),
+        ({"shape": (-3,)}, r"negative dimension in shape \(-3,\)"),
+        ({"bits": 0}, "bits=0"),
+        ({"data": 0}, "4 elements but a NULL data pointer"),
+    ],
+)
+def test_invalid_tensors_are_refused_and_freed(kwargs: dict[str, Any], message: str) -> None:
+    capsule, counter = make_capsule(**kwargs)
+    with pytest.raises(BufferError, match=message):
+        dlbind.from_dlpack(capsule)
+    assert counter.calls == 1  # the deleter ran exactly once although the tensor was refused
+
+
+def test_capsule_already_used() -> None:
+    capsule, counter = make_capsule()
+    t = dlbind.from_dlpack(capsule)
+    with pytest.raises(BufferError, match="already consumed"):
+        dlbind.from_dlpack(capsule)
+    del t
+    assert counter.calls == 1
+
+
+@pytest.mark.parametrize("name", [b"tensor", b"numpy_dltensor", None])
+def test_wrong_capsule_name(name: bytes | None) -> None:
+    capsule, counter = make_capsule(name=name)
+    with pytest.raises(BufferError, match="not a DLPack capsule"):
+        dlbind.from_dlpack(capsule)
+    assert counter.calls == 0  # not ours to free
+
+
+class Producer:
+    """A producer whose __dlpack__ behaves as configured."""
+
+    def __init__(
+        self, array: np.ndarray, *, legacy: bool = False, raises: BaseException | None = None, returns: object = None
+    ):
+        self.array, self.legacy, self.raises, self.returns = array, legacy, raises, returns
+        self.calls: list[dict[str, Any]] = []
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        self.calls.append(kwargs)
+        if self.legacy and set(kwargs) - {"stream"}:
+            raise TypeError(f"__dlpack__() got an unexpected keyword argument '{sorted(set(kwargs) - {'stream'})[0]}'")
+        if self.raises is not None:
+            raise self.raises
+        if self.returns is not None:
+            return self.returns
+        return self.array.__dlpack__(**kwargs)
+
+
+def test_versioned_keywords_are_sent() -> None:
+    p = Producer(np.arange(3.0))
+    dlbind.from_dlpack(p)
+    assert p.calls == [{"stream": None, "max_version": (1, 3)}]
+
+
+def test_legacy_producer_gets_the_fallback() -> None:
+    p = Producer(np.arange(3.0), legacy=True)
+    t = dlbind.from_dlpack(p)
+    assert t.version is None and np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0]
+    assert p.calls == [{"stream": None, "max_version": (1, 3)}, {"stream": None}]
+
+
+def test_legacy_producer_cannot_honour_copy() -> None:
+    p = Producer(np.arange(3.0), legacy=True)
+    with pytest.raises(BufferError, match="does not accept copy, so it cannot honour them"):
+        dlbind.from_dlpack(p, copy=False)
+
+
+def test_real_type_errors_are_not_swallowed() -> None:
+    p = Producer(np.arange(3.0), raises=TypeError("unsupported operand type(s)"))
+    with pytest.raises(TypeError, match="unsupported operand"):
+        dlbind.from_dlpack(p)
+    assert len(p.calls) == 1
+
+
+def test_producer_raising_propagates() -> None:
+    with pytest.raises(BufferError, match="no can do"):
+        dlbind.from_dlpack(Producer(np.arange(3.0), raises=BufferError("no can do")))
+
+
+def test_producer_returning_non_capsule() -> None:
+    with pytest.raises(TypeError, match=r"Producer.__dlpack__\(\) returned int, not a DLPack capsule"):
+        dlbind.from_dlpack(Producer(np.arange(3.0), returns=42))
+
+
+def test_missing_protocol() -> None:
+    with pytest.raises(AttributeError):
+        dlbind.from_dlpack(object())
+
+
+def test_copy_true_copies_and_sets_flag() -> None:
+    a = np.arange(6.0).reshape(2, 3)[:, ::2]
+    t = dlbind.from_dlpack(a, copy=True)
+    assert t.flags & Flags.IS_COPIED and not t.readonly
+    assert t.data_ptr != a.ctypes.data and t.is_contiguous()
+    assert np.from_dlpack(t).tolist() == a.tolist()
+
+
+def test_copy_false_when_a_copy_is_needed() -> None:
+    e = dlbind.from_pointer(0, (0,), "float32", device="cuda:0")
+    with pytest.raises(BufferError, match="copy=False forbids one"):
+        dlbind.from_dlpack(e, device="cpu", copy=False)
+
+
+def test_stream_rules_for_cpu() -> None:
+    with pytest.raises(BufferError, match="stream must be None for cpu tensors"):
+        dlbind.from_dlpack(np.arange(3), stream=1)
+    with pytest.raises(TypeError, match="stream must be None or an int"):
+        dlbind.from_dlpack(np.arange(3), stream="default")

@@ -1,0 +1,193 @@
+"""dlbind.asdlpack and dlbind.from_pointer: every source kind, and the __dlpack__ keyword rules."""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import gc
+import mmap
+import typing
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind import DeviceType, Flags
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (b"abc", [97, 98, 99]),
+        (bytearray(b"\x01\x02"), [1, 2]),
+        (memoryview(bytes(range(10)))[::3], [0, 3, 6, 9]),
+        (array.array("d", [1.5, 2.5]), [1.5, 2.5]),
+        ((ctypes.c_int32 * 3)(7, 8, 9), [7, 8, 9]),
+        (np.arange(6, dtype=np.int16).reshape(2, 3)[:, ::-1], [[2, 1, 0], [5, 4, 3]]),
+    ],
+)
+def test_buffer_sources(source: object, expected: list[object]) -> None:
+    assert np.from_dlpack(dlbind.asdlpack(source)).tolist() == expected
+
+
+def test_mmap_source() -> None:
+    with mmap.mmap(-1, 16) as m:
+        m[:4] = b"\x05\x06\x07\x08"
+        out = np.from_dlpack(dlbind.asdlpack(m))
+        assert out[:4].tolist() == [5, 6, 7, 8]
+        del out
+
+
+def test_readonly_rules() -> None:
+    e = dlbind.asdlpack(b"xyz")
+    t = dlbind.from_dlpack(e)
+    assert t.readonly
+    with pytest.raises(BufferError, match="legacy 'dltensor' capsule"):
+        e.__dlpack__()  # legacy capsules cannot carry the read-only flag
+    with pytest.raises(BufferError, match="readonly=False asked for"):
+        dlbind.asdlpack(b"xyz", readonly=False)
+    forced = dlbind.from_dlpack(dlbind.asdlpack(bytearray(3), readonly=True))
+    assert forced.readonly
+
+
+def test_versioned_and_legacy_capsules() -> None:
+    e = dlbind.asdlpack(bytearray(4))
+    assert repr(e.__dlpack__()).startswith('<capsule object "dltensor" ')
+    assert repr(e.__dlpack__(max_version=(0, 8))).startswith('<capsule object "dltensor" ')
+    assert repr(e.__dlpack__(max_version=(1, 0))).startswith('<capsule object "dltensor_versioned" ')
+    assert repr(e.__dlpack__(max_version=(2, 0))).startswith('<capsule object "dltensor_versioned" ')
+
+
+def test_strides_always_emitted_and_size1_kept() -> None:
+    a = np.ones((3, 1, 2), dtype=np.float32)[:, :, ::2]
+    t = dlbind.from_dlpack(dlbind.asdlpack(a))
+    assert t.strides == tuple(s // 4 for s in a.strides)
+
+
+def test_stream_and_device_keywords() -> None:
+    e = dlbind.asdlpack(bytearray(4))
+    assert e.__dlpack_device__() == (DeviceType.kDLCPU, 0)
+    with pytest.raises(BufferError, match="stream must be None for cpu"):
+        e.__dlpack__(stream=1)
+    assert dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), dl_device=(1, 0))).device == (DeviceType.kDLCPU, 0)
+    with pytest.raises(BufferError, match="exports host data only to the CPU"):
+        e.__dlpack__(max_version=(1, 3), dl_device=(2, 0))
+    copied = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), copy=True))
+    assert copied.flags & Flags.IS_COPIED
+
+
+@pytest.mark.parametrize(
+    ("device", "stream", "ok"),
+    [
+        ("cuda:0", None, True), ("cuda:0", 1, True), ("cuda:0", 2, True), ("cuda:0", -1, True),
+        ("cuda:0", 0, False), ("cuda:0", -2, False), ("cuda:0", 12345, True),
+        ("rocm:0", 0, True), ("rocm:0", 1, False), ("rocm:0", 2, False), ("rocm:0", None, True),
+        ("cpu", 0, False),
+    ],
+)  # fmt: skip
+def test_stream_argument_rules(device: str, stream: int | None, ok: bool) -> None:
+    e = dlbind.from_pointer(0, (0,), "float32", device=device)
+    if ok:
+        dlbind.from_dlpack(e.__dlpack__(stream=stream, max_version=(1, 3)))
+    else:
+        with pytest.raises(BufferError, match=f"stream {stream} is not valid|stream must be None"):
+            e.__dlpack__(stream=stream, max_version=(1, 3))
+
+
+def test_from_pointer_and_owner_lifetime() -> None:
+    buf = (ctypes.c_float * 6)(*range(6))
+
+    class Owner:
+        freed = False
+
+        def __del__(self) -> None:
+            Owner.freed = True
+
+    e = dlbind.from_pointer(ctypes.addressof(buf), (2, 3), "float32", strides=(1, 2), owner=Owner())
+    out = np.from_dlpack(e)
+    assert out.tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]
+    del e
+    gc.collect()
+    assert not Owner.freed  # the numpy array still uses the memory
+    del out
+    gc.collect()
+    assert Owner.freed
+
+
+def test_array_interface_source() -> None:
+    class Iface:
+        def __init__(self, a: np.ndarray) -> None:
+            self.a = a
+            self.__array_interface__ = dict(a.__array_interface__)
+
+    a = np.arange(12, dtype=np.uint16).reshape(3, 4)[1:, ::2]
+    assert np.from_dlpack(dlbind.asdlpack(Iface(a))).tolist() == a.tolist()
+    masked = Iface(a)
+    masked.__array_interface__["mask"] = object()
+    with pytest.raises(BufferError, match="with a mask"):
+        dlbind.asdlpack(masked)
+
+
+def test_cuda_array_interface_metadata() -> None:
+    class Cai:
+        __cuda_array_interface__: typing.ClassVar[dict[str, object]] = {
+            "shape": (2, 3),
+            "typestr": "<f4",
+            "data": (4096, False),
+            "strides": None,
+            "version": 3,
+        }
+
+    with pytest.raises(BufferError, match="pass device_id="):
+        dlbind.asdlpack(Cai())
+    e = dlbind.asdlpack(Cai(), device_id=1)
+    assert e.__dlpack_device__() == (DeviceType.kDLCUDA, 1)
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), stream=-1))
+    assert (t.shape, t.strides, t.data_ptr, t.device) == ((2, 3), (3, 1), 4096, (DeviceType.kDLCUDA, 1))
+    with pytest.raises(BufferError, match="needs its dlbind backend"):
+        e.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+
+
+def test_dlpack_source_is_renegotiated() -> None:
+    class LegacyOnly:
+        def __init__(self) -> None:
+            self.a = np.arange(4.0)
+
+        def __dlpack__(self, stream: int | None = None) -> object:
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    e = dlbind.asdlpack(LegacyOnly())
+    capsule = e.__dlpack__(max_version=(1, 3))  # a versioned consumer served by a legacy producer
+    assert repr(capsule).startswith('<capsule object "dltensor_versioned"')
+    assert np.from_dlpack(e).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("obj", "error", "message"),
+    [
+        (object(), TypeError, "cannot export object as DLPack"),
+        (memoryview(b"abcd").cast("B", (2, 2)).obj, None, None),
+        (array.array("u", "ab"), BufferError, "has no DLPack dtype"),
+        (np.zeros(2, dtype=">f4"), BufferError, "not native-endian"),
+    ],
+)
+def test_unexportable(obj: object, error: type[Exception] | None, message: str | None) -> None:
+    if error is None:
+        dlbind.asdlpack(obj)
+        return
+    with pytest.raises(error, match=message):
+        dlbind.asdlpack(obj)
+
+
+def test_from_pointer_validation() -> None:
+    with pytest.raises(ValueError, match="negative dimension"):
+        dlbind.from_pointer(1, (-1,), "uint8")
+    with pytest.raises(ValueError, match="do not match shape"):
+        dlbind.from_pointer(1, (2, 2), "uint8", strides=(1,))
+    with pytest.raises(ValueError, match="NULL pointer can only describe an empty tensor"):
+        dlbind.from_pointer(0, (2,), "uint8")
+    with pytest.raises(ValueError, match="unknown device"):
+        dlbind.from_pointer(1, (2,), "uint8", device="tpu")
