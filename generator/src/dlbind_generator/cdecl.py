@@ -21,11 +21,11 @@ def declare(type_text: str, name: str) -> str:
 
 
 def c_declarations(model: HeaderModel) -> str:
-    """Every type the header declares, in header order, as plain C (no macros, no comments)."""
+    """The header's integer macros, then every type it declares in header order, as plain C (no comments)."""
     enums = {e.name: e for e in model.enums}
     structs = {s.name: s for s in model.structs}
     typedefs = dict(model.typedefs)
-    out: list[str] = []
+    out: list[str] = ["".join(f"#define {name} {value}\n" for name, value in model.macros)] if model.macros else []
     for kind, name in model.declarations:
         if kind == "struct":
             s = structs[name]

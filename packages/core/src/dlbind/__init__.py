@@ -5,7 +5,7 @@ Importing dlbind loads no array library and no device backend.
 
 from __future__ import annotations
 
-from dlbind import spec
+from dlbind import exchange, spec
 from dlbind._generated.enums import (
     DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
@@ -23,6 +23,9 @@ from dlbind.producer import Exporter, asdlpack, from_pointer
 from dlbind.tensor import Tensor
 
 __version__ = "0.1.0"
+
+# DLPack 1.3: consumers find dlbind's C exchange table on the type.
+Tensor.__dlpack_c_exchange_api__ = exchange.table()  # type: ignore[attr-defined]
 
 __all__ = [
     "DLPACK_FLAG_BITMASK_IS_COPIED",

@@ -145,11 +145,178 @@ static PyObject *dlbind_py_deleter_calls(PyObject *mod, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(dlbind_deleter_count);
 }
 
+/* ---- DLPack 1.3 C exchange API ---------------------------------------------------------------
+ * Consumer: exchange_import(obj) uses the table on type(obj) (cached per type) and returns the
+ * address of an owned DLManagedTensorVersioned, or None when the type has no usable table.
+ * Producer: dlbind's own table, whose functions go through dlbind.exchange (Python) for the work
+ * that needs Python objects; it is static and lives as long as the process. */
+
+static PyObject *dlbind_api_cache = NULL; /* type -> capsule or None */
+
+static const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) {
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    if (dlbind_api_cache == NULL && (dlbind_api_cache = PyDict_New()) == NULL) return NULL;
+    PyObject *cap = PyDict_GetItemWithError(dlbind_api_cache, type);
+    if (cap == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        cap = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
+        if (cap == NULL) {
+            PyErr_Clear();
+            cap = Py_None;
+            Py_INCREF(cap);
+        }
+        if (PyDict_SetItem(dlbind_api_cache, type, cap) != 0) {
+            Py_DECREF(cap);
+            return NULL;
+        }
+        Py_DECREF(cap); /* the dict holds it */
+    }
+    if (!PyCapsule_IsValid(cap, "dlpack_exchange_api")) return NULL;
+    const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+    if (api == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* walk to a major version we understand */
+    const DLPackExchangeAPIHeader *h = &api->header;
+    while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION) h = h->prev_api;
+    if (h == NULL) return NULL;
+    api = (const DLPackExchangeAPI *)h;
+    if (api->managed_tensor_from_py_object_no_sync == NULL) return NULL;
+    return api;
+}
+
+static PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
+    (void)mod;
+    const DLPackExchangeAPI *api = dlbind_table_of(obj);
+    if (api == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    DLManagedTensorVersioned *out = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0 || out == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why",
+                         Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return PyLong_FromVoidPtr(out);
+}
+
+/* The helpers in dlbind.exchange our table calls (looked up once). */
+static PyObject *dlbind_exchange_module = NULL;
+
+static PyObject *dlbind_exchange_helper(const char *name) {
+    if (dlbind_exchange_module == NULL) {
+        dlbind_exchange_module = PyImport_ImportModule("dlbind.exchange");
+        if (dlbind_exchange_module == NULL) return NULL;
+    }
+    return PyObject_GetAttrString(dlbind_exchange_module, name);
+}
+
+/* Call helper(args...) which returns an int address; store it in *out. */
+static int dlbind_call_address(const char *helper, PyObject *args, void **out) {
+    PyObject *fn = dlbind_exchange_helper(helper);
+    if (fn == NULL) {
+        Py_XDECREF(args);
+        return -1;
+    }
+    PyObject *res = args ? PyObject_Call(fn, args, NULL) : NULL;
+    Py_DECREF(fn);
+    Py_XDECREF(args);
+    if (res == NULL) return -1;
+    *out = PyLong_AsVoidPtr(res);
+    Py_DECREF(res);
+    return (*out == NULL && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Callers hold the GIL (they pass PyObject*); Ensure/Release is cheap then, and makes calls
+ * through cffi (which releases the GIL around foreign calls) safe too. */
+static int dlbind_x_from_py(void *py_object, DLManagedTensorVersioned **out) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    void *address = NULL;
+    int rc = dlbind_call_address("managed_from_object", Py_BuildValue("(O)", (PyObject *)py_object), &address);
+    *out = (DLManagedTensorVersioned *)address;
+    PyGILState_Release(state);
+    return rc;
+}
+
+static int dlbind_x_to_py(DLManagedTensorVersioned *tensor, void **out_py_object) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    int rc = -1;
+    PyObject *fn = dlbind_exchange_helper("object_from_managed");
+    if (fn != NULL) {
+        PyObject *res = PyObject_CallFunction(fn, "N", PyLong_FromVoidPtr(tensor));
+        Py_DECREF(fn);
+        if (res != NULL) {
+            *out_py_object = res; /* a new reference, as the API asks */
+            rc = 0;
+        }
+    }
+    PyGILState_Release(state);
+    return rc;
+}
+
+static int dlbind_x_allocate(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                             void (*SetError)(void *error_ctx, const char *kind, const char *message)) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    void *address = NULL;
+    int rc = dlbind_call_address("allocate", Py_BuildValue("(n)", (Py_ssize_t)prototype), &address);
+    if (rc != 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *text = value ? PyObject_Str(value) : NULL;
+        const char *message = text ? PyUnicode_AsUTF8(text) : "allocation failed";
+        if (SetError) SetError(error_ctx, type ? ((PyTypeObject *)type)->tp_name : "RuntimeError", message ? message : "");
+        Py_XDECREF(text);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_Clear();
+        *out = NULL;
+    } else {
+        *out = (DLManagedTensorVersioned *)address;
+    }
+    PyGILState_Release(state);
+    return rc;
+}
+
+static int dlbind_x_stream(DLDeviceType device_type, int32_t device_id, void **out_current_stream) {
+    (void)device_id;
+    if (device_type == kDLCPU || device_type == kDLCUDAHost || device_type == kDLROCMHost) {
+        *out_current_stream = NULL;
+        return 0;
+    }
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyErr_Format(PyExc_BufferError, "dlbind's core has no stream for device type %d: install its dlbind backend",
+                 (int)device_type);
+    PyGILState_Release(state);
+    return -1;
+}
+
+static DLPackExchangeAPI dlbind_exchange_table = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, NULL},
+    dlbind_x_allocate,
+    dlbind_x_from_py,
+    dlbind_x_to_py,
+    NULL, /* dltensor_from_py_object_no_sync: optional; dlbind.Tensor keeps no C-level shape arrays */
+    dlbind_x_stream,
+};
+
+static PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return PyCapsule_New(&dlbind_exchange_table, "dlpack_exchange_api", NULL);
+}
+
 static PyMethodDef dlbind_methods[] = {
     {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL,
      "export(keepalive, address, versioned) -> capsule"},
     {"take", (PyCFunction)dlbind_py_take, METH_O, "take(capsule) -> (address, versioned)"},
     {"deleter_calls", (PyCFunction)dlbind_py_deleter_calls, METH_NOARGS, "how many times dlbind's C deleters ran"},
+    {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
+     "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
+    {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -165,3 +332,4 @@ int dlbind_install(void) {
     PyGILState_Release(state);
     return rc;
 }
+

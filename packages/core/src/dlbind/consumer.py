@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import _capi
+from dlbind import _capi, exchange
 from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind.devices import check_stream, parse_device
 from dlbind.tensor import Tensor, from_capsule
@@ -60,6 +60,10 @@ def from_dlpack(x: Any, *, device: Any = None, copy: bool | None = None, stream:
         if device is not None or copy:
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream)
+    if device is None and copy is None and stream is None:
+        fast = exchange.import_object(x)
+        if fast is not None:
+            return fast
     target = None if device is None else parse_device(device)
     here = parse_device(tuple(x.__dlpack_device__()))
     check_stream(here[0], stream)

@@ -1,0 +1,155 @@
+"""The DLPack 1.3 C exchange API (``__dlpack_c_exchange_api__``), both sides.
+
+Consumer (compiled build): :func:`import_object` uses a producer type's table (torch >= 2.10 has
+one) to get an owned ``DLManagedTensorVersioned`` without the ``__dlpack__`` round trip.
+Producer: :func:`table` is the capsule ``dlbind.Tensor.__dlpack_c_exchange_api__`` holds. In the
+compiled build its functions are C, calling the helpers below for the work that needs Python
+objects; the pure build makes the same table from cffi callbacks (slower, and a failing callback
+reports -1 with its exception printed rather than set).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from dlbind import _capi, capsule
+from dlbind._ffi import ffi, native
+from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DeviceType
+from dlbind.devices import HOST_ACCESSIBLE
+from dlbind.dtypes import DType
+from dlbind.tensor import Tensor, from_managed
+
+__all__ = ["import_object", "table"]
+
+CAPSULE_NAME = b"dlpack_exchange_api"
+
+
+# -- helpers our table calls (compiled and pure) ------------------------------------------------
+
+
+def managed_from_object(obj: Any) -> int:
+    """Owned DLManagedTensorVersioned address for a dlbind producer (consumes one capsule)."""
+    managed, versioned = capsule.take(obj.__dlpack__(max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
+    assert versioned
+    return int(ffi.cast("uintptr_t", managed))
+
+
+def object_from_managed(address: int) -> Tensor:
+    """A dlbind.Tensor that owns the given DLManagedTensorVersioned."""
+    managed = ffi.cast("DLManagedTensorVersioned *", address)
+    try:
+        return from_managed(managed, True)
+    except BaseException:
+        if managed.deleter != ffi.NULL:
+            managed.deleter(managed)
+        raise
+
+
+def allocate(prototype_address: int) -> int:
+    """A new zero-filled host tensor shaped like the prototype ``DLTensor*``; returns its owned address."""
+    from dlbind.producer import Memory, _contiguous_strides
+
+    proto = ffi.cast("DLTensor *", prototype_address)
+    if int(proto.device.device_type) not in HOST_ACCESSIBLE:
+        raise BufferError(f"dlbind allocates host memory only, not device type {int(proto.device.device_type)}")
+    ndim = int(proto.ndim)
+    shape = tuple(ffi.unpack(proto.shape, ndim)) if ndim else ()
+    dtype = DType(int(proto.dtype.code), int(proto.dtype.bits), int(proto.dtype.lanes))
+    size = 1
+    for d in shape:
+        size *= d
+    store = bytearray(dtype.nbytes(size))
+    data = ctypes.addressof((ctypes.c_char * len(store)).from_buffer(store)) if store else 0
+    mem = Memory(data, shape, _contiguous_strides(shape), dtype, (DeviceType.kDLCPU, 0), 0, False, store)
+    return managed_from_object(_Once(mem))
+
+
+class _Once:
+    __slots__ = ("mem",)
+
+    def __init__(self, mem: Any) -> None:
+        self.mem = mem
+
+    def __dlpack__(self, *, max_version: tuple[int, int]) -> object:
+        from dlbind.producer import export_memory
+
+        return export_memory(self.mem, max_version=max_version)
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+_PURE: dict[str, Any] = {}
+
+
+def _pure_table() -> object:
+    def from_py(py_object: Any, out: Any) -> int:
+        out[0] = ffi.cast("DLManagedTensorVersioned *", managed_from_object(_capi.object_at(_address(py_object))))
+        return 0
+
+    def to_py(tensor: Any, out: Any) -> int:
+        obj = object_from_managed(int(ffi.cast("uintptr_t", tensor)))
+        _capi.incref(obj)  # a new reference for the caller
+        out[0] = ffi.cast("void *", id(obj))
+        return 0
+
+    def alloc(prototype: Any, out: Any, error_ctx: Any, set_error: Any) -> int:
+        try:
+            out[0] = ffi.cast("DLManagedTensorVersioned *", allocate(int(ffi.cast("uintptr_t", prototype))))
+        except Exception as exc:
+            out[0] = ffi.NULL
+            if set_error != ffi.NULL:
+                set_error(error_ctx, type(exc).__name__.encode(), str(exc).encode())
+            return -1
+        return 0
+
+    def stream(device_type: int, device_id: int, out: Any) -> int:
+        if device_type not in HOST_ACCESSIBLE:
+            return -1
+        out[0] = ffi.NULL
+        return 0
+
+    api = ffi.new("DLPackExchangeAPI *")
+    api.header.version.major, api.header.version.minor = DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION
+    callbacks = {
+        "managed_tensor_allocator": ffi.callback("DLPackManagedTensorAllocator", alloc, error=-1),
+        "managed_tensor_from_py_object_no_sync": ffi.callback(
+            "DLPackManagedTensorFromPyObjectNoSync", from_py, error=-1
+        ),
+        "managed_tensor_to_py_object_no_sync": ffi.callback("DLPackManagedTensorToPyObjectNoSync", to_py, error=-1),
+        "current_work_stream": ffi.callback("DLPackCurrentWorkStream", stream, error=-1),
+    }
+    for name, cb in callbacks.items():
+        setattr(api, name, cb)
+    _PURE.update(callbacks, api=api)  # alive for the whole process, as the API requires
+    return _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor())
+
+
+def _address(pointer: Any) -> int:
+    return int(ffi.cast("uintptr_t", pointer))
+
+
+def table() -> object:
+    """dlbind's exchange table as the ``"dlpack_exchange_api"`` capsule."""
+    return native.exchange_table() if native is not None else _pure_table()
+
+
+# -- consumer -------------------------------------------------------------------------------------
+
+def import_object(x: Any) -> Tensor | None:
+    """Import ``x`` through its type's exchange table; None when it has none (or the tensor needs a sync).
+
+    Compiled build only: the table's functions need the GIL, and cffi releases it around foreign
+    calls, so the pure build keeps to ``__dlpack__``.
+    """
+    if native is None:
+        return None
+    address = native.exchange_import(x)
+    if address is None:
+        return None
+    tensor = object_from_managed(address)
+    if tensor.device[0] not in HOST_ACCESSIBLE:
+        # NoSync: device work may still be queued. Drop it; __dlpack__ synchronises properly.
+        del tensor
+        return None
+    return tensor
