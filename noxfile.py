@@ -104,9 +104,11 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks (reports, never pass/fail): start-up costs beside anchors measured in the same run."""
+    """Benchmarks (reports, never pass/fail): ns per exchange and start-up, beside anchors in the same run."""
     _install_generator(session)
-    session.install("numpy")
+    session.install(*_group("bench"))
+    session.install("--force-reinstall", "--no-deps", CORE)
     session.install(CORE)
     session.run("python", "-m", "dlbind_generator", "fetch", silent=True)
+    session.run("python", "benchmarks/exchange.py", "--json", ".cache/bench/exchange.json", *session.posargs)
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")

@@ -1,4 +1,4 @@
-"""The few CPython C-API calls the pure build needs, through ``ctypes.pythonapi``.
+"""The few CPython C-API calls the pure build needs, through ctypes.
 
 Two families: ``*_obj`` take Python objects (normal calls), ``*_raw`` take the object's address
 (for capsule destructors, which run while the object is being freed and must not revive it).
@@ -9,7 +9,9 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int, c_ssize_t, c_void_p, py_object
 
-_api = ctypes.pythonapi
+# Our own handle on the interpreter's symbols: ``ctypes.pythonapi`` caches one function object per
+# name for the whole process, and other libraries (pydlpack) set their own argtypes on it.
+_api = ctypes.PyDLL(None)
 
 CapsuleDestructor = ctypes.CFUNCTYPE(None, c_void_p)
 
@@ -34,8 +36,8 @@ capsule_is_valid.restype = c_int
 capsule_is_valid.argtypes = [py_object, c_char_p]
 
 
-# raw variants for destructors ----------------------------------------------------------------
-_raw = ctypes.PyDLL(None)  # same symbols, called with the GIL held (we are inside a destructor)
+# raw variants for destructors (they take addresses, never objects) ---------------------------
+_raw = ctypes.PyDLL(None)
 capsule_get_name_raw = _raw.PyCapsule_GetName
 capsule_get_name_raw.restype = c_void_p
 capsule_get_name_raw.argtypes = [c_void_p]
