@@ -6,6 +6,8 @@ Importing dlbind loads no array library and no device backend.
 from __future__ import annotations
 
 from dlbind import exchange, spec
+from dlbind import tensor as _tensor
+from dlbind._ffi import native as _native
 from dlbind._generated.enums import (
     DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
@@ -25,7 +27,14 @@ from dlbind.tensor import Tensor
 __version__ = "0.1.0"
 
 # DLPack 1.3: consumers find dlbind's C exchange table on the type.
-Tensor.__dlpack_c_exchange_api__ = exchange.table()  # type: ignore[attr-defined]
+Tensor.__dlpack_c_exchange_api__ = exchange.table()
+
+# The compiled build answers the common calls in C and hands every other case to the Python
+# implementations imported above (same signatures, same errors).
+_tensor._configure()
+if _native is not None:
+    asdlpack = _native.asdlpack
+    from_dlpack = _native.from_dlpack
 
 __all__ = [
     "DLPACK_FLAG_BITMASK_IS_COPIED",

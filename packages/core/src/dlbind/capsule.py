@@ -32,8 +32,10 @@ _LOCK = threading.Lock()
 
 def stats() -> tuple[int, int]:
     """(tensors exported, deleters run): the difference is what is still alive (for leak tests)."""
-    deleted = native.deleter_calls() if native is not None else _COUNTS["deleted"]
-    return _COUNTS["exports"], deleted
+    if native is not None:
+        exports, deleted = native.counts()
+        return int(exports), int(deleted)
+    return _COUNTS["exports"], _COUNTS["deleted"]
 
 
 def _layout(
@@ -84,9 +86,9 @@ def export(
     """A new capsule over the described memory; ``owner`` stays alive until the deleter runs."""
     managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
     address = int(ffi.cast("uintptr_t", managed))
-    _COUNTS["exports"] += 1
     if native is not None:
         return native.export((managed, dims, owner), address, versioned)
+    _COUNTS["exports"] += 1
     managed.deleter = _deleter_versioned if versioned else _deleter_legacy
     with _LOCK:
         _LIVE[address] = (managed, dims, owner)

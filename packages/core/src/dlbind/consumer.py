@@ -18,8 +18,13 @@ def _keyword_refused(exc: TypeError) -> bool:
     return any(text in str(exc) for text in _UNEXPECTED)
 
 
-def call_dlpack(x: Any, *, stream: int | None, dl_device: Any, copy: bool | None) -> object:
-    """Call ``x.__dlpack__`` with the newest keywords, falling back as the spec says."""
+def call_dlpack(
+    x: Any, *, stream: int | None, dl_device: Any, copy: bool | None, first_error: TypeError | None = None
+) -> object:
+    """Call ``x.__dlpack__`` with the newest keywords, falling back as the spec says.
+
+    ``first_error``: the TypeError the versioned call already raised (the compiled fast path made it).
+    """
     method = x.__dlpack__
     kwargs: dict[str, Any] = {"stream": stream, "max_version": DLPACK_VERSION}
     if dl_device is not None:
@@ -27,6 +32,8 @@ def call_dlpack(x: Any, *, stream: int | None, dl_device: Any, copy: bool | None
     if copy is not None:
         kwargs["copy"] = copy
     try:
+        if first_error is not None:
+            raise first_error
         result = method(**kwargs)
     except TypeError as exc:
         if not _keyword_refused(exc):
@@ -45,6 +52,11 @@ def call_dlpack(x: Any, *, stream: int | None, dl_device: Any, copy: bool | None
     if type(result) is not _capi.PyCapsuleType:
         raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
     return result
+
+
+def after_type_error(x: Any, error: TypeError) -> Tensor:
+    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``."""
+    return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
 
 
 def from_dlpack(x: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Tensor:

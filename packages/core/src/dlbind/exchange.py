@@ -37,13 +37,7 @@ def managed_from_object(obj: Any) -> int:
 
 def object_from_managed(address: int) -> Tensor:
     """A dlbind.Tensor that owns the given DLManagedTensorVersioned."""
-    managed = ffi.cast("DLManagedTensorVersioned *", address)
-    try:
-        return from_managed(managed, True)
-    except BaseException:
-        if managed.deleter != ffi.NULL:
-            managed.deleter(managed)
-        raise
+    return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True)
 
 
 def allocate(prototype_address: int) -> int:
@@ -135,6 +129,7 @@ def table() -> object:
 
 
 # -- consumer -------------------------------------------------------------------------------------
+
 
 def import_object(x: Any) -> Tensor | None:
     """Import ``x`` through its type's exchange table; None when it has none (or the tensor needs a sync).

@@ -190,8 +190,6 @@ def export_view(
     copy: bool | None = None,
 ) -> object:
     """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive."""
-    if tensor._owner is None:
-        raise BufferError("this dlbind.Tensor no longer owns its memory")
     mem = Memory(
         tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, tensor.byte_offset,
         tensor.readonly, tensor, int(tensor.flags & Flags.IS_SUBBYTE_TYPE_PADDED),

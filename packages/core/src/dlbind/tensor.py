@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from dlbind import capsule as _capsule
-from dlbind._ffi import ffi
+from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DataTypeCode, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import DType
@@ -25,86 +25,29 @@ _KNOWN_DEVICES = frozenset(int(d) for d in DeviceType)
 MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
 
 
-class Tensor:
-    """A consumed DLPack tensor (see :func:`dlbind.from_dlpack`)."""
+class _PureCore:
+    """The pure build's stand-in for the C ``TensorCore`` (same attributes, built from cffi structs)."""
 
     __slots__ = (
+        "__weakref__",
+        "_bits",
+        "_code",
+        "_device_id",
+        "_device_type",
+        "_flags",
+        "_lanes",
         "_owner",
         "byte_offset",
         "data_ptr",
-        "device",
-        "dtype",
-        "flags",
         "shape",
         "strides",
         "version",
     )
-
-    _owner: Any
-    #: Data pointer as the producer gave it (add ``byte_offset`` for the first element).
-    data_ptr: int
-    byte_offset: int
-    #: ``(DeviceType, device_id)``
-    device: Device
-    dtype: DType
-    #: DLPack flags (``Flags.READ_ONLY``, ``Flags.IS_COPIED``, ...); empty for legacy capsules.
-    flags: Flags
     shape: tuple[int, ...]
-    #: Strides in elements (DLPack's unit); see :attr:`byte_strides`.
-    strides: tuple[int, ...]
-    #: ``(major, minor)`` of a versioned capsule, None for a legacy one.
-    version: tuple[int, int] | None
 
-    # -- metadata ------------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
         return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.dtype.nbytes(self.size, padded=bool(self.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
-
-    @property
-    def readonly(self) -> bool:
-        return bool(self.flags & Flags.READ_ONLY)
-
-    @property
-    def byte_strides(self) -> tuple[int, ...]:
-        if self.dtype.bits * self.dtype.lanes % 8 and not self.flags & Flags.IS_SUBBYTE_TYPE_PADDED:
-            raise BufferError(f"{self.dtype.name} is packed below a byte: strides have no byte size")
-        return tuple(s * self.dtype.itemsize for s in self.strides)
-
-    def is_contiguous(self) -> bool:
-        """Row-major contiguous (size-1 dimensions may have any stride)."""
-        expected = 1
-        for dim, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
-            if dim == 0:
-                return True
-            if dim != 1 and stride != expected:
-                return False
-            expected *= dim
-        return True
-
-    def __repr__(self) -> str:
-        flags = f", flags={self.flags!r}" if self.flags else ""
-        return (
-            f"dlbind.Tensor(shape={self.shape}, dtype={self.dtype.name}, "
-            f"device={device_name(self.device[0])}:{self.device[1]}{flags})"
-        )
-
-    def copy(self) -> Tensor:
-        """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
-        from dlbind.producer import export_view
-
-        return from_capsule(export_view(self, max_version=(1, 3), copy=True))
-
-    # -- exporting again -----------------------------------------------------------------------
-    def __dlpack_device__(self) -> tuple[DeviceType, int]:
-        return self.device
 
     def __dlpack__(
         self,
@@ -118,10 +61,100 @@ class Tensor:
 
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
+
+_Core: Any = native.TensorCore if native is not None else _PureCore
+
+
+class Tensor(_Core):  # type: ignore[misc]
+    """A consumed DLPack tensor (see :func:`dlbind.from_dlpack`).
+
+    Attributes: ``shape``, ``strides`` (elements), ``byte_strides``, ``dtype``, ``device``,
+    ``data_ptr`` (as the producer gave it) and ``byte_offset``, ``readonly``, ``version`` (None for
+    a legacy capsule), ``flags``, ``nbytes``, ``ndim``, ``size``. Exports ``__dlpack__`` again, the
+    array interface, and (compiled build) the buffer protocol.
+    """
+
+    __slots__ = ()
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    data_ptr: int
+    byte_offset: int
+    ndim: int
+    version: tuple[int, int] | None
+    _code: int
+    _bits: int
+    _lanes: int
+    _device_type: int
+    _device_id: int
+    _flags: int
+
+    @property
+    def dtype(self) -> DType:
+        return DType(self._code, self._bits, self._lanes)
+
+    @property
+    def device(self) -> Device:
+        """``(DeviceType, device_id)``"""
+        return DeviceType(self._device_type), self._device_id
+
+    @property
+    def flags(self) -> Flags:
+        """DLPack flags (``Flags.READ_ONLY``, ``Flags.IS_COPIED``, ...); empty for legacy capsules."""
+        return Flags(self._flags)
+
+    # -- metadata ------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.dtype.nbytes(self.size, padded=bool(self._flags & Flags.IS_SUBBYTE_TYPE_PADDED))
+
+    @property
+    def readonly(self) -> bool:
+        return bool(self._flags & Flags.READ_ONLY)
+
+    @property
+    def byte_strides(self) -> tuple[int, ...]:
+        dtype = self.dtype
+        if dtype.bits * dtype.lanes % 8 and not self._flags & Flags.IS_SUBBYTE_TYPE_PADDED:
+            raise BufferError(f"{dtype.name} is packed below a byte: strides have no byte size")
+        return tuple(s * dtype.itemsize for s in self.strides)
+
+    def is_contiguous(self) -> bool:
+        """Row-major contiguous (size-1 dimensions may have any stride)."""
+        expected = 1
+        for dim, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
+            if dim == 0:
+                return True
+            if dim != 1 and stride != expected:
+                return False
+            expected *= dim
+        return True
+
+    def __repr__(self) -> str:
+        flags = f", flags={self.flags!r}" if self._flags else ""
+        return (
+            f"dlbind.Tensor(shape={self.shape}, dtype={self.dtype.name}, "
+            f"device={device_name(self._device_type)}:{self._device_id}{flags})"
+        )
+
+    def copy(self) -> Tensor:
+        """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
+        from dlbind.producer import export_view
+
+        return from_capsule(export_view(self, max_version=(1, 3), copy=True))
+
+    # -- exporting again -----------------------------------------------------------------------
+    def __dlpack_device__(self) -> tuple[DeviceType, int]:
+        return self.device
+
     def _interface(self, typestr: str, itemsize: int) -> dict[str, Any]:
-        if self.device[0] not in HOST_ACCESSIBLE:
-            raise BufferError(f"numpy needs host memory; this tensor is on {device_name(self.device[0])}")
-        if self.dtype.is_subbyte and not self.flags & Flags.IS_SUBBYTE_TYPE_PADDED:
+        if self._device_type not in HOST_ACCESSIBLE:
+            raise BufferError(f"numpy needs host memory; this tensor is on {device_name(self._device_type)}")
+        if self.dtype.is_subbyte and not self._flags & Flags.IS_SUBBYTE_TYPE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
         return {
             "version": 3,
@@ -177,9 +210,11 @@ def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None,
     return managed.dl_tensor, None, 0
 
 
-def from_managed(managed: Any, versioned: bool) -> Tensor:
-    """Wrap a consumed ``DLManagedTensor(Versioned)*``; on invalid content the deleter runs, then BufferError."""
-    t, version, flags = _fields(managed, versioned)
+def check_managed(managed: Any, versioned: bool) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
+    """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides)."""
+    if isinstance(managed, int):
+        managed = ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", managed)
+    t, _, _ = _fields(managed, versioned)
     ndim = int(t.ndim)
     if not 0 <= ndim <= MAX_NDIM:
         raise BufferError(f"invalid ndim {ndim} in the DLPack tensor")
@@ -190,7 +225,7 @@ def from_managed(managed: Any, versioned: bool) -> Tensor:
         raise BufferError(f"vector dtypes (lanes={lanes}) are not supported")
     if bits == 0:
         raise BufferError("invalid dtype: bits=0")
-    device_type, device_id = int(t.device.device_type), int(t.device.device_id)
+    device_type = int(t.device.device_type)
     if device_type not in _KNOWN_DEVICES:
         raise BufferError(f"unknown DLPack device type {device_type}")
     if ndim and t.shape == ffi.NULL:
@@ -207,30 +242,64 @@ def from_managed(managed: Any, versioned: bool) -> Tensor:
             reversed_strides.append(acc)
             acc *= d
         strides = tuple(reversed(reversed_strides))
+    size = math.prod(shape)
+    if t.data == ffi.NULL and size and device_type in HOST_ACCESSIBLE:
+        raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
+    return t, shape, strides
+
+
+def from_managed(managed: Any, versioned: bool) -> Tensor:
+    """Take ownership of a consumed ``DLManagedTensor(Versioned)*`` as a Tensor.
+
+    On invalid content the deleter runs (exactly once), then BufferError says what was wrong.
+    """
+    if native is not None:
+        tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned)
+        return tensor
+    try:
+        t, shape, strides = check_managed(managed, versioned)
+    except BaseException:
+        if managed.deleter != ffi.NULL:
+            managed.deleter(managed)
+        raise
+    _, version, flags = _fields(managed, versioned)
     tensor = Tensor.__new__(Tensor)
-    tensor.data_ptr = int(ffi.cast("uintptr_t", t.data))
-    tensor.byte_offset = int(t.byte_offset)
-    tensor.device = (DeviceType(device_type), device_id)
-    tensor.dtype = DType(code, bits, lanes)
-    tensor.flags = Flags(flags)
-    tensor.shape = shape
-    tensor.strides = strides
-    tensor.version = version
-    if tensor.data_ptr == 0 and tensor.size and device_type in HOST_ACCESSIBLE:
-        raise BufferError(f"the DLPack tensor has {tensor.size} elements but a NULL data pointer")
-    tensor._owner = _capsule.Owner(managed)  # from here on the deleter runs exactly once
+    fill: Any = tensor  # the pure core's slots, which the typed Tensor view declares read-only
+    fill.shape, fill.strides, fill.version, fill._flags = shape, strides, version, flags
+    fill.data_ptr, fill.byte_offset = int(ffi.cast("uintptr_t", t.data)), int(t.byte_offset)
+    fill._code, fill._bits, fill._lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
+    fill._device_type, fill._device_id = int(t.device.device_type), int(t.device.device_id)
+    fill._owner = _capsule.Owner(managed)  # from here on the deleter runs exactly once
     return tensor
 
 
 def from_capsule(capsule: object, *, stream: int | None = None) -> Tensor:
     """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``)."""
     managed, versioned = _capsule.take(capsule)
-    try:
-        tensor = from_managed(managed, versioned)
-    except BaseException:
-        if managed.deleter != ffi.NULL:
-            managed.deleter(managed)
-        raise
+    tensor = from_managed(managed, versioned)
     if stream is not None:
-        check_stream(tensor.device[0], stream)
+        check_stream(tensor._device_type, stream)
     return tensor
+
+
+def _configure() -> None:
+    """Hand the compiled fast path the tables and the Python code it delegates to."""
+    if native is None:
+        return
+    from dlbind import consumer, producer
+
+    def table(values: frozenset[int]) -> bytes:
+        return bytes(1 if i in values else 0 for i in range(256))
+
+    native.configure(
+        Tensor,
+        (DeviceType.kDLCPU, 0),
+        table(_KNOWN_CODES),
+        table(_KNOWN_DEVICES),
+        table(frozenset(int(d) for d in HOST_ACCESSIBLE)),
+        producer.asdlpack,
+        consumer.from_dlpack,
+        check_managed,
+        producer.export_view,
+        consumer.after_type_error,
+    )
