@@ -212,3 +212,28 @@ def test_no_leaks_across_libraries() -> None:
     gc.collect()
     exports, deleted = capsule.stats()
     assert exports - before[0] == 100 and deleted - before[1] == 100
+
+
+# -- legacy capsules from every peer -----------------------------------------------------------
+
+
+def test_legacy_capsules_from_peers(torch: Any, jnp: Any) -> None:
+    tvm_ffi = pytest.importorskip("tvm_ffi")
+    sources = {
+        "numpy": np.arange(4.0),
+        "torch": torch.arange(4.0, dtype=torch.float64),
+        "jax": jnp.arange(4.0),
+        "tvm_ffi": tvm_ffi.from_dlpack(np.arange(4.0)),
+    }
+    for name, x in sources.items():
+        t = dlbind.from_dlpack(x.__dlpack__())  # no max_version: a legacy "dltensor" capsule
+        assert t.version is None, name
+        assert np.asarray(t).tolist() == [0.0, 1.0, 2.0, 3.0], name
+
+
+def test_legacy_consumers_of_dlbind(torch: Any) -> None:
+    # A consumer that only knows legacy capsules (no max_version) still gets writable data.
+    e = dlbind.asdlpack(bytearray(b"\x01\x02\x03"))
+    t = dlbind.from_dlpack(e.__dlpack__())
+    assert t.version is None and not t.readonly
+    assert torch.utils.dlpack.from_dlpack(e.__dlpack__()).tolist() == [1, 2, 3]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import ctypes
 import gc
+import io
 import mmap
 import typing
 
@@ -191,3 +192,34 @@ def test_from_pointer_validation() -> None:
         dlbind.from_pointer(0, (2,), "uint8")
     with pytest.raises(ValueError, match="unknown device"):
         dlbind.from_pointer(1, (2,), "uint8", device="tpu")
+
+
+def test_buffer_protocol_of_tensor() -> None:
+    from dlbind._ffi import BUILD
+
+    t = dlbind.from_dlpack(np.arange(6, dtype=np.int32).reshape(2, 3)[:, ::2])
+    if BUILD != "compiled":
+        with pytest.raises(TypeError):  # Python 3.11 classes cannot export buffers; numpy still can
+            memoryview(t)
+        return
+    m = memoryview(t)
+    assert (m.format, m.shape, m.strides, m.readonly) == ("i", (2, 2), (12, 8), False)
+    assert m.tolist() == [[0, 2], [3, 5]]
+    ro = memoryview(dlbind.from_dlpack(dlbind.asdlpack(b"abc")))
+    assert ro.readonly and ro.tobytes() == b"abc"
+    with pytest.raises(TypeError, match="read-write"):  # readinto asks for a writable buffer: refused
+        io.BytesIO(b"x").readinto(dlbind.from_dlpack(dlbind.asdlpack(b"abc")))  # type: ignore[arg-type]
+    target = dlbind.from_dlpack(dlbind.asdlpack(bytearray(3)))
+    assert io.BytesIO(b"xyz").readinto(target) == 3  # type: ignore[arg-type]
+    assert bytes(memoryview(target)) == b"xyz"
+
+
+def test_unusual_keywords_reach_the_full_rules() -> None:
+    # the compiled exporter answers the plain call in C and hands the rest to the Python rules
+    e = dlbind.asdlpack(bytearray(8))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        e.__dlpack__(bogus=1)
+    with pytest.raises(TypeError, match="copy must be None, True or False"):
+        e.__dlpack__(max_version=(1, 3), copy="yes")
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), dl_device=("cpu", 0), copy=False))
+    assert t.device == (DeviceType.kDLCPU, 0) and not t.flags & Flags.IS_COPIED

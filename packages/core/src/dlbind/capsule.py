@@ -12,7 +12,7 @@ us), and returns the struct pointer; :class:`Owner` calls the producer's deleter
 from __future__ import annotations
 
 import ctypes
-import threading
+import struct
 from typing import Any
 
 from dlbind import _capi
@@ -27,7 +27,6 @@ USED_LEGACY = b"used_dltensor"
 # Export accounting: how many capsules were made, how many of our deleters ran (the compiled
 # build counts deleter calls in C).
 _COUNTS = {"exports": 0, "deleted": 0}
-_LOCK = threading.Lock()
 
 
 def stats() -> tuple[int, int]:
@@ -36,6 +35,20 @@ def stats() -> tuple[int, int]:
         exports, deleted = native.counts()
         return int(exports), int(deleted)
     return _COUNTS["exports"], _COUNTS["deleted"]
+
+
+# The pure build fills a whole struct with one struct.pack_into (x86-64/LP64 layout, checked
+# against cffi's own at import; elsewhere the field-by-field path below is used).
+_PACK_V = struct.Struct("<IIQQQQiiiBBHQQQ")
+_PACK_L = struct.Struct("<QiiiBBHQQQQQ")
+_PACKED = (
+    native is None
+    and _PACK_V.size == ffi.sizeof("DLManagedTensorVersioned")
+    and _PACK_L.size == ffi.sizeof("DLManagedTensor")
+    and ffi.offsetof("DLManagedTensorVersioned", "dl_tensor") == 32
+    and ffi.offsetof("DLManagedTensor", "deleter") == 56
+    and ffi.offsetof("DLTensor", "shape") == 24
+)
 
 
 def _layout(
@@ -84,14 +97,31 @@ def export(
     flags: int = 0,
 ) -> object:
     """A new capsule over the described memory; ``owner`` stays alive until the deleter runs."""
-    managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
-    address = int(ffi.cast("uintptr_t", managed))
-    if native is not None:
-        return native.export((managed, dims, owner), address, versioned)
+    if _PACKED:
+        ndim = len(shape)
+        dims = ffi.new("int64_t[]", (*shape, *strides)) if ndim else ffi.NULL
+        dims_at = int(ffi.cast("uintptr_t", dims))
+        managed = ffi.new("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *")
+        code, bits, lanes = dtype
+        if versioned:
+            _PACK_V.pack_into(
+                ffi.buffer(managed), 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 0, _DELETER_V, flags, data, device[0],
+                device[1], ndim, code, bits, lanes, dims_at, dims_at + 8 * ndim if ndim else 0, byte_offset,
+            )  # fmt: skip
+        else:
+            _PACK_L.pack_into(
+                ffi.buffer(managed), 0, data, device[0], device[1], ndim, code, bits, lanes, dims_at,
+                dims_at + 8 * ndim if ndim else 0, byte_offset, 0, _DELETER_L,
+            )  # fmt: skip
+        address = int(ffi.cast("uintptr_t", managed))
+    else:
+        managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
+        address = int(ffi.cast("uintptr_t", managed))
+        if native is not None:
+            return native.export((managed, dims, owner), address, versioned)
+        managed.deleter = _deleter_versioned if versioned else _deleter_legacy
     _COUNTS["exports"] += 1
-    managed.deleter = _deleter_versioned if versioned else _deleter_legacy
-    with _LOCK:
-        _LIVE[address] = (managed, dims, owner)
+    _LIVE[address] = (managed, dims, owner)
     return _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
 
 
@@ -103,11 +133,11 @@ _LIVE: dict[int, tuple[Any, ...]] = {}
 
 
 def _release(address: int) -> None:
-    with _LOCK:
-        entry = _LIVE.pop(address, None)
-        if entry is not None:
-            _COUNTS["deleted"] += 1
-    # Dropped outside the lock: freeing the owner may run another of our deleters (re-exports).
+    # dict.pop is atomic under the GIL. The entry is dropped after the pop: freeing the owner may
+    # run another of our deleters (re-exports).
+    entry = _LIVE.pop(address, None)
+    if entry is not None:
+        _COUNTS["deleted"] += 1
     del entry
 
 
@@ -118,6 +148,8 @@ def _deleter(managed: Any) -> None:
 # Created once and kept for the life of the process: consumers may call them until exit.
 _deleter_versioned = ffi.callback("void(DLManagedTensorVersioned *)", _deleter)
 _deleter_legacy = ffi.callback("void(DLManagedTensor *)", _deleter)
+_DELETER_V = int(ffi.cast("uintptr_t", _deleter_versioned))
+_DELETER_L = int(ffi.cast("uintptr_t", _deleter_legacy))
 
 
 def _capsule_destructor(address: int | None) -> None:
@@ -137,6 +169,12 @@ def _capsule_destructor(address: int | None) -> None:
 
 
 _DESTRUCTOR = _capi.CapsuleDestructor(_capsule_destructor)
+
+
+def export_args(args: tuple[Any, ...]) -> object:
+    """:func:`export` with its arguments in one tuple (the pure build's hot path)."""
+    data, shape, strides, dtype, device, byte_offset, owner, versioned, flags = args
+    return export(data, shape, strides, dtype, device, byte_offset, owner, versioned=versioned, flags=flags)
 
 
 def take(capsule: object) -> tuple[Any, bool]:

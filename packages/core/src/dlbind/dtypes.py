@@ -139,8 +139,14 @@ def lookup(name: str) -> DType:
     return DType(code, bits)
 
 
+_FORMAT_CACHE: dict[str, DType] = {}
+
+
 def from_format(fmt: str) -> DType:
     """Buffer-protocol format -> DType; non-native byte order is refused (DLPack data is native-endian)."""
+    cached = _FORMAT_CACHE.get(fmt)
+    if cached is not None:
+        return cached
     body = fmt
     if body[:1] in "@=<>!":
         order, body = body[0], body[1:]
@@ -149,7 +155,8 @@ def from_format(fmt: str) -> DType:
     key = _FORMATS.get(body)
     if key is None:
         raise BufferError(f"buffer format {fmt!r} has no DLPack dtype")
-    return DType(*key)
+    result = _FORMAT_CACHE[fmt] = DType(*key)
+    return result
 
 
 def from_numpy(dtype: Any) -> DType:

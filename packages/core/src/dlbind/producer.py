@@ -10,10 +10,10 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlbind import _capi, capsule
+from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
 from dlbind.dtypes import DType, from_format, from_numpy, lookup
@@ -23,8 +23,7 @@ __all__ = ["Exporter", "asdlpack", "export_view", "from_pointer"]
 CPU: Device = (DeviceType.kDLCPU, 0)
 
 
-@dataclass(frozen=True, slots=True)
-class Memory:
+class Memory(NamedTuple):
     """Everything a DLPack export describes; ``owner`` keeps the memory alive."""
 
     data: int
@@ -105,6 +104,12 @@ def export_memory(
     copy: bool | None = None,
 ) -> object:
     """The array API's ``__dlpack__`` over ``mem``."""
+    if stream is None and dl_device is None and copy is None and max_version is not None and max_version[0] >= 1:
+        # the common call, straight to the capsule
+        return capsule.export(
+            mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
+            mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (Flags.READ_ONLY if mem.readonly else 0),
+        )  # fmt: skip
     check_stream(mem.device[0], stream)
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
@@ -142,7 +147,7 @@ def export_memory(
 class Exporter:
     """What :func:`asdlpack` returns: a DLPack producer for one piece of memory."""
 
-    __slots__ = ("_memory", "_source")
+    __slots__ = ("_fast", "_memory", "_source")
 
     _memory: Memory | None
     _source: Any
@@ -150,6 +155,13 @@ class Exporter:
     def __init__(self, memory: Memory | None, source: Any = None) -> None:
         self._memory = memory
         self._source = source  # an object with __dlpack__, re-negotiated on every export
+        # capsule.export's arguments for the common call (versioned, no stream/device/copy)
+        self._fast = None
+        if memory is not None:
+            m = memory
+            flags = m.flags | (Flags.READ_ONLY if m.readonly else 0)
+            dtype = (m.dtype.code, m.dtype.bits, m.dtype.lanes)
+            self._fast = (m.data, m.shape, m.strides, dtype, m.device, m.byte_offset, m.owner, True, flags)
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         if self._memory is not None:
@@ -165,6 +177,9 @@ class Exporter:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> object:
+        if self._fast is not None and stream is None and dl_device is None and copy is None and max_version:
+            if max_version[0] >= DLPACK_MAJOR_VERSION:
+                return capsule.export_args(self._fast)
         if self._memory is not None:
             return export_memory(self._memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         from dlbind.consumer import from_dlpack
@@ -200,8 +215,8 @@ def export_view(
 # -- sources -----------------------------------------------------------------------------------
 
 
-def _from_buffer(obj: Any, readonly: bool | None) -> Memory:
-    view = memoryview(obj)
+def _from_buffer(obj: Any, readonly: bool | None, view: memoryview | None = None) -> Memory:
+    view = memoryview(obj) if view is None else view
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
     dtype = from_format(view.format)
@@ -213,6 +228,11 @@ def _from_buffer(obj: Any, readonly: bool | None) -> Memory:
         if s % view.itemsize:
             raise BufferError(f"byte stride {s} is not a multiple of the item size {view.itemsize}")
         strides.append(s // view.itemsize)
+    if view.c_contiguous:  # cffi reads the address (and keeps the buffer) cheaply
+        pointer = ffi.from_buffer(view, require_writable=False)
+        return Memory(
+            int(ffi.cast("uintptr_t", pointer)), tuple(shape), tuple(strides), dtype, CPU, 0, view.readonly, pointer
+        )
     info = _capi.Py_buffer()
     if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
         raise BufferError("the buffer refused a second request")
@@ -286,13 +306,12 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     if isinstance(obj, Exporter):
         return obj
     try:
-        memoryview(obj).release()
-        has_buffer = True
+        view: memoryview | None = memoryview(obj)
     except (TypeError, ValueError):  # numpy refuses buffers of dtypes it cannot format (bfloat16, ...)
-        has_buffer = False
-    if has_buffer:
+        view = None
+    if view is not None:
         try:
-            return Exporter(_readonly(_from_buffer(obj, readonly), readonly))
+            return Exporter(_readonly(_from_buffer(obj, readonly, view), readonly))
         except BufferError:
             if not hasattr(obj, "__array_interface__") and not hasattr(obj, "__dlpack__"):
                 raise
