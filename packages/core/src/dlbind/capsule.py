@@ -105,8 +105,8 @@ def export(
         code, bits, lanes = dtype
         if versioned:
             _PACK_V.pack_into(
-                ffi.buffer(managed), 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 0, _DELETER_V, flags, data, device[0],
-                device[1], ndim, code, bits, lanes, dims_at, dims_at + 8 * ndim if ndim else 0, byte_offset,
+                ffi.buffer(managed), 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 0, _DELETER_V, flags, data,
+                device[0], device[1], ndim, code, bits, lanes, dims_at, dims_at + 8 * ndim if ndim else 0, byte_offset,
             )  # fmt: skip
         else:
             _PACK_L.pack_into(

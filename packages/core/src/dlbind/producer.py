@@ -177,9 +177,9 @@ class Exporter:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> object:
-        if self._fast is not None and stream is None and dl_device is None and copy is None and max_version:
-            if max_version[0] >= DLPACK_MAJOR_VERSION:
-                return capsule.export_args(self._fast)
+        plain = stream is None and dl_device is None and copy is None
+        if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_MAJOR_VERSION:
+            return capsule.export_args(self._fast)
         if self._memory is not None:
             return export_memory(self._memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         from dlbind.consumer import from_dlpack
