@@ -152,8 +152,9 @@ _DELETER_V = int(ffi.cast("uintptr_t", _deleter_versioned))
 _DELETER_L = int(ffi.cast("uintptr_t", _deleter_legacy))
 
 
-def _capsule_destructor(address: int | None) -> None:
+def _capsule_destructor(capsule_pointer: Any) -> None:
     # Runs while the capsule is being freed: only raw calls, never revive the object.
+    address = int(ffi.cast("uintptr_t", capsule_pointer))
     if not address:
         return
     name = _capi.capsule_get_name_raw(address)
@@ -168,7 +169,9 @@ def _capsule_destructor(address: int | None) -> None:
         _capi.err_clear()
 
 
-_DESTRUCTOR = _capi.CapsuleDestructor(_capsule_destructor)
+# A cffi callback (half the cost of a ctypes one), handed to PyCapsule_New as a C function pointer.
+_DESTRUCTOR_CALLBACK = ffi.callback("void(void *)", _capsule_destructor)
+_DESTRUCTOR = _capi.CapsuleDestructor(int(ffi.cast("uintptr_t", _DESTRUCTOR_CALLBACK)))
 
 
 def export_args(args: tuple[Any, ...]) -> object:
