@@ -223,3 +223,43 @@ def test_unusual_keywords_reach_the_full_rules() -> None:
         e.__dlpack__(max_version=(1, 3), copy="yes")
     t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), dl_device=("cpu", 0), copy=False))
     assert t.device == (DeviceType.kDLCPU, 0) and not t.flags & Flags.IS_COPIED
+
+
+def test_cuda_array_interface_stream_needs_the_backend() -> None:
+    class Cai:
+        __cuda_array_interface__: typing.ClassVar[dict[str, object]] = {
+            "shape": (4,), "typestr": "<f4", "data": (4096, False), "strides": None, "version": 3, "stream": 7,
+        }  # fmt: skip
+
+    e = dlbind.asdlpack(Cai(), device_id=0)
+    with pytest.raises(BufferError, match=r"needs a dlbind backend: pip install 'dlbind\[cuda\]'"):
+        e.__dlpack__(max_version=(1, 3), stream=1)  # the consumer's stream must wait for stream 7
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), stream=-1))  # -1: the consumer asks for no sync
+    assert t.device == (DeviceType.kDLCUDA, 0)
+
+
+def test_backends_listing() -> None:
+    listing = dlbind.backends()
+    assert isinstance(listing, dict)
+    assert not any(name in listing for name in ("cuda", "rocm", "metal", "vulkan"))  # none installed here
+
+
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn"])
+def test_subbyte_numpy_arrays_are_exported_padded(name: str) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.array([0.5, 1.0, -2.0, 3.0], dtype=getattr(ml_dtypes, name))
+    t = dlbind.from_dlpack(dlbind.asdlpack(a))
+    assert t.dtype.bits == (4 if "float4" in name else 6)
+    assert t.flags & Flags.IS_SUBBYTE_TYPE_PADDED and t.nbytes == 4
+    back = np.asarray(t)
+    assert back.dtype == a.dtype and back.tolist() == a.tolist()
+
+
+def test_packed_subbyte_tensor_is_not_viewed_as_bytes() -> None:
+    from faulty import make_capsule
+
+    capsule, _ = make_capsule(code=dlbind.DataTypeCode.kDLFloat4_e2m1fn, bits=4, shape=(5,))
+    t = dlbind.from_dlpack(capsule)
+    assert t.nbytes == 3  # packed: two per byte, little bit-endian
+    with pytest.raises(BufferError, match="packed below a byte"):
+        np.asarray(t)

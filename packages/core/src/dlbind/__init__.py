@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dlbind import exchange, spec
 from dlbind import tensor as _tensor
+from dlbind._backends import backends
 from dlbind._ffi import native as _native
 from dlbind._generated.enums import (
     DLPACK_FLAG_BITMASK_IS_COPIED,
@@ -51,6 +52,7 @@ __all__ = [
     "Tensor",
     "__version__",
     "asdlpack",
+    "backends",
     "ffi_build",
     "from_dlpack",
     "from_pointer",

@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any, NamedTuple
 
-from dlbind import _capi, capsule
+from dlbind import _backends, _capi, capsule
 from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
@@ -35,6 +35,7 @@ class Memory(NamedTuple):
     readonly: bool
     owner: object
     flags: int = 0
+    stream: int | None = None  # the producer's stream (``__cuda_array_interface__["stream"]``), if any
 
     @property
     def size(self) -> int:
@@ -104,13 +105,16 @@ def export_memory(
     copy: bool | None = None,
 ) -> object:
     """The array API's ``__dlpack__`` over ``mem``."""
-    if stream is None and dl_device is None and copy is None and max_version is not None and max_version[0] >= 1:
+    plain = stream is None and dl_device is None and copy is None and mem.stream is None
+    if plain and max_version is not None and max_version[0] >= DLPACK_MAJOR_VERSION:
         # the common call, straight to the capsule
         return capsule.export(
             mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
             mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (Flags.READ_ONLY if mem.readonly else 0),
         )  # fmt: skip
     check_stream(mem.device[0], stream)
+    if mem.stream is not None and stream != -1:  # the producer's work may still be queued
+        _backends.for_device(mem.device[0]).wait(mem.stream, stream, mem.device)
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     target = mem.device if dl_device is None else parse_device(dl_device)
@@ -123,12 +127,7 @@ def export_memory(
             )
         if target != CPU:
             raise BufferError(f"dlbind exports host data only to the CPU, not to {device_name(target[0])}:{target[1]}")
-        if host_view and not copy:
-            mem = Memory(
-                mem.data, mem.shape, mem.strides, mem.dtype, CPU, mem.byte_offset, mem.readonly, mem.owner, mem.flags
-            )
-        else:
-            mem = _copy_host(mem)
+        mem = mem._replace(device=CPU) if host_view and not copy else _copy_host(mem)
     elif copy:
         mem = _copy_host(mem)
     versioned = max_version is not None and max_version[0] >= DLPACK_MAJOR_VERSION
@@ -161,7 +160,11 @@ class Exporter:
             m = memory
             flags = m.flags | (Flags.READ_ONLY if m.readonly else 0)
             dtype = (m.dtype.code, m.dtype.bits, m.dtype.lanes)
-            self._fast = (m.data, m.shape, m.strides, dtype, m.device, m.byte_offset, m.owner, True, flags)
+            self._fast = (
+                None
+                if m.stream is not None
+                else (m.data, m.shape, m.strides, dtype, m.device, m.byte_offset, m.owner, True, flags)
+            )
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         if self._memory is not None:
@@ -282,7 +285,10 @@ def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: b
         if any(int(s) % item for s in raw_strides):
             raise BufferError(f"strides {tuple(raw_strides)} are not multiples of the item size {item}")
         strides = tuple(int(s) // item for s in raw_strides)
-    return Memory(ptr, shape, strides, dtype, device, 0, ro, owner)
+    # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
+    flags = Flags.IS_SUBBYTE_TYPE_PADDED if dtype.bits * dtype.lanes % 8 else 0
+    stream = iface.get("stream")
+    return Memory(ptr, shape, strides, dtype, device, 0, ro, owner, flags, None if stream is None else int(stream))
 
 
 def _readonly(mem: Memory, readonly: bool | None) -> Memory:
@@ -290,7 +296,7 @@ def _readonly(mem: Memory, readonly: bool | None) -> Memory:
         return mem
     if readonly is False:
         raise BufferError("readonly=False asked for, but the memory is read-only")
-    return Memory(mem.data, mem.shape, mem.strides, mem.dtype, mem.device, mem.byte_offset, True, mem.owner, mem.flags)
+    return mem._replace(readonly=True)
 
 
 def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = None) -> Exporter:
