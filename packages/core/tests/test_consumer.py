@@ -66,7 +66,8 @@ def test_byte_offset_is_honoured() -> None:
         ({"major": 2}, "DLPack 2.3 tensor; dlbind understands major version 1 only"),
         ({"code": 42}, "unknown DLPack dtype code 42"),
         ({"device_type": 99}, "unknown DLPack device type 99"),
-        ({"lanes": 4}, r"vector dtypes \(lanes=4\) are not supported"),
+        ({"lanes": 4}, r"vector dtypes \(lanes=4\) are refused unless from_dlpack\(..., allow_vector=True\)"),
+        ({"lanes": 0}, r"vector dtypes \(lanes=0\)"),
         ({"ndim": -1}, "invalid ndim -1"),
         ({"ndim": 2, "null_shape": True}, "ndim=2 but a NULL shape"),
         ({"shape": (-3,)}, r"negative dimension in shape \(-3,\)"),
@@ -181,3 +182,13 @@ def test_stream_rules_for_cpu() -> None:
         dlbind.from_dlpack(np.arange(3), stream=1)
     with pytest.raises(TypeError, match="stream must be None or an int"):
         dlbind.from_dlpack(np.arange(3), stream="default")
+
+
+def test_vector_dtypes_when_asked_for() -> None:
+    source = np.arange(8, dtype=np.float32)
+    capsule, counter = make_capsule(data=source.ctypes.data, lanes=4, shape=(2,), strides=(1,))
+    t = dlbind.from_dlpack(capsule, allow_vector=True)
+    assert t.dtype.name == "float32x4" and t.nbytes == 32
+    assert np.asarray(t).tolist() == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
+    del t
+    assert counter.calls == 1

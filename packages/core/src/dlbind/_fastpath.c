@@ -668,10 +668,12 @@ static void dlbind_tensor_dealloc(dlbind_tensor *self) {
 }
 
 /* Quick validity check; on doubt the Python check runs and raises the precise error. */
-static int dlbind_valid(DLTensor *t, int versioned, void *m) {
+static int dlbind_valid(DLTensor *t, int versioned, void *m, int allow_vector) {
     if (versioned && ((DLManagedTensorVersioned *)m)->version.major != DLPACK_MAJOR_VERSION) return 0;
     if (t->ndim < 0 || t->ndim > 64) return 0;
-    if (!dlbind_known_code[t->dtype.code] || t->dtype.lanes != 1 || t->dtype.bits == 0) return 0;
+    if (!dlbind_known_code[t->dtype.code] || t->dtype.lanes == 0 || (t->dtype.lanes != 1 && !allow_vector) ||
+        t->dtype.bits == 0)
+        return 0;
     if (t->device.device_type < 0 || t->device.device_type > 255 || !dlbind_known_device[t->device.device_type]) return 0;
     if (t->ndim > 0 && t->shape == NULL) return 0;
     int64_t size = 1;
@@ -694,10 +696,11 @@ static void dlbind_call_deleter(void *m, int versioned) {
 }
 
 /* Wrap a consumed struct in a new dlbind.Tensor; the deleter runs on failure. */
-static PyObject *dlbind_tensor_wrap(void *m, int versioned) {
+static PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
     DLTensor *t = versioned ? &((DLManagedTensorVersioned *)m)->dl_tensor : &((DLManagedTensor *)m)->dl_tensor;
-    if (!dlbind_valid(t, versioned, m)) {
-        PyObject *res = PyObject_CallFunction(dlbind_slow_from_managed, "NO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False);
+    if (!dlbind_valid(t, versioned, m, allow_vector)) {
+        PyObject *res = PyObject_CallFunction(dlbind_slow_from_managed, "NOO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False,
+                                              allow_vector ? Py_True : Py_False);
         if (res == NULL) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
@@ -912,7 +915,7 @@ static PyObject *dlbind_consume_capsule(PyObject *capsule) {
     void *m = PyLong_AsVoidPtr(PyTuple_GET_ITEM(taken, 0));
     int versioned = PyTuple_GET_ITEM(taken, 1) == Py_True;
     Py_DECREF(taken);
-    return dlbind_tensor_wrap(m, versioned);
+    return dlbind_tensor_wrap(m, versioned, 0);
 }
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None): the plain case in C, the rest in Python. */
@@ -939,7 +942,7 @@ static PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, siz
             dlbind_call_deleter(out, 1);
             return PyObject_Vectorcall(dlbind_slow_from_dlpack, args, nargsf, kwnames);
         }
-        return dlbind_tensor_wrap(out, 1);
+        return dlbind_tensor_wrap(out, 1, 0);
     }
     if (PyErr_Occurred()) return NULL;
     PyObject *stack[3] = {x, Py_None, dlbind_max_version};
@@ -977,13 +980,13 @@ static PyObject *dlbind_py_counts(PyObject *mod, PyObject *unused) {
 
 static PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "wrap(address, versioned)");
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "wrap(address, versioned, allow_vector)");
         return NULL;
     }
     void *m = PyLong_AsVoidPtr(args[0]);
     if (m == NULL) return NULL;
-    return dlbind_tensor_wrap(m, PyObject_IsTrue(args[1]));
+    return dlbind_tensor_wrap(m, PyObject_IsTrue(args[1]), PyObject_IsTrue(args[2]));
 }
 
 /* configure(tensor_type, cpu_device, known_codes, known_devices, host_devices, slow_asdlpack,
@@ -1034,7 +1037,7 @@ static PyMethodDef dlbind_methods[] = {
      "asdlpack(obj, *, readonly=None, device_id=None): see dlbind.producer.asdlpack"},
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbind_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "from_dlpack(x, *, device=None, copy=None, stream=None): see dlbind.consumer.from_dlpack"},
-    {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL, "wrap(address, versioned) -> Tensor (owns it)"},
+    {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL, "wrap(address, versioned, allow_vector) -> Tensor (owns it)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_FASTCALL, "internal: see dlbind._native"},
     {NULL, NULL, 0, NULL},

@@ -59,20 +59,23 @@ def after_type_error(x: Any, error: TypeError) -> Tensor:
     return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
 
 
-def from_dlpack(x: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Tensor:
+def from_dlpack(
+    x: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None, allow_vector: bool = False
+) -> Tensor:
     """Import ``x`` (a DLPack producer or a raw capsule) as a zero-copy :class:`dlbind.Tensor`.
 
     ``device``: where the result must live (None: where ``x`` is); ``copy``: True always copies,
     False never does (``BufferError`` if one is needed), None copies only when needed; ``stream``:
-    the consumer's stream, passed to the producer for synchronisation (CUDA/ROCm rules).
+    the consumer's stream, passed to the producer for synchronisation (CUDA/ROCm rules);
+    ``allow_vector``: accept dtypes with ``lanes > 1`` (refused by default, as most consumers do).
     """
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     if type(x) is _capi.PyCapsuleType:
         if device is not None or copy:
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
-        return from_capsule(x, stream=stream)
-    if device is None and copy is None and stream is None:
+        return from_capsule(x, stream=stream, allow_vector=allow_vector)
+    if device is None and copy is None and stream is None and not allow_vector:
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
@@ -81,7 +84,7 @@ def from_dlpack(x: Any, *, device: Any = None, copy: bool | None = None, stream:
     check_stream(here[0], stream)
     dl_device = target if target is not None and target != here else None
     capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
-    tensor = from_capsule(capsule)
+    tensor = from_capsule(capsule, allow_vector=allow_vector)
     if target is not None and tensor.device != target:
         raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
     if copy is False and tensor.flags & Flags.IS_COPIED:

@@ -108,8 +108,8 @@ class DType:
         """The numpy dtype (``ml_dtypes`` supplies bfloat16 and the fp8/fp6/fp4 types)."""
         import numpy as np
 
-        if self.lanes != 1:
-            raise ValueError(f"{self.name}: numpy has no vector dtypes (lanes={self.lanes})")
+        if self.lanes != 1:  # a vector type: each element is a sub-array of `lanes` scalars
+            return np.dtype((DType(self.code, self.bits).to_numpy(), (self.lanes,)))
         fmt = _TO_FORMAT.get((self.code, self.bits))
         if fmt is not None:
             return np.dtype({"Zf": "complex64", "Zd": "complex128"}.get(fmt, fmt))

@@ -210,7 +210,9 @@ def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None,
     return managed.dl_tensor, None, 0
 
 
-def check_managed(managed: Any, versioned: bool) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
+def check_managed(
+    managed: Any, versioned: bool, allow_vector: bool = False
+) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
     """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides)."""
     if isinstance(managed, int):
         managed = ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", managed)
@@ -221,8 +223,8 @@ def check_managed(managed: Any, versioned: bool) -> tuple[Any, tuple[int, ...], 
     code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
     if code not in _KNOWN_CODES:
         raise BufferError(f"unknown DLPack dtype code {code} (bits={bits})")
-    if lanes != 1:
-        raise BufferError(f"vector dtypes (lanes={lanes}) are not supported")
+    if lanes < 1 or (lanes != 1 and not allow_vector):
+        raise BufferError(f"vector dtypes (lanes={lanes}) are refused unless from_dlpack(..., allow_vector=True)")
     if bits == 0:
         raise BufferError("invalid dtype: bits=0")
     device_type = int(t.device.device_type)
@@ -248,16 +250,16 @@ def check_managed(managed: Any, versioned: bool) -> tuple[Any, tuple[int, ...], 
     return t, shape, strides
 
 
-def from_managed(managed: Any, versioned: bool) -> Tensor:
+def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -> Tensor:
     """Take ownership of a consumed ``DLManagedTensor(Versioned)*`` as a Tensor.
 
     On invalid content the deleter runs (exactly once), then BufferError says what was wrong.
     """
     if native is not None:
-        tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned)
+        tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector)
         return tensor
     try:
-        t, shape, strides = check_managed(managed, versioned)
+        t, shape, strides = check_managed(managed, versioned, allow_vector)
     except BaseException:
         if managed.deleter != ffi.NULL:
             managed.deleter(managed)
@@ -273,10 +275,10 @@ def from_managed(managed: Any, versioned: bool) -> Tensor:
     return tensor
 
 
-def from_capsule(capsule: object, *, stream: int | None = None) -> Tensor:
+def from_capsule(capsule: object, *, stream: int | None = None, allow_vector: bool = False) -> Tensor:
     """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``)."""
     managed, versioned = _capsule.take(capsule)
-    tensor = from_managed(managed, versioned)
+    tensor = from_managed(managed, versioned, allow_vector=allow_vector)
     if stream is not None:
         check_stream(tensor._device_type, stream)
     return tensor
