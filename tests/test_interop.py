@@ -237,3 +237,68 @@ def test_legacy_consumers_of_dlbind(torch: Any) -> None:
     t = dlbind.from_dlpack(e.__dlpack__())
     assert t.version is None and not t.readonly
     assert torch.utils.dlpack.from_dlpack(e.__dlpack__()).tolist() == [1, 2, 3]
+
+
+# -- byte_offset and dtype coverage for every consumer --------------------------------------------
+
+
+def _torch_to_numpy(torch: Any, x: Any) -> np.ndarray:
+    if x.dtype == torch.bfloat16:  # Tensor.numpy() has no bfloat16: reinterpret the bits
+        return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return x.numpy()
+
+
+def _consumers() -> dict[str, Callable[[object], np.ndarray]]:
+    out: dict[str, Callable[[object], np.ndarray]] = {"numpy": lambda e: np.asarray(np.from_dlpack(e))}
+    try:
+        import torch
+
+        out["torch"] = lambda e: _torch_to_numpy(torch, torch.from_dlpack(e))
+    except ImportError:
+        pass
+    try:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        out["jax"] = lambda e: np.asarray(jax.numpy.from_dlpack(e))
+    except ImportError:
+        pass
+    try:
+        import tvm_ffi
+
+        out["tvm_ffi"] = lambda e: np.from_dlpack(tvm_ffi.from_dlpack(e))
+    except ImportError:
+        pass
+    try:
+        import array_api_strict as xp
+
+        out["array_api_strict"] = lambda e: np.asarray(xp.from_dlpack(e)._array)
+    except ImportError:
+        pass
+    return out
+
+
+CONSUMERS = _consumers()
+
+
+@pytest.mark.parametrize("consumer", list(CONSUMERS))
+def test_byte_offset_export_to(consumer: str) -> None:
+    src = np.arange(8, dtype=np.float32)
+    e = dlbind.from_pointer(src.ctypes.data, (3,), "float32", byte_offset=8, owner=src)
+    assert CONSUMERS[consumer](e).tolist() == [2.0, 3.0, 4.0]
+
+
+# dtypes each consumer imports from DLPack (checked against the libraries, not assumed)
+CONSUMER_DTYPES = {
+    "numpy": [d for d in DTYPES if d != "bfloat16"],
+    "torch": DTYPES,
+    "jax": DTYPES,
+    "tvm_ffi": [d for d in DTYPES if d != "bfloat16"],
+    "array_api_strict": [d for d in DTYPES if d not in ("bfloat16", "float16")],  # not in the standard
+}
+
+
+@pytest.mark.parametrize(("consumer", "dtype"), [(c, d) for c in CONSUMERS for d in CONSUMER_DTYPES[c]])
+def test_dtype_export_to(consumer: str, dtype: str) -> None:
+    a = _array(dtype)
+    _same(CONSUMERS[consumer](dlbind.asdlpack(a)), a)
