@@ -110,5 +110,8 @@ def bench(session: nox.Session) -> None:
     session.install("--force-reinstall", "--no-deps", CORE)
     session.install(CORE)
     session.run("python", "-m", "dlbind_generator", "fetch", silent=True)
-    session.run("python", "benchmarks/exchange.py", "--json", ".cache/bench/exchange.json", *session.posargs)
+    session.run(
+        "python", "benchmarks/exchange.py", "--json", ".cache/bench/exchange.json", "--markdown", "docs/benchmarks.md",
+        *session.posargs,
+    )  # fmt: skip
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
