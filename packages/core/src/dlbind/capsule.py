@@ -51,6 +51,21 @@ _PACKED = (
 )
 
 
+_PACKERS: dict[tuple[int, int], struct.Struct] = {}
+# Freed blocks by size, reused by the next export: (cdata, address, buffer, size). A block returns
+# here only after its deleter ran, that is after its consumer let go (the spec's exactly-once rule).
+_POOLS: dict[int, list[tuple[Any, int, Any, int]]] = {}
+_POOL_MAX = 64
+
+
+def _packer(head: struct.Struct, ndim: int) -> struct.Struct:
+    key = (head.size, ndim)
+    packer = _PACKERS.get(key)
+    if packer is None:
+        packer = _PACKERS[key] = struct.Struct(head.format + "q" * (2 * ndim))
+    return packer
+
+
 def _layout(
     data: int,
     shape: tuple[int, ...],
@@ -97,31 +112,46 @@ def export(
     flags: int = 0,
 ) -> object:
     """A new capsule over the described memory; ``owner`` stays alive until the deleter runs."""
+    return export_args((data, shape, strides, dtype, device, byte_offset, owner, versioned, flags))
+
+
+def export_args(args: tuple[Any, ...]) -> object:
+    """:func:`export` with its arguments in one tuple (what the pure build's hot path keeps ready)."""
+    data, shape, strides, dtype, device, byte_offset, owner, versioned, flags = args
     if _PACKED:
+        # one allocation, one pack: the struct, then shape and strides
         ndim = len(shape)
-        dims = ffi.new("int64_t[]", (*shape, *strides)) if ndim else ffi.NULL
-        dims_at = int(ffi.cast("uintptr_t", dims))
-        managed = ffi.new("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *")
+        size = (_PACK_V.size if versioned else _PACK_L.size) + 16 * ndim
+        pool = _POOLS.get(size)
+        if pool:  # a block whose deleter already ran
+            block = pool.pop()
+        else:
+            managed = ffi.new("char[]", size)
+            block = (managed, int(ffi.cast("uintptr_t", managed)), ffi.buffer(managed), size)
+        address, buffer = block[1], block[2]
+        dims_at = address + size - 16 * ndim if ndim else 0
+        strides_at = dims_at + 8 * ndim if ndim else 0
         code, bits, lanes = dtype
         if versioned:
-            _PACK_V.pack_into(
-                ffi.buffer(managed), 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 0, _DELETER_V, flags, data,
-                device[0], device[1], ndim, code, bits, lanes, dims_at, dims_at + 8 * ndim if ndim else 0, byte_offset,
+            _packer(_PACK_V, ndim).pack_into(
+                buffer, 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 0, _DELETER_V, flags, data, device[0],
+                device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset, *shape, *strides,
             )  # fmt: skip
         else:
-            _PACK_L.pack_into(
-                ffi.buffer(managed), 0, data, device[0], device[1], ndim, code, bits, lanes, dims_at,
-                dims_at + 8 * ndim if ndim else 0, byte_offset, 0, _DELETER_L,
+            _packer(_PACK_L, ndim).pack_into(
+                buffer, 0, data, device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
+                0, _DELETER_L, *shape, *strides,
             )  # fmt: skip
-        address = int(ffi.cast("uintptr_t", managed))
+        _LIVE[address] = (block, owner)
     else:
         managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
         address = int(ffi.cast("uintptr_t", managed))
         if native is not None:
             return native.export((managed, dims, owner), address, versioned)
-        managed.deleter = _deleter_versioned if versioned else _deleter_legacy
+        pointer_type = "void (*)(DLManagedTensorVersioned *)" if versioned else "void (*)(DLManagedTensor *)"
+        managed.deleter = ffi.cast(pointer_type, _DELETER_V)
+        _LIVE[address] = ((managed, dims), owner)
     _COUNTS["exports"] += 1
-    _LIVE[address] = (managed, dims, owner)
     return _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
 
 
@@ -138,29 +168,28 @@ def _release(address: int) -> None:
     entry = _LIVE.pop(address, None)
     if entry is not None:
         _COUNTS["deleted"] += 1
+        block = entry[0]
+        if len(block) == 4:  # a packed block: keep it for the next export of the same size
+            pool = _POOLS.setdefault(block[3], [])
+            if len(pool) < _POOL_MAX:
+                pool.append(block)
     del entry
 
 
-def _deleter(managed: Any) -> None:
-    _release(int(ffi.cast("uintptr_t", managed)))
+# The callbacks take the pointer as an integer (uintptr_t: the same register on every supported
+# ABI), which saves a conversion per call; they are handed to C as plain function addresses.
+_deleter_versioned = ffi.callback("void(uintptr_t)", _release)
+_deleter_legacy = _deleter_versioned
+_DELETER_V = _DELETER_L = int(ffi.cast("uintptr_t", _deleter_versioned))
+# The addresses of our capsule names as PyCapsule_New receives them (ctypes passes a bytes object's
+# own buffer): a consumer renames the capsule to a string of its own, so comparing addresses is enough.
+_NAME_ADDRESSES = frozenset(ctypes.cast(ctypes.c_char_p(n), ctypes.c_void_p).value for n in (VERSIONED, LEGACY))
 
 
-# Created once and kept for the life of the process: consumers may call them until exit.
-_deleter_versioned = ffi.callback("void(DLManagedTensorVersioned *)", _deleter)
-_deleter_legacy = ffi.callback("void(DLManagedTensor *)", _deleter)
-_DELETER_V = int(ffi.cast("uintptr_t", _deleter_versioned))
-_DELETER_L = int(ffi.cast("uintptr_t", _deleter_legacy))
-
-
-def _capsule_destructor(capsule_pointer: Any) -> None:
+def _capsule_destructor(address: int) -> None:
     # Runs while the capsule is being freed: only raw calls, never revive the object.
-    address = int(ffi.cast("uintptr_t", capsule_pointer))
-    if not address:
-        return
     name = _capi.capsule_get_name_raw(address)
-    if name is None:
-        return
-    if ctypes.string_at(name) not in (VERSIONED, LEGACY):
+    if name not in _NAME_ADDRESSES:
         return  # consumed: the consumer calls the deleter
     pointer = _capi.capsule_get_pointer_raw(address, name)
     if pointer:
@@ -170,14 +199,8 @@ def _capsule_destructor(capsule_pointer: Any) -> None:
 
 
 # A cffi callback (half the cost of a ctypes one), handed to PyCapsule_New as a C function pointer.
-_DESTRUCTOR_CALLBACK = ffi.callback("void(void *)", _capsule_destructor)
+_DESTRUCTOR_CALLBACK = ffi.callback("void(uintptr_t)", _capsule_destructor)
 _DESTRUCTOR = _capi.CapsuleDestructor(int(ffi.cast("uintptr_t", _DESTRUCTOR_CALLBACK)))
-
-
-def export_args(args: tuple[Any, ...]) -> object:
-    """:func:`export` with its arguments in one tuple (the pure build's hot path)."""
-    data, shape, strides, dtype, device, byte_offset, owner, versioned, flags = args
-    return export(data, shape, strides, dtype, device, byte_offset, owner, versioned=versioned, flags=flags)
 
 
 def take(capsule: object) -> tuple[Any, bool]:

@@ -7,8 +7,7 @@ numpy and ml_dtypes are imported only when a conversion asks for them.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlbind._generated.enums import DataTypeCode
 
@@ -62,9 +61,8 @@ _NATIVE = "<" if sys.byteorder == "little" else ">"
 _NUMPY_KINDS: dict[str, int] = {"b": _C.kDLBool, "i": _C.kDLInt, "u": _C.kDLUInt, "f": _C.kDLFloat, "c": _C.kDLComplex}
 
 
-@dataclass(frozen=True, slots=True)
-class DType:
-    """A DLPack ``DLDataType``: type code, bits per lane, lanes."""
+class DType(NamedTuple):
+    """A DLPack ``DLDataType``: type code, bits per lane, lanes (a named tuple: ``code, bits, lanes = dt``)."""
 
     code: int
     bits: int

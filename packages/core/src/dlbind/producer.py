@@ -21,6 +21,7 @@ from dlbind.dtypes import DType, from_format, from_numpy, lookup
 __all__ = ["Exporter", "asdlpack", "export_view", "from_pointer"]
 
 CPU: Device = (DeviceType.kDLCPU, 0)
+_READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
 
 
 class Memory(NamedTuple):
@@ -110,7 +111,7 @@ def export_memory(
         # the common call, straight to the capsule
         return capsule.export(
             mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
-            mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (Flags.READ_ONLY if mem.readonly else 0),
+            mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (_READ_ONLY if mem.readonly else 0),
         )  # fmt: skip
     check_stream(mem.device[0], stream)
     if mem.stream is not None and stream != -1:  # the producer's work may still be queued
@@ -136,7 +137,7 @@ def export_memory(
             "read-only data cannot be exported in a legacy 'dltensor' capsule (it has no read-only flag); "
             "the consumer must ask for max_version=(1, 0) or newer"
         )
-    flags = mem.flags | (Flags.READ_ONLY if mem.readonly else 0)
+    flags = mem.flags | (_READ_ONLY if mem.readonly else 0)
     return capsule.export(
         mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
         mem.byte_offset, mem.owner, versioned=versioned, flags=flags,
@@ -157,14 +158,11 @@ class Exporter:
         # capsule.export's arguments for the common call (versioned, no stream/device/copy)
         self._fast = None
         if memory is not None:
+            # tuple indexing (faster than the named fields): data, shape, strides, dtype, device,
+            # byte_offset, readonly, owner, flags, stream; a DType is itself (code, bits, lanes)
             m = memory
-            flags = m.flags | (Flags.READ_ONLY if m.readonly else 0)
-            dtype = (m.dtype.code, m.dtype.bits, m.dtype.lanes)
-            self._fast = (
-                None
-                if m.stream is not None
-                else (m.data, m.shape, m.strides, dtype, m.device, m.byte_offset, m.owner, True, flags)
-            )
+            if m[9] is None:
+                self._fast = (m[0], m[1], m[2], m[3], m[4], m[5], m[7], True, m[8] | (_READ_ONLY if m[6] else 0))
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         if self._memory is not None:
@@ -223,19 +221,15 @@ def _from_buffer(obj: Any, readonly: bool | None, view: memoryview | None = None
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
     dtype = from_format(view.format)
-    if dtype.itemsize != view.itemsize:
-        raise BufferError(f"buffer format {view.format!r} has itemsize {view.itemsize}, expected {dtype.itemsize}")
-    shape, byte_strides = view.shape or (), view.strides or ()
-    strides: list[int] = []
-    for s in byte_strides:
-        if s % view.itemsize:
-            raise BufferError(f"byte stride {s} is not a multiple of the item size {view.itemsize}")
-        strides.append(s // view.itemsize)
+    shape, byte_strides, itemsize = view.shape or (), view.strides or (), view.itemsize
+    if dtype.bits != 8 * itemsize:
+        raise BufferError(f"buffer format {view.format!r} has itemsize {itemsize}, expected {dtype.bits // 8}")
+    strides = tuple([s // itemsize for s in byte_strides])
+    if not view.c_contiguous and any(s % itemsize for s in byte_strides):
+        raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
     if view.c_contiguous:  # cffi reads the address (and keeps the buffer) cheaply
         pointer = ffi.from_buffer(view, require_writable=False)
-        return Memory(
-            int(ffi.cast("uintptr_t", pointer)), tuple(shape), tuple(strides), dtype, CPU, 0, view.readonly, pointer
-        )
+        return Memory(int(ffi.cast("uintptr_t", pointer)), shape, strides, dtype, CPU, 0, view.readonly, pointer)
     info = _capi.Py_buffer()
     if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
         raise BufferError("the buffer refused a second request")
