@@ -14,6 +14,7 @@ from typing import Any
 import cffi
 
 from . import __version__
+from .adapters import load_adapters
 from .emit import FileSet, banner, seal
 from .errors import GeneratorError
 from .fetch import fetch_all
@@ -41,6 +42,10 @@ class Paths:
     @property
     def history(self) -> Path:
         return self.root / "spec" / "history.toml"
+
+    @property
+    def adapters(self) -> Path:
+        return self.root / "spec" / "adapters.toml"
 
     @property
     def ledger(self) -> Path:
@@ -167,6 +172,17 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
         seal(banner(hv, hs, f"cffi {cffi.__version__} ABI-mode module (the pure build).") + "\n\n" + abi),
     )
     python("_abi.pyi", "Type stubs of _abi.py.")
+    adapters = load_adapters(paths.adapters)
+    ctx["adapters"] = adapters
+    python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
+    python("adapters.pyi", "Type stubs of adapters.py.")
+    targets.append(
+        (
+            f"{CORE_GENERATED}/adapters.py(i)",
+            f"{len(adapters)} libraries, {sum(len(a.quirks) for a in adapters)} quirks "
+            f"({sum(a.verified for a in adapters)} libraries verified by tests)",
+        )
+    )
     targets.append(
         (f"{CORE_GENERATED}/_abi.py(i)", "cffi out-of-line ABI-mode module `dlbind._generated._abi` (pure build)")
     )

@@ -21,6 +21,7 @@ from dlbind._generated.enums import (
     Flags,
 )
 from dlbind.consumer import from_dlpack
+from dlbind.conversion import compat, convert
 from dlbind.dtypes import DType
 from dlbind.producer import Exporter, asdlpack, from_pointer
 from dlbind.tensor import Tensor
@@ -36,6 +37,7 @@ _tensor._configure()
 if _native is not None:
     asdlpack = _native.asdlpack
     from_dlpack = _native.from_dlpack
+    convert = _native.convert
 
 __all__ = [
     "DLPACK_FLAG_BITMASK_IS_COPIED",
@@ -53,6 +55,8 @@ __all__ = [
     "__version__",
     "asdlpack",
     "backends",
+    "compat",
+    "convert",
     "ffi_build",
     "from_dlpack",
     "from_pointer",

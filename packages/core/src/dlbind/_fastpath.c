@@ -149,8 +149,7 @@ static PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule) {
 
 static PyObject *dlbind_api_cache = NULL; /* type -> capsule or None */
 
-static const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) {
-    PyObject *type = (PyObject *)Py_TYPE(obj);
+static const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
     if (dlbind_api_cache == NULL && (dlbind_api_cache = PyDict_New()) == NULL) return NULL;
     PyObject *cap = PyDict_GetItemWithError(dlbind_api_cache, type);
     if (cap == NULL) {
@@ -181,6 +180,8 @@ static const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) {
     if (api->managed_tensor_from_py_object_no_sync == NULL) return NULL;
     return api;
 }
+
+static const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) { return dlbind_table_of_type((PyObject *)Py_TYPE(obj)); }
 
 static PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     (void)mod;
@@ -972,6 +973,113 @@ static PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, siz
     return res;
 }
 
+/* convert_to(x, target_type, refuse_negative_strides) -> object of target_type, or NotImplemented when
+ * this route does not apply (the Python code then takes the general one). Goes producer table (or
+ * __dlpack__) -> DLManagedTensorVersioned -> the target type's managed_tensor_to_py_object_no_sync. */
+static PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "convert_to(x, target_type, refuse_negative_strides)");
+        return NULL;
+    }
+    PyObject *x = args[0];
+    const DLPackExchangeAPI *target = dlbind_table_of_type(args[1]);
+    if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    DLManagedTensorVersioned *m = NULL;
+    const DLPackExchangeAPI *source = dlbind_table_of(x);
+    if (source != NULL) {
+        if (source->managed_tensor_from_py_object_no_sync(x, &m) != 0 || m == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the producer's exchange table failed");
+            return NULL;
+        }
+    } else {
+        if (PyErr_Occurred()) return NULL;
+        PyObject *stack[3] = {x, Py_None, dlbind_max_version};
+        PyObject *capsule =
+            PyObject_VectorcallMethod(dlbind_str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, dlbind_kwnames_dlpack);
+        if (capsule == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+            PyErr_Clear();
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        int legacy = PyCapsule_IsValid(capsule, NAME_LEGACY);
+        if (legacy) {
+            Py_DECREF(capsule); /* unconsumed: its destructor frees it */
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        PyObject *taken = dlbind_py_take(NULL, capsule);
+        Py_DECREF(capsule);
+        if (taken == NULL) return NULL;
+        m = (DLManagedTensorVersioned *)PyLong_AsVoidPtr(PyTuple_GET_ITEM(taken, 0));
+        Py_DECREF(taken);
+    }
+    DLTensor *t = &m->dl_tensor;
+    int hand_back = !dlbind_valid(t, 1, m, 0) || !dlbind_host_device[t->device.device_type & 0xff] ||
+                    t->device.device_type > 255;
+    if (!hand_back && PyObject_IsTrue(args[2]) && t->strides != NULL)
+        for (int i = 0; i < t->ndim; i++)
+            if (t->strides[i] < 0) hand_back = 1;
+    if (hand_back) { /* the general route checks, copies or synchronises as needed */
+        dlbind_call_deleter(m, 1);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    void *out = NULL;
+    if (target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
+        dlbind_call_deleter(m, 1);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the consumer's exchange table failed");
+        return NULL;
+    }
+    return (PyObject *)out;
+}
+
+/* convert(x, to, **kw): the exchange-table route in C when dlbind.convert has cached one for `to`
+ * (routes: to -> (target_type, refuse_negative_strides)); everything else in Python. */
+static PyObject *dlbind_convert_routes = NULL;
+static PyObject *dlbind_slow_convert = NULL;
+
+static PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int plain = nargs == 2 && dlbind_convert_routes != NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; plain && i < nkw; i++)
+        if (args[nargs + i] != Py_None) plain = 0;
+    if (plain) {
+        PyObject *route = PyDict_GetItemWithError(dlbind_convert_routes, args[1]);
+        if (route == NULL && PyErr_Occurred()) PyErr_Clear(); /* unhashable `to`: Python explains */
+        if (route != NULL) {
+            if (PyObject_TypeCheck(args[0], (PyTypeObject *)PyTuple_GET_ITEM(route, 0))) { /* already there */
+                Py_INCREF(args[0]);
+                return args[0];
+            }
+            PyObject *call[3] = {args[0], PyTuple_GET_ITEM(route, 0), PyTuple_GET_ITEM(route, 1)};
+            PyObject *out = dlbind_py_convert_to(mod, call, 3);
+            if (out != Py_NotImplemented) return out;
+            Py_DECREF(out);
+        }
+    }
+    if (dlbind_slow_convert == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "dlbind.convert is not configured");
+        return NULL;
+    }
+    return PyObject_Vectorcall(dlbind_slow_convert, args, nargsf, kwnames);
+}
+
+static PyObject *dlbind_py_configure_convert(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "configure_convert(routes: dict, slow_convert)");
+        return NULL;
+    }
+    Py_INCREF(args[0]);
+    Py_XSETREF(dlbind_convert_routes, args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(dlbind_slow_convert, args[1]);
+    Py_RETURN_NONE;
+}
+
 static PyObject *dlbind_py_counts(PyObject *mod, PyObject *unused) {
     (void)mod;
     (void)unused;
@@ -1039,6 +1147,11 @@ static PyMethodDef dlbind_methods[] = {
      "from_dlpack(x, *, device=None, copy=None, stream=None): see dlbind.consumer.from_dlpack"},
     {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL, "wrap(address, versioned, allow_vector) -> Tensor (owns it)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
+    {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
+     "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
+    {"configure_convert", (PyCFunction)(void (*)(void))dlbind_py_configure_convert, METH_FASTCALL, "internal"},
+    {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
+     "convert_to(x, target_type, refuse_negative_strides): see dlbind.convert"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_FASTCALL, "internal: see dlbind._native"},
     {NULL, NULL, 0, NULL},
 };

