@@ -68,12 +68,37 @@ def info(as_json: bool) -> int:
     return 0
 
 
+def check(args: argparse.Namespace) -> int:
+    from dlbind import check as matrix_check
+
+    libs = matrix_check.installed(args.libs.split(",") if args.libs else None)
+    if not libs:
+        print("no array library dlbind knows is installed (numpy, torch, jax, ...)", file=sys.stderr)
+        return 2
+    matrix = matrix_check.run(libs)
+    sys.stdout.write(matrix_check.render(matrix, details=args.details))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(matrix_check.as_json(matrix), f, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(matrix_check.render(matrix, markdown=True))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlbind", description="dlbind command line")
     sub = parser.add_subparsers(dest="command")
     p_info = sub.add_parser("info", help="print the DLPack version and the generated tables")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
+    p_check = sub.add_parser("check", help="run the conformance suite on the installed array libraries")
+    p_check.add_argument("--libs", help="comma-separated library names (default: every installed one dlbind knows)")
+    p_check.add_argument("--json", help="also write the results as JSON")
+    p_check.add_argument("--markdown", help="also write the matrix as a Markdown page")
+    p_check.add_argument("--details", action="store_true", help="list every finding with its reason")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        return check(args)
     if args.command in (None, "info"):
         return info(getattr(args, "json", False))
     parser.error(f"unknown command {args.command}")  # argparse refuses unknown commands first

@@ -1,0 +1,17 @@
+"""A DLPack conformance suite any library can run in its own tests.
+
+    from dlbind.testing import check_producer, check_consumer
+
+    report = check_producer(lambda a: mylib.asarray(a))        # a numpy array in, your array out
+    report = check_consumer(mylib.from_dlpack, to_numpy=np.asarray)
+    assert report.ok, report.summary()
+
+Each check comes from the DLPack Python spec or from a bug users hit (the reference list of the
+project). A check either passes, fails (with what was wrong), or is ``unsupported`` (the library
+cleanly refused something the spec lets it refuse, e.g. a dtype it does not have). numpy is needed.
+"""
+
+from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER_CHECKS, Check, Report, Result, check_producer
+from dlbind.testing._consumer_checks import check_consumer
+
+__all__ = ["CONSUMER_CHECKS", "PRODUCER_CHECKS", "Check", "Report", "Result", "check_consumer", "check_producer"]

@@ -1,0 +1,387 @@
+"""Consumer checks: dlbind-made producers, some deliberately broken, fed to the consumer under test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dlbind import _capi
+from dlbind._ffi import ffi
+from dlbind._generated.enums import Flags
+from dlbind.producer import asdlpack
+from dlbind.testing._checks import (
+    _DTYPES,
+    CONSUMER_CHECKS,
+    CheckFailed,
+    Report,
+    Unsupported,
+    _dtype_sample,
+    _first_line,
+    _np,
+    _register,
+    _run,
+    _same,
+    _sample,
+)
+
+C = "consumer"
+Consume = Callable[[Any], Any]
+ToNumpy = Callable[[Any], Any]
+
+
+class RawProducer:
+    """A producer that builds its capsule field by field, so that every field can be wrong.
+
+    It answers legacy calls with legacy capsules and versioned calls with versioned ones, as the
+    spec asks, unless ``versioned`` forces one kind.
+
+    Its deleter counts calls (``deleted``); ``names`` keeps each capsule to read its name later.
+    """
+
+    def __init__(
+        self,
+        array: Any,
+        *,
+        versioned: bool | None = None,
+        major: int = 1,
+        flags: int = 0,
+        code: int | None = None,
+        bits: int | None = None,
+        lanes: int = 1,
+        device: tuple[int, int] = (1, 0),
+        null_data: bool = False,
+        null_strides: bool = False,
+        strides: tuple[int, ...] | None = None,
+        byte_offset: int = 0,
+        shape: tuple[int, ...] | None = None,
+    ) -> None:
+        from dlbind.dtypes import from_numpy
+
+        np = _np()
+        self.array = array
+        dt = from_numpy(array.dtype)
+        self.fields: dict[str, Any] = {
+            "versioned": versioned, "major": major, "flags": flags, "code": dt.code if code is None else code,
+            "bits": dt.bits if bits is None else bits, "lanes": lanes, "device": device, "null_data": null_data,
+            "null_strides": null_strides, "byte_offset": byte_offset,
+            "shape": tuple(array.shape) if shape is None else shape,
+            "strides": tuple(s // array.itemsize for s in array.strides) if strides is None else strides,
+        }  # fmt: skip
+        self.deleted = 0
+        self.calls: list[dict[str, Any]] = []
+        self.capsules: list[object] = []
+        self._keep: list[Any] = [np]
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device: tuple[int, int] = self.fields["device"]
+        return device
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        self.calls.append(kwargs)
+        f = self.fields
+        ndim = len(f["shape"])
+        dims = ffi.new("int64_t[]", [*f["shape"], *f["strides"]] or [0])
+        versioned = f["versioned"]
+        if versioned is None:
+            mv = kwargs.get("max_version")
+            versioned = mv is not None and mv[0] >= 1
+        if not versioned and f["flags"] & Flags.READ_ONLY:
+            raise BufferError("read-only data needs a versioned capsule: ask with max_version=(1, 0)")
+        if versioned:
+            m = ffi.new("DLManagedTensorVersioned *")
+            m.version.major, m.version.minor, m.flags = f["major"], 3, f["flags"]
+            deleter = ffi.callback("void(DLManagedTensorVersioned *)", self._deleted)
+        else:
+            m = ffi.new("DLManagedTensor *")
+            deleter = ffi.callback("void(DLManagedTensor *)", self._deleted)
+        m.deleter = deleter
+        t = m.dl_tensor
+        t.data = ffi.NULL if f["null_data"] else ffi.cast("void *", self.array.__array_interface__["data"][0])
+        t.device.device_type, t.device.device_id = f["device"]
+        t.ndim = ndim
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = f["code"], f["bits"], f["lanes"]
+        t.shape = dims if ndim else ffi.NULL
+        t.strides = ffi.NULL if f["null_strides"] or not ndim else dims + ndim
+        t.byte_offset = f["byte_offset"]
+        self._keep += [m, dims, deleter]
+        name = b"dltensor_versioned" if versioned else b"dltensor"
+        capsule = _capi.capsule_new(int(ffi.cast("uintptr_t", m)), name, _capi.CapsuleDestructor())
+        self.capsules.append(capsule)
+        return capsule
+
+    def _deleted(self, _: Any) -> None:
+        self.deleted += 1
+
+    def deleter_calls(self) -> int:
+        return self.deleted
+
+
+def _consume(consume: Consume, producer: Any) -> Any:
+    try:
+        return consume(producer)
+    except BufferError as exc:
+        raise Unsupported(f"BufferError: {exc}") from None
+    except Exception as exc:
+        raise CheckFailed(f"refused with {type(exc).__name__}, not BufferError: {_first_line(exc)}") from None
+
+
+def _consume_dtype(consume: Consume, producer: Any) -> Any:
+    try:
+        return consume(producer)
+    except Exception as exc:  # a refusal; the spec names BufferError, others are noted
+        note = "" if isinstance(exc, BufferError) else " (the spec asks for BufferError)"
+        raise Unsupported(f"{type(exc).__name__}: {exc}{note}") from None
+
+
+def _read(to_numpy: ToNumpy, result: Any) -> Any:
+    return _np().asarray(to_numpy(result))
+
+
+def _refuses(consume: Consume, producer: RawProducer, what: str) -> str | None:
+    try:
+        result = consume(producer)
+    except Exception:  # any clean exception is a refusal
+        pass
+    else:
+        del result
+        raise CheckFailed(f"accepted {what}")
+    import gc
+
+    gc.collect()
+    # A consumer that refuses before renaming the capsule leaves it to the producer's destructor.
+    if not producer.capsules:  # refused from __dlpack_device__ alone: nothing was handed over
+        return "refused before asking for a capsule"
+    unconsumed = _capi.capsule_name(producer.capsules[-1]) in (b"dltensor_versioned", b"dltensor")
+    calls = producer.deleted + unconsumed
+    if calls != 1:
+        raise CheckFailed(f"refused {what} but the deleter would run {calls} times (took ownership, never freed)")
+    return None
+
+
+@_register(C, "sends_max_version", "asks for versioned capsules (max_version >= (1, 0))", "jax-ml/jax#40789")
+def c_max_version(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    p = RawProducer(_sample())
+    consume(p)
+    mv = p.calls[0].get("max_version") if p.calls else None
+    if mv is None or tuple(mv) < (1, 0):
+        raise CheckFailed(f"called __dlpack__({p.calls[0] if p.calls else ''}): read-only data cannot reach it")
+    return None
+
+
+class _LegacyOnly:
+    def __init__(self, array: Any) -> None:
+        self.inner = asdlpack(array)
+
+    def __dlpack_device__(self) -> Any:
+        return self.inner.__dlpack_device__()
+
+    def __dlpack__(self, stream: Any = None) -> object:
+        return self.inner.__dlpack__()
+
+
+@_register(C, "legacy_fallback", "imports from a producer that knows only __dlpack__(stream)", "python_spec fallback")
+def c_legacy(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _sample()
+    _same(_read(to_numpy, consume(_LegacyOnly(sample))), sample, "legacy producer")
+    return None
+
+
+class _Raising:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc, self.calls = exc, 0
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls += 1
+        raise self.exc
+
+
+@_register(
+    C, "real_typeerror_propagates", "a TypeError that is not about keywords is not retried", "IntelPython/dpctl#1789"
+)
+def c_typeerror(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    p = _Raising(TypeError("unsupported operand type(s) for +: 'int' and 'str'"))
+    try:
+        consume(p)
+    except TypeError:
+        if p.calls != 1:
+            raise CheckFailed(f"retried __dlpack__ {p.calls} times on an unrelated TypeError") from None
+        return None
+    except Exception as exc:
+        raise CheckFailed(f"raised {type(exc).__name__} instead of the producer's TypeError") from None
+    raise CheckFailed("swallowed the producer's TypeError")
+
+
+@_register(C, "buffererror_propagates", "the producer's BufferError reaches the caller", "array API from_dlpack")
+def c_buffererror(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    try:
+        consume(_Raising(BufferError("cannot export this")))
+    except BufferError:
+        return None
+    except Exception as exc:
+        raise CheckFailed(f"turned BufferError into {type(exc).__name__}") from None
+    raise CheckFailed("swallowed the producer's BufferError")
+
+
+class _NotACapsule:
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def __dlpack__(self, **kw: Any) -> object:
+        return 42
+
+
+@_register(C, "non_capsule_refused", "a __dlpack__ that returns a non-capsule is refused", "cupy#3611")
+def c_non_capsule(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    try:
+        consume(_NotACapsule())
+    except Exception:
+        return None
+    raise CheckFailed("accepted 42 as a capsule")
+
+
+@_register(C, "renames_capsule", "renames the capsule to used_* (ownership taken)", "python_spec capsules")
+def c_rename(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    p = RawProducer(_sample())
+    result = consume(p)
+    name = _capi.capsule_name(p.capsules[-1])
+    if name not in (b"used_dltensor_versioned", b"used_dltensor"):
+        raise CheckFailed(f"capsule still named {name!r} after import: its destructor would free the data")
+    del result
+    return None
+
+
+@_register(C, "deleter_once", "calls the deleter exactly once, when done", "cupy#1445, cudf#5212, pytorch#56789")
+def c_deleter(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    import gc
+
+    p = RawProducer(_sample())
+    result = consume(p)
+    _read(to_numpy, result)
+    if p.deleted:
+        raise CheckFailed("called the deleter while the result is alive")
+    del result
+    gc.collect()
+    if p.deleter_calls() != 1:
+        raise CheckFailed(f"deleter called {p.deleter_calls()} times (expected 1)")
+    return None
+
+
+@_register(C, "major_2_refused", "refuses a DLPack 2.x tensor and calls its deleter", "dlpack.h DLPackVersion")
+def c_major(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    return _refuses(consume, RawProducer(_sample(), versioned=True, major=2), "a DLPack 2.3 tensor")
+
+
+@_register(C, "unknown_dtype_refused", "refuses an unknown dtype code", "cupy#8801")
+def c_unknown_dtype(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    return _refuses(consume, RawProducer(_sample(), code=99, bits=32), "dtype code 99")
+
+
+@_register(C, "lanes_refused", "refuses lanes != 1 (or reads them correctly)", "dlpack.h DLDataType")
+def c_lanes(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    return _refuses(consume, RawProducer(_sample((2, 4)), lanes=4, shape=(2,), strides=(4,)), "lanes=4")
+
+
+@_register(C, "unknown_device_refused", "refuses an unknown device type", "dlpack.h DLDeviceType")
+def c_unknown_device(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    return _refuses(consume, RawProducer(_sample(), device=(99, 0)), "device type 99")
+
+
+@_register(C, "zero_size_null_data", "imports a zero-size tensor whose data is NULL", "cccl#11605")
+def c_zero_size(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _sample((0, 3))
+    _same(_read(to_numpy, _consume(consume, RawProducer(sample, null_data=True))), sample, "shape (0, 3), data NULL")
+    return None
+
+
+@_register(C, "zero_d", "imports a 0-d tensor", "numpy#29872")
+def c_zero_d(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _np().array(1.5, dtype="float32")
+    _same(_read(to_numpy, _consume(consume, RawProducer(sample))), sample, "0-d")
+    return None
+
+
+@_register(C, "negative_strides", "reads negative strides right (or refuses cleanly)", "pytorch#188023")
+def c_negative(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _sample((3, 4))[::-1]
+    _same(_read(to_numpy, _consume(consume, RawProducer(sample))), sample, "negative strides")
+    return None
+
+
+@_register(C, "byte_offset", "honours byte_offset", "pytorch#168177, cuda-python#2592")
+def c_byte_offset(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    base = _sample((3, 4))
+    p = RawProducer(base, shape=(2, 4), strides=(4, 1), byte_offset=16)
+    _same(_read(to_numpy, _consume(consume, p)), base[1:], "byte_offset=16")
+    return None
+
+
+@_register(C, "null_strides", "reads NULL strides as row-major (producers before DLPack 1.2)", "dmlc/dlpack#178")
+def c_null_strides(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _sample()
+    _same(_read(to_numpy, _consume(consume, RawProducer(sample, null_strides=True))), sample, "NULL strides")
+    return None
+
+
+@_register(C, "size1_strides", "any stride on a size-1 dimension is fine", "tensorflow PR#61184")
+def c_size1(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _sample((3, 1))
+    _same(_read(to_numpy, _consume(consume, RawProducer(sample, strides=(1, 99)))), sample, "stride 99 on size 1")
+    return None
+
+
+@_register(
+    C, "readonly_respected", "READ_ONLY data is imported read-only, or the flag ignored (not refused)", "numpy#28600"
+)
+def c_readonly(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    sample = _sample()
+    try:
+        result = consume(RawProducer(sample, flags=int(Flags.READ_ONLY)))
+    except BufferError as exc:
+        raise CheckFailed(f"cannot import read-only data: {exc}") from None
+    out = to_numpy(result)
+    writeable = getattr(getattr(out, "flags", None), "writeable", None)
+    return "imported read-only" if writeable is False else "flag ignored: the result is writable (allowed)"
+
+
+def _consumer_dtype_check(name: str, code: int, bits: int) -> Callable[..., str | None]:
+    def run(consume: Consume, to_numpy: ToNumpy) -> str | None:
+        sample = _dtype_sample(name)
+        result = _consume_dtype(consume, RawProducer(sample))
+        got = _read(to_numpy, result)
+        if (
+            got.dtype != sample.dtype
+            and got.dtype.itemsize == sample.dtype.itemsize
+            and name.startswith(("bfloat", "float8"))
+        ):
+            got = got.view(sample.dtype)  # numpy without ml_dtypes sees only raw bytes
+        _same(got, sample, f"{name} (code {code}, {bits} bits)")
+        return None
+
+    return run
+
+
+for _n, _c, _b in _DTYPES:
+    _register(C, f"dtype_{_n}", f"imports {_n} (code {_c}, {_b} bits)", "dlpack.h DLDataTypeCode")(
+        _consumer_dtype_check(_n, _c, _b)
+    )
+
+
+def _default_to_numpy(result: Any) -> Any:
+    """A consumer's result as numpy: numpy arrays as they are, anything else through dlbind."""
+    np = _np()
+    from dlbind.consumer import from_dlpack
+    from dlbind.conversion import compat
+
+    if isinstance(result, np.ndarray):
+        return result
+    return np.asarray(from_dlpack(compat(result)))
+
+
+def check_consumer(
+    from_dlpack: Consume, *, to_numpy: ToNumpy | None = None, name: str = "consumer", only: list[str] | None = None
+) -> Report:
+    """Run the consumer checks on ``from_dlpack``; ``to_numpy`` reads a result back (default np.asarray)."""
+    return _run(CONSUMER_CHECKS, name, only, from_dlpack, to_numpy or _default_to_numpy)
