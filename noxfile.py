@@ -95,11 +95,25 @@ def build(session: nox.Session) -> None:
     session.run("python", "-m", "build", "--outdir", "dist", CORE)
 
 
+DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "array-api-strict==2.6.1",
+             "apache-tvm-ffi==0.1.15.post2"]  # fmt: skip
+
+
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Install the core and show what it knows: the DLPack version, device and dtype tables with `since`."""
+    """The main job: install numpy, torch (CPU), jax (CPU), array-api-strict and tvm-ffi, print the conformance matrix."""
+    session.install(*DEMO_LIBS)
     session.install(CORE)
     session.run("python", "-m", "dlbind", "info")
+    session.run("python", "-m", "dlbind", "check", *session.posargs)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """Regenerate docs/matrix.md (the conformance matrix of a real run, with date and library versions)."""
+    session.install(*DEMO_LIBS)
+    session.install(CORE)
+    session.run("python", "-m", "dlbind", "check", "--markdown", "docs/matrix.md", "--json", ".cache/matrix.json")
 
 
 @nox.session

@@ -29,6 +29,21 @@ Consume = Callable[[Any], Any]
 ToNumpy = Callable[[Any], Any]
 
 
+# Structs handed out, by address, until their deleter runs: a consumer may free a tensor after the
+# producer object is gone (as with any real producer, the deleter and the memory are static here).
+_HANDED_OUT: dict[int, tuple[Any, ...]] = {}
+
+
+def _static_deleter(address: int) -> None:
+    entry = _HANDED_OUT.pop(address, None)
+    if entry is not None:
+        entry[-1][0] += 1  # the producer's counter cell
+
+
+_DELETER_V = ffi.callback("void(uintptr_t)", _static_deleter)
+_DELETER_ADDRESS = int(ffi.cast("uintptr_t", _DELETER_V))
+
+
 class RawProducer:
     """A producer that builds its capsule field by field, so that every field can be wrong.
 
@@ -57,7 +72,6 @@ class RawProducer:
     ) -> None:
         from dlbind.dtypes import from_numpy
 
-        np = _np()
         self.array = array
         dt = from_numpy(array.dtype)
         self.fields: dict[str, Any] = {
@@ -67,10 +81,9 @@ class RawProducer:
             "shape": tuple(array.shape) if shape is None else shape,
             "strides": tuple(s // array.itemsize for s in array.strides) if strides is None else strides,
         }  # fmt: skip
-        self.deleted = 0
+        self._cell = [0]  # deleter calls, shared with _HANDED_OUT entries
         self.calls: list[dict[str, Any]] = []
         self.capsules: list[object] = []
-        self._keep: list[Any] = [np]
 
     def __dlpack_device__(self) -> tuple[int, int]:
         device: tuple[int, int] = self.fields["device"]
@@ -90,11 +103,10 @@ class RawProducer:
         if versioned:
             m = ffi.new("DLManagedTensorVersioned *")
             m.version.major, m.version.minor, m.flags = f["major"], 3, f["flags"]
-            deleter = ffi.callback("void(DLManagedTensorVersioned *)", self._deleted)
+            m.deleter = ffi.cast("void (*)(DLManagedTensorVersioned *)", _DELETER_ADDRESS)
         else:
             m = ffi.new("DLManagedTensor *")
-            deleter = ffi.callback("void(DLManagedTensor *)", self._deleted)
-        m.deleter = deleter
+            m.deleter = ffi.cast("void (*)(DLManagedTensor *)", _DELETER_ADDRESS)
         t = m.dl_tensor
         t.data = ffi.NULL if f["null_data"] else ffi.cast("void *", self.array.__array_interface__["data"][0])
         t.device.device_type, t.device.device_id = f["device"]
@@ -103,17 +115,19 @@ class RawProducer:
         t.shape = dims if ndim else ffi.NULL
         t.strides = ffi.NULL if f["null_strides"] or not ndim else dims + ndim
         t.byte_offset = f["byte_offset"]
-        self._keep += [m, dims, deleter]
+        address = int(ffi.cast("uintptr_t", m))
+        _HANDED_OUT[address] = (m, dims, self.array, self._cell)
         name = b"dltensor_versioned" if versioned else b"dltensor"
-        capsule = _capi.capsule_new(int(ffi.cast("uintptr_t", m)), name, _capi.CapsuleDestructor())
+        capsule = _capi.capsule_new(address, name, _capi.CapsuleDestructor())
         self.capsules.append(capsule)
         return capsule
 
-    def _deleted(self, _: Any) -> None:
-        self.deleted += 1
+    @property
+    def deleted(self) -> int:
+        return self._cell[0]
 
     def deleter_calls(self) -> int:
-        return self.deleted
+        return self._cell[0]
 
 
 def _consume(consume: Consume, producer: Any) -> Any:

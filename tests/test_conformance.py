@@ -1,0 +1,294 @@
+"""dlbind.testing: dlbind itself passes every check, and every check fails on a subject broken on purpose.
+
+The broken producers and consumers are built from dlbind's own pieces (``RawProducer`` writes any
+field wrong; the consumers below each skip one rule), so each check is shown to be able to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind import _capi, capsule
+from dlbind._generated.enums import Flags
+from dlbind.tensor import from_managed
+from dlbind.testing import CONSUMER_CHECKS, PRODUCER_CHECKS, check_consumer, check_producer
+from dlbind.testing._consumer_checks import RawProducer
+
+
+def test_dlbind_passes_its_own_suite() -> None:
+    producer = check_producer(dlbind.asdlpack, name="dlbind.asdlpack")
+    assert producer.ok and producer.count("pass") == len(PRODUCER_CHECKS), producer.summary()
+    consumer = check_consumer(dlbind.from_dlpack, name="dlbind.from_dlpack")
+    assert consumer.ok and consumer.count("pass") == len(CONSUMER_CHECKS), consumer.summary()
+
+
+def test_about_forty_checks_each_with_a_reason() -> None:
+    assert len(PRODUCER_CHECKS) + len(CONSUMER_CHECKS) >= 40
+    for check in (*PRODUCER_CHECKS, *CONSUMER_CHECKS):
+        assert check.text and check.kind in ("producer", "consumer")
+
+
+# -- broken producers, one per producer check ---------------------------------------------------
+
+
+class NoDevice:
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __dlpack__(self, **kw: Any) -> object:
+        return self.a.__dlpack__(**kw)
+
+
+class NamedDevice(RawProducer):
+    def __dlpack_device__(self) -> Any:
+        return ("cpu", 0)
+
+
+class RefusesKeyword(RawProducer):
+    def __init__(self, a: np.ndarray, keyword: str) -> None:
+        super().__init__(a)
+        self.keyword = keyword
+
+    def __dlpack__(self, **kw: Any) -> object:
+        if self.keyword in kw:
+            raise TypeError(f"__dlpack__() got an unexpected keyword argument '{self.keyword}'")
+        return super().__dlpack__(**kw)
+
+
+class RaisesOnStreamNone(RawProducer):
+    def __dlpack__(self, **kw: Any) -> object:
+        if "stream" in kw:
+            raise ValueError("stream must be an int")
+        return super().__dlpack__(**kw)
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def _wrong_code(a: np.ndarray) -> RawProducer:
+    from dlbind.dtypes import from_numpy
+
+    dt = from_numpy(a.dtype)
+    return RawProducer(a, code=(dt.code + 1) % 3 if dt.code != 1 else 0)
+
+
+BROKEN_PRODUCERS: dict[str, Callable[[np.ndarray], Any]] = {
+    "protocol": NoDevice,
+    "device": NamedDevice,
+    "legacy_capsule": lambda a: RawProducer(a, versioned=True),
+    "versioned_capsule": lambda a: RawProducer(a, versioned=False),
+    "future_max_version": lambda a: RawProducer(a, versioned=True, major=2),
+    "unknown_keyword_typeerror": RawProducer,  # takes any keyword
+    "values": lambda a: RawProducer(a, byte_offset=4),
+    "strides_emitted": lambda a: RawProducer(a, null_strides=True),
+    "transposed": lambda a: RawProducer(a, strides=_contiguous(a.shape)),
+    "negative_strides": lambda a: RawProducer(a, strides=_contiguous(a.shape)),
+    "zero_size": lambda a: RawProducer(a, shape=(3,), strides=(1,)),
+    "zero_d": lambda a: RawProducer(a, shape=(1,), strides=(1,)),
+    "size1_dims": lambda a: RawProducer(a, shape=tuple(d for d in a.shape if d != 1) or (1,), strides=(2, 1)),
+    "offset_view": lambda a: RawProducer(a, strides=_contiguous(a.shape)),
+    "copy_true": RawProducer,  # never copies
+    "copy_false": lambda a: RawProducer(a, flags=int(Flags.IS_COPIED)),
+    "dl_device_same": lambda a: RefusesKeyword(a, "dl_device"),
+    "dl_device_unsupported": RawProducer,  # accepts any device
+    "stream_none": RaisesOnStreamNone,
+    "stream_refused_on_cpu": RawProducer,  # accepts any stream
+    **{c.id: _wrong_code for c in PRODUCER_CHECKS if c.id.startswith("dtype_")},
+}
+
+
+def test_every_producer_check_has_a_broken_producer() -> None:
+    assert set(BROKEN_PRODUCERS) == {c.id for c in PRODUCER_CHECKS}
+
+
+@pytest.mark.parametrize("check_id", [c.id for c in PRODUCER_CHECKS])
+def test_producer_check_can_fail(check_id: str) -> None:
+    report = check_producer(BROKEN_PRODUCERS[check_id], only=[check_id])
+    assert [r.status for r in report.results] == ["fail"], report.summary()
+
+
+# -- broken consumers, one per consumer check ------------------------------------------------------
+
+
+def _take(producer: Any, **kw: Any) -> tuple[Any, Any]:
+    managed, versioned = capsule.take(producer.__dlpack__(**kw))
+    return managed, versioned
+
+
+def legacy_only(p: Any) -> Any:
+    return dlbind.from_dlpack(p.__dlpack__())
+
+
+def no_fallback(p: Any) -> Any:
+    return dlbind.from_dlpack(p.__dlpack__(max_version=(1, 3)))
+
+
+def retries_any_typeerror(p: Any) -> Any:
+    try:
+        return no_fallback(p)
+    except TypeError:
+        return legacy_only(p)
+
+
+def hides_buffererror(p: Any) -> Any:
+    try:
+        return dlbind.from_dlpack(p)
+    except BufferError as exc:
+        raise RuntimeError(str(exc)) from None
+
+
+def accepts_anything(p: Any) -> Any:
+    result = p.__dlpack__(max_version=(1, 3))
+    if type(result) is not _capi.PyCapsuleType:
+        return np.zeros(2)
+    managed, _ = capsule.take(result)  # no checks at all, never frees
+    shape = tuple(managed.dl_tensor.shape[i] for i in range(managed.dl_tensor.ndim))
+    return np.zeros(shape)
+
+
+def does_not_rename(p: Any) -> Any:
+    c = p.__dlpack__(max_version=(1, 3))
+    t = dlbind.from_dlpack(c)
+    _capi.capsule_set_name(c, b"dltensor_versioned")
+    return t
+
+
+def leaks(p: Any) -> Any:
+    managed, _ = _take(p, max_version=(1, 3))
+    t = managed.dl_tensor
+    return np.zeros(tuple(t.shape[i] for i in range(t.ndim)), dtype=np.float32) + np.arange(
+        np.prod([t.shape[i] for i in range(t.ndim)]), dtype=np.float32
+    ).reshape(tuple(t.shape[i] for i in range(t.ndim)))
+
+
+def _checked(p: Any, rule: Callable[[Any, bool], None]) -> Any:
+    managed, versioned = _take(p, max_version=(1, 3))
+    rule(managed, versioned)
+    return from_managed(managed, versioned)
+
+
+def refuses_null_data(p: Any) -> Any:
+    def rule(m: Any, _: bool) -> None:
+        if m.dl_tensor.data == dlbind._ffi.ffi.NULL:
+            raise ValueError("NULL data")
+
+    return _checked(p, rule)
+
+
+def refuses_null_strides(p: Any) -> Any:
+    def rule(m: Any, _: bool) -> None:
+        if m.dl_tensor.strides == dlbind._ffi.ffi.NULL:
+            raise ValueError("NULL strides")
+
+    return _checked(p, rule)
+
+
+def refuses_odd_size1_strides(p: Any) -> Any:
+    t = dlbind.from_dlpack(p)
+    if t.strides != _contiguous(t.shape):
+        raise ValueError(f"strides {t.strides} are not contiguous")
+    return t
+
+
+def refuses_negative_strides(p: Any) -> Any:
+    t = dlbind.from_dlpack(p)
+    if any(s < 0 for s in t.strides):
+        raise ValueError("negative strides")
+    return t
+
+
+def flattens(p: Any) -> Any:
+    return np.asarray(dlbind.from_dlpack(p)).reshape(-1)
+
+
+class _View:
+    def __init__(self, interface: dict[str, Any], keep: Any) -> None:
+        self.__array_interface__ = interface
+        self.keep = keep
+
+
+def ignores_byte_offset(p: Any) -> Any:
+    t = dlbind.from_dlpack(p)
+    dtype = t.dtype.to_numpy()
+    interface = {
+        "version": 3, "shape": t.shape, "typestr": dtype.str, "data": (t.data_ptr, False),
+        "strides": tuple(s * dtype.itemsize for s in t.strides),
+    }  # fmt: skip
+    return np.asarray(_View(interface, t))
+
+
+def refuses_readonly(p: Any) -> Any:
+    t = dlbind.from_dlpack(p)
+    if t.readonly:
+        raise BufferError("read-only tensors are not supported")
+    return t
+
+
+def raw_bytes(p: Any) -> Any:
+    return np.asarray(dlbind.from_dlpack(p)) + 1  # values (and for bool the dtype) come out wrong
+
+
+BROKEN_CONSUMERS: dict[str, Callable[[Any], Any]] = {
+    "sends_max_version": legacy_only,
+    "legacy_fallback": no_fallback,
+    "real_typeerror_propagates": retries_any_typeerror,
+    "buffererror_propagates": hides_buffererror,
+    "non_capsule_refused": accepts_anything,
+    "renames_capsule": does_not_rename,
+    "deleter_once": leaks,
+    "major_2_refused": accepts_anything,
+    "unknown_dtype_refused": accepts_anything,
+    "lanes_refused": accepts_anything,
+    "unknown_device_refused": accepts_anything,
+    "zero_size_null_data": refuses_null_data,
+    "zero_d": flattens,
+    "negative_strides": refuses_negative_strides,
+    "byte_offset": ignores_byte_offset,
+    "null_strides": refuses_null_strides,
+    "size1_strides": refuses_odd_size1_strides,
+    "readonly_respected": refuses_readonly,
+    **{c.id: raw_bytes for c in CONSUMER_CHECKS if c.id.startswith("dtype_")},
+}
+
+
+def test_every_consumer_check_has_a_broken_consumer() -> None:
+    assert set(BROKEN_CONSUMERS) == {c.id for c in CONSUMER_CHECKS}
+
+
+@pytest.mark.parametrize("check_id", [c.id for c in CONSUMER_CHECKS])
+def test_consumer_check_can_fail(check_id: str) -> None:
+    report = check_consumer(BROKEN_CONSUMERS[check_id], only=[check_id])
+    assert [r.status for r in report.results] == ["fail"], report.summary()
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_check_command(tmp_path: Any) -> None:
+    out = tmp_path / "matrix.json"
+    md = tmp_path / "matrix.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlbind", "check", "--libs", "numpy", "--json", str(out), "--markdown", str(md)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "DLPack conformance of numpy" in proc.stdout and "As producer" in proc.stdout
+    assert "numpy: " in proc.stderr  # the progress display
+    data = json.loads(out.read_text())
+    assert data["results"]["numpy"]["producer:values"]["status"] == "pass"
+    assert data["results"]["numpy"]["consumer:real_typeerror_propagates"]["status"] == "fail"  # a real numpy finding
+    assert data["pairs"]["numpy"]["numpy"]["status"] == "pass"
+    assert md.read_text().startswith("# Conformance matrix")
