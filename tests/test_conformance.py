@@ -292,3 +292,12 @@ def test_check_command(tmp_path: Any) -> None:
     assert data["results"]["numpy"]["consumer:real_typeerror_propagates"]["status"] == "fail"  # a real numpy finding
     assert data["pairs"]["numpy"]["numpy"]["status"] == "pass"
     assert md.read_text().startswith("# Conformance matrix")
+
+
+def test_a_consumer_that_copies_may_free_at_once() -> None:
+    def copies(p: Any) -> Any:
+        return np.array(np.asarray(dlbind.from_dlpack(p)))  # the Tensor (and the producer's data) go at once
+
+    report = check_consumer(copies, only=["deleter_once"])
+    assert [r.status for r in report.results] == ["pass"], report.summary()
+    assert "copied on import" in report.results[0].detail
