@@ -110,6 +110,18 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         )
         add("torch.from_dlpack(ndarray)", lambda: torch.from_dlpack(small))
         add(
+            "dlbind.convert(ndarray, to='torch')",
+            lambda: dlbind.convert(small, to="torch"),
+            "torch.from_dlpack(ndarray)",
+            "<= 0.6x",
+        )
+        add(
+            "dlbind.convert(torch.Tensor, to='numpy')",
+            lambda: dlbind.convert(tt, to="numpy"),
+            "np.from_dlpack(torch.Tensor)",
+            "<= 0.5x",
+        )
+        add(
             "torch.from_dlpack(dlbind.asdlpack(ndarray))",
             lambda: torch.from_dlpack(dlbind.asdlpack(small)),
             "torch.from_dlpack(ndarray)",

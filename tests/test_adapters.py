@@ -104,13 +104,25 @@ def test_torch_aborts_on_negative_strides_and_convert_copies() -> None:
         dlbind.convert(np.arange(4.0)[::-1], "torch", copy=False)
 
 
-def test_torch_ignores_readonly() -> None:
+def test_torch_ignores_readonly_and_convert_copies() -> None:
     torch = _module("torch")
     ro = np.arange(3.0)
     ro.flags.writeable = False
     x = torch.from_dlpack(ro)
     x[0] = 42.0  # the deviation: a write through memory the producer marked read-only
     assert ro[0] == 42.0
+    y = dlbind.convert(ro, "torch")  # bridged: torch gets a copy it may write
+    y[1] = -1.0
+    assert ro.tolist() == [42.0, 1.0, 2.0]
+    shared = dlbind.convert(ro, "torch", copy=False)  # the caller's explicit choice: zero-copy
+    assert shared.data_ptr() == ro.ctypes.data
+
+
+def test_dlbind_always_passes_the_stream_torch_would_default() -> None:
+    _module("torch")
+    spy, calls = _spy()
+    dlbind.from_dlpack(spy)
+    assert calls[0]["stream"] is None  # explicit: torch's default of -1 (no sync) never applies
 
 
 # -- jax: never sends max_version (jax#40789) --------------------------------------------------------

@@ -973,13 +973,13 @@ static PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, siz
     return res;
 }
 
-/* convert_to(x, target_type, refuse_negative_strides) -> object of target_type, or NotImplemented when
+/* convert_to(x, target_type, refuse) -> object of target_type, or NotImplemented when
  * this route does not apply (the Python code then takes the general one). Goes producer table (or
  * __dlpack__) -> DLManagedTensorVersioned -> the target type's managed_tensor_to_py_object_no_sync. */
 static PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "convert_to(x, target_type, refuse_negative_strides)");
+        PyErr_SetString(PyExc_TypeError, "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only)");
         return NULL;
     }
     PyObject *x = args[0];
@@ -1019,9 +1019,15 @@ static PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_s
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_valid(t, 1, m, 0) || !dlbind_host_device[t->device.device_type & 0xff] ||
                     t->device.device_type > 255;
-    if (!hand_back && PyObject_IsTrue(args[2]) && t->strides != NULL)
+    long refuse = PyLong_AsLong(args[2]);
+    if (refuse == -1 && PyErr_Occurred()) {
+        dlbind_call_deleter(m, 1);
+        return NULL;
+    }
+    if (!hand_back && (refuse & 1) && t->strides != NULL)
         for (int i = 0; i < t->ndim; i++)
             if (t->strides[i] < 0) hand_back = 1;
+    if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) hand_back = 1;
     if (hand_back) { /* the general route checks, copies or synchronises as needed */
         dlbind_call_deleter(m, 1);
         Py_RETURN_NOTIMPLEMENTED;
@@ -1042,12 +1048,16 @@ static PyObject *dlbind_slow_convert = NULL;
 
 static PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    int plain = nargs == 2 && dlbind_convert_routes != NULL;
+    PyObject *to = nargs == 2 ? args[1] : NULL;
+    int plain = (nargs == 1 || nargs == 2) && dlbind_convert_routes != NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; plain && i < nkw; i++)
-        if (args[nargs + i] != Py_None) plain = 0;
-    if (plain) {
-        PyObject *route = PyDict_GetItemWithError(dlbind_convert_routes, args[1]);
+    for (Py_ssize_t i = 0; plain && i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        if (to == NULL && PyUnicode_CompareWithASCIIString(key, "to") == 0) to = args[nargs + i];
+        else if (args[nargs + i] != Py_None) plain = 0;
+    }
+    if (plain && to != NULL) {
+        PyObject *route = PyDict_GetItemWithError(dlbind_convert_routes, to);
         if (route == NULL && PyErr_Occurred()) PyErr_Clear(); /* unhashable `to`: Python explains */
         if (route != NULL) {
             if (PyObject_TypeCheck(args[0], (PyTypeObject *)PyTuple_GET_ITEM(route, 0))) { /* already there */
@@ -1151,7 +1161,7 @@ static PyMethodDef dlbind_methods[] = {
      "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
     {"configure_convert", (PyCFunction)(void (*)(void))dlbind_py_configure_convert, METH_FASTCALL, "internal"},
     {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
-     "convert_to(x, target_type, refuse_negative_strides): see dlbind.convert"},
+     "convert_to(x, target_type, refuse): see dlbind.convert"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_FASTCALL, "internal: see dlbind._native"},
     {NULL, NULL, 0, NULL},
 };

@@ -10,8 +10,9 @@ Routes, tried in order:
 3. Otherwise ``x`` is imported as a :class:`dlbind.Tensor` (zero-copy) and handed to the target's
    ``from_dlpack``, after bridging what the target gets wrong (``spec/adapters.toml``):
    read-only data for consumers that never ask for versioned capsules (a legacy capsule is served
-   when the consumer's arrays are immutable, a copy otherwise), negative strides for consumers that
-   crash on them (a copy), keywords the target's ``from_dlpack`` does not take.
+   when the consumer's arrays are immutable, a copy otherwise) or that import it writable (a copy,
+   unless ``copy=False``), negative strides for consumers that crash on them (a copy), keywords the
+   target's ``from_dlpack`` does not take.
 """
 
 from __future__ import annotations
@@ -82,10 +83,16 @@ class _Route(NamedTuple):
     table_type: type | None  # the target array type, when it has an exchange table
     refuse_negative_strides: bool  # the target crashes on them: copy first
     legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
+    ignores_readonly: bool  # the target imports read-only data writable: copy it first
 
     @property
     def bridges(self) -> bool:
-        return self.refuse_negative_strides or self.legacy_only
+        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly
+
+    @property
+    def refuse(self) -> int:
+        """What the C route must hand back to Python: 1 negative strides, 2 read-only data."""
+        return int(self.refuse_negative_strides) | 2 * int(self.ignores_readonly)
 
 
 _ROUTES: dict[tuple[Any, ...], _Route] = {}
@@ -125,9 +132,10 @@ def _route(to: Any) -> _Route:
             table_type,
             "negative_strides_abort" in quirks,
             bool(quirks & {"no_max_version", "legacy_call"}),
+            "readonly_ignored" in quirks,
         )
         if table_type is not None and isinstance(to, str):
-            _C_ROUTES[to] = (table_type, route.refuse_negative_strides)
+            _C_ROUTES[to] = (table_type, route.refuse)
     return route
 
 
@@ -175,7 +183,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         if library_of(x) is route.adapter:
             return x
         if route.table_type is not None and native is not None:
-            out = native.convert_to(x, route.table_type, route.refuse_negative_strides)
+            out = native.convert_to(x, route.table_type, route.refuse)
             if out is not NotImplemented:
                 return out
     tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
@@ -200,6 +208,8 @@ def _bridged(route: _Route, tensor: Tensor, device: Any, copy: bool | None) -> A
         if copy is False:
             raise BufferError(f"{route.adapter.name} cannot take negative strides and copy=False forbids a copy")
         producer = tensor = tensor.copy()
+    if route.ignores_readonly and tensor.readonly and copy is not False:
+        producer = tensor = tensor.copy()  # writes through the result must not reach read-only memory
     if route.legacy_only and tensor.readonly:
         if route.adapter.immutable:
             producer = _LegacyReadOnly(tensor)
