@@ -101,7 +101,7 @@ DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: install numpy, torch (CPU), jax (CPU), array-api-strict and tvm-ffi, print the conformance matrix."""
+    """The main job: install numpy, torch, jax (CPU), array-api-strict, tvm-ffi; print the conformance matrix."""
     session.install(*DEMO_LIBS)
     session.install(CORE)
     session.run("python", "-m", "dlbind", "info")

@@ -30,7 +30,7 @@ from dlbind.tensor import Tensor
 # the dispatching from_dlpack: C for the common call in the compiled build
 from_dlpack = native.from_dlpack if native is not None else consumer.from_dlpack
 # to -> (target array type, refuse negative strides), read by the compiled convert
-_C_ROUTES: dict[Any, tuple[type, bool]] = {}
+_C_ROUTES: dict[Any, tuple[type, int]] = {}
 
 __all__ = ["compat", "convert", "library_of", "resolve"]
 
