@@ -7,6 +7,7 @@ the run goes on in a new process after that check).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -111,10 +112,8 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
     from dlbind.conversion import library_of
 
     if "jax" in libs:
-        import jax
-
-        config: Any = jax.config
-        config.update("jax_enable_x64", True)
+        jax: Any = importlib.import_module("jax")  # optional: only when jax is being checked
+        jax.config.update("jax_enable_x64", True)
     out: dict[str, dict[str, dict[str, str]]] = {}
     for src in libs:
         for dst in libs:

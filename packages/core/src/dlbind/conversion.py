@@ -84,6 +84,7 @@ class _Route(NamedTuple):
     refuse_negative_strides: bool  # the target crashes on them: copy first
     legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
     ignores_readonly: bool  # the target imports read-only data writable: copy it first
+    keywords: frozenset[str]  # what the installed from_dlpack accepts (read from its signature)
 
     @property
     def bridges(self) -> bool:
@@ -133,10 +134,24 @@ def _route(to: Any) -> _Route:
             "negative_strides_abort" in quirks,
             bool(quirks & {"no_max_version", "legacy_call"}),
             "readonly_ignored" in quirks,
+            _keywords(fn, adapter),
         )
         if table_type is not None and isinstance(to, str):
             _C_ROUTES[to] = (table_type, route.refuse)
     return route
+
+
+def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
+    """The keywords the installed version's from_dlpack takes; the table's when it cannot be read."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # some builtins have no signature
+        return frozenset(adapter.keywords)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return frozenset(adapter.keywords)
+    return frozenset(k for k in ("device", "copy") if k in params)
 
 
 class _LegacyReadOnly:
@@ -196,12 +211,12 @@ def _bridged(route: _Route, tensor: Tensor, device: Any, copy: bool | None) -> A
     producer: Any = tensor
     kwargs: dict[str, Any] = {}
     if copy is not None:
-        if "copy" in route.adapter.keywords:
+        if "copy" in route.keywords:
             kwargs["copy"] = copy
         elif copy:
             producer = tensor = tensor.copy()
     if device is not None:
-        if "device" not in route.adapter.keywords:
+        if "device" not in route.keywords:
             raise BufferError(f"{route.adapter.from_dlpack} takes no device=: convert on the source's device")
         kwargs["device"] = device
     if route.refuse_negative_strides and any(s < 0 for s in tensor.strides):

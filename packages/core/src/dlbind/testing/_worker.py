@@ -20,10 +20,8 @@ def subject(name: str) -> tuple[Any, Any]:
     adapter = ADAPTERS[name]
     importlib.import_module(adapter.import_name)
     if name == "jax":
-        import jax
-
-        config: Any = jax.config
-        config.update("jax_enable_x64", True)  # else int64/float64 arrays narrow to 32 bits
+        jax: Any = importlib.import_module("jax")  # optional: only when jax is being checked
+        jax.config.update("jax_enable_x64", True)  # else int64/float64 arrays narrow to 32 bits
     module_name, _, attr = adapter.from_dlpack.rpartition(".")
     consume = getattr(importlib.import_module(module_name), attr)
     if name == "numpy":
