@@ -220,3 +220,17 @@ def test_convert_in_a_fresh_interpreter_imports_only_what_it_needs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- cupy (needs the CUDA runtime to import; verified with cupy-cuda13x 14.2.0 and no GPU) ----------
+
+
+def test_cupy_no_device_keyword_and_convert_says_so() -> None:
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed (it needs the CUDA runtime libraries)")
+    with pytest.raises(NotImplementedError, match="does not support device"):
+        cupy.from_dlpack(np.arange(3), device="cpu")  # the deviation: the keyword exists but is not implemented
+    with pytest.raises(TypeError, match="CPU arrays cannot be directly imported"):
+        cupy.from_dlpack(np.arange(3))  # and a CPU producer is a TypeError, not the spec's BufferError
+    assert ADAPTERS["cupy"].keywords == ("copy",)
+    with pytest.raises(BufferError, match="takes no device="):  # bridged: a clear refusal before cupy is called
+        dlbind.convert(np.arange(3), "cupy", device="cuda:0")
