@@ -42,7 +42,7 @@ def object_from_managed(address: int) -> Tensor:
 
 def allocate(prototype_address: int) -> int:
     """A new zero-filled host tensor shaped like the prototype ``DLTensor*``; returns its owned address."""
-    from dlbind.producer import Memory, _contiguous_strides
+    from dlbind.producer import Memory, _contiguous_strides, export_memory
 
     proto = ffi.cast("DLTensor *", prototype_address)
     if int(proto.device.device_type) not in HOST_ACCESSIBLE:
@@ -56,19 +56,8 @@ def allocate(prototype_address: int) -> int:
     store = bytearray(dtype.nbytes(size))
     data = ctypes.addressof((ctypes.c_char * len(store)).from_buffer(store)) if store else 0
     mem = Memory(data, shape, _contiguous_strides(shape), dtype, (DeviceType.kDLCPU, 0), 0, False, store)
-    return managed_from_object(_Once(mem))
-
-
-class _Once:
-    __slots__ = ("mem",)
-
-    def __init__(self, mem: Any) -> None:
-        self.mem = mem
-
-    def __dlpack__(self, *, max_version: tuple[int, int]) -> object:
-        from dlbind.producer import export_memory
-
-        return export_memory(self.mem, max_version=max_version)
+    managed, _ = capsule.take(export_memory(mem, max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
+    return int(ffi.cast("uintptr_t", managed))
 
 
 # -- the table ----------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def export_view(
 # -- sources -----------------------------------------------------------------------------------
 
 
-def _from_buffer(obj: Any, readonly: bool | None, view: memoryview | None = None) -> Memory:
+def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
     view = memoryview(obj) if view is None else view
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
@@ -265,12 +265,12 @@ def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: b
     owner: object = obj
     ro = False
     if data is None:  # the object itself exposes the buffer
-        mem = _from_buffer(obj, readonly)
+        mem = _from_buffer(obj)
         ptr, ro, owner = mem.data, mem.readonly, mem.owner
     elif isinstance(data, tuple):
         ptr, ro = int(data[0]), bool(data[1])
     else:  # a buffer object
-        mem = _from_buffer(data, readonly)
+        mem = _from_buffer(data)
         ptr, ro, owner = mem.data, mem.readonly, (obj, mem.owner)
     ptr += int(iface.get("offset", 0))
     raw_strides = iface.get("strides")
@@ -312,7 +312,7 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
         view = None
     if view is not None:
         try:
-            return Exporter(_readonly(_from_buffer(obj, readonly, view), readonly))
+            return Exporter(_readonly(_from_buffer(obj, view), readonly))
         except BufferError:
             if not hasattr(obj, "__array_interface__") and not hasattr(obj, "__dlpack__"):
                 raise
