@@ -38,6 +38,21 @@ def generate(session: nox.Session) -> None:
     session.run("python", "-m", "dlbind_generator", "generate", *session.posargs)
 
 
+@nox.session
+def bump(session: nox.Session) -> None:
+    """Header bump: `nox -s bump -- SOURCE`, SOURCE a dlpack.h path (rehearsal) or PACKAGE==VERSION:PATH/IN/ARCHIVE.
+
+    Reads the version from the header's macros, records source and sha256 in spec/headers.toml (a path as
+    a `local =` entry: never commit it), makes it canonical when it is the newest, regenerates everything
+    like `nox -s generate` and prints the summary of generator/REPORT.md. Refuses a version listed already
+    with another sha256.
+    """
+    _install_generator(session)
+    if len(session.posargs) != 1:
+        session.error("usage: nox -s bump -- SOURCE  (PATH/TO/dlpack.h or PACKAGE==VERSION:PATH/IN/ARCHIVE)")
+    session.run("python", "-m", "dlbind_generator", "bump", *session.posargs)
+
+
 @nox.session(name="generate_check")
 def generate_check(session: nox.Session) -> None:
     """Fail if any generated file differs from what the generator makes now (the staleness gate)."""

@@ -3,6 +3,8 @@
 python -m dlbind_generator parse HEADER.h        # the model of one header as JSON on stdout
 python -m dlbind_generator fetch                 # download + verify the headers of spec/headers.toml
 python -m dlbind_generator generate [--check]    # every target; --check: diff, exit 1 if stale
+python -m dlbind_generator bump SOURCE           # record a new dlpack.h in spec/headers.toml, regenerate
+python -m dlbind_generator rehearsal-header OUT  # write a made-up next version of the canonical header
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import GeneratorError
 from .model import dumps
+
+if TYPE_CHECKING:
+    from .pipeline import Paths
 
 
 def _root(arg: str | None) -> Path:
@@ -39,6 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_gen.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
     p_gen.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_bump = sub.add_parser(
+        "bump",
+        help="record a new dlpack.h in spec/headers.toml, regenerate everything, print the report's summary",
+        description="SOURCE is a path to a dlpack.h (a rehearsal: recorded with `local =`, never to be committed) "
+        "or PACKAGE==VERSION:PATH/IN/ARCHIVE (a registry archive: the form to commit).",
+    )
+    p_bump.add_argument("source", metavar="SOURCE")
+    p_bump.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_next = sub.add_parser(
+        "rehearsal-header", help="write a made-up next version of the canonical header (to rehearse a bump)"
+    )
+    p_next.add_argument("out", type=Path)
+    p_next.add_argument("--root", help="repository root (default: found from the current folder)")
     args = parser.parse_args(argv)
 
     try:
@@ -55,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             for m in models:
                 print(f"dlpack {m.version[0]}.{m.version[1]}: ok (sha256 {m.sha256})")
             return 0
+        if args.command == "bump":
+            return _bump(paths, args.source)
+        if args.command == "rehearsal-header":
+            return _rehearsal_header(paths, args.out)
         start = time.perf_counter()
         files = build(paths, offline=args.offline)
         elapsed = time.perf_counter() - start
@@ -74,6 +97,61 @@ def main(argv: list[str] | None = None) -> int:
     except GeneratorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _rehearsal_header(paths: Paths, out: Path) -> int:
+    from .fetch import fetch_one
+    from .parse import parse_header
+    from .pipeline import stderr_progress
+    from .rehearsal import derive_next
+    from .sources import format_version, load_sources
+
+    sources = load_sources(paths.headers_toml)
+    header = fetch_one(sources.by_version(sources.canonical), paths.cache, stderr_progress)
+    nxt = derive_next(header.read_text(encoding="utf-8"), parse_header(header))
+    out.write_text(nxt.text, encoding="utf-8")
+    print(
+        f"wrote {out}: DLPack {format_version(nxt.version)} (made up) = {format_version(sources.canonical)} + "
+        f"device types {', '.join(f'{n} = {v}' for n, v in nxt.devices)}, dtype code {nxt.dtype[0]} = {nxt.dtype[1]}, "
+        f"flag {nxt.flag[0]} = {nxt.flag[1]}, struct {nxt.struct}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _bump(paths: Paths, source: str) -> int:
+    from .bump import record, report_summary, resolve_source
+    from .pipeline import REPORT, build, stderr_progress
+    from .sources import format_version
+
+    src = resolve_source(source, paths.cache, stderr_progress)
+    before = paths.headers_toml.read_text(encoding="utf-8")
+    text, done = record(paths.headers_toml, src)
+    v = format_version(src.version)
+    paths.headers_toml.write_text(text, encoding="utf-8")
+    try:
+        files = build(paths)  # what `generate` makes; nothing is written if it fails
+    except BaseException:
+        paths.headers_toml.write_text(before, encoding="utf-8")
+        raise
+    touched = files.write(paths.root)
+    if done.added:
+        print(f"recorded DLPack {v} in spec/headers.toml (sha256 {src.sha256}, {src.label})", file=sys.stderr)
+    else:
+        print(f"DLPack {v} is listed already with this sha256: nothing to record", file=sys.stderr)
+    if done.canonical_after != done.canonical_before:
+        print(
+            f"canonical: {format_version(done.canonical_before)} -> {format_version(done.canonical_after)}",
+            file=sys.stderr,
+        )
+    if src.local:
+        print("this entry names a file on this machine: a rehearsal, do not commit it", file=sys.stderr)
+    for rel in touched:
+        print(f"wrote {rel}", file=sys.stderr)
+    print(f"{len(touched)} of {len(files.files)} generated files changed", file=sys.stderr)
+    print(f"Summary of {REPORT}:\n")
+    print(report_summary(files.files[REPORT]))
+    return 0
 
 
 if __name__ == "__main__":

@@ -115,6 +115,21 @@ def _by_release(merged: MergedModel) -> list[dict[str, Any]]:
     return rows
 
 
+_POLICY_ENUMS = {"DLDeviceType": "spec/devices.toml", "DLDataTypeCode": "spec/dtypes.toml"}
+
+
+def _decisions(release: dict[str, Any]) -> list[str]:
+    """Names new in the canonical release that policy or runtime code must decide on (REPORT summary)."""
+    out = []
+    for q in release["introduced"]:
+        parent = q.split(".", 1)[0]
+        if parent in _POLICY_ENUMS and "." in q:
+            out.append(f"{q}: no entry in {_POLICY_ENUMS[parent]} (derived name until one is added)")
+        elif q.startswith("DLPACK_FLAG_BITMASK_"):
+            out.append(f"{q}: a new flag bit (does the runtime set or honour it?)")
+    return out
+
+
 def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool = False) -> FileSet:
     """Everything the generator owns, in memory."""
     sources, models = load_models(paths, progress, offline=offline)
@@ -193,8 +208,16 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     files.add(f"{MODELS}/ledger.toml", render_ledger(ledger))
     targets.append((f"{MODELS}/", f"{len(models)} header models, merged.json, ledger.toml ({len(ledger)} releases)"))
 
+    by_release = _by_release(merged)
+    new = next(r for r in by_release if r["version"] == hv)
     report = env.get_template("REPORT.md.j2").render(
-        models=models, targets=targets, by_release=_by_release(merged), generator_version=__version__, **ctx
+        models=models,
+        targets=targets,
+        by_release=by_release,
+        new=new,
+        decisions=_decisions(new),
+        generator_version=__version__,
+        **ctx,
     )
     files.add(REPORT, report)
     return files

@@ -1,0 +1,170 @@
+"""The header bump: record a new ``dlpack.h`` in ``spec/headers.toml`` and regenerate everything.
+
+``SOURCE`` is either a path to a ``dlpack.h`` (a rehearsal: recorded with the ``local`` key, its
+absolute path and sha256; never commit such an entry) or ``PACKAGE==VERSION:PATH/IN/ARCHIVE`` (a
+registry archive, the form to commit: fetched through :mod:`dlbind_generator.fetch` like every
+other header). The DLPack version comes from the header's own version macros.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import GeneratorError
+from .fetch import Progress, _download_archive, _extract, cache_path, sha256
+from .parse import parse_header
+from .sources import HeaderSource, format_version, load_sources
+
+_ARCHIVE_RE = re.compile(r"^(?P<package>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^:\s]+):(?P<path>\S+)$")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What :func:`record` did: the entry, whether it was new, and the canonical before and after."""
+
+    source: HeaderSource
+    added: bool
+    canonical_before: tuple[int, int]
+    canonical_after: tuple[int, int]
+
+
+def _release_files(package: str, version: str) -> list[str]:
+    """The file names the configured registry lists for ``package==version`` (pip's own finder)."""
+    try:
+        from pip._internal.commands import create_command
+    except ImportError as exc:  # pragma: no cover - pip is always there in a venv
+        raise GeneratorError(f"fetching needs pip in this environment ({exc})") from None
+    import logging
+
+    logging.getLogger("pip._internal").setLevel(logging.ERROR)
+    cmd: Any = create_command("download")  # pip's RequirementCommand: its finder and session
+    options, _ = cmd.parse_args(["--no-deps", "--quiet", package])
+    with cmd.main_context():
+        session = cmd.get_default_session(options)
+        finder = cmd._build_package_finder(options=options, session=session)
+        return sorted({c.link.filename for c in finder.find_all_candidates(package) if str(c.version) == version})
+
+
+def _archive_order(files: list[str], path: str) -> list[str]:
+    """Try the sdist first when the path starts with its folder, then wheels most likely to carry it."""
+
+    def rank(name: str) -> tuple[int, str]:
+        sdist = name.endswith((".tar.gz", ".zip", ".tar.bz2"))
+        if sdist:
+            return (0 if path.startswith(name.rsplit(".tar", 1)[0].rsplit(".zip", 1)[0] + "/") else 3, name)
+        if name.endswith("-none-any.whl"):
+            return (1, name)
+        if "manylinux" in name and "x86_64" in name:
+            return (2, name)
+        return (4, name)
+
+    return sorted(files, key=rank)
+
+
+def header_from_archive(spec: str, progress: Progress) -> tuple[HeaderSource, bytes]:
+    """``PACKAGE==VERSION:PATH`` -> the registry entry (version not yet known: (0, 0)) and the header bytes."""
+    m = _ARCHIVE_RE.match(spec)
+    if not m:
+        raise GeneratorError(f"bump source {spec!r}: expected a path to dlpack.h or PACKAGE==VERSION:PATH/IN/ARCHIVE")
+    package, version, path = m.group("package", "version", "path")
+    files = _release_files(package, version)
+    if not files:
+        raise GeneratorError(f"bump source {spec!r}: the registry has no files for {package} {version}")
+    tried = []
+    for name in _archive_order(files, path)[:3]:  # the sdist and the likeliest wheels; each is a download
+        src = HeaderSource(
+            version=(0, 0), sha256="0" * 64, package=package, package_version=version, file=name, path=path
+        )
+        try:
+            data = _extract(src, _download_archive(src, progress))
+        except GeneratorError:
+            tried.append(name)
+            continue
+        return replace(src, sha256=sha256(data)), data
+    raise GeneratorError(f"bump source {spec!r}: {path!r} is in none of {', '.join(tried)}")
+
+
+def resolve_source(arg: str, cache_dir: Path, progress: Progress) -> HeaderSource:
+    """The ``[[header]]`` entry for SOURCE, with its version read from the header's macros.
+
+    A registry header is left in the cache (``.cache/headers/dlpack-M.m.h``), where ``generate``
+    finds it verified by its sha256 without downloading it again.
+    """
+    local = Path(arg)
+    if local.is_file():
+        local = local.resolve()
+        model = parse_header(local)
+        return HeaderSource(version=model.version, sha256=sha256(local.read_bytes()), local=str(local))
+    if "==" not in arg:
+        raise GeneratorError(f"bump source {arg!r}: no such file (and not of the form PACKAGE==VERSION:PATH)")
+    src, data = header_from_archive(arg, progress)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dlpack.h"
+        path.write_bytes(data)
+        model = parse_header(path)
+    entry = replace(src, version=model.version)
+    dest = cache_path(cache_dir, entry.version)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    return entry
+
+
+def _toml_str(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def entry_text(src: HeaderSource) -> str:
+    """The ``[[header]]`` table for ``src`` in the layout of spec/headers.toml."""
+    keys = ["version"]
+    keys += ["local"] if src.local else ["package", "package_version", "file", "path"]
+    values = {
+        "version": format_version(src.version),
+        "local": src.local,
+        "package": src.package,
+        "package_version": src.package_version,
+        "file": src.file,
+        "path": src.path,
+    }
+    lines = ["[[header]]", *(f"{k} = {_toml_str(values[k])}" for k in keys), f"sha256 = {_toml_str(src.sha256)}"]
+    return "\n".join(lines) + "\n"
+
+
+_CANONICAL_RE = re.compile(r'^canonical\s*=\s*"[^"]*"[ \t]*$', re.MULTILINE)
+
+
+def record(headers_toml: Path, src: HeaderSource) -> tuple[str, Recorded]:
+    """The new text of headers.toml with ``src`` appended (comments and layout kept), and what changed.
+
+    A version listed already with another sha256 is refused, naming both digests; listed with the
+    same sha256 it is left as it is.
+    """
+    text = headers_toml.read_text(encoding="utf-8")
+    sources = load_sources(headers_toml)
+    v = format_version(src.version)
+    listed = next((h for h in sources.headers if h.version == src.version), None)
+    if listed is not None and listed.sha256 != src.sha256:
+        raise GeneratorError(
+            f"DLPack {v} is listed already with sha256 {listed.sha256} ({listed.label}); "
+            f"the new header has sha256 {src.sha256} ({src.label}). A changed header needs a new version; "
+            "remove the old entry by hand only if it was a rehearsal",
+            file=str(headers_toml),
+        )
+    newest = max([h.version for h in sources.headers] + [src.version])
+    canonical = src.version if src.version == newest and src.version > sources.canonical else sources.canonical
+    if listed is None:
+        text = text.rstrip("\n") + "\n\n" + entry_text(src)
+    if canonical != sources.canonical:
+        if not _CANONICAL_RE.search(text):
+            raise GeneratorError("no `canonical = \"M.m\"` line to update", file=str(headers_toml))
+        text = _CANONICAL_RE.sub(f'canonical = "{format_version(canonical)}"', text, count=1)
+    return text, Recorded(src, listed is None, sources.canonical, canonical)
+
+
+def report_summary(report: str) -> str:
+    """The ``## Summary`` section of generator/REPORT.md (without its heading)."""
+    m = re.search(r"^## Summary\n(.*?)(?=^## |\Z)", report, re.MULTILINE | re.DOTALL)
+    return m.group(1).strip() if m else report.strip()
