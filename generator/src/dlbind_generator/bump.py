@@ -159,7 +159,7 @@ def record(headers_toml: Path, src: HeaderSource) -> tuple[str, Recorded]:
         text = text.rstrip("\n") + "\n\n" + entry_text(src)
     if canonical != sources.canonical:
         if not _CANONICAL_RE.search(text):
-            raise GeneratorError("no `canonical = \"M.m\"` line to update", file=str(headers_toml))
+            raise GeneratorError('no `canonical = "M.m"` line to update', file=str(headers_toml))
         text = _CANONICAL_RE.sub(f'canonical = "{format_version(canonical)}"', text, count=1)
     return text, Recorded(src, listed is None, sources.canonical, canonical)
 
