@@ -109,30 +109,37 @@ def test_headers_toml_records_the_local_file(
 
 def test_new_names_in_every_target(bumped: Path, nxt: NextHeader) -> None:
     gen = bumped / "packages/core/src/dlbind/_generated"
-    enums, stubs, build = [(gen / n).read_text() for n in ("enums.py", "enums.pyi", "build_api.py")]
+    enums, build, c_types = [(gen / n).read_text() for n in ("enums.py", "build_api.py", "dlpack_types.h")]
     v = nxt.version
     flag = nxt.flag[0].removeprefix("DLPACK_FLAG_BITMASK_")
-    for text in (enums, stubs):
-        for name, value in (*nxt.devices, nxt.dtype):
-            assert f"    {name} = {value}\n" in text
-        assert f"    {flag} = {nxt.flag[1]}\n" in text
+    for name, value in (*nxt.devices, nxt.dtype):  # enums.py is typed in place (no separate stub)
+        assert f"    {name} = {value}\n" in enums
+    assert f"    {flag} = {nxt.flag[1]}\n" in enums
     assert f"DLPACK_VERSION: tuple[int, int] = {v}" in enums
     assert f"(since DLPack {format_version(v)})" in enums
-    for name, value in (*nxt.devices, nxt.dtype):
-        assert f"  {name} = {value}," in build
-    assert f"}} {nxt.struct};" in build
+    for text in (build, c_types):  # the cffi cdef and the C header of the same declarations
+        for name, value in (*nxt.devices, nxt.dtype):
+            assert f"  {name} = {value}," in text
+        assert f"}} {nxt.struct};" in text
     tables = (gen / "spec_tables.py").read_text()
     assert f'"{nxt.struct}": {v},' in tables
     for name, _ in nxt.devices:
         assert f'"DLDeviceType.{name}": {v},' in tables
     assert f'"DLDataTypeCode.{nxt.dtype[0]}": {v},' in tables
+    assert f'"{nxt.flag[0]}": {v},' in tables
+    policy, policy_h = (gen / "tables.py").read_text(), (gen / "tables.h").read_text()
+    for name, value in nxt.devices:  # no policy entry: the derived name
+        assert f'    {value}: "{name.removeprefix("kDL").lower()}",  # {name} (derived' in policy
+        assert f'  [{value}] = "{name.removeprefix("kDL").lower()}", /* {name}' in policy_h
+    code, value = nxt.dtype
+    assert f'    {value}: "{code.removeprefix("kDL").lower()}{{bits}}",  # {code} (derived' in policy
     model = json.loads((bumped / f"spec/models/dlpack-{format_version(v)}.json").read_text())
     assert model["version"] == list(v)
     assert model["enums"]["DLDeviceType"][nxt.devices[0][0]] == nxt.devices[0][1]
     assert f'"{format_version(v)}" = "' in (bumped / "spec/models/ledger.toml").read_text()
     report = (bumped / "generator/REPORT.md").read_text()
     new = sorted(
-        [nxt.struct, f"DLDataTypeCode.{nxt.dtype[0]}", nxt.flag[0]] + [f"DLDeviceType.{n}" for n, _ in nxt.devices]
+        [nxt.struct, f"DLDataTypeCode.{nxt.dtype[0]}", nxt.flag[0], *(f"DLDeviceType.{n}" for n, _ in nxt.devices)]
     )
     assert f"| {format_version(v)} | {', '.join(new)} |" in report
 
@@ -143,9 +150,9 @@ def test_bump_prints_the_summary(bumped: Path, nxt: NextHeader) -> None:
     summary = re.search(r"^## Summary\n\n(.*?)\n\n## ", report, re.MULTILINE | re.DOTALL)
     assert summary is not None and summary.group(1) in out
     assert f"- canonical: DLPack {format_version(nxt.version)} (local file)" in out
-    for name, _ in nxt.devices:
-        assert f"  - DLDeviceType.{name}: no entry in spec/devices.toml" in out
-    assert f"  - DLDataTypeCode.{nxt.dtype[0]}: no entry in spec/dtypes.toml" in out
+    for name, value in nxt.devices:
+        assert f"  - DLDeviceType.{name} ({value}) has no entry in devices.toml" in out
+    assert f"  - DLDataTypeCode.{nxt.dtype[0]} ({nxt.dtype[1]}) has no entry in dtypes.toml" in out
     assert f"  - {nxt.flag[0]}: a new flag bit" in out
 
 
@@ -187,7 +194,6 @@ PROBE = """
 import json, sys
 import dlbind
 from dlbind._ffi import ffi, BUILD
-from dlbind._generated import layout
 
 assert BUILD == sys.argv[1], BUILD
 new = json.loads(sys.argv[2])
@@ -202,7 +208,7 @@ flag = new["flag"][0].removeprefix("DLPACK_FLAG_BITMASK_")
 assert dlbind.Flags[flag] == new["flag"][1]
 assert dlbind.spec.since(new["flag"][0]) == version
 assert dlbind.spec.since(new["struct"]) == version
-assert ffi.sizeof(new["struct"]) == layout.STRUCT_SIZES[new["struct"]]
+assert ffi.sizeof(new["struct"]) == new["struct_size"]
 
 # names at run time: a device type or dtype code without a policy entry gets the derived name
 dev_name, dev_value = new["devices"][0]
@@ -231,13 +237,14 @@ def venv(bumped: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return py
 
 
-def _probe(py: Path, build: str, nxt: NextHeader, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _probe(py: Path, build: str, nxt: NextHeader, struct_size: int, cwd: Path) -> subprocess.CompletedProcess[str]:
     new = {
         "version": nxt.version,
         "devices": nxt.devices,
         "dtype": nxt.dtype,
         "flag": nxt.flag,
         "struct": nxt.struct,
+        "struct_size": struct_size,
     }
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DLBIND_PURE")}
     env["DLBIND_PURE"] = "1" if build == "pure" else "0"
@@ -251,6 +258,7 @@ def _probe(py: Path, build: str, nxt: NextHeader, cwd: Path) -> subprocess.Compl
 
 
 @pytest.mark.parametrize("build", ["pure", "compiled"])
-def test_new_names_at_run_time(venv: Path, nxt: NextHeader, build: str, tmp_path: Path) -> None:
-    out = _probe(venv, build, nxt, tmp_path)
+def test_new_names_at_run_time(venv: Path, bumped: Path, nxt: NextHeader, build: str, tmp_path: Path) -> None:
+    model = json.loads((bumped / f"spec/models/dlpack-{format_version(nxt.version)}.json").read_text())
+    out = _probe(venv, build, nxt, model["struct_info"][nxt.struct]["size"], tmp_path)
     assert out.stdout.strip() == "ok", out.stderr

@@ -21,6 +21,7 @@ from .fetch import fetch_all
 from .merge import MergedModel, check_ledger, load_history, merge, read_ledger, render_ledger
 from .model import HeaderModel, dumps
 from .parse import parse_header
+from .policy import MAX_REFUSED, join
 from .render import context, environment, ruff_format
 from .sources import Sources, format_version, load_sources
 
@@ -46,6 +47,14 @@ class Paths:
     @property
     def adapters(self) -> Path:
         return self.root / "spec" / "adapters.toml"
+
+    @property
+    def devices(self) -> Path:
+        return self.root / "spec" / "devices.toml"
+
+    @property
+    def dtypes(self) -> Path:
+        return self.root / "spec" / "dtypes.toml"
 
     @property
     def ledger(self) -> Path:
@@ -115,19 +124,13 @@ def _by_release(merged: MergedModel) -> list[dict[str, Any]]:
     return rows
 
 
-_POLICY_ENUMS = {"DLDeviceType": "spec/devices.toml", "DLDataTypeCode": "spec/dtypes.toml"}
-
-
-def _decisions(release: dict[str, Any]) -> list[str]:
-    """Names new in the canonical release that policy or runtime code must decide on (REPORT summary)."""
-    out = []
-    for q in release["introduced"]:
-        parent = q.split(".", 1)[0]
-        if parent in _POLICY_ENUMS and "." in q:
-            out.append(f"{q}: no entry in {_POLICY_ENUMS[parent]} (derived name until one is added)")
-        elif q.startswith("DLPACK_FLAG_BITMASK_"):
-            out.append(f"{q}: a new flag bit (does the runtime set or honour it?)")
-    return out
+def _flag_decisions(release: dict[str, Any]) -> list[str]:
+    """Flag bits new in the canonical release: the runtime must decide whether it sets or honours them."""
+    return [
+        f"{q}: a new flag bit (does the runtime set or honour it?)"
+        for q in release["introduced"]
+        if q.startswith("DLPACK_FLAG_BITMASK_")
+    ]
 
 
 def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool = False) -> FileSet:
@@ -150,6 +153,10 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
         text = env.get_template(template or f"{name}.j2").render(banner=banner(hv, hs, what), **ctx)
         files.add(f"{CORE_GENERATED}/{name}", seal(ruff_format(text, name)))
 
+    def c_header(name: str, what: str) -> None:
+        text = env.get_template(f"{name}.j2").render(banner=banner(hv, hs, what, comment="//"), **ctx)
+        files.add(f"{CORE_GENERATED}/{name}", seal(text, comment="//"))
+
     targets: list[tuple[str, str]] = []
     enum_summary = ", ".join(
         f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")")
@@ -157,25 +164,30 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     )
     python("__init__.py", "The generated part of the dlbind core.")
     python("enums.py", "Enumerations, flags and constants.")
-    python("enums.pyi", "Type stubs of enums.py.")
-    targets.append((f"{CORE_GENERATED}/enums.py(i)", f"{enum_summary}; {len(ctx['constants'])} integer constants"))
+    targets.append((f"{CORE_GENERATED}/enums.py", f"{enum_summary}; {len(ctx['constants'])} integer constants"))
     python("spec_tables.py", "Per-release tables: since, removed, renamed.")
-    python("spec_tables.pyi", "Type stubs of spec_tables.py.")
     targets.append(
         (
-            f"{CORE_GENERATED}/spec_tables.py(i)",
+            f"{CORE_GENERATED}/spec_tables.py",
             f"{len(merged.names)} names with since, {len(ctx['removed'])} removed, {len(ctx['renamed'])} renamed",
         )
     )
-    python("layout.py", "Struct sizes and offsets.")
-    python("layout.pyi", "Type stubs of layout.py.")
+    policy = join(canonical, paths.devices, paths.dtypes)
+    ctx["policy"] = policy
+    ctx["max_refused"] = MAX_REFUSED
+    python("tables.py", "Device and dtype tables (spec/devices.toml, spec/dtypes.toml joined with the enums).")
+    c_header("tables.h", "Device and dtype tables for C (the same join as tables.py).")
     targets.append(
         (
-            f"{CORE_GENERATED}/layout.py(i)",
-            f"{len(canonical.structs)} structs, "
-            f"{sum(len(s.fields) for s in canonical.structs)} fields ({canonical.abi})",
+            f"{CORE_GENERATED}/tables.py, tables.h",
+            f"{len(policy.devices)} device types ({sum(d.derived for d in policy.devices)} derived), "
+            f"{len(policy.stream_rules)} stream rules, {len(policy.codes)} dtype codes "
+            f"({sum(c.derived for c in policy.codes)} derived), {len(policy.dtypes)} named dtypes, "
+            f"{sum(len(t.formats) for t in policy.dtypes)} buffer formats",
         )
     )
+    c_header("dlpack_types.h", "The header's declarations as C (the cdef), for the C fast path.")
+    targets.append((f"{CORE_GENERATED}/dlpack_types.h", "the cdef as an includable C header"))
     python("build_api.py", "cffi builder of the compiled module dlbind._api.")
     cdef_decls = sum(1 for _ in canonical.declarations)
     targets.append(
@@ -190,10 +202,9 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     adapters = load_adapters(paths.adapters)
     ctx["adapters"] = adapters
     python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
-    python("adapters.pyi", "Type stubs of adapters.py.")
     targets.append(
         (
-            f"{CORE_GENERATED}/adapters.py(i)",
+            f"{CORE_GENERATED}/adapters.py",
             f"{len(adapters)} libraries, {sum(len(a.quirks) for a in adapters)} quirks "
             f"({sum(a.verified for a in adapters)} libraries verified by tests)",
         )
@@ -211,11 +222,12 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     by_release = _by_release(merged)
     new = next(r for r in by_release if r["version"] == hv)
     report = env.get_template("REPORT.md.j2").render(
+        decisions=policy.decisions,
+        summary_decisions=[*policy.decisions, *_flag_decisions(new)],
         models=models,
         targets=targets,
         by_release=by_release,
         new=new,
-        decisions=_decisions(new),
         generator_version=__version__,
         **ctx,
     )
