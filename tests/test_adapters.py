@@ -203,11 +203,11 @@ def test_compat_answers_every_keyword() -> None:
             return (1, 0)
 
     with pytest.raises(TypeError):
-        Old().__dlpack__(max_version=(1, 3))  # type: ignore[call-arg]
+        Old().__dlpack__(max_version=dlbind.DLPACK_VERSION)  # type: ignore[call-arg]
     wrapped = dlbind.compat(Old())
-    capsule = wrapped.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=True)
+    capsule = wrapped.__dlpack__(max_version=dlbind.DLPACK_VERSION, dl_device=(1, 0), copy=True)
     t = dlbind.from_dlpack(capsule)
-    assert t.version == (1, 3) and t.flags & dlbind.Flags.IS_COPIED
+    assert t.version == dlbind.DLPACK_VERSION and t.flags & dlbind.Flags.IS_COPIED
 
 
 def test_convert_in_a_fresh_interpreter_imports_only_what_it_needs() -> None:

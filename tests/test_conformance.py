@@ -133,7 +133,7 @@ def legacy_only(p: Any) -> Any:
 
 
 def no_fallback(p: Any) -> Any:
-    return dlbind.from_dlpack(p.__dlpack__(max_version=(1, 3)))
+    return dlbind.from_dlpack(p.__dlpack__(max_version=dlbind.DLPACK_VERSION))
 
 
 def retries_any_typeerror(p: Any) -> Any:
@@ -151,7 +151,7 @@ def hides_buffererror(p: Any) -> Any:
 
 
 def accepts_anything(p: Any) -> Any:
-    result = p.__dlpack__(max_version=(1, 3))
+    result = p.__dlpack__(max_version=dlbind.DLPACK_VERSION)
     if type(result) is not _capi.PyCapsuleType:
         return np.zeros(2)
     managed, _ = capsule.take(result)  # no checks at all, never frees
@@ -160,14 +160,14 @@ def accepts_anything(p: Any) -> Any:
 
 
 def does_not_rename(p: Any) -> Any:
-    c = p.__dlpack__(max_version=(1, 3))
+    c = p.__dlpack__(max_version=dlbind.DLPACK_VERSION)
     t = dlbind.from_dlpack(c)
     _capi.capsule_set_name(c, b"dltensor_versioned")
     return t
 
 
 def leaks(p: Any) -> Any:
-    managed, _ = _take(p, max_version=(1, 3))
+    managed, _ = _take(p, max_version=dlbind.DLPACK_VERSION)
     t = managed.dl_tensor
     return np.zeros(tuple(t.shape[i] for i in range(t.ndim)), dtype=np.float32) + np.arange(
         np.prod([t.shape[i] for i in range(t.ndim)]), dtype=np.float32
@@ -175,7 +175,7 @@ def leaks(p: Any) -> Any:
 
 
 def _checked(p: Any, rule: Callable[[Any, bool], None]) -> Any:
-    managed, versioned = _take(p, max_version=(1, 3))
+    managed, versioned = _take(p, max_version=dlbind.DLPACK_VERSION)
     rule(managed, versioned)
     return from_managed(managed, versioned)
 

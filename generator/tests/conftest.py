@@ -10,6 +10,11 @@ from dlbind_generator.pipeline import Paths
 from dlbind_generator.sources import load_sources
 
 ROOT = Path(__file__).resolve().parents[2]
+_SOURCES = load_sources(ROOT / "spec" / "headers.toml")
+# Every DLPack version spec/headers.toml lists, and the canonical one: tests parametrised over the
+# headers follow a bump without an edit.
+LISTED = [h.version for h in _SOURCES.headers]
+CANONICAL = _SOURCES.canonical
 
 
 @pytest.fixture(scope="session")

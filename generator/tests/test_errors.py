@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -117,7 +118,7 @@ def _generate(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _use_local_canonical(tree: Path, header: Path) -> None:
     digest = hashlib.sha256(header.read_bytes()).hexdigest()
-    toml = (tree / "spec/headers.toml").read_text().replace('canonical = "1.3"', 'canonical = "9.9"')
+    toml = re.sub(r'^canonical = ".*"$', 'canonical = "9.9"', (tree / "spec/headers.toml").read_text(), flags=re.M)
     toml += f'\n[[header]]\nversion = "9.9"\nlocal = "{header}"\nsha256 = "{digest}"\n'
     (tree / "spec/headers.toml").write_text(toml)
 

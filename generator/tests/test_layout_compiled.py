@@ -16,6 +16,7 @@ from pathlib import Path
 
 import cffi
 import pytest
+from conftest import LISTED
 
 from dlbind_generator.cdecl import c_declarations
 from dlbind_generator.parse import parse_header
@@ -35,7 +36,7 @@ def _compile(header: Path, cdef: str, tmp: Path, name: str):  # type: ignore[no-
     return module
 
 
-@pytest.mark.parametrize("version", [(0, 4), (0, 6), (0, 8), (1, 0), (1, 2), (1, 3)])
+@pytest.mark.parametrize("version", LISTED)
 def test_model_layout_matches_compiler(headers: dict, version: tuple[int, int], tmp_path: Path) -> None:
     model = parse_header(headers[version])
     mod = _compile(headers[version], c_declarations(model), tmp_path, f"_layout_v{version[0]}{version[1]}")

@@ -12,6 +12,7 @@ from typing import Any
 
 from dlbind import _capi
 from dlbind._ffi import ffi
+from dlbind._generated.enums import DLPACK_VERSION
 
 KEEP: dict[int, Any] = {}
 
@@ -26,8 +27,8 @@ def make_capsule(
     *,
     name: bytes | None = b"dltensor_versioned",
     versioned: bool = True,
-    major: int = 1,
-    minor: int = 3,
+    major: int = DLPACK_VERSION[0],
+    minor: int = DLPACK_VERSION[1],
     code: int = 2,
     bits: int = 32,
     lanes: int = 1,

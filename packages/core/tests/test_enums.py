@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 
 import pytest
+import tomllib
 
 import dlbind
+from dlbind import spec
+
+ROOT = Path(__file__).resolve().parents[3]
+# The tables below are facts of this release (reference notes); members a later header adds must
+# carry a later `since` in the generated per-release tables.
+FACTS_OF = (1, 3)
 
 DEVICE_TYPES = {
     "kDLCPU": 1,
@@ -48,18 +56,31 @@ DTYPE_CODES = {
 }
 
 
+def _canonical() -> tuple[int, int]:
+    text = tomllib.loads((ROOT / "spec/headers.toml").read_text(encoding="utf-8"))["canonical"]
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
 def test_version() -> None:
-    assert dlbind.DLPACK_VERSION == (1, 3)
-    assert (dlbind.DLPACK_MAJOR_VERSION, dlbind.DLPACK_MINOR_VERSION) == (1, 3)
+    assert _canonical() == dlbind.DLPACK_VERSION  # the header spec/headers.toml names canonical
+    assert (dlbind.DLPACK_MAJOR_VERSION, dlbind.DLPACK_MINOR_VERSION) == dlbind.DLPACK_VERSION
+    assert dlbind.DLPACK_VERSION >= FACTS_OF
+
+
+def _check_members(members: dict[str, int], facts: dict[str, int], qualifier: str) -> None:
+    assert {name: members.get(name) for name in facts} == facts
+    later = {name: spec.since(f"{qualifier}{name}") for name in members if name not in facts}
+    assert all(since > FACTS_OF for since in later.values()), later
 
 
 def test_device_types() -> None:
-    assert {m.name: int(m) for m in dlbind.DeviceType} == DEVICE_TYPES
+    _check_members({m.name: int(m) for m in dlbind.DeviceType}, DEVICE_TYPES, "DLDeviceType.")
     assert issubclass(dlbind.DeviceType, enum.IntEnum)
 
 
 def test_dtype_codes() -> None:
-    assert {m.name: int(m) for m in dlbind.DataTypeCode} == DTYPE_CODES
+    _check_members({m.name: int(m) for m in dlbind.DataTypeCode}, DTYPE_CODES, "DLDataTypeCode.")
 
 
 @pytest.mark.parametrize(
@@ -81,7 +102,8 @@ def test_renamed_dtype_codes_are_aliases() -> None:
 
 
 def test_flags() -> None:
-    assert {m.name: int(m) for m in dlbind.Flags} == {"READ_ONLY": 1, "IS_COPIED": 2, "IS_SUBBYTE_TYPE_PADDED": 4}
+    flags = {str(m.name): int(m) for m in dlbind.Flags}
+    _check_members(flags, {"READ_ONLY": 1, "IS_COPIED": 2, "IS_SUBBYTE_TYPE_PADDED": 4}, "DLPACK_FLAG_BITMASK_")
     assert dlbind.Flags(3) == dlbind.Flags.READ_ONLY | dlbind.Flags.IS_COPIED
     assert dlbind.DLPACK_FLAG_BITMASK_READ_ONLY == 1
     assert dlbind.DLPACK_FLAG_BITMASK_IS_COPIED == 2

@@ -41,7 +41,7 @@ def test_100k_exchanges_each_deleter_once_and_flat_rss() -> None:
 
 def test_unconsumed_capsule_is_freed_by_its_destructor() -> None:
     start = _alive()
-    c = dlbind.asdlpack(bytearray(8)).__dlpack__(max_version=(1, 3))
+    c = dlbind.asdlpack(bytearray(8)).__dlpack__(max_version=dlbind.DLPACK_VERSION)
     legacy = dlbind.asdlpack(bytearray(8)).__dlpack__()
     assert _alive() == start + 2
     del c, legacy
@@ -77,7 +77,7 @@ def test_deleters_at_interpreter_exit() -> None:
         import numpy as np, dlbind, threading
         keep = [np.from_dlpack(dlbind.asdlpack(bytearray(32))) for _ in range(10)]
         tensors = [dlbind.from_dlpack(dlbind.asdlpack(bytearray(32))) for _ in range(10)]
-        unconsumed = [dlbind.asdlpack(bytearray(8)).__dlpack__(max_version=(1, 3)) for _ in range(10)]
+        unconsumed = [dlbind.asdlpack(bytearray(8)).__dlpack__(max_version=dlbind.DLPACK_VERSION) for _ in range(10)]
         threading.Thread(target=lambda: keep.append(np.from_dlpack(dlbind.asdlpack(b"x" * 8, readonly=True)))).start()
         print("done")
         """

@@ -15,6 +15,8 @@ import pytest
 import dlbind
 from dlbind import DeviceType, Flags
 
+NEWEST = dlbind.DLPACK_VERSION  # the version of the canonical header
+
 
 @pytest.mark.parametrize(
     ("source", "expected"),
@@ -70,10 +72,10 @@ def test_stream_and_device_keywords() -> None:
     assert e.__dlpack_device__() == (DeviceType.kDLCPU, 0)
     with pytest.raises(BufferError, match="stream must be None for cpu"):
         e.__dlpack__(stream=1)
-    assert dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), dl_device=(1, 0))).device == (DeviceType.kDLCPU, 0)
+    assert dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST, dl_device=(1, 0))).device == (DeviceType.kDLCPU, 0)
     with pytest.raises(BufferError, match="exports host data only to the CPU"):
-        e.__dlpack__(max_version=(1, 3), dl_device=(2, 0))
-    copied = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), copy=True))
+        e.__dlpack__(max_version=NEWEST, dl_device=(2, 0))
+    copied = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST, copy=True))
     assert copied.flags & Flags.IS_COPIED
 
 
@@ -89,10 +91,10 @@ def test_stream_and_device_keywords() -> None:
 def test_stream_argument_rules(device: str, stream: int | None, ok: bool) -> None:
     e = dlbind.from_pointer(0, (0,), "float32", device=device)
     if ok:
-        dlbind.from_dlpack(e.__dlpack__(stream=stream, max_version=(1, 3)))
+        dlbind.from_dlpack(e.__dlpack__(stream=stream, max_version=NEWEST))
     else:
         with pytest.raises(BufferError, match=f"stream {stream} is not valid|stream must be None"):
-            e.__dlpack__(stream=stream, max_version=(1, 3))
+            e.__dlpack__(stream=stream, max_version=NEWEST)
 
 
 def test_from_pointer_and_owner_lifetime() -> None:
@@ -143,10 +145,10 @@ def test_cuda_array_interface_metadata() -> None:
         dlbind.asdlpack(Cai())
     e = dlbind.asdlpack(Cai(), device_id=1)
     assert e.__dlpack_device__() == (DeviceType.kDLCUDA, 1)
-    t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), stream=-1))
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST, stream=-1))
     assert (t.shape, t.strides, t.data_ptr, t.device) == ((2, 3), (3, 1), 4096, (DeviceType.kDLCUDA, 1))
     with pytest.raises(BufferError, match="needs its dlbind backend"):
-        e.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+        e.__dlpack__(max_version=NEWEST, dl_device=(1, 0))
 
 
 def test_dlpack_source_is_renegotiated() -> None:
@@ -161,7 +163,7 @@ def test_dlpack_source_is_renegotiated() -> None:
             return (1, 0)
 
     e = dlbind.asdlpack(LegacyOnly())
-    capsule = e.__dlpack__(max_version=(1, 3))  # a versioned consumer served by a legacy producer
+    capsule = e.__dlpack__(max_version=NEWEST)  # a versioned consumer served by a legacy producer
     assert repr(capsule).startswith('<capsule object "dltensor_versioned"')
     assert np.from_dlpack(e).tolist() == [0.0, 1.0, 2.0, 3.0]
 
@@ -220,8 +222,8 @@ def test_unusual_keywords_reach_the_full_rules() -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         e.__dlpack__(bogus=1)
     with pytest.raises(TypeError, match="copy must be None, True or False"):
-        e.__dlpack__(max_version=(1, 3), copy="yes")
-    t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), dl_device=("cpu", 0), copy=False))
+        e.__dlpack__(max_version=NEWEST, copy="yes")
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST, dl_device=("cpu", 0), copy=False))
     assert t.device == (DeviceType.kDLCPU, 0) and not t.flags & Flags.IS_COPIED
 
 
@@ -233,8 +235,8 @@ def test_cuda_array_interface_stream_needs_the_backend() -> None:
 
     e = dlbind.asdlpack(Cai(), device_id=0)
     with pytest.raises(BufferError, match=r"needs a dlbind backend: pip install 'dlbind\[cuda\]'"):
-        e.__dlpack__(max_version=(1, 3), stream=1)  # the consumer's stream must wait for stream 7
-    t = dlbind.from_dlpack(e.__dlpack__(max_version=(1, 3), stream=-1))  # -1: the consumer asks for no sync
+        e.__dlpack__(max_version=NEWEST, stream=1)  # the consumer's stream must wait for stream 7
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST, stream=-1))  # -1: the consumer asks for no sync
     assert t.device == (DeviceType.kDLCUDA, 0)
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import tomllib
+
+import dlbind
 from dlbind import spec
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(
@@ -48,7 +54,9 @@ def test_available_and_names_in() -> None:
 
 
 def test_releases() -> None:
-    assert spec.RELEASES[0] == (0, 1) and spec.RELEASES[-1] == (1, 3) == spec.CANONICAL
+    canonical = tomllib.loads((ROOT / "spec/headers.toml").read_text(encoding="utf-8"))["canonical"]
+    assert spec.RELEASES[0] == (0, 1) and spec.RELEASES[-1] == spec.CANONICAL
+    assert ".".join(map(str, spec.CANONICAL)) == canonical and spec.CANONICAL == dlbind.DLPACK_VERSION
     assert set(spec.FETCHED) <= set(spec.RELEASES)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DataTypeCode, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DataTypeCode, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import DType
 
@@ -145,7 +145,7 @@ class Tensor(_Core):  # type: ignore[misc]
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
         from dlbind.producer import export_view
 
-        return from_capsule(export_view(self, max_version=(1, 3), copy=True))
+        return from_capsule(export_view(self, max_version=DLPACK_VERSION, copy=True))
 
     # -- exporting again -----------------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[DeviceType, int]:

@@ -11,7 +11,7 @@ from typing import Any
 from dlbind import _capi
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi
-from dlbind._generated.enums import DataTypeCode, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, DeviceType, Flags
 from dlbind.tensor import Tensor, from_managed
 
 
@@ -129,7 +129,7 @@ def _sample(shape: tuple[int, ...] = (2, 3), dtype: str = "float32") -> Any:
 
 
 def _versioned(x: Any, **kw: Any) -> object:
-    return x.__dlpack__(max_version=(1, 3), **kw)
+    return x.__dlpack__(max_version=DLPACK_VERSION, **kw)
 
 
 # -- producer checks ----------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def p_values(make: Callable[[Any], Any]) -> str | None:
 
 def _versioned_or_legacy(x: Any) -> object:
     try:
-        return x.__dlpack__(max_version=(1, 3))
+        return x.__dlpack__(max_version=DLPACK_VERSION)
     except TypeError:
         return x.__dlpack__()
 

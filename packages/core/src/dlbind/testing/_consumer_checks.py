@@ -7,7 +7,7 @@ from typing import Any
 
 from dlbind import _capi
 from dlbind._ffi import ffi
-from dlbind._generated.enums import Flags
+from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind.producer import asdlpack
 from dlbind.testing._checks import (
     _DTYPES,
@@ -102,7 +102,7 @@ class RawProducer:
             raise BufferError("read-only data needs a versioned capsule: ask with max_version=(1, 0)")
         if versioned:
             m = ffi.new("DLManagedTensorVersioned *")
-            m.version.major, m.version.minor, m.flags = f["major"], 3, f["flags"]
+            m.version.major, m.version.minor, m.flags = f["major"], DLPACK_VERSION[1], f["flags"]
             m.deleter = ffi.cast("void (*)(DLManagedTensorVersioned *)", _DELETER_ADDRESS)
         else:
             m = ffi.new("DLManagedTensor *")
