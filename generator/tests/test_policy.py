@@ -111,7 +111,18 @@ def test_bad_tables_are_errors_naming_the_entry(
         _join(tmp_path, canonical, devices, dtypes)
 
 
-def test_the_repository_tables_cover_the_canonical_header(root: Path, canonical: HeaderModel) -> None:
-    """Every device type and dtype code of the canonical header has a reviewed entry (no derived defaults)."""
+def test_the_repository_tables_cover_the_canonical_header(root: Path, canonical: HeaderModel, headers: dict) -> None:
+    """Every device type and dtype code of the canonical header has a reviewed entry (no derived defaults),
+    except members new in the canonical release itself: right after a header bump they run on derived
+    defaults, listed in the report, until someone decides (a bump ends green with no hand edit)."""
     policy = join(canonical, root / "spec/devices.toml", root / "spec/dtypes.toml")
-    assert policy.decisions == ()
+    older = [v for v in headers if v < canonical.version]
+    previous = parse_header(headers[max(older)]) if older else None
+
+    def members(model: HeaderModel | None, enum: str) -> set[str]:
+        return {m for m, _ in model.enum(enum).members} if model else set()
+
+    derived = {r.member for r in policy.devices if r.derived} | {r.member for r in policy.codes if r.derived}
+    old = members(previous, "DLDeviceType") | members(previous, "DLDataTypeCode")
+    assert not derived & old, f"members of DLPack {max(older)} without a reviewed policy entry: {derived & old}"
+    assert len(policy.decisions) == len(derived)

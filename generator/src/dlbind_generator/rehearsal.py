@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from .errors import GeneratorError
 from .model import HeaderModel
 
-DEVICE_NAMES = ("kDLBumpDevA", "kDLBumpDevB", "kDLBumpDevC")
-DTYPE_NAME = "kDLBumpType"
-FLAG_NAME = "DLPACK_FLAG_BITMASK_IS_BUMPED"
-STRUCT_NAME = "DLBumpInfo"
 FLAG_PREFIX = "DLPACK_FLAG_BITMASK_"
+
+
+def _names(version: tuple[int, int]) -> tuple[tuple[str, ...], str, str, str]:
+    """The made-up names, distinct per version, so a rehearsal can be derived from a rehearsal."""
+    tag = f"{version[0]}_{version[1]}"
+    devices = tuple(f"kDLBump{tag}Dev{c}" for c in "ABC")
+    return devices, f"kDLBump{tag}Type", f"DLPACK_FLAG_BITMASK_IS_BUMPED_{tag}", f"DLBump{tag}Info"
 
 
 @dataclass(frozen=True)
@@ -58,16 +61,17 @@ def derive_next(text: str, model: HeaderModel) -> NextHeader:
     """The header after ``model`` (whose source text is ``text``): version minor + 1 and new names."""
     major, minor = model.version
     version = (major, minor + 1)
+    device_names, dtype_name, flag_name, struct_name = _names(version)
     m = _once(r"^(#define\s+DLPACK_MINOR_VERSION\s+)(\d+)", text, "#define DLPACK_MINOR_VERSION")
     text = text[: m.start(2)] + str(minor + 1) + text[m.end(2) :]
 
     dev_last, _ = model.enum("DLDeviceType").members[-1]
     top = max(v for _, v in model.enum("DLDeviceType").members)
-    devices = tuple((name, top + 1 + i) for i, name in enumerate(DEVICE_NAMES))
+    devices = tuple((name, top + 1 + i) for i, name in enumerate(device_names))
     text = _add_members(text, dev_last, list(devices), "device type")
 
     code_last, _ = model.enum("DLDataTypeCode").members[-1]
-    dtype = (DTYPE_NAME, max(v for _, v in model.enum("DLDataTypeCode").members) + 1)
+    dtype = (dtype_name, max(v for _, v in model.enum("DLDataTypeCode").members) + 1)
     text = _add_members(text, code_last, [dtype], "dtype code")
 
     flags = [(n, v) for n, v in model.macros if n.startswith(FLAG_PREFIX)]
@@ -78,14 +82,14 @@ def derive_next(text: str, model: HeaderModel) -> NextHeader:
     m = _once(rf"^#define\s+{re.escape(flag_last)}\b.*$", text, f"#define {flag_last}")
     text = (
         text[: m.end()]
-        + f"\n\n/*! \\brief A flag bit made up to rehearse the header bump. */\n#define {FLAG_NAME} (1UL << {bit}UL)"
+        + f"\n\n/*! \\brief A flag bit made up to rehearse the header bump. */\n#define {flag_name} (1UL << {bit}UL)"
         + text[m.end() :]
     )
 
     m = _once(r"^\}\s*DLTensor\s*;[ \t]*$", text, "} DLTensor;")
     struct = (
         f"\n\n/*! \\brief A struct made up to rehearse the header bump. */\n"
-        f"typedef struct {{\n  DLDevice device;\n  uint64_t cookie;\n  DLDataType dtype;\n}} {STRUCT_NAME};"
+        f"typedef struct {{\n  DLDevice device;\n  uint64_t cookie;\n  DLDataType dtype;\n}} {struct_name};"
     )
     text = text[: m.end()] + struct + text[m.end() :]
-    return NextHeader(text, version, devices, dtype, (FLAG_NAME, 1 << bit), STRUCT_NAME)
+    return NextHeader(text, version, devices, dtype, (flag_name, 1 << bit), struct_name)

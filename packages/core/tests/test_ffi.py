@@ -46,6 +46,7 @@ def test_structs_are_usable() -> None:
     t.dl_tensor.dtype.code, t.dl_tensor.dtype.bits, t.dl_tensor.dtype.lanes = dlbind.DataTypeCode.kDLFloat, 32, 1
     raw = bytes(ffi.buffer(t))
     assert len(raw) == 80
-    assert raw[0:8] == (1).to_bytes(4, "little") + (3).to_bytes(4, "little")
+    major, minor = dlbind.DLPACK_VERSION
+    assert raw[0:8] == major.to_bytes(4, "little") + minor.to_bytes(4, "little")
     assert raw[24:32] == (3).to_bytes(8, "little")
     assert raw[32 + 20 : 32 + 24] == bytes([2, 32, 1, 0])
