@@ -209,6 +209,7 @@ assert dlbind.Flags[flag] == new["flag"][1]
 assert dlbind.spec.since(new["flag"][0]) == version
 assert dlbind.spec.since(new["struct"]) == version
 assert ffi.sizeof(new["struct"]) == new["struct_size"]
+assert ffi.offsetof(new["struct"], "dtype") == new["dtype_offset"]
 
 # names at run time: a device type or dtype code without a policy entry gets the derived name
 dev_name, dev_value = new["devices"][0]
@@ -237,7 +238,9 @@ def venv(bumped: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return py
 
 
-def _probe(py: Path, build: str, nxt: NextHeader, struct_size: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _probe(
+    py: Path, build: str, nxt: NextHeader, struct_size: int, dtype_offset: int, cwd: Path
+) -> subprocess.CompletedProcess[str]:
     new = {
         "version": nxt.version,
         "devices": nxt.devices,
@@ -245,6 +248,7 @@ def _probe(py: Path, build: str, nxt: NextHeader, struct_size: int, cwd: Path) -
         "flag": nxt.flag,
         "struct": nxt.struct,
         "struct_size": struct_size,
+        "dtype_offset": dtype_offset,
     }
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DLBIND_PURE")}
     env["DLBIND_PURE"] = "1" if build == "pure" else "0"
@@ -260,5 +264,9 @@ def _probe(py: Path, build: str, nxt: NextHeader, struct_size: int, cwd: Path) -
 @pytest.mark.parametrize("build", ["pure", "compiled"])
 def test_new_names_at_run_time(venv: Path, bumped: Path, nxt: NextHeader, build: str, tmp_path: Path) -> None:
     model = json.loads((bumped / f"spec/models/dlpack-{format_version(nxt.version)}.json").read_text())
-    out = _probe(venv, build, nxt, model["struct_info"][nxt.struct]["size"], tmp_path)
+    size = model["struct_info"][nxt.struct]["size"]
+    assert size == 24  # DLDevice, uint64_t, DLDataType + 4 bytes of tail padding (x86-64)
+    offset = next(f["offset"] for f in model["structs"][nxt.struct] if f["name"] == "dtype")
+    assert offset == 16
+    out = _probe(venv, build, nxt, size, offset, tmp_path)
     assert out.stdout.strip() == "ok", out.stderr
