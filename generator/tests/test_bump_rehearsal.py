@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from test_errors import _generate, _snapshot
+from test_errors import _generate, _snapshot, _tree
 
 from dlbind_generator.parse import parse_header
 from dlbind_generator.rehearsal import NextHeader, derive_next
@@ -270,3 +270,20 @@ def test_new_names_at_run_time(venv: Path, bumped: Path, nxt: NextHeader, build:
     assert offset == 16
     out = _probe(venv, build, nxt, size, offset, tmp_path)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.network
+def test_registry_source_of_a_listed_header(
+    tmp_path: Path, root: Path, headers: dict, canonical: tuple[int, int]
+) -> None:
+    """PACKAGE==VERSION:PATH goes through the registry: the canonical header's own archive is found,
+    its version read from the macros, its sha256 matched to the listed one, and nothing is recorded."""
+    entry = next(h for h in load_sources(root / "spec/headers.toml").headers if h.version == canonical)
+    if entry.local:
+        pytest.skip("the canonical header is a local rehearsal file, not a registry archive")
+    tree = _tree(tmp_path, root, headers)
+    before = _snapshot(tree)
+    proc = _bump(tree, f"{entry.package}=={entry.package_version}:{entry.path}")
+    assert proc.returncode == 0, proc.stderr
+    assert f"DLPack {format_version(canonical)} is listed already with this sha256" in proc.stderr
+    assert _snapshot(tree) == before

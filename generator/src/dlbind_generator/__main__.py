@@ -120,13 +120,14 @@ def _rehearsal_header(paths: Paths, out: Path) -> int:
 
 
 def _bump(paths: Paths, source: str) -> int:
-    from .bump import record, report_summary, resolve_source
+    from .bump import cache, record, report_summary, resolve_source
     from .pipeline import REPORT, build, stderr_progress
     from .sources import format_version
 
-    src = resolve_source(source, paths.cache, stderr_progress)
+    src, data = resolve_source(source, stderr_progress)
     before = paths.headers_toml.read_text(encoding="utf-8")
-    text, done = record(paths.headers_toml, src)
+    text, done = record(paths.headers_toml, src)  # refuses a listed version with another sha256
+    cache(src, data, paths.cache)
     v = format_version(src.version)
     paths.headers_toml.write_text(text, encoding="utf-8")
     try:

@@ -88,17 +88,14 @@ def header_from_archive(spec: str, progress: Progress) -> tuple[HeaderSource, by
     raise GeneratorError(f"bump source {spec!r}: {path!r} is in none of {', '.join(tried)}")
 
 
-def resolve_source(arg: str, cache_dir: Path, progress: Progress) -> HeaderSource:
-    """The ``[[header]]`` entry for SOURCE, with its version read from the header's macros.
-
-    A registry header is left in the cache (``.cache/headers/dlpack-M.m.h``), where ``generate``
-    finds it verified by its sha256 without downloading it again.
-    """
+def resolve_source(arg: str, progress: Progress) -> tuple[HeaderSource, bytes]:
+    """The ``[[header]]`` entry for SOURCE, with its version read from the header's macros, and the header."""
     local = Path(arg)
     if local.is_file():
         local = local.resolve()
+        data = local.read_bytes()
         model = parse_header(local)
-        return HeaderSource(version=model.version, sha256=sha256(local.read_bytes()), local=str(local))
+        return HeaderSource(version=model.version, sha256=sha256(data), local=str(local)), data
     if "==" not in arg:
         raise GeneratorError(f"bump source {arg!r}: no such file (and not of the form PACKAGE==VERSION:PATH)")
     src, data = header_from_archive(arg, progress)
@@ -106,11 +103,16 @@ def resolve_source(arg: str, cache_dir: Path, progress: Progress) -> HeaderSourc
         path = Path(tmp) / "dlpack.h"
         path.write_bytes(data)
         model = parse_header(path)
-    entry = replace(src, version=model.version)
-    dest = cache_path(cache_dir, entry.version)
+    return replace(src, version=model.version), data
+
+
+def cache(src: HeaderSource, data: bytes, cache_dir: Path) -> None:
+    """Leave a registry header where ``generate`` finds it (verified by its sha256) without downloading it again."""
+    if src.local:
+        return
+    dest = cache_path(cache_dir, src.version)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(data)
-    return entry
 
 
 def _toml_str(value: str) -> str:
