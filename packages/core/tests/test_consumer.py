@@ -64,7 +64,7 @@ def test_byte_offset_is_honoured() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"major": 2}, "DLPack 2.3 tensor; dlbind understands major version 1 only"),
+        ({"major": 2, "minor": 3}, "DLPack 2.3 tensor; dlbind understands major version 1 only"),
         ({"code": 42}, "unknown DLPack dtype code 42"),
         ({"device_type": 99}, "unknown DLPack device type 99"),
         ({"lanes": 4}, r"vector dtypes \(lanes=4\) are refused unless from_dlpack\(..., allow_vector=True\)"),
