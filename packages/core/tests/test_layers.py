@@ -222,7 +222,11 @@ _BREAKS = {
         "def _late():\n    from .planner import plan\n    return plan\n",
         ["dlbind.export", "dlbind.planner"],
     ),
-    "name from the package": ("dlbind.producer", "from dlbind import convert\n", ["dlbind.producer", "imports dlbind "]),
+    "name from the package": (
+        "dlbind.producer",
+        "from dlbind import convert\n",
+        ["dlbind.producer", "imports dlbind "],
+    ),
     "importlib": (
         "dlbind.exchange",
         "import importlib\n_check = importlib.import_module('dlbind.check')\n",
