@@ -142,22 +142,26 @@ def _dims_format(ffi_: Any) -> str | None:
 _LAYOUT_V = packed_layout(ffi, "DLManagedTensorVersioned")
 _LAYOUT_L = packed_layout(ffi, "DLManagedTensor")
 _DIM = _dims_format(ffi)
-_DIM_SIZE = struct.calcsize("=" + _DIM) if _DIM else 0
 _PACKED = native is None and _LAYOUT_V is not None and _LAYOUT_L is not None and _DIM is not None
+# what the hot path reads, as plain globals
+_DIM_SIZE = struct.calcsize("=" + _DIM) if _DIM else 0
+_SIZE_V = _LAYOUT_V.size if _LAYOUT_V else 0
+_SIZE_L = _LAYOUT_L.size if _LAYOUT_L else 0
+_ORDER_V = _LAYOUT_V.order if _LAYOUT_V else None
+_ORDER_L = _LAYOUT_L.order if _LAYOUT_L else None
 
-
-_PACKERS: dict[tuple[str, int], struct.Struct] = {}
+_PACKERS: dict[tuple[bool, int], struct.Struct] = {}
 # Freed blocks by size, reused by the next export: (cdata, address, buffer, size). A block returns
 # here only after its deleter ran, that is after its consumer let go (the spec's exactly-once rule).
 _POOLS: dict[int, list[tuple[Any, int, Any, int]]] = {}
 _POOL_MAX = 64
 
 
-def _packer(head: PackedLayout, ndim: int) -> struct.Struct:
-    key = (head.struct_.format, ndim)
-    packer = _PACKERS.get(key)
-    if packer is None:
-        packer = _PACKERS[key] = struct.Struct(head.struct_.format + f"{2 * ndim}{_DIM}")
+def _packer(versioned: bool, ndim: int) -> struct.Struct:
+    """The struct, then ``ndim`` shape and ``ndim`` strides entries."""
+    layout = _LAYOUT_V if versioned else _LAYOUT_L
+    assert layout is not None and _DIM is not None
+    packer = _PACKERS[versioned, ndim] = struct.Struct(layout.struct_.format + f"{2 * ndim}{_DIM}")
     return packer
 
 
@@ -216,8 +220,7 @@ def export_args(args: tuple[Any, ...]) -> object:
     if _PACKED:
         # one allocation, one pack: the struct, then shape and strides
         ndim = len(shape)
-        head: Any = _LAYOUT_V if versioned else _LAYOUT_L
-        size = head.size + 2 * _DIM_SIZE * ndim
+        size = (_SIZE_V if versioned else _SIZE_L) + 2 * _DIM_SIZE * ndim
         pool = _POOLS.get(size)
         if pool:  # a block whose deleter already ran
             block = pool.pop()
@@ -225,16 +228,22 @@ def export_args(args: tuple[Any, ...]) -> object:
             managed = ffi.new("char[]", size)
             block = (managed, int(ffi.cast("uintptr_t", managed)), ffi.buffer(managed), size)
         address, buffer = block[1], block[2]
-        dims_at = address + head.size if ndim else 0
+        dims_at = address + size - 2 * _DIM_SIZE * ndim if ndim else 0
         strides_at = dims_at + _DIM_SIZE * ndim if ndim else 0
         code, bits, lanes = dtype
-        values = (
-            DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V if versioned else _DELETER_L, flags, data,
-            device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
-        )  # fmt: skip
-        if head.order is not None:
-            values = head.order(values)
-        _packer(head, ndim).pack_into(buffer, 0, *values, *shape, *strides)
+        packer = _PACKERS.get((versioned, ndim)) or _packer(versioned, ndim)
+        if versioned and _ORDER_V is None:  # the struct's fields are FIELDS, in that order: pass them as they are
+            packer.pack_into(
+                buffer, 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V, flags, data, device[0],
+                device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset, *shape, *strides,
+            )  # fmt: skip
+        else:
+            order: Any = _ORDER_V if versioned else _ORDER_L
+            values = order((
+                DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V if versioned else _DELETER_L, flags, data,
+                device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
+            ))  # fmt: skip
+            packer.pack_into(buffer, 0, *values, *shape, *strides)
         _LIVE[address] = (block, owner)
     else:
         managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
