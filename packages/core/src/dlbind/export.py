@@ -42,6 +42,7 @@ class Memory(NamedTuple):
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct)."""
     strides: list[int] = []
     acc = 1
     for d in reversed(shape):
