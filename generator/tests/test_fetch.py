@@ -21,7 +21,7 @@ import pytest
 
 from dlbind_generator.errors import GeneratorError
 from dlbind_generator.fetch import fetch_one, pip_indexes, wheel_download_args
-from dlbind_generator.sources import HeaderSource
+from dlbind_generator.sources import HeaderSource, load_sources
 
 HEADER = b"/* a made-up dlpack.h */\n#define DLPACK_MAJOR_VERSION 9\n"
 ARCHIVE = "fake_pkg-1.0.tar.gz"
@@ -72,6 +72,17 @@ def test_wheel_tags_become_pip_download_options(tmp_path: Path) -> None:
 def test_pure_wheel_needs_no_platform(tmp_path: Path) -> None:
     args = wheel_download_args(_src(file="fake_pkg-1.0-py3-none-any.whl"), tmp_path)
     assert "--platform" not in args and "--abi" not in args
+
+
+@pytest.mark.network
+def test_listed_wheel_through_the_installed_pip(tmp_path: Path, root: Path) -> None:
+    """The real route: the installed pip downloads the wheel listed for DLPack 1.3, the header matches."""
+    src = load_sources(root / "spec" / "headers.toml").by_version((1, 3))
+    assert src.file.endswith(".whl")
+    messages: list[str] = []
+    got = fetch_one(src, tmp_path, messages.append)
+    assert hashlib.sha256(got.read_bytes()).hexdigest() == src.sha256
+    assert not any("pip chose" in m for m in messages), messages  # the wheel's tags selected that very file
 
 
 def test_not_a_wheel_name_is_refused(tmp_path: Path) -> None:
