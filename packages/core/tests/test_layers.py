@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind._generated.adapters",
             "dlbind._generated.build_api",
             "dlbind._generated.enums",
-            "dlbind._generated.layout",
+            "dlbind._generated.tables",
             "dlbind._generated.spec_tables",
             "dlbind._api",  # the compiled cffi module, built from _generated/build_api.py
             "dlbind._ffi",
