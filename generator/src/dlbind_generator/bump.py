@@ -12,10 +12,9 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from .errors import GeneratorError
-from .fetch import Progress, _download_archive, _extract, cache_path, sha256
+from .fetch import Progress, _download_archive, _extract, _pip, _pip_failed, cache_path, sha256
 from .parse import parse_header
 from .sources import HeaderSource, format_version, load_sources
 
@@ -32,60 +31,68 @@ class Recorded:
     canonical_after: tuple[int, int]
 
 
-def _release_files(package: str, version: str) -> list[str]:
-    """The file names the configured registry lists for ``package==version`` (pip's own finder)."""
-    try:
-        from pip._internal.commands import create_command
-    except ImportError as exc:  # pragma: no cover - pip is always there in a venv
-        raise GeneratorError(f"fetching needs pip in this environment ({exc})") from None
-    import logging
-
-    logging.getLogger("pip._internal").setLevel(logging.ERROR)
-    cmd: Any = create_command("download")  # pip's RequirementCommand: its finder and session
-    options, _ = cmd.parse_args(["--no-deps", "--quiet", package])
-    with cmd.main_context():
-        session = cmd.get_default_session(options)
-        finder = cmd._build_package_finder(options=options, session=session)
-        return sorted({c.link.filename for c in finder.find_all_candidates(package) if str(c.version) == version})
+def _sdist_folder(package: str, version: str, path: str) -> str | None:
+    """``cupy-8.6.0`` when ``path`` starts with the release's sdist folder (``NAME-VERSION/``), else None."""
+    folder = path.split("/", 1)[0]
+    name, _, tail = folder.rpartition("-")
+    if (
+        "/" in path
+        and tail == version
+        and re.sub(r"[-_.]+", "-", name).lower() == re.sub(r"[-_.]+", "-", package).lower()
+    ):
+        return folder
+    return None
 
 
-def _archive_order(files: list[str], path: str) -> list[str]:
-    """Try the sdist first when the path starts with its folder, then wheels most likely to carry it."""
-
-    def rank(name: str) -> tuple[int, str]:
-        sdist = name.endswith((".tar.gz", ".zip", ".tar.bz2"))
-        if sdist:
-            return (0 if path.startswith(name.rsplit(".tar", 1)[0].rsplit(".zip", 1)[0] + "/") else 3, name)
-        if name.endswith("-none-any.whl"):
-            return (1, name)
-        if "manylinux" in name and "x86_64" in name:
-            return (2, name)
-        return (4, name)
-
-    return sorted(files, key=rank)
+def _machine_wheel(package: str, version: str, progress: Progress) -> tuple[str, bytes]:
+    """The wheel of ``package==version`` that ``pip download`` picks for this machine: (file name, bytes)."""
+    with tempfile.TemporaryDirectory(prefix="dlbind-bump-") as tmp:
+        progress(f"  pip download {package}=={version} (the wheel for this machine) ...")
+        spec = f"{package}=={version}"
+        proc = _pip("download", "--no-deps", "--only-binary=:all:", "--quiet", "--dest", tmp, spec)
+        if proc.returncode != 0:
+            raise _pip_failed(
+                f"bump source {spec}: no wheel for this machine (for an sdist give NAME-VERSION/...)", proc
+            )
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise GeneratorError(
+                f"bump source {spec}: pip download left {[w.name for w in wheels]}, expected one wheel"
+            )
+        return wheels[0].name, wheels[0].read_bytes()
 
 
 def header_from_archive(spec: str, progress: Progress) -> tuple[HeaderSource, bytes]:
-    """``PACKAGE==VERSION:PATH`` -> the registry entry (version not yet known: (0, 0)) and the header bytes."""
+    """``PACKAGE==VERSION:PATH`` -> the registry entry (version not yet read: (0, 0)) and the header bytes.
+
+    The archive comes through :mod:`dlbind_generator.fetch`'s routes: the sdist from the index when
+    ``PATH`` starts with its folder, else the wheel ``pip download`` picks for this machine.
+    """
     m = _ARCHIVE_RE.match(spec)
     if not m:
         raise GeneratorError(f"bump source {spec!r}: expected a path to dlpack.h or PACKAGE==VERSION:PATH/IN/ARCHIVE")
     package, version, path = m.group("package", "version", "path")
-    files = _release_files(package, version)
-    if not files:
-        raise GeneratorError(f"bump source {spec!r}: the registry has no files for {package} {version}")
-    tried = []
-    for name in _archive_order(files, path)[:3]:  # the sdist and the likeliest wheels; each is a download
-        src = HeaderSource(
-            version=(0, 0), sha256="0" * 64, package=package, package_version=version, file=name, path=path
-        )
-        try:
-            data = _extract(src, _download_archive(src, progress))
-        except GeneratorError:
-            tried.append(name)
-            continue
-        return replace(src, sha256=sha256(data)), data
-    raise GeneratorError(f"bump source {spec!r}: {path!r} is in none of {', '.join(tried)}")
+    src = HeaderSource(version=(0, 0), sha256="0" * 64, package=package, package_version=version, path=path)
+    folder = _sdist_folder(package, version, path)
+    if folder is None:
+        name, archive = _machine_wheel(package, version, progress)
+        src = replace(src, file=name)
+    else:
+        errors = []
+        for suffix in (".tar.gz", ".zip"):
+            try:
+                src = replace(src, file=folder + suffix)
+                archive = _download_archive(src, progress)
+                break
+            except GeneratorError as exc:
+                errors.append(str(exc))
+        else:
+            raise GeneratorError(f"bump source {spec!r}: no sdist {folder}.tar.gz or .zip ({errors[-1]})")
+    try:
+        data = _extract(src, archive)
+    except GeneratorError:
+        raise GeneratorError(f"bump source {spec!r}: {path!r} is not in {src.file}") from None
+    return replace(src, sha256=sha256(data)), data
 
 
 def resolve_source(arg: str, progress: Progress) -> tuple[HeaderSource, bytes]:

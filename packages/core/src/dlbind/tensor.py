@@ -17,6 +17,7 @@ from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DataTypeCode, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import DType
+from dlbind.export import export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
@@ -57,8 +58,6 @@ class _PureCore:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> object:
-        from dlbind.producer import export_view
-
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
 
@@ -143,8 +142,6 @@ class Tensor(_Core):  # type: ignore[misc]
 
     def copy(self) -> Tensor:
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
-        from dlbind.producer import export_view
-
         return from_capsule(export_view(self, max_version=DLPACK_VERSION, copy=True))
 
     # -- exporting again -----------------------------------------------------------------------
@@ -282,26 +279,3 @@ def from_capsule(capsule: object, *, stream: int | None = None, allow_vector: bo
     if stream is not None:
         check_stream(tensor._device_type, stream)
     return tensor
-
-
-def _configure() -> None:
-    """Hand the compiled fast path the tables and the Python code it delegates to."""
-    if native is None:
-        return
-    from dlbind import consumer, producer
-
-    def table(values: frozenset[int]) -> bytes:
-        return bytes(1 if i in values else 0 for i in range(256))
-
-    native.configure(
-        Tensor,
-        (DeviceType.kDLCPU, 0),
-        table(_KNOWN_CODES),
-        table(_KNOWN_DEVICES),
-        table(frozenset(int(d) for d in HOST_ACCESSIBLE)),
-        producer.asdlpack,
-        consumer.from_dlpack,
-        check_managed,
-        producer.export_view,
-        consumer.after_type_error,
-    )
