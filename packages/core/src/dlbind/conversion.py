@@ -247,6 +247,3 @@ def compat(x: Any) -> Any:
         return Exporter(None, x)
     return asdlpack(x)
 
-
-if native is not None:
-    native.configure_convert(_C_ROUTES, convert)

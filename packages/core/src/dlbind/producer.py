@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
+from abc import ABCMeta
 from typing import Any, NamedTuple
 
 from dlbind import _backends, _capi, capsule
@@ -144,8 +145,11 @@ def export_memory(
     )  # fmt: skip
 
 
-class Exporter:
-    """What :func:`asdlpack` returns: a DLPack producer for one piece of memory."""
+class Exporter(metaclass=ABCMeta):
+    """What :func:`asdlpack` returns: a DLPack producer for one piece of memory.
+
+    The compiled build registers its C exporter of buffers as one (``isinstance`` holds in both builds).
+    """
 
     __slots__ = ("_fast", "_memory", "_source")
 

@@ -285,23 +285,23 @@ def from_capsule(capsule: object, *, stream: int | None = None, allow_vector: bo
 
 
 def _configure() -> None:
-    """Hand the compiled fast path the tables and the Python code it delegates to."""
+    """Hand the compiled fast path (``dlbind._fastpath``) every Python piece it calls, by name."""
     if native is None:
         return
-    from dlbind import consumer, producer
+    from dlbind import consumer, conversion, exchange, producer
 
-    def table(values: frozenset[int]) -> bytes:
-        return bytes(1 if i in values else 0 for i in range(256))
-
+    producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter
     native.configure(
-        Tensor,
-        (DeviceType.kDLCPU, 0),
-        table(_KNOWN_CODES),
-        table(_KNOWN_DEVICES),
-        table(frozenset(int(d) for d in HOST_ACCESSIBLE)),
-        producer.asdlpack,
-        consumer.from_dlpack,
-        check_managed,
-        producer.export_view,
-        consumer.after_type_error,
+        tensor_type=Tensor,
+        cpu_device=(DeviceType.kDLCPU, 0),
+        asdlpack=producer.asdlpack,
+        from_dlpack=consumer.from_dlpack,
+        check_managed=check_managed,
+        export_view=producer.export_view,
+        after_type_error=consumer.after_type_error,
+        managed_from_object=exchange.managed_from_object,
+        object_from_managed=exchange.object_from_managed,
+        allocate=exchange.allocate,
+        convert=conversion.convert,
+        convert_routes=conversion._C_ROUTES,
     )
