@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -34,27 +35,36 @@ def _compiler_problem() -> str | None:
     from setuptools._distutils.sysconfig import customize_compiler
 
     probe = Path(tempfile.mkdtemp(prefix="dlbind-cc-"))
+    command = "the C compiler"
     try:
         source = probe / "probe.c"
         source.write_text("#include <Python.h>\nint dlbind_probe(void) { return Py_IsInitialized(); }\n")
         compiler = new_compiler()
         customize_compiler(compiler)  # type: ignore[no-untyped-call]
+        command = str(getattr(compiler, "compiler_so", [command])[0])
         compiler.compile([str(source)], output_dir=str(probe), include_dirs=[sysconfig.get_paths()["include"]])
     except (CCompilerError, DistutilsError, OSError) as exc:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        return text[:200]
+        status = re.search(r"exit (?:status|code) (-?\d+)", str(exc))
+        reason = f"exit status {status.group(1)}" if status else (" ".join(str(exc).split()) or type(exc).__name__)[:120]
+        return f"{command} failed on a test file: {reason}"
     finally:
         shutil.rmtree(probe, ignore_errors=True)
     return None
 
 
+def _say(line: str) -> None:
+    # setup.py runs once per build hook (requirements, metadata, wheel): say it where the wheel is built
+    if any(command.startswith(("bdist", "build", "install", "develop", "editable")) for command in sys.argv[1:]):
+        print(line, file=sys.stderr)
+
+
 def _options() -> dict[str, object]:
     if os.environ.get("DLBIND_NO_COMPILE", "") not in ("", "0"):
-        print("dlbind: DLBIND_NO_COMPILE is set; installing the pure build", file=sys.stderr)
+        _say("dlbind: DLBIND_NO_COMPILE is set; installing the pure build")
         return {}
     problem = _compiler_problem()
     if problem is not None:
-        print(f"dlbind: no working C compiler ({problem}); installing the pure build", file=sys.stderr)
+        _say(f"dlbind: no working C compiler ({problem}); installing the pure build")
         return {}
     fastpath = Extension(
         "dlbind._fastpath",

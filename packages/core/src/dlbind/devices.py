@@ -45,6 +45,11 @@ _STREAM_RULES: dict[DeviceType, tuple[frozenset[int], frozenset[int]]] = {
 }
 
 
+def stream_free(device_type: int) -> bool:
+    """The device type's stream rule is "None only": no stream orders its memory (CPU-like devices)."""
+    return device_type in DeviceType._value2member_map_ and DeviceType(device_type) not in _STREAM_RULES
+
+
 def device_name(device_type: int) -> str:
     for name, member in _NAMES.items():
         if member == device_type:

@@ -13,6 +13,7 @@ from dlbind._generated.enums import DataTypeCode
 
 __all__ = [
     "DType",
+    "byte_size",
     "from_format",
     "from_numpy",
     "lookup",
@@ -126,6 +127,26 @@ class DType(NamedTuple):
 
     def __repr__(self) -> str:
         return f"dlbind.DType({self.name})"
+
+
+INT64_MAX = 2**63 - 1
+
+
+def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> int:
+    """Bytes of a tensor of ``shape`` and ``dtype``; BufferError when a dimension, the element count or
+    the byte size does not fit in int64 (DLPack's sizes; the compiled build checks the same in C)."""
+    for d in shape:
+        if d > INT64_MAX:
+            raise BufferError(f"dimension {d} of shape {shape} does not fit in int64")
+    size = 1
+    for d in shape:
+        size *= d
+    if size > INT64_MAX:
+        raise BufferError(f"shape {shape} has {size} elements: more than int64 can count")
+    nbytes = dtype.nbytes(size, padded=padded)
+    if nbytes > INT64_MAX:
+        raise BufferError(f"{size} elements of {dtype.name} do not fit in int64 bytes")
+    return nbytes
 
 
 def lookup(name: str) -> DType:

@@ -17,11 +17,12 @@ from dlbind import _backends, _capi, capsule
 from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
-from dlbind.dtypes import DType, from_format, from_numpy, lookup
+from dlbind.dtypes import INT64_MAX, DType, byte_size, from_format, from_numpy, lookup
 
 __all__ = ["Exporter", "asdlpack", "export_view", "from_pointer"]
 
 CPU: Device = (DeviceType.kDLCPU, 0)
+MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 _READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
 
 
@@ -372,6 +373,11 @@ def from_pointer(
         raise ValueError(f"strides {strides_t} do not match shape {shape_t}")
     if byte_offset < 0:
         raise ValueError("byte_offset must be >= 0")
+    byte_size(shape_t, dt)  # BufferError beyond int64
+    if any(not -INT64_MAX - 1 <= s <= INT64_MAX for s in strides_t):
+        raise BufferError(f"strides {strides_t} do not fit in int64")
     if not ptr and math.prod(shape_t) != 0:
         raise ValueError("a NULL pointer can only describe an empty tensor")
+    if not 0 <= int(ptr) + byte_offset <= MAX_ADDRESS:
+        raise BufferError(f"byte_offset {byte_offset} overflows the data pointer")
     return Exporter(Memory(int(ptr), shape_t, strides_t, dt, parse_device(device), byte_offset, readonly, owner))

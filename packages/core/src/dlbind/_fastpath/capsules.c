@@ -179,7 +179,10 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
 PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule) {
     (void)mod;
     if (!PyCapsule_CheckExact(capsule)) {
-        PyErr_Format(PyExc_TypeError, "expected a DLPack capsule (PyCapsule), got %.200s", Py_TYPE(capsule)->tp_name);
+        PyObject *type_name = dlbind_type_name(capsule);
+        if (type_name == NULL) return NULL;
+        PyErr_Format(PyExc_TypeError, "expected a DLPack capsule (PyCapsule), got %S", type_name);
+        Py_DECREF(type_name);
         return NULL;
     }
     const char *name = PyCapsule_GetName(capsule);

@@ -62,6 +62,9 @@ int dlbind_count(const int64_t *shape, int ndim, int64_t *out);
 /* Bytes that count elements of dtype take (sub-byte types packed unless padded); -1 on overflow. */
 int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out);
 
+/* type(obj).__name__, as the Python side's messages show it (a new reference, NULL on error). */
+PyObject *dlbind_type_name(PyObject *obj);
+
 /* ---- capsules.c ----------------------------------------------------------------------------- */
 extern const char DLBIND_NAME_VERSIONED[], DLBIND_NAME_USED_VERSIONED[], DLBIND_NAME_LEGACY[], DLBIND_NAME_USED_LEGACY[];
 PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);

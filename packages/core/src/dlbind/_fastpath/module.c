@@ -18,6 +18,8 @@ int dlbind_configured(void) {
     return 0;
 }
 
+PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
+
 static PyObject *dlbind_py_counts(PyObject *mod, PyObject *unused) {
     (void)mod;
     (void)unused;

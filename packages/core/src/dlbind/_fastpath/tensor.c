@@ -381,8 +381,11 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         return NULL;
     }
     if (!PyCapsule_CheckExact(capsule)) {
-        PyErr_Format(PyExc_TypeError, "%.200s.__dlpack__() returned %.200s, not a DLPack capsule", Py_TYPE(x)->tp_name,
-                     Py_TYPE(capsule)->tp_name);
+        PyObject *x_name = dlbind_type_name(x), *result_name = dlbind_type_name(capsule);
+        if (x_name != NULL && result_name != NULL)
+            PyErr_Format(PyExc_TypeError, "%S.__dlpack__() returned %S, not a DLPack capsule", x_name, result_name);
+        Py_XDECREF(x_name);
+        Py_XDECREF(result_name);
         Py_DECREF(capsule);
         return NULL;
     }
