@@ -40,12 +40,14 @@ def _compiler_problem() -> str | None:
         source = probe / "probe.c"
         source.write_text("#include <Python.h>\nint dlbind_probe(void) { return Py_IsInitialized(); }\n")
         compiler = new_compiler()
-        customize_compiler(compiler)  # type: ignore[no-untyped-call]
+        customize_compiler(compiler)
         command = str(getattr(compiler, "compiler_so", [command])[0])
         compiler.compile([str(source)], output_dir=str(probe), include_dirs=[sysconfig.get_paths()["include"]])
     except (CCompilerError, DistutilsError, OSError) as exc:
         status = re.search(r"exit (?:status|code) (-?\d+)", str(exc))
-        reason = f"exit status {status.group(1)}" if status else (" ".join(str(exc).split()) or type(exc).__name__)[:120]
+        reason = (
+            f"exit status {status.group(1)}" if status else (" ".join(str(exc).split()) or type(exc).__name__)[:120]
+        )
         return f"{command} failed on a test file: {reason}"
     finally:
         shutil.rmtree(probe, ignore_errors=True)

@@ -97,7 +97,10 @@ CASES: dict[str, tuple[str, str | None]] = {
     "from_dlpack vector allowed": ("dlbind.from_dlpack(capsule(lanes=4), allow_vector=True)", "ok"),
     "from_dlpack capsule": ("dlbind.from_dlpack(capsule())", "ok"),
     "from_dlpack capsule copy": ("dlbind.from_dlpack(capsule(), copy=True)", "BufferError"),
-    "from_dlpack used capsule": ("(lambda c: (dlbind.from_dlpack(c), dlbind.from_dlpack(c)))(capsule())", "BufferError"),
+    "from_dlpack used capsule": (
+        "(lambda c: (dlbind.from_dlpack(c), dlbind.from_dlpack(c)))(capsule())",
+        "BufferError",
+    ),
     "from_dlpack unknown dtype code": ("dlbind.from_dlpack(capsule(code=99))", "BufferError"),
     "from_dlpack zero bits": ("dlbind.from_dlpack(capsule(bits=0))", "BufferError"),
     "from_dlpack unknown device": ("dlbind.from_dlpack(capsule(device_type=99))", "BufferError"),
@@ -120,7 +123,10 @@ CASES: dict[str, tuple[str, str | None]] = {
         "dlbind.from_dlpack(capsule(ndim=2, bits=64, shape=(2**31, 2**31), strides=(2**31, 1)))",
         "BufferError",
     ),
-    "from_dlpack huge but empty": ("dlbind.from_dlpack(capsule(ndim=3, shape=(0, 2**40, 2**40), strides=(0, 0, 1)))", "ok"),
+    "from_dlpack huge but empty": (
+        "dlbind.from_dlpack(capsule(ndim=3, shape=(0, 2**40, 2**40), strides=(0, 0, 1)))",
+        "ok",
+    ),
     "from_dlpack NULL strides": ("dlbind.from_dlpack(capsule(ndim=2, shape=(2, 3), strides=None))", "ok"),
     "from_dlpack NULL strides too large": (
         "dlbind.from_dlpack(capsule(ndim=3, shape=(0, 2**40, 2**40), strides=None))",
@@ -136,14 +142,20 @@ CASES: dict[str, tuple[str, str | None]] = {
     "from_pointer packed fits": ("dlbind.from_pointer(ADDRESS, (2**62,), 'float4_e2m1fn')", "ok"),
     "from_pointer 2**62 uint16": ("dlbind.from_pointer(ADDRESS, (2**62,), 'uint16')", "BufferError"),
     "from_pointer huge but empty": ("dlbind.from_pointer(ADDRESS, (0, 2**40, 2**20), 'float64')", "ok"),
-    "from_pointer empty, strides too large": ("dlbind.from_pointer(ADDRESS, (0, 2**62, 2**62), 'float64')", "BufferError"),
+    "from_pointer empty, strides too large": (
+        "dlbind.from_pointer(ADDRESS, (0, 2**62, 2**62), 'float64')",
+        "BufferError",
+    ),
     "from_pointer dimension too large": ("dlbind.from_pointer(ADDRESS, (0, 2**63), 'int8')", "BufferError"),
     "from_pointer stride too large": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', strides=(2**63,))", "BufferError"),
     "from_pointer NULL": ("dlbind.from_pointer(0, (3,), 'float32')", "ValueError"),
     "from_pointer NULL empty": ("dlbind.from_pointer(0, (0, 3), 'float32')", "ok"),
     "from_pointer good": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2, 3), 'float32'))", "ok"),
     "from_pointer strides": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2, 3), 'int8', strides=(1, 2)))", "ok"),
-    "from_pointer byte_offset": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2,), 'int16', byte_offset=2))", "ok"),
+    "from_pointer byte_offset": (
+        "dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2,), 'int16', byte_offset=2))",
+        "ok",
+    ),
     "from_pointer readonly": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2,), 'int16', readonly=True))", "ok"),
     "from_pointer readonly legacy": ("dlbind.from_pointer(ADDRESS, (2,), 'int16', readonly=True).__dlpack__()", None),
     "from_pointer dtype unknown": ("dlbind.from_pointer(ADDRESS, (2,), 'float33')", "ValueError"),
@@ -225,10 +237,10 @@ CASES: dict[str, tuple[str, str | None]] = {
 def _namespace() -> dict[str, Any]:
     import ctypes
 
-    import faulty
     import numpy as np
 
     import dlbind
+    import faulty
     from dlbind import _capi
     from dlbind._ffi import ffi
 
@@ -245,7 +257,7 @@ def _namespace() -> dict[str, Any]:
         return dlbind.from_dlpack(np.arange(6, dtype=np.int32).reshape(2, 3))
 
     def work_stream(device_type: int) -> tuple[int, int]:
-        table = dlbind.Tensor.__dlpack_c_exchange_api__  # type: ignore[attr-defined]
+        table = dlbind.Tensor.__dlpack_c_exchange_api__
         api = ffi.cast("DLPackExchangeAPI *", _capi.capsule_get_pointer(table, b"dlpack_exchange_api"))
         out = ffi.new("void **", ffi.cast("void *", 12345))
         rc = api.current_work_stream(device_type, 0, out)
@@ -354,7 +366,9 @@ def _outcomes(pure: str) -> Any:
 def outcomes() -> dict[str, Any]:
     compiled = _outcomes("0")
     if compiled["build"] != "compiled":
-        pytest.skip("the compiled build is not installed (dlbind._api and dlbind._fastpath need a C compiler at install)")
+        pytest.skip(
+            "the compiled build is not installed (dlbind._api and dlbind._fastpath need a C compiler at install)"
+        )
     pure = _outcomes("1")
     assert pure["build"] == "pure"
     return {"compiled": compiled["cases"], "pure": pure["cases"]}

@@ -246,4 +246,3 @@ def compat(x: Any) -> Any:
     if hasattr(x, "__dlpack__") and not isinstance(x, Exporter):
         return Exporter(None, x)
     return asdlpack(x)
-
