@@ -21,6 +21,7 @@ from .fetch import fetch_all
 from .merge import MergedModel, check_ledger, load_history, merge, read_ledger, render_ledger
 from .model import HeaderModel, dumps
 from .parse import parse_header
+from .policy import MAX_REFUSED, join
 from .render import context, environment, ruff_format
 from .sources import Sources, format_version, load_sources
 
@@ -46,6 +47,14 @@ class Paths:
     @property
     def adapters(self) -> Path:
         return self.root / "spec" / "adapters.toml"
+
+    @property
+    def devices(self) -> Path:
+        return self.root / "spec" / "devices.toml"
+
+    @property
+    def dtypes(self) -> Path:
+        return self.root / "spec" / "dtypes.toml"
 
     @property
     def ledger(self) -> Path:
@@ -135,6 +144,10 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
         text = env.get_template(template or f"{name}.j2").render(banner=banner(hv, hs, what), **ctx)
         files.add(f"{CORE_GENERATED}/{name}", seal(ruff_format(text, name)))
 
+    def c_header(name: str, what: str) -> None:
+        text = env.get_template(f"{name}.j2").render(banner=banner(hv, hs, what, comment="//"), **ctx)
+        files.add(f"{CORE_GENERATED}/{name}", seal(text, comment="//"))
+
     targets: list[tuple[str, str]] = []
     enum_summary = ", ".join(
         f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")")
@@ -142,25 +155,30 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     )
     python("__init__.py", "The generated part of the dlbind core.")
     python("enums.py", "Enumerations, flags and constants.")
-    python("enums.pyi", "Type stubs of enums.py.")
-    targets.append((f"{CORE_GENERATED}/enums.py(i)", f"{enum_summary}; {len(ctx['constants'])} integer constants"))
+    targets.append((f"{CORE_GENERATED}/enums.py", f"{enum_summary}; {len(ctx['constants'])} integer constants"))
     python("spec_tables.py", "Per-release tables: since, removed, renamed.")
-    python("spec_tables.pyi", "Type stubs of spec_tables.py.")
     targets.append(
         (
-            f"{CORE_GENERATED}/spec_tables.py(i)",
+            f"{CORE_GENERATED}/spec_tables.py",
             f"{len(merged.names)} names with since, {len(ctx['removed'])} removed, {len(ctx['renamed'])} renamed",
         )
     )
-    python("layout.py", "Struct sizes and offsets.")
-    python("layout.pyi", "Type stubs of layout.py.")
+    policy = join(canonical, paths.devices, paths.dtypes)
+    ctx["policy"] = policy
+    ctx["max_refused"] = MAX_REFUSED
+    python("tables.py", "Device and dtype tables (spec/devices.toml, spec/dtypes.toml joined with the enums).")
+    c_header("tables.h", "Device and dtype tables for C (the same join as tables.py).")
     targets.append(
         (
-            f"{CORE_GENERATED}/layout.py(i)",
-            f"{len(canonical.structs)} structs, "
-            f"{sum(len(s.fields) for s in canonical.structs)} fields ({canonical.abi})",
+            f"{CORE_GENERATED}/tables.py, tables.h",
+            f"{len(policy.devices)} device types ({sum(d.derived for d in policy.devices)} derived), "
+            f"{len(policy.stream_rules)} stream rules, {len(policy.codes)} dtype codes "
+            f"({sum(c.derived for c in policy.codes)} derived), {len(policy.dtypes)} named dtypes, "
+            f"{sum(len(t.formats) for t in policy.dtypes)} buffer formats",
         )
     )
+    c_header("dlpack_types.h", "The header's declarations as C (the cdef), for the C fast path.")
+    targets.append((f"{CORE_GENERATED}/dlpack_types.h", "the cdef as an includable C header"))
     python("build_api.py", "cffi builder of the compiled module dlbind._api.")
     cdef_decls = sum(1 for _ in canonical.declarations)
     targets.append(
@@ -175,10 +193,9 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     adapters = load_adapters(paths.adapters)
     ctx["adapters"] = adapters
     python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
-    python("adapters.pyi", "Type stubs of adapters.py.")
     targets.append(
         (
-            f"{CORE_GENERATED}/adapters.py(i)",
+            f"{CORE_GENERATED}/adapters.py",
             f"{len(adapters)} libraries, {sum(len(a.quirks) for a in adapters)} quirks "
             f"({sum(a.verified for a in adapters)} libraries verified by tests)",
         )
@@ -194,7 +211,12 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     targets.append((f"{MODELS}/", f"{len(models)} header models, merged.json, ledger.toml ({len(ledger)} releases)"))
 
     report = env.get_template("REPORT.md.j2").render(
-        models=models, targets=targets, by_release=_by_release(merged), generator_version=__version__, **ctx
+        decisions=policy.decisions,
+        models=models,
+        targets=targets,
+        by_release=_by_release(merged),
+        generator_version=__version__,
+        **ctx,
     )
     files.add(REPORT, report)
     return files

@@ -34,6 +34,14 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def c_string(text: str) -> str:
+    """A C string literal (ASCII, escaped)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    if not escaped.isascii() or any(ord(ch) < 32 for ch in escaped):
+        raise GeneratorError(f"a C table string must be printable ASCII: {text!r}")
+    return f'"{escaped}"'
+
+
 def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
@@ -46,6 +54,7 @@ def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
     env.filters["version"] = format_version
     env.filters["one_line"] = one_line
     env.filters["pyrepr"] = repr
+    env.filters["cstr"] = c_string
     return env
 
 

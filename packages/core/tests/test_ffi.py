@@ -1,12 +1,16 @@
-"""Both cffi builds describe the same structs as the generated layout tables, and the right build loads."""
+"""Both cffi builds describe the same structs as the committed model of the canonical header, and the right
+build loads."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import dlbind
 from dlbind._ffi import BUILD, ffi
-from dlbind._generated import layout
+
+MODELS = Path(__file__).resolve().parents[3] / "spec" / "models"
 
 
 def test_expected_build_is_loaded() -> None:
@@ -15,13 +19,16 @@ def test_expected_build_is_loaded() -> None:
     assert BUILD == expected == dlbind.ffi_build()
 
 
-def test_struct_sizes_and_offsets_match_layout_tables() -> None:
-    assert layout.STRUCT_SIZES["DLManagedTensorVersioned"] == 80
-    for struct, size in layout.STRUCT_SIZES.items():
-        assert ffi.sizeof(struct) == size, struct
-        assert ffi.alignof(struct) == layout.STRUCT_ALIGNMENTS[struct], struct
-        for field, offset in layout.FIELD_OFFSETS[struct].items():
-            assert ffi.offsetof(struct, field) == offset, f"{struct}.{field}"
+def test_struct_sizes_and_offsets_match_the_model() -> None:
+    major, minor = dlbind.spec.CANONICAL
+    model = json.loads((MODELS / f"dlpack-{major}.{minor}.json").read_text(encoding="utf-8"))
+    assert model["struct_info"]["DLManagedTensorVersioned"]["size"] == 80  # a fact of every 1.x header
+    for struct, info in model["struct_info"].items():
+        ctype = struct if info["typedef"] else f"struct {struct}"
+        assert ffi.sizeof(ctype) == info["size"], struct
+        assert ffi.alignof(ctype) == info["align"], struct
+        for field in model["structs"][struct]:
+            assert ffi.offsetof(ctype, field["name"]) == field["offset"], f"{struct}.{field['name']}"
 
 
 def test_enum_constants_match_python_enums() -> None:

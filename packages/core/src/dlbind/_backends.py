@@ -11,19 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind._generated.enums import DeviceType
+from dlbind._generated.tables import DEVICE_BACKENDS
+from dlbind.devices import device_name
 
 GROUP = "dlbind.backends"
-# Which distribution serves which device type (for the "install ..." hint).
-DISTRIBUTIONS: dict[int, str] = {
-    DeviceType.kDLCUDA: "cuda",
-    DeviceType.kDLCUDAHost: "cuda",
-    DeviceType.kDLCUDAManaged: "cuda",
-    DeviceType.kDLROCM: "rocm",
-    DeviceType.kDLROCMHost: "rocm",
-    DeviceType.kDLMetal: "metal",
-    DeviceType.kDLVulkan: "vulkan",
-}
+# Which distribution serves which device type (for the "install ..." hint): spec/devices.toml.
+DISTRIBUTIONS = DEVICE_BACKENDS
 _LOADED: dict[str, Any] = {}
 _ERRORS: dict[str, str] = {}
 
@@ -55,4 +48,4 @@ def for_device(device_type: int) -> Any:
     name = DISTRIBUTIONS.get(device_type)
     hint = f"pip install 'dlbind[{name}]'" if name else "no dlbind backend exists for it yet"
     problem = f" (dlbind-{name} is installed but failed: {_ERRORS[name]})" if name in _ERRORS else ""
-    raise BufferError(f"synchronising {DeviceType(device_type).name} streams needs a dlbind backend: {hint}{problem}")
+    raise BufferError(f"synchronising {device_name(device_type)} streams needs a dlbind backend: {hint}{problem}")

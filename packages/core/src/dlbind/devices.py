@@ -1,9 +1,10 @@
 """Devices: parsing the forms users write, and the stream rules of each device type.
 
 A device is ``(DeviceType, device_id)``; users may also write ``"cpu"``, ``"cuda:1"``, ``("cuda", 0)``
-or ``(2, 0)``. Stream rules follow the array API's ``__dlpack__``: CUDA ``None``/1 is the legacy
-default stream, 2 the per-thread default, -1 "do not synchronize", 0 is refused; ROCm ``None``/0 is
-the default stream and 1, 2 are refused; CPU-like devices accept only ``None``.
+or ``(2, 0)``. Names, host access and stream rules are the generated tables (``spec/devices.toml``
+joined with the header's ``DLDeviceType``): CUDA ``None``/1 is the legacy default stream, 2 the
+per-thread default, -1 "do not synchronize", 0 is refused; ROCm ``None``/0 is the default stream and
+1, 2 are refused; devices without streams accept only ``None``.
 """
 
 from __future__ import annotations
@@ -11,59 +12,37 @@ from __future__ import annotations
 from typing import Any
 
 from dlbind._generated.enums import DeviceType
+from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM_RULE, HOST_DEVICES, STREAM_RULES
 
-__all__ = ["Device", "check_stream", "parse_device"]
+__all__ = ["HOST_ACCESSIBLE", "Device", "check_stream", "device_name", "parse_device", "stream_free"]
+
+#: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
+HOST_ACCESSIBLE = HOST_DEVICES
 
 Device = tuple[DeviceType, int]
-
-_NAMES: dict[str, DeviceType] = {
-    "cpu": DeviceType.kDLCPU,
-    "cuda": DeviceType.kDLCUDA,
-    "cuda_host": DeviceType.kDLCUDAHost,
-    "cuda_managed": DeviceType.kDLCUDAManaged,
-    "rocm": DeviceType.kDLROCM,
-    "rocm_host": DeviceType.kDLROCMHost,
-    "opencl": DeviceType.kDLOpenCL,
-    "vulkan": DeviceType.kDLVulkan,
-    "metal": DeviceType.kDLMetal,
-    "oneapi": DeviceType.kDLOneAPI,
-    "webgpu": DeviceType.kDLWebGPU,
-    "hexagon": DeviceType.kDLHexagon,
-    "maia": DeviceType.kDLMAIA,
-    "trn": DeviceType.kDLTrn,
-}
-# Device types whose memory the CPU reads directly.
-HOST_ACCESSIBLE = frozenset(
-    {DeviceType.kDLCPU, DeviceType.kDLCUDAHost, DeviceType.kDLCUDAManaged, DeviceType.kDLROCMHost}
-)
-
-# device type -> (streams refused, streams with a fixed meaning). Any int > 2 is a stream handle.
-_STREAM_RULES: dict[DeviceType, tuple[frozenset[int], frozenset[int]]] = {
-    DeviceType.kDLCUDA: (frozenset({0}), frozenset({-1, 1, 2})),
-    DeviceType.kDLCUDAManaged: (frozenset({0}), frozenset({-1, 1, 2})),
-    DeviceType.kDLROCM: (frozenset({1, 2}), frozenset({-1, 0})),
-}
 
 
 def stream_free(device_type: int) -> bool:
     """The device type's stream rule is "None only": no stream orders its memory (CPU-like devices)."""
-    return device_type in DeviceType._value2member_map_ and DeviceType(device_type) not in _STREAM_RULES
+    return device_type in DEVICE_NAMES and STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")].none_only
 
 
 def device_name(device_type: int) -> str:
-    for name, member in _NAMES.items():
-        if member == device_type:
-            return name
-    return f"device type {device_type}"
+    """The user-facing name of a device type (``"cuda"``); ``"device type N"`` for values no header declares."""
+    name = DEVICE_NAMES.get(device_type)
+    return name if name is not None else f"device type {device_type}"
 
 
 def parse_device(device: Any) -> Device:
     """Normalise the forms a user may write to ``(DeviceType, id)``; ValueError/TypeError otherwise."""
     if isinstance(device, str):
         name, _, index = device.partition(":")
-        if name not in _NAMES:
-            raise ValueError(f"unknown device {device!r}; known: {', '.join(_NAMES)}")
-        return _NAMES[name], int(index or 0)
+        value = DEVICE_BY_NAME.get(name)
+        if value is None:
+            raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICE_BY_NAME)}")
+        if index and not index.isdigit():
+            raise ValueError(f"invalid device index in {device!r}: expected 'name' or 'name:N'")
+        return DeviceType(value), int(index or 0)
     if isinstance(device, tuple) and len(device) == 2:
         kind, index = device
         if isinstance(kind, str):
@@ -81,14 +60,8 @@ def check_stream(device_type: int, stream: object) -> None:
         return
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError(f"stream must be None or an int, not {type(stream).__name__}")
-    rules = _STREAM_RULES.get(DeviceType(device_type)) if device_type in DeviceType._value2member_map_ else None
-    if rules is None:
+    rule = STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")]
+    if rule.none_only:
         raise BufferError(f"stream must be None for {device_name(device_type)} tensors (got {stream})")
-    refused, _ = rules
-    if stream < -1 or stream in refused:
-        allowed = (
-            "None, -1, 1 (legacy default), 2 (per-thread default) or a stream handle"
-            if 0 in refused
-            else ("None, -1, 0 (default) or a stream handle")
-        )
-        raise BufferError(f"stream {stream} is not valid for {device_name(device_type)}: use {allowed}")
+    if stream < -1 or stream in rule.refused:
+        raise BufferError(f"stream {stream} is not valid for {device_name(device_type)}: use {rule.allowed}")

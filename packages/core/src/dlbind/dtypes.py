@@ -1,6 +1,7 @@
 """DLPack data types: ``(code, bits, lanes)`` with names, numpy and buffer-format conversions.
 
-Everything here is tables (built from the generated :class:`~dlbind.DataTypeCode`), not branches.
+Names and buffer formats are the generated tables (``spec/dtypes.toml`` joined with the header's
+``DLDataTypeCode``), not branches.
 numpy and ml_dtypes are imported only when a conversion asks for them.
 """
 
@@ -10,6 +11,14 @@ import sys
 from typing import Any, NamedTuple
 
 from dlbind._generated.enums import DataTypeCode
+from dlbind._generated.tables import (
+    DTYPE_BY_NAME,
+    DTYPE_CODE_PATTERNS,
+    DTYPE_CODE_WIDTHS,
+    DTYPE_FORMATS,
+    DTYPE_NAMES,
+    FORMAT_DTYPES,
+)
 
 __all__ = [
     "DType",
@@ -20,43 +29,6 @@ __all__ = [
 ]
 
 _C = DataTypeCode
-
-# (code, bits) -> canonical short name. Sub-byte float names follow ml_dtypes.
-_NAMES: dict[tuple[int, int], str] = {  # keys are (int code, bits)
-    (_C.kDLBool, 8): "bool",
-    **{(_C.kDLInt, b): f"int{b}" for b in (8, 16, 32, 64)},
-    **{(_C.kDLUInt, b): f"uint{b}" for b in (8, 16, 32, 64)},
-    **{(_C.kDLFloat, b): f"float{b}" for b in (16, 32, 64)},
-    (_C.kDLBfloat, 16): "bfloat16",
-    (_C.kDLComplex, 64): "complex64",
-    (_C.kDLComplex, 128): "complex128",
-    **{
-        (member, int(member.name[len("kDLFloat") :].split("_")[0])): "float" + member.name[len("kDLFloat") :]
-        for member in DataTypeCode
-        if member.name.startswith(("kDLFloat8_", "kDLFloat6_", "kDLFloat4_"))
-    },
-}
-_BY_NAME = {name: key for key, name in _NAMES.items()}
-
-# Buffer-protocol format characters (native, standard sizes on every supported platform).
-_FORMATS: dict[str, tuple[int, int]] = {
-    "?": (_C.kDLBool, 8),
-    "b": (_C.kDLInt, 8), "B": (_C.kDLUInt, 8), "c": (_C.kDLUInt, 8),
-    "h": (_C.kDLInt, 16), "H": (_C.kDLUInt, 16),
-    "i": (_C.kDLInt, 32), "I": (_C.kDLUInt, 32),
-    "l": (_C.kDLInt, 64), "L": (_C.kDLUInt, 64),
-    "q": (_C.kDLInt, 64), "Q": (_C.kDLUInt, 64),
-    "n": (_C.kDLInt, 64), "N": (_C.kDLUInt, 64),
-    "e": (_C.kDLFloat, 16), "f": (_C.kDLFloat, 32), "d": (_C.kDLFloat, 64),
-    "Zf": (_C.kDLComplex, 64), "Zd": (_C.kDLComplex, 128),
-}  # fmt: skip
-_TO_FORMAT: dict[tuple[int, int], str] = {
-    (_C.kDLBool, 8): "?",
-    (_C.kDLInt, 8): "b", (_C.kDLUInt, 8): "B", (_C.kDLInt, 16): "h", (_C.kDLUInt, 16): "H",
-    (_C.kDLInt, 32): "i", (_C.kDLUInt, 32): "I", (_C.kDLInt, 64): "q", (_C.kDLUInt, 64): "Q",
-    (_C.kDLFloat, 16): "e", (_C.kDLFloat, 32): "f", (_C.kDLFloat, 64): "d",
-    (_C.kDLComplex, 64): "Zf", (_C.kDLComplex, 128): "Zd",
-}  # fmt: skip
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 # numpy's dtype.kind -> DLPack code for the builtin kinds
 _NUMPY_KINDS: dict[str, int] = {"b": _C.kDLBool, "i": _C.kDLInt, "u": _C.kDLUInt, "f": _C.kDLFloat, "c": _C.kDLComplex}
@@ -71,13 +43,7 @@ class DType(NamedTuple):
 
     @property
     def name(self) -> str:
-        base = _NAMES.get((self.code, self.bits))
-        if base is None:
-            try:
-                code_name = DataTypeCode(self.code).name
-            except ValueError:
-                code_name = f"code{self.code}"
-            base = f"{code_name}:{self.bits}"
+        base = _name(self.code, self.bits)
         return base if self.lanes == 1 else f"{base}x{self.lanes}"
 
     @property
@@ -98,7 +64,7 @@ class DType(NamedTuple):
     @property
     def format(self) -> str:
         """The buffer-protocol format string; ValueError for types the buffer protocol cannot express."""
-        fmt = _TO_FORMAT.get((self.code, self.bits))
+        fmt = DTYPE_FORMATS.get((self.code, self.bits))
         if fmt is None or self.lanes != 1:
             raise ValueError(f"{self.name} has no buffer-protocol format")
         return fmt
@@ -109,10 +75,10 @@ class DType(NamedTuple):
 
         if self.lanes != 1:  # a vector type: each element is a sub-array of `lanes` scalars
             return np.dtype((DType(self.code, self.bits).to_numpy(), (self.lanes,)))
-        fmt = _TO_FORMAT.get((self.code, self.bits))
+        fmt = DTYPE_FORMATS.get((self.code, self.bits))
         if fmt is not None:
             return np.dtype({"Zf": "complex64", "Zd": "complex128"}.get(fmt, fmt))
-        name = _NAMES.get((self.code, self.bits))
+        name = DTYPE_NAMES.get((self.code, self.bits))
         if name is not None:
             try:
                 import ml_dtypes
@@ -127,6 +93,20 @@ class DType(NamedTuple):
 
     def __repr__(self) -> str:
         return f"dlbind.DType({self.name})"
+
+
+def _name(code: int, bits: int) -> str:
+    name = DTYPE_NAMES.get((code, bits))
+    if name is not None:
+        return name
+    pattern = DTYPE_CODE_PATTERNS.get(code)
+    if pattern is not None and DTYPE_CODE_WIDTHS[code] is None:  # every width has a name
+        return pattern.replace("{bits}", str(bits))
+    try:
+        code_name = DataTypeCode(code).name
+    except ValueError:
+        code_name = f"code{code}"
+    return f"{code_name}:{bits}"
 
 
 INT64_MAX = 2**63 - 1
@@ -151,11 +131,16 @@ def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> 
 
 def lookup(name: str) -> DType:
     """``"float32"``, ``"bfloat16"``, ``"float8_e4m3fn"`` -> DType."""
-    try:
-        code, bits = _BY_NAME[name]
-    except KeyError:
-        raise ValueError(f"unknown DLPack dtype name {name!r}; known: {', '.join(sorted(_BY_NAME))}") from None
-    return DType(code, bits)
+    key = DTYPE_BY_NAME.get(name)
+    if key is not None:
+        return DType(*key)
+    for code, pattern in DTYPE_CODE_PATTERNS.items():  # codes whose every width has a name
+        prefix, _, suffix = pattern.partition("{bits}")
+        if DTYPE_CODE_WIDTHS[code] is None and name.startswith(prefix) and name.endswith(suffix):
+            width = name[len(prefix) : len(name) - len(suffix)]
+            if width.isdigit() and int(width) > 0:
+                return DType(code, int(width))
+    raise ValueError(f"unknown DLPack dtype name {name!r}; known: {', '.join(sorted(DTYPE_BY_NAME))}")
 
 
 _FORMAT_CACHE: dict[str, DType] = {}
@@ -171,7 +156,7 @@ def from_format(fmt: str) -> DType:
         order, body = body[0], body[1:]
         if (order in ">!" and _NATIVE != ">") or (order == "<" and _NATIVE != "<"):
             raise BufferError(f"format {fmt!r} is not native-endian: DLPack data must be native-endian")
-    key = _FORMATS.get(body)
+    key = FORMAT_DTYPES.get(body)
     if key is None:
         raise BufferError(f"buffer format {fmt!r} has no DLPack dtype")
     result = _FORMAT_CACHE[fmt] = DType(*key)
@@ -185,8 +170,8 @@ def from_numpy(dtype: Any) -> DType:
     dt = np.dtype(dtype)
     if dt.byteorder not in ("=", "|") and dt.byteorder != _NATIVE:
         raise BufferError(f"dtype {dt} is not native-endian: DLPack data must be native-endian")
-    if dt.name in _BY_NAME:  # builtin names, and ml_dtypes' (float8_e5m2 even claims kind 'f')
-        code, bits = _BY_NAME[dt.name]
+    if dt.name in DTYPE_BY_NAME:  # builtin names, and ml_dtypes' (float8_e5m2 even claims kind 'f')
+        code, bits = DTYPE_BY_NAME[dt.name]
         return DType(code, bits)
     kind_code = _NUMPY_KINDS.get(dt.kind)
     if kind_code is not None and dt.fields is None:

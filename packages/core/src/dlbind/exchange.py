@@ -16,6 +16,7 @@ from typing import Any
 from dlbind import _capi, capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DeviceType
+from dlbind._generated.tables import DEVICE_NAMES
 from dlbind.devices import HOST_ACCESSIBLE, stream_free
 from dlbind.dtypes import DType
 from dlbind.tensor import Tensor, from_managed
@@ -89,7 +90,7 @@ def _pure_table() -> object:
     def stream(device_type: int, device_id: int, out: Any) -> int:
         # dlbind queues no device work: its tensors are ordered on what stream=None names, which every
         # stream rule accepts (no stream, or the default one). Unknown device types are an error.
-        if device_type not in DeviceType._value2member_map_:
+        if device_type not in DEVICE_NAMES:
             return -1
         out[0] = ffi.NULL
         return 0

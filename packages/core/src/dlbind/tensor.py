@@ -14,14 +14,15 @@ from typing import Any
 
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DataTypeCode, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
+from dlbind._generated.tables import KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, DType, byte_size
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
-_KNOWN_CODES = frozenset(int(c) for c in DataTypeCode)
-_KNOWN_DEVICES = frozenset(int(d) for d in DeviceType)
+_KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
+_KNOWN_DEVICES = KNOWN_DEVICE_TYPES
 MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 

@@ -1,0 +1,260 @@
+"""Policy the header does not state (``spec/devices.toml``, ``spec/dtypes.toml``), joined with its enums.
+
+DLPack's header defines the values of ``DLDeviceType`` and ``DLDataTypeCode``; what a runtime also
+needs — a device's user-facing name, whether the host reads its memory, its stream rule and the backend
+that serves it; a dtype's name and buffer format — lives in the two tables. :func:`join` checks them
+against the canonical header: every enum member gets a row (a member without an entry gets a derived
+default, recorded in :attr:`Policy.decisions` for the report); an entry for a member the header lacks,
+an unknown key or a wrong type is a :class:`GeneratorError` naming the file and the entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from .errors import GeneratorError
+from .model import HeaderModel
+
+DEVICE_ENUM = "DLDeviceType"
+DTYPE_ENUM = "DLDataTypeCode"
+_DEVICE_KEYS = {"name", "host", "stream", "backend"}
+_RULE_KEYS = {"none_only", "refused", "allowed"}
+_CODE_KEYS = {"name", "bits"}
+MAX_REFUSED = 4  # the C table's fixed array size
+
+
+@dataclass(frozen=True)
+class StreamRule:
+    name: str
+    none_only: bool
+    refused: tuple[int, ...]
+    allowed: str
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    member: str
+    value: int
+    name: str
+    host: bool
+    stream: str
+    backend: str | None
+    derived: bool
+
+
+@dataclass(frozen=True)
+class CodeRow:
+    member: str
+    value: int
+    pattern: str  # "int{bits}"
+    bits: tuple[int, ...] | None  # None: every width has a name
+    derived: bool
+
+
+@dataclass(frozen=True)
+class DTypeRow:
+    code: int
+    bits: int
+    name: str
+    formats: tuple[str, ...]  # the first is the canonical export format
+
+
+@dataclass(frozen=True)
+class Policy:
+    stream_rules: tuple[StreamRule, ...]
+    devices: tuple[DeviceRow, ...]
+    codes: tuple[CodeRow, ...]
+    dtypes: tuple[DTypeRow, ...]  # every named (code, bits)
+    decisions: tuple[str, ...]  # derived defaults a maintainer should confirm
+
+    @property
+    def device_limit(self) -> int:
+        return max(d.value for d in self.devices) + 1
+
+    @property
+    def code_limit(self) -> int:
+        return max(c.value for c in self.codes) + 1
+
+    def rule_index(self, name: str) -> int:
+        return next(i for i, r in enumerate(self.stream_rules) if r.name == name)
+
+
+def derived_name(member: str) -> str:
+    """``kDLTPU`` -> ``tpu``: the default user-facing name of a member without a policy entry."""
+    return (member[3:] if member.startswith("kDL") else member).lower()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GeneratorError(f"cannot read the policy table: {exc.strerror}", file=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise GeneratorError(f"invalid TOML: {exc}", file=str(path)) from None
+
+
+def _check_keys(entry: Any, allowed: set[str], where: str, path: Path) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise GeneratorError(f"{where} must be a table", file=str(path))
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        known = ", ".join(sorted(allowed))
+        raise GeneratorError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {known}", file=str(path))
+    return entry
+
+
+def _typed(value: Any, kind: type, where: str, path: Path) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise GeneratorError(f"{where} must be a {kind.__name__}, not {value!r}", file=str(path))
+    return value
+
+
+def _members(model: HeaderModel, enum: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return model.enum(enum).members
+    except StopIteration:
+        raise GeneratorError(f"the canonical header declares no {enum}: the policy tables cannot be joined") from None
+
+
+def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
+    rules = []
+    table = data.get("stream_rules", {})
+    if not isinstance(table, dict):
+        raise GeneratorError("[stream_rules] must be a table", file=str(path))
+    for name, raw in table.items():
+        entry = _check_keys(raw, _RULE_KEYS, f"[stream_rules.{name}]", path)
+        refused = tuple(_typed(v, int, f"[stream_rules.{name}].refused", path) for v in entry.get("refused", []))
+        if len(refused) > MAX_REFUSED:
+            raise GeneratorError(f"[stream_rules.{name}] refuses more than {MAX_REFUSED} values", file=str(path))
+        rules.append(
+            StreamRule(
+                name,
+                bool(_typed(entry.get("none_only", False), bool, f"[stream_rules.{name}].none_only", path)),
+                refused,
+                _typed(entry.get("allowed", "None"), str, f"[stream_rules.{name}].allowed", path),
+            )
+        )
+    if "none" not in {r.name for r in rules}:
+        raise GeneratorError("[stream_rules.none] (the rule of devices without streams) is missing", file=str(path))
+    return tuple(rules)
+
+
+def _devices(
+    model: HeaderModel, path: Path, decisions: list[str]
+) -> tuple[tuple[StreamRule, ...], tuple[DeviceRow, ...]]:
+    data = _load(path)
+    _check_keys(data, {"stream_rules", "devices"}, "the top level", path)
+    rules = _stream_rules(data, path)
+    rule_names = {r.name for r in rules}
+    members = _members(model, DEVICE_ENUM)
+    entries = data.get("devices", {})
+    extra = sorted(set(entries) - {m for m, _ in members})
+    if extra:
+        raise GeneratorError(
+            f"[devices.{extra[0]}] names no member of {DEVICE_ENUM} in the canonical header "
+            f"(entries for values the header lacks are errors: remove or rename it)",
+            file=str(path),
+        )
+    rows = []
+    for member, value in members:
+        raw = entries.get(member)
+        if raw is None:
+            name = derived_name(member)
+            decisions.append(
+                f"{DEVICE_ENUM}.{member} ({value}) has no entry in {path.name}: derived name {name!r}, "
+                "not host-accessible, stream None only, no backend"
+            )
+            rows.append(DeviceRow(member, value, name, False, "none", None, True))
+            continue
+        where = f"[devices.{member}]"
+        entry = _check_keys(raw, _DEVICE_KEYS, where, path)
+        missing = sorted({"name", "host", "stream"} - set(entry))
+        if missing:
+            raise GeneratorError(f"{where}: missing {', '.join(missing)}", file=str(path))
+        stream = _typed(entry["stream"], str, f"{where}.stream", path)
+        if stream not in rule_names:
+            raise GeneratorError(f"{where}.stream = {stream!r} is not a rule of [stream_rules]", file=str(path))
+        backend = entry.get("backend")
+        rows.append(
+            DeviceRow(
+                member,
+                value,
+                _typed(entry["name"], str, f"{where}.name", path),
+                _typed(entry["host"], bool, f"{where}.host", path),
+                stream,
+                None if backend is None else _typed(backend, str, f"{where}.backend", path),
+                False,
+            )
+        )
+    names = [r.name for r in rows]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise GeneratorError(f"device name(s) used twice: {', '.join(dupes)}", file=str(path))
+    return rules, tuple(rows)
+
+
+def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
+    data = _load(path)
+    _check_keys(data, {"codes", "formats"}, "the top level", path)
+    members = _members(model, DTYPE_ENUM)
+    entries = data.get("codes", {})
+    extra = sorted(set(entries) - {m for m, _ in members})
+    if extra:
+        raise GeneratorError(
+            f"[codes.{extra[0]}] names no member of {DTYPE_ENUM} in the canonical header "
+            f"(entries for values the header lacks are errors: remove or rename it)",
+            file=str(path),
+        )
+    codes = []
+    for member, value in members:
+        raw = entries.get(member)
+        if raw is None:
+            pattern = derived_name(member) + "{bits}"
+            decisions.append(
+                f"{DTYPE_ENUM}.{member} ({value}) has no entry in {path.name}: derived name "
+                f"{pattern!r}, no buffer format"
+            )
+            codes.append(CodeRow(member, value, pattern, None, True))
+            continue
+        where = f"[codes.{member}]"
+        entry = _check_keys(raw, _CODE_KEYS, where, path)
+        if "name" not in entry:
+            raise GeneratorError(f"{where}: missing name", file=str(path))
+        bits = entry.get("bits")
+        widths = None if bits is None else tuple(_typed(b, int, f"{where}.bits", path) for b in bits)
+        pattern = _typed(entry["name"], str, f"{where}.name", path)
+        if "{bits}" not in pattern and (widths is None or len(widths) != 1):
+            raise GeneratorError(f"{where}: a name without {{bits}} needs exactly one width in bits", file=str(path))
+        codes.append(CodeRow(member, value, pattern, widths, False))
+    dtypes: dict[str, DTypeRow] = {}
+    for c in codes:
+        for b in c.bits or ():
+            name = c.pattern.replace("{bits}", str(b))
+            if name in dtypes:
+                raise GeneratorError(f"dtype name {name!r} is produced twice", file=str(path))
+            dtypes[name] = DTypeRow(c.value, b, name, ())
+    formats = data.get("formats", {})
+    seen: dict[str, str] = {}
+    for name, chars in formats.items():
+        if name not in dtypes:
+            raise GeneratorError(f"[formats].{name} is not a dtype named by [codes]", file=str(path))
+        chars = tuple(_typed(ch, str, f"[formats].{name}", path) for ch in chars)
+        for ch in chars:
+            if ch in seen:
+                raise GeneratorError(f"format {ch!r} is listed for {seen[ch]} and {name}", file=str(path))
+            seen[ch] = name
+        row = dtypes[name]
+        dtypes[name] = DTypeRow(row.code, row.bits, row.name, chars)
+    return tuple(codes), tuple(sorted(dtypes.values(), key=lambda r: (r.code, r.bits)))
+
+
+def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path) -> Policy:
+    """The policy tables joined with ``model``'s enums (the canonical header)."""
+    decisions: list[str] = []
+    rules, devices = _devices(model, devices_toml, decisions)
+    codes, dtypes = _dtypes(model, dtypes_toml, decisions)
+    return Policy(rules, devices, codes, dtypes, tuple(decisions))
