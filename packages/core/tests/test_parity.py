@@ -211,6 +211,29 @@ CASES: dict[str, tuple[str, str | None]] = {
     "tensor repr": ("repr(tensor())", "ok"),
     "tensor numpy": ("np.asarray(tensor()).tolist()", "ok"),
     "tensor metadata": ("(lambda t: (t.size, t.nbytes, t.byte_strides, t.is_contiguous()))(tensor())", "ok"),
+    # -- the buffer protocol (compiled) against the Python metadata it must agree with (pure) ----------
+    "buffer int32": ("view_facts(tensor())", "ok"),
+    "buffer strided": ("view_facts(dlbind.from_dlpack(np.arange(12.0).reshape(3, 4)[:, ::2]))", "ok"),
+    "buffer negative strides": ("view_facts(dlbind.from_dlpack(np.arange(4)[::-1]))", "ok"),
+    "buffer 0-d": ("view_facts(dlbind.from_dlpack(np.array(2.5, dtype=np.float32)))", "ok"),
+    "buffer empty": ("view_facts(dlbind.from_dlpack(np.zeros((0, 3))))", "ok"),
+    "buffer bool": ("view_facts(dlbind.from_dlpack(np.array([True, False])))", "ok"),
+    "buffer complex": ("view_facts(dlbind.from_dlpack(np.array([1j, 2])))", "ok"),
+    "buffer read-only": ("view_facts(dlbind.from_dlpack(READONLY))", "ok"),
+    "buffer byte_offset": ("view_facts(dlbind.from_dlpack(capsule(byte_offset=4, shape=(2,))))", "ok"),
+    "buffer bfloat16": ("view_facts(dlbind.from_dlpack(capsule(code=4, bits=16)))", "BufferError"),
+    "buffer vector": ("view_facts(dlbind.from_dlpack(capsule(lanes=4), allow_vector=True))", "BufferError"),
+    "buffer int128": ("view_facts(dlbind.from_dlpack(capsule(code=0, bits=128)))", "BufferError"),
+    "buffer cuda": ("view_facts(dlbind.from_dlpack(capsule(device_type=2)))", "BufferError"),
+    "buffer managed": ("view_facts(dlbind.from_dlpack(capsule(device_type=13)))", "ok"),
+    # -- torch (its exchange table in the compiled build, __dlpack__ in the pure one) ---------------------
+    "torch from_dlpack": ("dlbind.from_dlpack(torch().arange(6).reshape(2, 3))", None),
+    "torch from_dlpack strided": ("dlbind.from_dlpack(torch().arange(12.0).reshape(3, 4)[:, ::2])", None),
+    "torch convert numpy": ("summary_of_torch(dlbind.convert(np.arange(3.0), to='torch'))", None),
+    "torch convert read-only": ("summary_of_torch(dlbind.convert(READONLY, to='torch'))", None),
+    "torch convert negative strides": ("summary_of_torch(dlbind.convert(np.arange(4)[::-1], to='torch'))", None),
+    "torch convert tensor": ("summary_of_torch(dlbind.convert(tensor(), to='torch'))", None),
+    "torch convert copy=False read-only": ("dlbind.convert(READONLY, to='torch', copy=False)", None),
     # -- the exchange table -----------------------------------------------------------------------------
     "current_work_stream kDLCUDAManaged": ("work_stream(13)", "ok"),
     "current_work_stream kDLCUDA": ("work_stream(2)", "ok"),
@@ -243,6 +266,7 @@ def _namespace() -> dict[str, Any]:
     import faulty
     from dlbind import _capi
     from dlbind._ffi import ffi
+    from dlbind.devices import HOST_ACCESSIBLE, device_name
 
     store = (ctypes.c_char * 64)()
     readonly = np.arange(4.0)
@@ -283,7 +307,33 @@ def _namespace() -> dict[str, Any]:
         def __dlpack__(self, **kwargs: Any) -> object:
             raise RuntimeError("the producer failed")
 
+    def view_facts(t: Any) -> tuple[Any, ...]:
+        if dlbind.ffi_build() == "compiled":
+            with memoryview(t) as m:
+                return m.format, m.shape, m.strides, m.readonly, m.nbytes, np.asarray(m).tolist()
+        # The pure build has no buffer protocol on every Python: the facts the C one must give, from
+        # the Python metadata (the specification).
+        if t.device[0] not in HOST_ACCESSIBLE:
+            raise BufferError(f"the buffer protocol needs host memory; this tensor is on {device_name(t.device[0])}")
+        try:
+            fmt = t.dtype.format
+        except ValueError as exc:
+            raise BufferError(str(exc)) from None
+        values = np.asarray(t).tolist()
+        return fmt, t.shape, t.byte_strides, t.readonly, t.nbytes, values
+
+    def torch() -> Any:
+        import torch
+
+        return torch
+
+    def summary_of_torch(x: Any) -> Any:
+        return ["torch", str(x.dtype), tuple(x.shape), x.stride(), x.tolist()]
+
     return {
+        "view_facts": view_facts,
+        "torch": torch,
+        "summary_of_torch": summary_of_torch,
         "NotACapsule": NotACapsule,
         "CNotACapsule": CNotACapsule,
         "Legacy": Legacy,

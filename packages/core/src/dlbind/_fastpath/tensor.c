@@ -182,6 +182,30 @@ static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args
                                parsed.versioned, flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED));
 }
 
+/* No buffer format: BufferError with the message of the Python rule (Tensor.dtype.format's ValueError). */
+static int dlbind_no_format(PyObject *self) {
+    PyObject *dtype = PyObject_GetAttrString(self, "dtype");
+    PyObject *format = dtype ? PyObject_GetAttrString(dtype, "format") : NULL;
+    Py_XDECREF(dtype);
+    if (format != NULL) { /* the Python side names one: the tables and dtypes.py disagree */
+        Py_DECREF(format);
+        PyErr_SetString(PyExc_SystemError, "dlbind._fastpath: the C and Python buffer formats disagree");
+        return -1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *text = value ? PyObject_Str(value) : NULL;
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        if (text == NULL) return -1;
+        PyErr_SetObject(PyExc_BufferError, text);
+        Py_DECREF(text);
+    }
+    return -1;
+}
+
 /* Buffer protocol: host memory, dtypes the generated tables give a buffer format. */
 static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int flags) {
     DLTensor *t = self->t;
@@ -196,15 +220,7 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
         return -1;
     }
     const char *fmt = t->dtype.lanes == 1 ? dlbind_dtype_format(t->dtype.code, t->dtype.bits) : NULL;
-    if (fmt == NULL) {
-        const char *name = dlbind_dtype_name(t->dtype.code, t->dtype.bits);
-        if (name != NULL && t->dtype.lanes == 1)
-            PyErr_Format(PyExc_BufferError, "%s has no buffer-protocol format", name);
-        else
-            PyErr_Format(PyExc_BufferError, "the buffer protocol has no format for DLPack dtype code %d bits %d lanes %d",
-                         t->dtype.code, t->dtype.bits, t->dtype.lanes);
-        return -1;
-    }
+    if (fmt == NULL) return dlbind_no_format((PyObject *)self);
     Py_ssize_t itemsize = t->dtype.bits / 8, ndim = t->ndim;
     int64_t count, len;
     if (dlbind_count(t->shape, t->ndim, &count) != 0 || __builtin_mul_overflow(count, (int64_t)itemsize, &len)) {
