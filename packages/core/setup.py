@@ -71,7 +71,6 @@ def _options() -> dict[str, object]:
     fastpath = Extension(
         "dlbind._fastpath",
         sources=sorted(str(p) for p in FASTPATH.glob("*.c")),
-        include_dirs=["src"],
         depends=[str(p) for p in (*FASTPATH.glob("*.h"), GENERATED / "dlpack_types.h", GENERATED / "tables.h")],
         extra_compile_args=["-std=c11"] if os.name != "nt" else [],
     )

@@ -309,12 +309,13 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
 
     ``readonly=True`` exports the memory read-only; ``readonly=False`` requires writable memory.
     """
-    if isinstance(obj, Exporter):
-        return obj
     try:
         view: memoryview | None = memoryview(obj)
     except (TypeError, ValueError):  # numpy refuses buffers of dtypes it cannot format (bfloat16, ...)
         view = None
+        # checked only here: an Exporter has no buffer, and the ABC check costs the buffer path nothing
+        if isinstance(obj, Exporter):
+            return obj
     if view is not None:
         try:
             return Exporter(_readonly(_from_buffer(obj, view), readonly))

@@ -68,7 +68,7 @@ static int dlbind_call_address(PyObject *helper, PyObject *arg, void **out) {
     if (arg == NULL) return -1;
     if (helper == NULL) {
         Py_DECREF(arg);
-        PyErr_SetString(PyExc_RuntimeError, "dlbind._fastpath is not configured (import dlbind first)");
+        PyErr_SetString(PyExc_RuntimeError, DLBIND_MODULE " is not configured: import " DLBIND_PACKAGE " first");
         return -1;
     }
     PyObject *res = PyObject_CallOneArg(helper, arg);

@@ -134,7 +134,7 @@ static PyMethodDef dlbind_exporter_methods[] = {
 
 PyTypeObject dlbind_exporter_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "dlbind._fastpath.BufferExporter",
+    .tp_name = DLBIND_MODULE ".BufferExporter",
     .tp_basicsize = sizeof(dlbind_exporter),
     .tp_dealloc = (destructor)dlbind_exporter_dealloc,
     .tp_repr = (reprfunc)dlbind_exporter_repr,

@@ -19,7 +19,32 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dlbind/_generated/dlpack_types.h"
+#include "../_generated/dlpack_types.h" /* the generated declarations, beside this folder */
+
+/* The package the extension belongs to: a vendored copy builds with -DDLBIND_PACKAGE='"mypkg._dlpack"'. */
+#ifndef DLBIND_PACKAGE
+#define DLBIND_PACKAGE "dlbind"
+#endif
+#define DLBIND_MODULE DLBIND_PACKAGE "._fastpath"
+
+/* ---- checked int64 arithmetic: 1 on overflow (then *out is unspecified), 0 otherwise ---------- */
+#if defined(__GNUC__) || defined(__clang__)
+#define dlbind_mul_overflow(a, b, out) __builtin_mul_overflow((int64_t)(a), (int64_t)(b), (out))
+#define dlbind_add_overflow(a, b, out) __builtin_add_overflow((int64_t)(a), (int64_t)(b), (out))
+#else /* MSVC: the same checks by division */
+static inline int dlbind_mul_overflow(int64_t a, int64_t b, int64_t *out) {
+    if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+              : (b > 0 ? a < INT64_MIN / b : (a != 0 && b < INT64_MAX / a)))
+        return 1;
+    *out = a * b;
+    return 0;
+}
+static inline int dlbind_add_overflow(int64_t a, int64_t b, int64_t *out) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
+    *out = a + b;
+    return 0;
+}
+#endif
 
 /* ---- configuration (module.c) -------------------------------------------------------------- */
 typedef struct {

@@ -14,7 +14,7 @@ unsigned long long dlbind_export_count = 0;
 
 int dlbind_configured(void) {
     if (dlbind_cfg.tensor_type != NULL) return 1;
-    PyErr_SetString(PyExc_RuntimeError, "dlbind._fastpath is not configured: import dlbind first");
+    PyErr_SetString(PyExc_RuntimeError, DLBIND_MODULE " is not configured: import " DLBIND_PACKAGE " first");
     return 0;
 }
 
@@ -49,7 +49,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
         }
     }
     if (!PyType_Check(v[0]) || !PyType_IsSubtype((PyTypeObject *)v[0], &dlbind_tensor_core_type)) {
-        PyErr_SetString(PyExc_TypeError, "configure(): tensor_type must be a subclass of dlbind._fastpath.TensorCore");
+        PyErr_SetString(PyExc_TypeError, "configure(): tensor_type must be a subclass of " DLBIND_MODULE ".TensorCore");
         return NULL;
     }
     for (int i = 2; i <= 10; i++)
@@ -110,7 +110,7 @@ static PyMethodDef dlbind_methods[] = {
 
 static struct PyModuleDef dlbind_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "dlbind._fastpath",
+    .m_name = DLBIND_MODULE,
     .m_doc = "The compiled build's hot paths (capsules, exporter, tensor, exchange table); configured by dlbind at import.",
     .m_size = -1,
     .m_methods = dlbind_methods,

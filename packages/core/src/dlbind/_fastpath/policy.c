@@ -4,7 +4,7 @@
  * code or a buffer format. */
 #include "fastpath.h"
 
-#include "dlbind/_generated/tables.h"
+#include "../_generated/tables.h"
 
 const char *dlbind_device_name(int64_t device_type) {
     if (device_type < 0 || device_type >= DLBIND_DEVICE_TYPE_LIMIT) return NULL;
@@ -75,7 +75,7 @@ int dlbind_count(const int64_t *shape, int ndim, int64_t *out) {
             return 0;
         }
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count)) return -1;
+        if (shape[i] < 0 || dlbind_mul_overflow(count, shape[i], &count)) return -1;
     *out = count;
     return 0;
 }
@@ -84,11 +84,11 @@ int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out) {
     int64_t bits_per_item = (int64_t)dtype.bits * (int64_t)dtype.lanes;
     int64_t itemsize = (bits_per_item + 7) / 8;
     if (itemsize < 1) itemsize = 1;
-    if (bits_per_item % 8 == 0 || padded) return __builtin_mul_overflow(count, itemsize, out) ? -1 : 0;
+    if (bits_per_item % 8 == 0 || padded) return dlbind_mul_overflow(count, itemsize, out) ? -1 : 0;
     /* (count * bits + 7) / 8 without the intermediate product: count = 8q + r */
     int64_t whole;
-    if (__builtin_mul_overflow(count / 8, bits_per_item, &whole) ||
-        __builtin_add_overflow(whole, ((count % 8) * bits_per_item + 7) / 8, out))
+    if (dlbind_mul_overflow(count / 8, bits_per_item, &whole) ||
+        dlbind_add_overflow(whole, ((count % 8) * bits_per_item + 7) / 8, out))
         return -1;
     return 0;
 }

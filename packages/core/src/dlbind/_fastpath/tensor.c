@@ -47,7 +47,7 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
     if (t->ndim > 0 && t->strides == NULL) { /* the row-major strides wrap wants must fit in int64 */
         int64_t acc = 1;
         for (int i = t->ndim - 1; i > 0; i--)
-            if (__builtin_mul_overflow(acc, t->shape[i], &acc)) return 0;
+            if (dlbind_mul_overflow(acc, t->shape[i], &acc)) return 0;
     }
     return 1;
 }
@@ -67,7 +67,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
             PyErr_Restore(type, value, tb);
         } else {
             Py_DECREF(res);
-            PyErr_SetString(PyExc_SystemError, "dlbind._fastpath: the C and Python checks of a DLPack tensor disagree");
+            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the C and Python checks of a DLPack tensor disagree");
             dlbind_call_deleter(m, versioned);
         }
         return NULL;
@@ -189,7 +189,7 @@ static int dlbind_no_format(PyObject *self) {
     Py_XDECREF(dtype);
     if (format != NULL) { /* the Python side names one: the tables and dtypes.py disagree */
         Py_DECREF(format);
-        PyErr_SetString(PyExc_SystemError, "dlbind._fastpath: the C and Python buffer formats disagree");
+        PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the C and Python buffer formats disagree");
         return -1;
     }
     if (PyErr_ExceptionMatches(PyExc_ValueError)) {
@@ -223,7 +223,7 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
     if (fmt == NULL) return dlbind_no_format((PyObject *)self);
     Py_ssize_t itemsize = t->dtype.bits / 8, ndim = t->ndim;
     int64_t count, len;
-    if (dlbind_count(t->shape, t->ndim, &count) != 0 || __builtin_mul_overflow(count, (int64_t)itemsize, &len)) {
+    if (dlbind_count(t->shape, t->ndim, &count) != 0 || dlbind_mul_overflow(count, (int64_t)itemsize, &len)) {
         PyErr_SetString(PyExc_BufferError, "the tensor's byte size does not fit in int64");
         return -1;
     }
@@ -234,7 +234,7 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
     }
     for (Py_ssize_t i = 0; i < ndim; i++) {
         int64_t byte_stride;
-        if (__builtin_mul_overflow(self->strides[i], (int64_t)itemsize, &byte_stride)) {
+        if (dlbind_mul_overflow(self->strides[i], (int64_t)itemsize, &byte_stride)) {
             PyMem_Free(dims);
             PyErr_Format(PyExc_BufferError, "stride %lld of %zd-byte items does not fit in int64 bytes",
                          (long long)self->strides[i], itemsize);
@@ -288,7 +288,7 @@ static PyMethodDef dlbind_tensor_methods[] = {
 
 PyTypeObject dlbind_tensor_core_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "dlbind._fastpath.TensorCore",
+    .tp_name = DLBIND_MODULE ".TensorCore",
     .tp_basicsize = sizeof(dlbind_tensor),
     .tp_dealloc = (destructor)dlbind_tensor_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
