@@ -72,6 +72,7 @@ extern unsigned long long dlbind_deleter_count;
 extern unsigned long long dlbind_export_count;
 
 /* ---- policy.c: the generated tables, and checked arithmetic --------------------------------- */
+void dlbind_policy_init(void);                       /* once, at module init */
 const char *dlbind_device_name(int64_t device_type); /* NULL: not a DLPack device type */
 int dlbind_device_known(int64_t device_type);
 int dlbind_device_host(int64_t device_type);          /* the CPU reads its memory directly */

@@ -117,6 +117,7 @@ static struct PyModuleDef dlbind_module = {
 };
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
+    dlbind_policy_init();
     if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0) return NULL;
     PyObject *module = PyModule_Create(&dlbind_module);
     if (module == NULL) return NULL;

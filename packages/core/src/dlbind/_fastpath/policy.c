@@ -43,6 +43,18 @@ const char *dlbind_dtype_format(int code, int bits) {
     return row ? row->format : NULL;
 }
 
+/* DLBIND_FORMATS row of each one-character format (-1: none), made from the table at module init. */
+static signed char dlbind_single_char_row[128];
+_Static_assert(DLBIND_FORMAT_COUNT < 128, "format rows are indexed by signed char");
+
+void dlbind_policy_init(void) {
+    memset(dlbind_single_char_row, -1, sizeof dlbind_single_char_row);
+    for (size_t i = DLBIND_FORMAT_COUNT; i-- > 0;) {
+        const char *f = DLBIND_FORMATS[i].format;
+        if (f[0] != '\0' && f[1] == '\0' && (unsigned char)f[0] < 128) dlbind_single_char_row[(unsigned char)f[0]] = (signed char)i;
+    }
+}
+
 int dlbind_format_dtype(const char *format, DLDataType *out) {
     if (format == NULL) format = "B"; /* the buffer protocol's default: unsigned bytes */
     switch (format[0]) {           /* byte order: native only, as dlbind.dtypes.from_format */
@@ -56,7 +68,13 @@ int dlbind_format_dtype(const char *format, DLDataType *out) {
 #endif
         default: break;
     }
-    for (size_t i = 0; i < DLBIND_FORMAT_COUNT; i++) {
+    size_t first = 0;
+    if (format[0] != '\0' && format[1] == '\0' && (unsigned char)format[0] < 128) { /* one character: the index */
+        signed char row = dlbind_single_char_row[(unsigned char)format[0]];
+        if (row < 0) return 0;
+        first = (size_t)row;
+    }
+    for (size_t i = first; i < DLBIND_FORMAT_COUNT; i++) {
         if (strcmp(DLBIND_FORMATS[i].format, format) == 0) {
             out->code = DLBIND_FORMATS[i].code;
             out->bits = (uint8_t)DLBIND_FORMATS[i].bits;
