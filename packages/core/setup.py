@@ -31,7 +31,6 @@ GENERATED = Path("src/dlbind/_generated")
 def _compiler_problem() -> str | None:
     """None when a C compiler builds against this Python's headers; otherwise what went wrong."""
     from setuptools._distutils.ccompiler import new_compiler
-    from setuptools._distutils.errors import CCompilerError, DistutilsError
     from setuptools._distutils.sysconfig import customize_compiler
 
     probe = Path(tempfile.mkdtemp(prefix="dlbind-cc-"))
@@ -43,7 +42,7 @@ def _compiler_problem() -> str | None:
         customize_compiler(compiler)
         command = str(getattr(compiler, "compiler_so", [command])[0])
         compiler.compile([str(source)], output_dir=str(probe), include_dirs=[sysconfig.get_paths()["include"]])
-    except (CCompilerError, DistutilsError, OSError) as exc:
+    except Exception as exc:  # any failure (distutils' errors come from more than one module) means no compiler
         status = re.search(r"exit (?:status|code) (-?\d+)", str(exc))
         reason = (
             f"exit status {status.group(1)}" if status else (" ".join(str(exc).split()) or type(exc).__name__)[:120]

@@ -13,7 +13,7 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[1]
 
-pytest.importorskip("setuptools", reason="setup.py needs setuptools")
+pytest.importorskip("setuptools", minversion="77", reason="setup.py needs setuptools>=77 (pyproject's build-system)")
 pytest.importorskip("cffi", reason="setup.py needs cffi")
 
 
