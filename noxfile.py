@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -90,9 +91,13 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build the sdist and wheel of every distribution into dist/."""
+    """Build the sdist and the wheel (from the sdist) of core and generator into dist/, then check them installed."""
     session.install(*_group("build"))
-    session.run("python", "-m", "build", "--outdir", "dist", CORE)
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)  # only this run's files, so the check sees one of each
+    for project in (CORE, GENERATOR):
+        session.run("python", "-m", "build", "--outdir", str(dist), project)
+    session.run("python", ".ci/check_dist.py", str(dist))
 
 
 DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "array-api-strict==2.6.1",

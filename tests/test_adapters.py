@@ -18,7 +18,7 @@ import pytest
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
-from dlbind.conversion import library_of, resolve
+from dlbind.planner import library_of, resolve
 
 INSTALLED = [name for name, a in ADAPTERS.items() if a.verified]
 

@@ -6,6 +6,7 @@ Logic lives here (filters, view building); templates only lay text out. Python o
 
 from __future__ import annotations
 
+import importlib.resources
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,16 @@ from .merge import MergedModel
 from .model import HeaderModel
 from .sources import format_version
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+def _template_dir() -> Path:
+    """The Jinja templates: package data of ``dlbind_generator.templates`` (``generator/templates`` in the checkout)."""
+    found = importlib.resources.files("dlbind_generator.templates")
+    if not isinstance(found, Path):  # e.g. a zipped install: Jinja's FileSystemLoader needs a folder
+        raise GeneratorError(f"the generator's templates are not a folder on disk ({found!r}): install it unzipped")
+    return found
+
+
+TEMPLATES = _template_dir()
 FLAG_PREFIX = "DLPACK_FLAG_BITMASK_"
 
 

@@ -5,8 +5,7 @@ Importing dlbind loads no array library and no device backend.
 
 from __future__ import annotations
 
-from dlbind import exchange, spec
-from dlbind import tensor as _tensor
+from dlbind import _wiring, exchange, spec
 from dlbind._backends import backends
 from dlbind._ffi import native as _native
 from dlbind._generated.enums import (
@@ -33,7 +32,7 @@ Tensor.__dlpack_c_exchange_api__ = exchange.table()
 
 # The compiled build answers the common calls in C and hands every other case to the Python
 # implementations imported above (same signatures, same errors).
-_tensor._configure()
+_wiring.configure()
 if _native is not None:
     asdlpack = _native.asdlpack
     from_dlpack = _native.from_dlpack

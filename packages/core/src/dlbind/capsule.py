@@ -12,8 +12,10 @@ us), and returns the struct pointer; :class:`Owner` calls the producer's deleter
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from dlbind import _capi
 from dlbind._ffi import ffi, native
@@ -37,32 +39,129 @@ def stats() -> tuple[int, int]:
     return _COUNTS["exports"], _COUNTS["deleted"]
 
 
-# The pure build fills a whole struct with one struct.pack_into (x86-64/LP64 layout, checked
-# against cffi's own at import; elsewhere the field-by-field path below is used).
-_PACK_V = struct.Struct("<IIQQQQiiiBBHQQQ")
-_PACK_L = struct.Struct("<QiiiBBHQQQQQ")
-_PACKED = (
-    native is None
-    and _PACK_V.size == ffi.sizeof("DLManagedTensorVersioned")
-    and _PACK_L.size == ffi.sizeof("DLManagedTensor")
-    and ffi.offsetof("DLManagedTensorVersioned", "dl_tensor") == 32
-    and ffi.offsetof("DLManagedTensor", "deleter") == 56
-    and ffi.offsetof("DLTensor", "shape") == 24
+# The pure build fills a whole struct (then shape and strides) with one struct.pack_into. The format
+# is derived once, here, from cffi's layout of the loaded declarations: the fields dlbind sets, in
+# offset order, with explicit pad bytes between them. struct zero-fills pad bytes, so every field
+# dlbind does not set (manager_ctx, or one a newer header adds) is zero, as ffi.new would leave it.
+# The values export_args passes, by field path; each struct's format takes the ones it has.
+FIELDS = (
+    "version.major",
+    "version.minor",
+    "deleter",
+    "flags",
+    "dl_tensor.data",
+    "dl_tensor.device.device_type",
+    "dl_tensor.device.device_id",
+    "dl_tensor.ndim",
+    "dl_tensor.dtype.code",
+    "dl_tensor.dtype.bits",
+    "dl_tensor.dtype.lanes",
+    "dl_tensor.shape",
+    "dl_tensor.strides",
+    "dl_tensor.byte_offset",
 )
+_INTEGER_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+_FLOAT_FORMATS = {"float": "f", "double": "d", "_Bool": "?", "bool": "?"}
 
 
-_PACKERS: dict[tuple[int, int], struct.Struct] = {}
+class PackedLayout(NamedTuple):
+    """One struct's packing: ``struct_`` over the first ``size`` bytes (``size``: the struct's
+    size rounded up to the alignment of the dimension arrays that follow it); ``order`` picks, from
+    a tuple of values in :data:`FIELDS` order, the ones this struct has, in its own order (None when
+    that is the tuple itself: the struct sets every field, in :data:`FIELDS` order)."""
+
+    struct_: struct.Struct
+    size: int
+    order: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None
+    paths: tuple[str, ...]
+
+
+def _scalar_format(ffi_: Any, ctype: Any) -> str | None:
+    """The ``struct`` format of one C scalar in native byte order and standard size; None if none."""
+    if ctype.kind in ("pointer", "function"):
+        return _INTEGER_FORMATS[ffi_.sizeof("void *")].upper()
+    if ctype.kind == "primitive" and ctype.cname in _FLOAT_FORMATS:
+        return _FLOAT_FORMATS[ctype.cname]
+    if ctype.kind in ("primitive", "enum"):
+        fmt = _INTEGER_FORMATS.get(ffi_.sizeof(ctype))
+        if fmt is None or ctype.cname == "char":
+            return None
+        return fmt if int(ffi_.cast(ctype, -1)) < 0 else fmt.upper()
+    return None
+
+
+def _leaves(ffi_: Any, ctype: Any, prefix: str, base: int) -> list[tuple[str, int, Any, int]]:
+    """(path, offset, type, bitsize) of every non-struct field of a struct, nested structs flattened."""
+    out = []
+    for name, field in ctype.fields:
+        path, offset = f"{prefix}{name}", base + field.offset
+        if field.type.kind == "struct":
+            out.extend(_leaves(ffi_, field.type, path + ".", offset))
+        else:
+            out.append((path, offset, field.type, field.bitsize))
+    return out
+
+
+def packed_layout(ffi_: Any, struct_name: str, fields: tuple[str, ...] = FIELDS) -> PackedLayout | None:
+    """The packing of ``struct_name`` as ``ffi_`` lays it out, setting the fields named in ``fields``.
+
+    None when a field can not be packed with ``struct`` (a bitfield, an unusual type), or when a
+    field dlbind must set is missing: export then fills the struct field by field through cffi.
+    """
+    ctype = ffi_.typeof(struct_name)
+    leaves = {path: (offset, leaf_type, bits) for path, offset, leaf_type, bits in _leaves(ffi_, ctype, "", 0)}
+    # a path whose top-level field the struct has must be there (DLManagedTensor has no version)
+    tops = {name for name, _ in ctype.fields}
+    if any(path.partition(".")[0] in tops and path not in leaves for path in fields):
+        return None
+    used = sorted((leaves[path][0], path) for path in fields if path in leaves)
+    dim_align = ffi_.alignof(dict(ffi_.typeof("DLTensor").fields)["shape"].type.item)
+    size = -(-ffi_.sizeof(ctype) // dim_align) * dim_align
+    parts, end = ["="], 0
+    for offset, path in used:
+        fmt = _scalar_format(ffi_, leaves[path][1])
+        if fmt is None or leaves[path][2] >= 0 or offset < end:
+            return None
+        parts.append(f"{offset - end}x{fmt}" if offset > end else fmt)
+        end = offset + struct.calcsize("=" + fmt)
+    parts.append(f"{size - end}x" if size > end else "")
+    packer = struct.Struct("".join(parts))
+    paths = tuple(path for _, path in used)
+    if paths == fields:
+        return PackedLayout(packer, size, None, paths)
+    getter = operator.itemgetter(*(fields.index(path) for path in paths))
+    order: Callable[[tuple[Any, ...]], tuple[Any, ...]] = getter if len(paths) > 1 else lambda v: (getter(v),)
+    return PackedLayout(packer, size, order, paths)
+
+
+def _dims_format(ffi_: Any) -> str | None:
+    fmt = _scalar_format(ffi_, dict(ffi_.typeof("DLTensor").fields)["shape"].type.item)
+    return fmt if fmt is not None and fmt.islower() else None
+
+
+_LAYOUT_V = packed_layout(ffi, "DLManagedTensorVersioned")
+_LAYOUT_L = packed_layout(ffi, "DLManagedTensor")
+_DIM = _dims_format(ffi)
+_PACKED = native is None and _LAYOUT_V is not None and _LAYOUT_L is not None and _DIM is not None
+# what the hot path reads, as plain globals
+_DIM_SIZE = struct.calcsize("=" + _DIM) if _DIM else 0
+_SIZE_V = _LAYOUT_V.size if _LAYOUT_V else 0
+_SIZE_L = _LAYOUT_L.size if _LAYOUT_L else 0
+_ORDER_V = _LAYOUT_V.order if _LAYOUT_V else None
+_ORDER_L = _LAYOUT_L.order if _LAYOUT_L else None
+
+_PACKERS: dict[tuple[bool, int], struct.Struct] = {}
 # Freed blocks by size, reused by the next export: (cdata, address, buffer, size). A block returns
 # here only after its deleter ran, that is after its consumer let go (the spec's exactly-once rule).
 _POOLS: dict[int, list[tuple[Any, int, Any, int]]] = {}
 _POOL_MAX = 64
 
 
-def _packer(head: struct.Struct, ndim: int) -> struct.Struct:
-    key = (head.size, ndim)
-    packer = _PACKERS.get(key)
-    if packer is None:
-        packer = _PACKERS[key] = struct.Struct(head.format + "q" * (2 * ndim))
+def _packer(versioned: bool, ndim: int) -> struct.Struct:
+    """The struct, then ``ndim`` shape and ``ndim`` strides entries."""
+    layout = _LAYOUT_V if versioned else _LAYOUT_L
+    assert layout is not None and _DIM is not None
+    packer = _PACKERS[versioned, ndim] = struct.Struct(layout.struct_.format + f"{2 * ndim}{_DIM}")
     return packer
 
 
@@ -121,7 +220,7 @@ def export_args(args: tuple[Any, ...]) -> object:
     if _PACKED:
         # one allocation, one pack: the struct, then shape and strides
         ndim = len(shape)
-        size = (_PACK_V.size if versioned else _PACK_L.size) + 16 * ndim
+        size = (_SIZE_V if versioned else _SIZE_L) + 2 * _DIM_SIZE * ndim
         pool = _POOLS.get(size)
         if pool:  # a block whose deleter already ran
             block = pool.pop()
@@ -129,19 +228,22 @@ def export_args(args: tuple[Any, ...]) -> object:
             managed = ffi.new("char[]", size)
             block = (managed, int(ffi.cast("uintptr_t", managed)), ffi.buffer(managed), size)
         address, buffer = block[1], block[2]
-        dims_at = address + size - 16 * ndim if ndim else 0
-        strides_at = dims_at + 8 * ndim if ndim else 0
+        dims_at = address + size - 2 * _DIM_SIZE * ndim if ndim else 0
+        strides_at = dims_at + _DIM_SIZE * ndim if ndim else 0
         code, bits, lanes = dtype
-        if versioned:
-            _packer(_PACK_V, ndim).pack_into(
-                buffer, 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 0, _DELETER_V, flags, data, device[0],
+        packer = _PACKERS.get((versioned, ndim)) or _packer(versioned, ndim)
+        if versioned and _ORDER_V is None:  # the struct's fields are FIELDS, in that order: pass them as they are
+            packer.pack_into(
+                buffer, 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V, flags, data, device[0],
                 device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset, *shape, *strides,
             )  # fmt: skip
         else:
-            _packer(_PACK_L, ndim).pack_into(
-                buffer, 0, data, device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
-                0, _DELETER_L, *shape, *strides,
-            )  # fmt: skip
+            order: Any = _ORDER_V if versioned else _ORDER_L
+            values = order((
+                DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V if versioned else _DELETER_L, flags, data,
+                device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
+            ))  # fmt: skip
+            packer.pack_into(buffer, 0, *values, *shape, *strides)
         _LIVE[address] = (block, owner)
     else:
         managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)

@@ -109,7 +109,7 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
     import numpy as np
 
     import dlbind
-    from dlbind.conversion import library_of
+    from dlbind.planner import library_of
 
     if "jax" in libs:
         jax: Any = importlib.import_module("jax")  # optional: only when jax is being checked

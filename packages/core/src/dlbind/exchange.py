@@ -19,6 +19,7 @@ from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, 
 from dlbind._generated.tables import DEVICE_NAMES
 from dlbind.devices import HOST_ACCESSIBLE, stream_free
 from dlbind.dtypes import DType
+from dlbind.export import Memory, contiguous_strides, export_memory
 from dlbind.tensor import Tensor, from_managed
 
 __all__ = ["import_object", "table"]
@@ -43,8 +44,6 @@ def object_from_managed(address: int) -> Tensor:
 
 def allocate(prototype_address: int) -> int:
     """A new zero-filled host tensor shaped like the prototype ``DLTensor*``; returns its owned address."""
-    from dlbind.producer import Memory, _contiguous_strides, export_memory
-
     proto = ffi.cast("DLTensor *", prototype_address)
     if int(proto.device.device_type) not in HOST_ACCESSIBLE:
         raise BufferError(f"dlbind allocates host memory only, not device type {int(proto.device.device_type)}")
@@ -56,7 +55,7 @@ def allocate(prototype_address: int) -> int:
         size *= d
     store = bytearray(dtype.nbytes(size))
     data = ctypes.addressof((ctypes.c_char * len(store)).from_buffer(store)) if store else 0
-    mem = Memory(data, shape, _contiguous_strides(shape), dtype, (DeviceType.kDLCPU, 0), 0, False, store)
+    mem = Memory(data, shape, contiguous_strides(shape), dtype, (DeviceType.kDLCPU, 0), 0, False, store)
     managed, _ = capsule.take(export_memory(mem, max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
     return int(ffi.cast("uintptr_t", managed))
 

@@ -18,6 +18,7 @@ from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind._generated.tables import KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, DType, byte_size
+from dlbind.export import export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
@@ -59,8 +60,6 @@ class _PureCore:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> object:
-        from dlbind.producer import export_view
-
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
 
@@ -148,8 +147,6 @@ class Tensor(_Core):  # type: ignore[misc]
 
     def copy(self) -> Tensor:
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
-        from dlbind.producer import export_view
-
         return from_capsule(export_view(self, max_version=(1, 3), copy=True))
 
     # -- exporting again -----------------------------------------------------------------------
@@ -294,26 +291,3 @@ def from_capsule(capsule: object, *, stream: int | None = None, allow_vector: bo
     if stream is not None:
         check_stream(tensor._device_type, stream)
     return tensor
-
-
-def _configure() -> None:
-    """Hand the compiled fast path (``dlbind._fastpath``) every Python piece it calls, by name."""
-    if native is None:
-        return
-    from dlbind import consumer, conversion, exchange, producer
-
-    producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter
-    native.configure(
-        tensor_type=Tensor,
-        cpu_device=(DeviceType.kDLCPU, 0),
-        asdlpack=producer.asdlpack,
-        from_dlpack=consumer.from_dlpack,
-        check_managed=check_managed,
-        export_view=producer.export_view,
-        after_type_error=consumer.after_type_error,
-        managed_from_object=exchange.managed_from_object,
-        object_from_managed=exchange.object_from_managed,
-        allocate=exchange.allocate,
-        convert=conversion.convert,
-        convert_routes=conversion._C_ROUTES,
-    )

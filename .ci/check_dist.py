@@ -1,0 +1,167 @@
+"""Check the built distributions in dist/ the way a user meets them: as files, then installed in fresh venvs.
+
+Run by ``nox -s build`` after ``python -m build`` (sdist, then the wheel from the sdist) of every
+distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/ holds them.
+
+1. Contents: each sdist and wheel carries ``LICENSE``; the core's sdist carries every C source and header,
+   ``.pyi`` stub and ``py.typed`` under ``packages/core/src/dlbind`` (at any depth), its wheel the stubs and
+   ``py.typed`` and no C source; the generator's wheel carries its templates and stub headers.
+2. The wheels, installed (non-editable) in a fresh venv: ``import dlbind`` reports the compiled build,
+   ``python -m dlbind_generator --help`` works, and ``generate --check`` run from the repository root finds
+   ``spec/`` and the headers and reports the generated files up to date.
+3. The core's sdist, installed in another fresh venv with ``CC=/bin/false`` (no working C compiler), gives
+   the pure build: ``dlbind.ffi_build() == "pure"``.
+
+Exit status 0 when every check passes; otherwise 1, after printing every failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import venv
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE_SRC = ROOT / "packages" / "core" / "src" / "dlbind"
+GENERATOR = ROOT / "generator"
+
+
+class Failures:
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def check(self, ok: bool, message: str) -> None:
+        print(f"  {'ok  ' if ok else 'FAIL'} {message}", flush=True)
+        if not ok:
+            self.messages.append(message)
+
+
+def _one(dist_dir: Path, pattern: str) -> Path:
+    found = sorted(dist_dir.glob(pattern))
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise SystemExit(
+            f"check_dist: expected exactly one {pattern} in {dist_dir}, found {names} (run `nox -s build`)"
+        )
+    return found[0]
+
+
+def _sdist_names(path: Path) -> set[str]:
+    with tarfile.open(path) as tf:
+        # Drop the leading "name-version/" folder.
+        return {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name and m.isfile()}
+
+
+def _wheel_names(path: Path) -> set[str]:
+    with zipfile.ZipFile(path) as zf:
+        return set(zf.namelist())
+
+
+def _core_build_inputs() -> set[str]:
+    """Every file of the source tree the core's build reads besides Python: C, headers, stubs, typing marker."""
+    names = set()
+    for pattern in ("*.c", "*.h", "*.pyi", "py.typed"):
+        for p in CORE_SRC.rglob(pattern):
+            if "__pycache__" not in p.parts:
+                names.add(p.relative_to(CORE_SRC.parent.parent).as_posix())  # "src/dlbind/..."
+    return names
+
+
+def check_contents(dist_dir: Path, f: Failures) -> None:
+    print("contents", flush=True)
+    core_sdist, core_wheel = _one(dist_dir, "dlbind-*.tar.gz"), _one(dist_dir, "dlbind-*.whl")
+    gen_sdist, gen_wheel = _one(dist_dir, "dlbind_generator-*.tar.gz"), _one(dist_dir, "dlbind_generator-*.whl")
+
+    for sdist in (core_sdist, gen_sdist):
+        f.check("LICENSE" in _sdist_names(sdist), f"{sdist.name} carries LICENSE")
+    for wheel in (core_wheel, gen_wheel):
+        f.check(
+            any(n.endswith(".dist-info/licenses/LICENSE") for n in _wheel_names(wheel)),
+            f"{wheel.name} carries LICENSE",
+        )
+
+    inputs = _core_build_inputs()
+    missing = sorted(inputs - _sdist_names(core_sdist))
+    f.check(
+        bool(inputs) and not missing, f"{core_sdist.name} carries all {len(inputs)} C/header/stub files {missing or ''}"
+    )
+    wheel = _wheel_names(core_wheel)
+    f.check("dlbind/py.typed" in wheel, f"{core_wheel.name} carries py.typed")
+    stubs = {n.removeprefix("src/") for n in inputs if n.endswith(".pyi")}
+    f.check(stubs <= wheel, f"{core_wheel.name} carries the {len(stubs)} .pyi stubs {sorted(stubs - wheel) or ''}")
+    c_files = sorted(n for n in wheel if n.endswith((".c", ".h")))
+    f.check(not c_files, f"{core_wheel.name} carries no C sources {c_files or ''}")
+
+    wheel = _wheel_names(gen_wheel)
+    templates = {f"dlbind_generator/templates/{p.name}" for p in (GENERATOR / "templates").glob("*.j2")}
+    f.check(bool(templates) and templates <= wheel, f"{gen_wheel.name} carries the {len(templates)} templates")
+    stub_headers = {f"dlbind_generator/stubs/{p.name}" for p in (GENERATOR / "src/dlbind_generator/stubs").glob("*.h")}
+    f.check(bool(stub_headers) and stub_headers <= wheel, f"{gen_wheel.name} carries the C stub headers")
+
+
+def _venv(path: Path) -> Path:
+    venv.EnvBuilder(with_pip=True, clear=True).create(path)
+    return path / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+def _run(
+    f: Failures, what: str, args: list[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None, expect: str = ""
+) -> str:
+    start = time.perf_counter()
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    out = proc.stdout + proc.stderr
+    ok = proc.returncode == 0 and expect in out
+    f.check(ok, f"{what} ({time.perf_counter() - start:.1f} s)")
+    if not ok:
+        print("    " + "\n    ".join(out.strip().splitlines()[-25:]), flush=True)
+    return proc.stdout
+
+
+def check_wheels(dist_dir: Path, tmp: Path, f: Failures) -> None:
+    print("wheels in a fresh venv", flush=True)
+    py = str(_venv(tmp / "wheels"))
+    wheels = [str(_one(dist_dir, "dlbind-*.whl")), str(_one(dist_dir, "dlbind_generator-*.whl"))]
+    _run(f, "pip install both wheels", [py, "-m", "pip", "install", "--quiet", *wheels])
+    # Run outside the checkout so that the installed packages, not the source tree, are imported.
+    _run(f, "import dlbind: compiled build", [py, "-c", "import dlbind; print(dlbind.ffi_build())"],
+         cwd=tmp, expect="compiled")  # fmt: skip
+    _run(f, "python -m dlbind_generator --help", [py, "-m", "dlbind_generator", "--help"], cwd=tmp, expect="generate")
+    _run(f, "installed generator: generate --check from the repository root",
+         [py, "-m", "dlbind_generator", "generate", "--check"], expect="up to date")  # fmt: skip
+
+
+def check_pure_sdist(dist_dir: Path, tmp: Path, f: Failures) -> None:
+    print("core sdist without a C compiler (CC=/bin/false)", flush=True)
+    py = str(_venv(tmp / "pure"))
+    env = {**os.environ, "CC": "/bin/false", "DLBIND_PURE": "0"}
+    sdist = str(_one(dist_dir, "dlbind-*.tar.gz"))
+    _run(f, "pip install the core sdist", [py, "-m", "pip", "install", "--quiet", "--no-cache-dir", sdist], env=env)
+    _run(f, "import dlbind: pure build", [py, "-c", "import dlbind; print(dlbind.ffi_build())"],
+         cwd=tmp, env=env, expect="pure")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dist_dir", nargs="?", type=Path, default=ROOT / "dist")
+    args = parser.parse_args(argv)
+    f = Failures()
+    start = time.perf_counter()
+    check_contents(args.dist_dir.resolve(), f)
+    with tempfile.TemporaryDirectory(prefix="dlbind-dist-") as tmp:
+        check_wheels(args.dist_dir.resolve(), Path(tmp), f)
+        check_pure_sdist(args.dist_dir.resolve(), Path(tmp), f)
+    print(f"check_dist: {len(f.messages)} failed ({time.perf_counter() - start:.0f} s)", flush=True)
+    for m in f.messages:
+        print(f"  FAILED: {m}", file=sys.stderr)
+    return 1 if f.messages else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Route and bridge planning for :func:`dlbind.convert`: which library an array belongs to, which
+library a ``to=`` names, and how to hand a :class:`dlbind.Tensor` to that library's ``from_dlpack``.
+
+Each library's capabilities are a row of ``spec/adapters.toml`` (:data:`ADAPTERS`); :func:`plan`
+reads the target's row once per target (its ``from_dlpack``, exchange table, the quirks that need a
+bridge, the keywords the installed version accepts) and :func:`bridged` applies the bridges: a copy,
+a legacy capsule for immutable consumers, or a ``BufferError`` when ``copy=False`` forbids the copy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+from typing import Any, NamedTuple
+
+from dlbind import capsule
+from dlbind._generated.adapters import ADAPTERS, Adapter
+from dlbind.export import export_view
+from dlbind.tensor import Tensor
+
+__all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "library_of", "plan", "resolve"]
+
+# to -> (target array type, refuse negative strides), read by the compiled convert
+C_ROUTES: dict[Any, tuple[type, int]] = {}
+_BY_TYPE: dict[type, Adapter | None] = {}
+
+
+def library_of(x: Any) -> Adapter | None:
+    """The adapter of ``x``'s library, found from its type's name (the library is never imported)."""
+    kind = type(x)
+    try:
+        return _BY_TYPE[kind]
+    except KeyError:
+        pass
+    found = None
+    for klass in kind.__mro__:
+        name = f"{klass.__module__}.{klass.__qualname__}"
+        found = next((a for a in ADAPTERS.values() if name in a.array_types), None)
+        if found is not None:
+            break
+    _BY_TYPE[kind] = found
+    return found
+
+
+def resolve(to: Any) -> Adapter:
+    """A library name (``"torch"``), its module, or one of its array types -> its adapter."""
+    if isinstance(to, str):
+        for adapter in ADAPTERS.values():
+            if to in (adapter.name, adapter.import_name):
+                return adapter
+        raise ValueError(f"unknown array library {to!r}; dlbind knows {', '.join(ADAPTERS)}")
+    if isinstance(to, ModuleType):
+        root = to.__name__
+        for adapter in ADAPTERS.values():
+            if root == adapter.import_name or adapter.import_name.startswith(root + "."):
+                return adapter
+        raise ValueError(f"module {root} is not an array library dlbind knows")
+    if isinstance(to, type):
+        for klass in to.__mro__:
+            name = f"{klass.__module__}.{klass.__qualname__}"
+            for adapter in ADAPTERS.values():
+                if name in adapter.array_types:
+                    return adapter
+        raise ValueError(f"{to.__qualname__} is not the array type of a library dlbind knows")
+    raise TypeError(f"to= is a library name, module or array type, not {type(to).__name__}")
+
+
+class Route(NamedTuple):
+    """How :func:`dlbind.convert` reaches one target library (from its row of spec/adapters.toml)."""
+
+    adapter: Adapter
+    from_dlpack: Any
+    table_type: type | None  # the target array type, when it has an exchange table
+    refuse_negative_strides: bool  # the target crashes on them: copy first
+    legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
+    ignores_readonly: bool  # the target imports read-only data writable: copy it first
+    keywords: frozenset[str]  # what the installed from_dlpack accepts (read from its signature)
+
+    @property
+    def bridges(self) -> bool:
+        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly
+
+    @property
+    def refuse(self) -> int:
+        """What the C route must hand back to Python: 1 negative strides, 2 read-only data."""
+        return int(self.refuse_negative_strides) | 2 * int(self.ignores_readonly)
+
+
+# (to,) or (id(to),) -> its route; convert looks names up here before calling plan
+ROUTES: dict[tuple[Any, ...], Route] = {}
+
+
+def _array_type(adapter: Adapter) -> type | None:
+    for name in adapter.array_types:
+        module_name, _, qualname = name.rpartition(".")
+        module = sys.modules.get(module_name)
+        if module is None:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+        found = getattr(module, qualname, None)
+        if isinstance(found, type):
+            return found
+    return None
+
+
+def plan(to: Any) -> Route:
+    """The route to library ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
+    key = (to,) if isinstance(to, str | type | ModuleType) else (id(to),)
+    route = ROUTES.get(key)
+    if route is None:
+        adapter = resolve(to)
+        try:
+            importlib.import_module(adapter.import_name)
+        except ImportError as exc:
+            raise ImportError(f"dlbind.convert(..., to={adapter.name!r}) needs {adapter.import_name}: {exc}") from None
+        module_name, _, attr = adapter.from_dlpack.rpartition(".")
+        fn = getattr(importlib.import_module(module_name), attr)
+        table_type = _array_type(adapter) if adapter.exchange_api else None
+        quirks = {q.id for q in adapter.quirks}
+        route = ROUTES[key] = Route(
+            adapter,
+            fn,
+            table_type,
+            "negative_strides_abort" in quirks,
+            bool(quirks & {"no_max_version", "legacy_call"}),
+            "readonly_ignored" in quirks,
+            _keywords(fn, adapter),
+        )
+        if table_type is not None and isinstance(to, str):
+            C_ROUTES[to] = (table_type, route.refuse)
+    return route
+
+
+def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
+    """The keywords the installed version's from_dlpack takes; the table's when it cannot be read."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # some builtins have no signature
+        return frozenset(adapter.keywords)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return frozenset(adapter.keywords)
+    return frozenset(k for k in ("device", "copy") if k in params)
+
+
+class _LegacyReadOnly:
+    """Serves a legacy capsule of read-only memory to a consumer whose arrays are immutable.
+
+    A legacy capsule cannot carry the read-only flag, so dlbind refuses to make one in general;
+    for a consumer that never writes its arrays (``immutable`` in spec/adapters.toml) and never
+    asks for versioned capsules (jax-ml/jax#40789), that refusal only blocks a safe exchange.
+    """
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+    def __dlpack_device__(self) -> Any:
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> object:
+        if max_version is not None or dl_device is not None or copy:
+            return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        t = self.tensor
+        return capsule.export(
+            t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.byte_offset, t, versioned=False,
+        )  # fmt: skip
+
+
+def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+    """Hand ``tensor`` to the route's ``from_dlpack`` after bridging what the target gets wrong."""
+    producer: Any = tensor
+    kwargs: dict[str, Any] = {}
+    if copy is not None:
+        if "copy" in route.keywords:
+            kwargs["copy"] = copy
+        elif copy:
+            producer = tensor = tensor.copy()
+    if device is not None:
+        if "device" not in route.keywords:
+            raise BufferError(f"{route.adapter.from_dlpack} takes no device=: convert on the source's device")
+        kwargs["device"] = device
+    if route.refuse_negative_strides and any(s < 0 for s in tensor.strides):
+        if copy is False:
+            raise BufferError(f"{route.adapter.name} cannot take negative strides and copy=False forbids a copy")
+        producer = tensor = tensor.copy()
+    if route.ignores_readonly and tensor.readonly and copy is not False:
+        producer = tensor = tensor.copy()  # writes through the result must not reach read-only memory
+    if route.legacy_only and tensor.readonly:
+        if route.adapter.immutable:
+            producer = _LegacyReadOnly(tensor)
+        elif copy is False:
+            raise BufferError(f"{route.adapter.name} cannot import read-only data and copy=False forbids a copy")
+        else:
+            producer = tensor.copy()
+    return route.from_dlpack(producer, **kwargs)
