@@ -196,6 +196,8 @@ import dlbind
 from dlbind._ffi import ffi, BUILD
 
 assert BUILD == sys.argv[1], BUILD
+if BUILD == "compiled":
+    import dlbind._fastpath  # the C extension, built against the regenerated dlpack_types.h and tables.h
 new = json.loads(sys.argv[2])
 version = tuple(new["version"])
 assert dlbind.DLPACK_VERSION == version == dlbind.spec.CANONICAL, dlbind.DLPACK_VERSION

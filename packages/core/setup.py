@@ -1,12 +1,89 @@
-"""Build hook: compile the cffi API-mode module ``dlbind._api`` from the generated builder.
+"""Build hook of the core: two compiled modules beside the pure Python code.
 
-Set ``DLBIND_NO_COMPILE=1`` to build without a C compiler; dlbind then runs on its pure build
-(cffi ABI mode), which is also what ``DLBIND_PURE=1`` selects at run time.
+* ``dlbind._api``: the cffi API-mode module of the generated declarations
+  (``src/dlbind/_generated/build_api.py``);
+* ``dlbind._fastpath``: the C extension of the hot paths (``src/dlbind/_fastpath/*.c``), which
+  includes the generated ``dlbind/_generated/dlpack_types.h`` and ``tables.h``.
+
+Without a working C compiler (or with ``DLBIND_NO_COMPILE=1``) the core installs as the pure build
+(cffi ABI mode), which is also what ``DLBIND_PURE=1`` selects at run time. Every build goes to a
+fresh temporary build folder: a stale ``build/`` never leaks old objects into a wheel.
 """
 
+from __future__ import annotations
+
+import atexit
 import os
+import re
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
-compile_ext = os.environ.get("DLBIND_NO_COMPILE", "") in ("", "0")
-setup(cffi_modules=["src/dlbind/_generated/build_api.py:ffibuilder"] if compile_ext else [])
+HERE = Path(__file__).resolve().parent
+FASTPATH = Path("src/dlbind/_fastpath")
+GENERATED = Path("src/dlbind/_generated")
+
+
+def _compiler_problem() -> str | None:
+    """None when a C compiler builds against this Python's headers; otherwise what went wrong."""
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.sysconfig import customize_compiler
+
+    probe = Path(tempfile.mkdtemp(prefix="dlbind-cc-"))
+    command = "the C compiler"
+    try:
+        source = probe / "probe.c"
+        source.write_text("#include <Python.h>\nint dlbind_probe(void) { return Py_IsInitialized(); }\n")
+        compiler = new_compiler()
+        customize_compiler(compiler)
+        command = str(getattr(compiler, "compiler_so", [command])[0])
+        compiler.compile([str(source)], output_dir=str(probe), include_dirs=[sysconfig.get_paths()["include"]])
+    except Exception as exc:  # any failure (distutils' errors come from more than one module) means no compiler
+        status = re.search(r"exit (?:status|code) (-?\d+)", str(exc))
+        reason = (
+            f"exit status {status.group(1)}" if status else (" ".join(str(exc).split()) or type(exc).__name__)[:120]
+        )
+        return f"{command} failed on a test file: {reason}"
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return None
+
+
+def _say(line: str) -> None:
+    # setup.py runs once per build hook (requirements, metadata, wheel): say it where the wheel is built
+    if any(command.startswith(("bdist", "build", "install", "develop", "editable")) for command in sys.argv[1:]):
+        print(line, file=sys.stderr)
+
+
+def _options() -> dict[str, object]:
+    if os.environ.get("DLBIND_NO_COMPILE", "") not in ("", "0"):
+        _say("dlbind: DLBIND_NO_COMPILE is set; installing the pure build")
+        return {}
+    problem = _compiler_problem()
+    if problem is not None:
+        _say(f"dlbind: no working C compiler ({problem}); installing the pure build")
+        return {}
+    fastpath = Extension(
+        "dlbind._fastpath",
+        sources=sorted(str(p) for p in FASTPATH.glob("*.c")),
+        depends=[str(p) for p in (*FASTPATH.glob("*.h"), GENERATED / "dlpack_types.h", GENERATED / "tables.h")],
+        extra_compile_args=["-std=c11"] if os.name != "nt" else [],
+    )
+    return {"cffi_modules": [f"{GENERATED}/build_api.py:ffibuilder"], "ext_modules": [fastpath]}
+
+
+def _fresh_build_base() -> str:
+    base = tempfile.mkdtemp(prefix="dlbind-build-")
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    return base
+
+
+os.chdir(HERE)
+setup(
+    options={"build": {"build_base": _fresh_build_base()}},
+    **_options(),  # type: ignore[arg-type]
+)

@@ -160,7 +160,7 @@ def test_producer_returning_non_capsule() -> None:
 
 
 def test_missing_protocol() -> None:
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match=r"needs a DLPack producer .* not object"):
         dlbind.from_dlpack(object())
 
 

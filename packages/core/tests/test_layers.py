@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind._generated.tables",
             "dlbind._generated.spec_tables",
             "dlbind._api",  # the compiled cffi module, built from _generated/build_api.py
+            "dlbind._fastpath",  # the C extension of the hot paths, built from dlbind/_fastpath/*.c
             "dlbind._ffi",
             "dlbind._capi",
             "dlbind.spec",
@@ -57,7 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 # Modules made at install time (no source in the tree to parse).
-BUILT = frozenset({"dlbind._api"})
+BUILT = frozenset({"dlbind._api", "dlbind._fastpath"})
 
 LAYER_OF = {module: index for index, (_, modules) in enumerate(LAYERS) for module in modules}
 

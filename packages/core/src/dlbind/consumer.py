@@ -75,6 +75,11 @@ def from_dlpack(
         if device is not None or copy:
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream, allow_vector=allow_vector)
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(
+            f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__) or a "
+            f"DLPack capsule, not {type(x).__name__}"
+        )
     if device is None and copy is None and stream is None and not allow_vector:
         fast = exchange.import_object(x)
         if fast is not None:

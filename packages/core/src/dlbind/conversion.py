@@ -23,7 +23,7 @@ from typing import Any
 
 from dlbind import consumer
 from dlbind._ffi import native
-from dlbind.planner import C_ROUTES, ROUTES, bridged, library_of, plan
+from dlbind.planner import ROUTES, bridged, library_of, plan
 from dlbind.producer import Exporter, asdlpack
 from dlbind.tensor import Tensor
 
@@ -65,7 +65,3 @@ def compat(x: Any) -> Any:
     if hasattr(x, "__dlpack__") and not isinstance(x, Exporter):
         return Exporter(None, x)
     return asdlpack(x)
-
-
-if native is not None:
-    native.configure_convert(C_ROUTES, convert)

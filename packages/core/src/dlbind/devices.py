@@ -14,12 +14,17 @@ from typing import Any
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM_RULE, HOST_DEVICES, STREAM_RULES
 
-__all__ = ["HOST_ACCESSIBLE", "Device", "check_stream", "device_name", "parse_device"]
+__all__ = ["HOST_ACCESSIBLE", "Device", "check_stream", "device_name", "parse_device", "stream_free"]
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
 HOST_ACCESSIBLE = HOST_DEVICES
 
 Device = tuple[DeviceType, int]
+
+
+def stream_free(device_type: int) -> bool:
+    """The device type's stream rule is "None only": no stream orders its memory (CPU-like devices)."""
+    return device_type in DEVICE_NAMES and STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")].none_only
 
 
 def device_name(device_type: int) -> str:

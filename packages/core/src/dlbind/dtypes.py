@@ -22,6 +22,7 @@ from dlbind._generated.tables import (
 
 __all__ = [
     "DType",
+    "byte_size",
     "from_format",
     "from_numpy",
     "lookup",
@@ -106,6 +107,26 @@ def _name(code: int, bits: int) -> str:
     except ValueError:
         code_name = f"code{code}"
     return f"{code_name}:{bits}"
+
+
+INT64_MAX = 2**63 - 1
+
+
+def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> int:
+    """Bytes of a tensor of ``shape`` and ``dtype``; BufferError when a dimension, the element count or
+    the byte size does not fit in int64 (DLPack's sizes; the compiled build checks the same in C)."""
+    for d in shape:
+        if d > INT64_MAX:
+            raise BufferError(f"dimension {d} of shape {shape} does not fit in int64")
+    size = 1
+    for d in shape:
+        size *= d
+    if size > INT64_MAX:
+        raise BufferError(f"shape {shape} has {size} elements: more than int64 can count")
+    nbytes = dtype.nbytes(size, padded=padded)
+    if nbytes > INT64_MAX:
+        raise BufferError(f"{size} elements of {dtype.name} do not fit in int64 bytes")
+    return nbytes
 
 
 def lookup(name: str) -> DType:

@@ -16,7 +16,8 @@ from typing import Any
 from dlbind import _capi, capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DeviceType
-from dlbind.devices import HOST_ACCESSIBLE
+from dlbind._generated.tables import DEVICE_NAMES
+from dlbind.devices import HOST_ACCESSIBLE, stream_free
 from dlbind.dtypes import DType
 from dlbind.export import Memory, contiguous_strides, export_memory
 from dlbind.tensor import Tensor, from_managed
@@ -86,7 +87,9 @@ def _pure_table() -> object:
         return 0
 
     def stream(device_type: int, device_id: int, out: Any) -> int:
-        if device_type not in HOST_ACCESSIBLE:
+        # dlbind queues no device work: its tensors are ordered on what stream=None names, which every
+        # stream rule accepts (no stream, or the default one). Unknown device types are an error.
+        if device_type not in DEVICE_NAMES:
             return -1
         out[0] = ffi.NULL
         return 0
@@ -131,7 +134,7 @@ def import_object(x: Any) -> Tensor | None:
     if address is None:
         return None
     tensor = object_from_managed(address)
-    if tensor.device[0] not in HOST_ACCESSIBLE:
+    if not stream_free(tensor.device[0]):
         # NoSync: device work may still be queued. Drop it; __dlpack__ synchronises properly.
         del tensor
         return None

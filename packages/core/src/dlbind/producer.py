@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
+from abc import ABCMeta
 from typing import Any
 
 from dlbind import _capi, capsule
@@ -17,16 +18,20 @@ from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.consumer import from_dlpack
 from dlbind.devices import Device, device_name, parse_device
-from dlbind.dtypes import DType, from_format, from_numpy, lookup
+from dlbind.dtypes import INT64_MAX, DType, byte_size, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
 
 __all__ = ["Exporter", "asdlpack", "from_pointer"]
 
 _READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
+MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 
 
-class Exporter:
-    """What :func:`asdlpack` returns: a DLPack producer for one piece of memory."""
+class Exporter(metaclass=ABCMeta):
+    """What :func:`asdlpack` returns: a DLPack producer for one piece of memory.
+
+    The compiled build registers its C exporter of buffers as one (``isinstance`` holds in both builds).
+    """
 
     __slots__ = ("_fast", "_memory", "_source")
 
@@ -167,12 +172,13 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
 
     ``readonly=True`` exports the memory read-only; ``readonly=False`` requires writable memory.
     """
-    if isinstance(obj, Exporter):
-        return obj
     try:
         view: memoryview | None = memoryview(obj)
     except (TypeError, ValueError):  # numpy refuses buffers of dtypes it cannot format (bfloat16, ...)
         view = None
+        # checked only here: an Exporter has no buffer, and the ABC check costs the buffer path nothing
+        if isinstance(obj, Exporter):
+            return obj
     if view is not None:
         try:
             return Exporter(_readonly(_from_buffer(obj, view), readonly))
@@ -231,6 +237,11 @@ def from_pointer(
         raise ValueError(f"strides {strides_t} do not match shape {shape_t}")
     if byte_offset < 0:
         raise ValueError("byte_offset must be >= 0")
+    byte_size(shape_t, dt)  # BufferError beyond int64
+    if any(not -INT64_MAX - 1 <= s <= INT64_MAX for s in strides_t):
+        raise BufferError(f"strides {strides_t} do not fit in int64")
     if not ptr and math.prod(shape_t) != 0:
         raise ValueError("a NULL pointer can only describe an empty tensor")
+    if not 0 <= int(ptr) + byte_offset <= MAX_ADDRESS:
+        raise BufferError(f"byte_offset {byte_offset} overflows the data pointer")
     return Exporter(Memory(int(ptr), shape_t, strides_t, dt, parse_device(device), byte_offset, readonly, owner))

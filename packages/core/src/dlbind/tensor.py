@@ -14,16 +14,18 @@ from typing import Any
 
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DataTypeCode, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
+from dlbind._generated.tables import KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
-from dlbind.dtypes import DType
+from dlbind.dtypes import INT64_MAX, DType, byte_size
 from dlbind.export import export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
-_KNOWN_CODES = frozenset(int(c) for c in DataTypeCode)
-_KNOWN_DEVICES = frozenset(int(d) for d in DeviceType)
+_KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
+_KNOWN_DEVICES = KNOWN_DEVICE_TYPES
 MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
+MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 
 
 class _PureCore:
@@ -60,6 +62,9 @@ class _PureCore:
     ) -> object:
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
+
+# Users see the method as Tensor's (as in the compiled build's messages of a wrong call).
+_PureCore.__dlpack__.__qualname__ = "Tensor.__dlpack__"
 
 _Core: Any = native.TensorCore if native is not None else _PureCore
 
@@ -241,9 +246,16 @@ def check_managed(
             reversed_strides.append(acc)
             acc *= d
         strides = tuple(reversed(reversed_strides))
+    padded = versioned and bool(int(managed.flags) & Flags.IS_SUBBYTE_TYPE_PADDED)
+    byte_size(shape, DType(code, bits, lanes), padded=padded)  # BufferError beyond int64
+    if any(s > INT64_MAX for s in strides):
+        raise BufferError(f"the row-major strides of shape {shape} do not fit in int64")
     size = math.prod(shape)
-    if t.data == ffi.NULL and size and device_type in HOST_ACCESSIBLE:
+    data = int(ffi.cast("uintptr_t", t.data))
+    if not data and size and device_type in HOST_ACCESSIBLE:
         raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
+    if data + int(t.byte_offset) > MAX_ADDRESS:
+        raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
     return t, shape, strides
 
 

@@ -1,0 +1,135 @@
+/* Internal header of the C extension dlbind._fastpath (the compiled build's hot paths).
+ *
+ * Files, one concern each:
+ *   module.c    module init, configure(**named pieces), counts()
+ *   policy.c    the generated policy tables (devices, stream rules, dtypes, buffer formats) and the
+ *               checked element/byte arithmetic
+ *   capsules.c  export/take, the deleters and the capsule destructor
+ *   exporter.c  BufferExporter (what asdlpack returns for buffers) and asdlpack
+ *   tensor.c    TensorCore (the C base of dlbind.Tensor), its buffer protocol, wrap, from_dlpack
+ *   exchange.c  the DLPack 1.3 exchange table (producer) and its consumer side, convert_to, convert
+ *
+ * The C code handles the common exchange only; every unusual case goes to the Python code that
+ * configure() hands over, which owns the rules and the error messages (dlbind's specification). */
+#ifndef DLBIND_FASTPATH_H
+#define DLBIND_FASTPATH_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../_generated/dlpack_types.h" /* the generated declarations, beside this folder */
+
+/* The package the extension belongs to: a vendored copy builds with -DDLBIND_PACKAGE='"mypkg._dlpack"'. */
+#ifndef DLBIND_PACKAGE
+#define DLBIND_PACKAGE "dlbind"
+#endif
+#define DLBIND_MODULE DLBIND_PACKAGE "._fastpath"
+
+/* ---- checked int64 arithmetic: 1 on overflow (then *out is unspecified), 0 otherwise ---------- */
+#if defined(__GNUC__) || defined(__clang__)
+#define dlbind_mul_overflow(a, b, out) __builtin_mul_overflow((int64_t)(a), (int64_t)(b), (out))
+#define dlbind_add_overflow(a, b, out) __builtin_add_overflow((int64_t)(a), (int64_t)(b), (out))
+#else /* MSVC: the same checks by division */
+static inline int dlbind_mul_overflow(int64_t a, int64_t b, int64_t *out) {
+    if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+              : (b > 0 ? a < INT64_MIN / b : (a != 0 && b < INT64_MAX / a)))
+        return 1;
+    *out = a * b;
+    return 0;
+}
+static inline int dlbind_add_overflow(int64_t a, int64_t b, int64_t *out) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
+    *out = a + b;
+    return 0;
+}
+#endif
+
+/* ---- configuration (module.c) -------------------------------------------------------------- */
+typedef struct {
+    PyTypeObject *tensor_type;   /* dlbind.Tensor (a Python subclass of TensorCore) */
+    PyObject *cpu_device;        /* (DeviceType.kDLCPU, 0) */
+    PyObject *asdlpack;          /* dlbind.producer.asdlpack */
+    PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
+    PyObject *check_managed;     /* dlbind.tensor.check_managed: raises the precise BufferError */
+    PyObject *export_view;       /* dlbind.producer.export_view */
+    PyObject *after_type_error;  /* dlbind.consumer.after_type_error */
+    PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
+    PyObject *convert;           /* dlbind.conversion.convert */
+    PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits), filled by convert */
+    /* interned once */
+    PyObject *max_version;       /* (1, 3) */
+    PyObject *str_stream, *str_max_version, *str_dl_device, *str_copy, *str_dlpack, *kwnames_dlpack;
+} dlbind_config;
+
+extern dlbind_config dlbind_cfg;
+/* 0 with a RuntimeError set when configure() has not run yet. */
+int dlbind_configured(void);
+
+/* How many tensors we exported and how many of our deleters ran (read by the leak tests). */
+extern unsigned long long dlbind_deleter_count;
+extern unsigned long long dlbind_export_count;
+
+/* ---- policy.c: the generated tables, and checked arithmetic --------------------------------- */
+void dlbind_policy_init(void);                       /* once, at module init */
+const char *dlbind_device_name(int64_t device_type); /* NULL: not a DLPack device type */
+int dlbind_device_known(int64_t device_type);
+int dlbind_device_host(int64_t device_type);          /* the CPU reads its memory directly */
+int dlbind_device_stream_free(int64_t device_type);   /* its stream rule: stream must be None */
+int dlbind_dtype_code_known(int64_t code);
+const char *dlbind_dtype_name(int code, int bits);    /* NULL: no name */
+const char *dlbind_dtype_format(int code, int bits);  /* NULL: the buffer protocol cannot name it */
+/* buffer format (byte-order prefix included) -> (code, bits); 0 when the table has no entry or
+ * the byte order is not native (Python explains which). */
+int dlbind_format_dtype(const char *format, DLDataType *out);
+/* Elements of shape[0..ndim): 0 on success, -1 when the count does not fit in int64. */
+int dlbind_count(const int64_t *shape, int ndim, int64_t *out);
+/* Bytes that count elements of dtype take (sub-byte types packed unless padded); -1 on overflow. */
+int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out);
+
+/* type(obj).__name__, as the Python side's messages show it (a new reference, NULL on error). */
+PyObject *dlbind_type_name(PyObject *obj);
+
+/* ---- capsules.c ----------------------------------------------------------------------------- */
+extern const char DLBIND_NAME_VERSIONED[], DLBIND_NAME_USED_VERSIONED[], DLBIND_NAME_LEGACY[], DLBIND_NAME_USED_LEGACY[];
+PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
+void dlbind_call_deleter(void *managed, int versioned);
+/* A capsule over memory described by the arguments; owner gets one reference until the deleter. */
+PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64_t *shape, const int64_t *strides,
+                              DLDevice device, DLDataType dtype, uint64_t byte_offset, int versioned, uint64_t flags);
+PyObject *dlbind_readonly_legacy_error(void);
+
+/* The keywords of __dlpack__: 1 for the fast case, 0 for "ask Python", -1 on error. */
+typedef struct {
+    int versioned;
+} dlbind_dlpack_args;
+int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                        DLDevice here, dlbind_dlpack_args *out);
+
+/* ---- exporter.c ----------------------------------------------------------------------------- */
+extern PyTypeObject dlbind_exporter_type;
+PyObject *dlbind_py_asdlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* ---- tensor.c ------------------------------------------------------------------------------- */
+extern PyTypeObject dlbind_tensor_core_type;
+/* Quick validity check of a consumed struct; on doubt Python's check_managed raises the error. */
+int dlbind_valid(void *managed, int versioned, int allow_vector);
+/* Wrap a consumed struct in a new dlbind.Tensor; the deleter runs on failure. */
+PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector);
+PyObject *dlbind_consume_capsule(PyObject *capsule);
+PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* ---- exchange.c ----------------------------------------------------------------------------- */
+/* The usable exchange table of a type (cached), or NULL (an error is set only on failure). */
+const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type);
+const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
+PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
+PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
+PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+void dlbind_exchange_clear(void);
+
+#endif

@@ -1,0 +1,137 @@
+/* dlbind._fastpath: the compiled build's hot paths, a C extension module of its own.
+ *
+ * Single-phase init: the module's state is process-wide by nature (the exchange table must live as
+ * long as the process, deleters run from any thread and at exit, and the export/deleter counts are
+ * global), so it lives in C globals; the module is not meant for subinterpreters.
+ *
+ * configure(**pieces), called once by dlbind at import, hands over every Python object the C code
+ * uses, by name: the C code looks up no module. */
+#include "fastpath.h"
+
+dlbind_config dlbind_cfg;
+unsigned long long dlbind_deleter_count = 0;
+unsigned long long dlbind_export_count = 0;
+
+int dlbind_configured(void) {
+    if (dlbind_cfg.tensor_type != NULL) return 1;
+    PyErr_SetString(PyExc_RuntimeError, DLBIND_MODULE " is not configured: import " DLBIND_PACKAGE " first");
+    return 0;
+}
+
+PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
+
+static PyObject *dlbind_py_counts(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return Py_BuildValue("(KK)", dlbind_export_count, dlbind_deleter_count);
+}
+
+static int dlbind_require_callable(PyObject *value, const char *name) {
+    if (PyCallable_Check(value)) return 0;
+    PyErr_Format(PyExc_TypeError, "configure(): %s must be callable, not %.200s", name, Py_TYPE(value)->tp_name);
+    return -1;
+}
+
+static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kwargs) {
+    (void)mod;
+    static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
+                               "export_view", "after_type_error", "managed_from_object", "object_from_managed",
+                               "allocate", "convert", "convert_routes", NULL};
+    PyObject *v[12];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3], &v[4],
+                                     &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11]))
+        return NULL;
+    /* all required: parsed as optional keyword-only only to name the missing one */
+    for (int i = 0; i < 12; i++) {
+        if (kwargs == NULL || PyDict_GetItemString(kwargs, keywords[i]) == NULL) {
+            PyErr_Format(PyExc_TypeError, "configure() missing required keyword argument '%s'", keywords[i]);
+            return NULL;
+        }
+    }
+    if (!PyType_Check(v[0]) || !PyType_IsSubtype((PyTypeObject *)v[0], &dlbind_tensor_core_type)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): tensor_type must be a subclass of " DLBIND_MODULE ".TensorCore");
+        return NULL;
+    }
+    for (int i = 2; i <= 10; i++)
+        if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
+    if (!PyDict_Check(v[11])) {
+        PyErr_SetString(PyExc_TypeError, "configure(): convert_routes must be a dict");
+        return NULL;
+    }
+    if (dlbind_cfg.max_version == NULL) {
+        dlbind_cfg.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+        dlbind_cfg.str_stream = PyUnicode_InternFromString("stream");
+        dlbind_cfg.str_max_version = PyUnicode_InternFromString("max_version");
+        dlbind_cfg.str_dl_device = PyUnicode_InternFromString("dl_device");
+        dlbind_cfg.str_copy = PyUnicode_InternFromString("copy");
+        dlbind_cfg.str_dlpack = PyUnicode_InternFromString("__dlpack__");
+        if (dlbind_cfg.max_version == NULL || dlbind_cfg.str_stream == NULL || dlbind_cfg.str_max_version == NULL ||
+            dlbind_cfg.str_dl_device == NULL || dlbind_cfg.str_copy == NULL || dlbind_cfg.str_dlpack == NULL)
+            return NULL;
+        dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.str_stream, dlbind_cfg.str_max_version);
+        if (dlbind_cfg.kwnames_dlpack == NULL) return NULL;
+    }
+    PyObject **slots[12] = {
+        (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
+        &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
+        &dlbind_cfg.after_type_error,         &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
+        &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.convert_routes,
+    };
+    for (int i = 0; i < 12; i++) {
+        Py_INCREF(v[i]);
+        Py_XSETREF(*slots[i], v[i]);
+    }
+    dlbind_exchange_clear(); /* tables seen before (re)configuration are looked up again */
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef dlbind_methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_type_error, "
+     "managed_from_object, object_from_managed, allocate, convert, convert_routes): the Python pieces the C code "
+     "uses (dlbind passes them at import)"},
+    {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
+    {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL, "export(keepalive, address, versioned) -> capsule"},
+    {"take", (PyCFunction)dlbind_py_take, METH_O, "take(capsule) -> (address, versioned)"},
+    {"asdlpack", (PyCFunction)(void (*)(void))dlbind_py_asdlpack, METH_FASTCALL | METH_KEYWORDS,
+     "asdlpack(obj, *, readonly=None, device_id=None): see dlbind.producer.asdlpack"},
+    {"from_dlpack", (PyCFunction)(void (*)(void))dlbind_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): see dlbind.consumer.from_dlpack"},
+    {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL, "wrap(address, versioned, allow_vector) -> Tensor (owns it)"},
+    {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
+     "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
+    {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
+    {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
+     "convert_to(x, target_type, refuse): see dlbind.convert"},
+    {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
+     "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef dlbind_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = DLBIND_MODULE,
+    .m_doc = "The compiled build's hot paths (capsules, exporter, tensor, exchange table); configured by dlbind at import.",
+    .m_size = -1,
+    .m_methods = dlbind_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    dlbind_policy_init();
+    if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0) return NULL;
+    PyObject *module = PyModule_Create(&dlbind_module);
+    if (module == NULL) return NULL;
+    Py_INCREF(&dlbind_exporter_type);
+    if (PyModule_AddObject(module, "BufferExporter", (PyObject *)&dlbind_exporter_type) < 0) {
+        Py_DECREF(&dlbind_exporter_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&dlbind_tensor_core_type);
+    if (PyModule_AddObject(module, "TensorCore", (PyObject *)&dlbind_tensor_core_type) < 0) {
+        Py_DECREF(&dlbind_tensor_core_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

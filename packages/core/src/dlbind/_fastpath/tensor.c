@@ -1,0 +1,411 @@
+/* TensorCore, the C base of dlbind.Tensor: owns a consumed DLManagedTensor(Versioned) and runs its
+ * deleter exactly once, when freed. Also its buffer protocol, wrap() and from_dlpack(). */
+#include "fastpath.h"
+
+#define DLBIND_MAX_NDIM 64 /* as dlbind.tensor.MAX_NDIM */
+
+typedef struct {
+    PyObject_HEAD
+    void *managed; /* DLManagedTensor(Versioned)*, owned: its deleter runs in dealloc */
+    int versioned;
+    DLTensor *t;
+    int64_t *strides; /* t->strides, or computed row-major strides (owned) */
+    int own_strides;
+    PyObject *weakrefs;
+} dlbind_tensor;
+
+static void dlbind_tensor_dealloc(dlbind_tensor *self) {
+    if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
+    if (self->own_strides) PyMem_Free(self->strides);
+    void *m = self->managed;
+    self->managed = NULL;
+    if (m != NULL) dlbind_call_deleter(m, self->versioned);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static DLTensor *dlbind_dl_tensor(void *managed, int versioned) {
+    return versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
+}
+
+/* The checks of dlbind.tensor.check_managed, without the messages: 0 sends the struct to Python,
+ * which raises the precise BufferError. */
+int dlbind_valid(void *managed, int versioned, int allow_vector) {
+    DLTensor *t = dlbind_dl_tensor(managed, versioned);
+    if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) return 0;
+    if (t->ndim < 0 || t->ndim > DLBIND_MAX_NDIM) return 0;
+    if (!dlbind_dtype_code_known(t->dtype.code) || t->dtype.lanes == 0 || (t->dtype.lanes != 1 && !allow_vector) ||
+        t->dtype.bits == 0)
+        return 0;
+    if (!dlbind_device_known(t->device.device_type)) return 0;
+    if (t->ndim > 0 && t->shape == NULL) return 0;
+    int64_t count, nbytes;
+    if (dlbind_count(t->shape, t->ndim, &count) != 0) return 0; /* negative, or >= 2**63 elements */
+    int padded = versioned && (((DLManagedTensorVersioned *)managed)->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+    if (dlbind_nbytes(count, t->dtype, padded, &nbytes) != 0) return 0;
+    if (t->data == NULL && count != 0 && dlbind_device_host(t->device.device_type)) return 0;
+    if (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data) return 0;
+    if (t->ndim > 0 && t->strides == NULL) { /* the row-major strides wrap wants must fit in int64 */
+        int64_t acc = 1;
+        for (int i = t->ndim - 1; i > 0; i--)
+            if (dlbind_mul_overflow(acc, t->shape[i], &acc)) return 0;
+    }
+    return 1;
+}
+
+PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
+    if (!dlbind_configured()) {
+        dlbind_call_deleter(m, versioned);
+        return NULL;
+    }
+    if (!dlbind_valid(m, versioned, allow_vector)) {
+        PyObject *res = PyObject_CallFunction(dlbind_cfg.check_managed, "NOO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False,
+                                              allow_vector ? Py_True : Py_False);
+        if (res == NULL) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            dlbind_call_deleter(m, versioned);
+            PyErr_Restore(type, value, tb);
+        } else {
+            Py_DECREF(res);
+            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the C and Python checks of a DLPack tensor disagree");
+            dlbind_call_deleter(m, versioned);
+        }
+        return NULL;
+    }
+    DLTensor *t = dlbind_dl_tensor(m, versioned);
+    PyTypeObject *type = dlbind_cfg.tensor_type;
+    dlbind_tensor *self = (dlbind_tensor *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        dlbind_call_deleter(m, versioned);
+        return NULL;
+    }
+    self->managed = m;
+    self->versioned = versioned;
+    self->t = t;
+    self->own_strides = 0;
+    self->strides = t->strides;
+    if (t->ndim > 0 && t->strides == NULL) { /* NULL strides: compact row-major (allowed before DLPack 1.2) */
+        self->strides = (int64_t *)PyMem_Malloc((size_t)t->ndim * sizeof(int64_t));
+        if (self->strides == NULL) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+        self->own_strides = 1;
+        int64_t acc = 1;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            self->strides[i] = acc;
+            /* as dlbind.tensor.check_managed: the running product, which dlbind_valid bounded */
+            if (i > 0) acc *= t->shape[i];
+        }
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *dlbind_int64_tuple(const int64_t *values, int n) {
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(values[i]);
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+static uint64_t dlbind_tensor_flags(dlbind_tensor *self) {
+    return self->versioned ? ((DLManagedTensorVersioned *)self->managed)->flags : 0;
+}
+
+#define DLBIND_GETTER(name, expr)                                  \
+    static PyObject *dlbind_get_##name(dlbind_tensor *self, void *c) { \
+        (void)c;                                                   \
+        return expr;                                               \
+    }
+DLBIND_GETTER(shape, dlbind_int64_tuple(self->t->shape, self->t->ndim))
+DLBIND_GETTER(strides, dlbind_int64_tuple(self->strides, self->t->ndim))
+DLBIND_GETTER(data_ptr, PyLong_FromVoidPtr(self->t->data))
+DLBIND_GETTER(byte_offset, PyLong_FromUnsignedLongLong(self->t->byte_offset))
+DLBIND_GETTER(ndim, PyLong_FromLong(self->t->ndim))
+DLBIND_GETTER(code, PyLong_FromLong(self->t->dtype.code))
+DLBIND_GETTER(bits, PyLong_FromLong(self->t->dtype.bits))
+DLBIND_GETTER(lanes, PyLong_FromLong(self->t->dtype.lanes))
+DLBIND_GETTER(device_type, PyLong_FromLong(self->t->device.device_type))
+DLBIND_GETTER(device_id, PyLong_FromLong(self->t->device.device_id))
+DLBIND_GETTER(flags, PyLong_FromUnsignedLongLong(dlbind_tensor_flags(self)))
+
+static PyObject *dlbind_get_version(dlbind_tensor *self, void *c) {
+    (void)c;
+    if (!self->versioned) Py_RETURN_NONE;
+    DLPackVersion v = ((DLManagedTensorVersioned *)self->managed)->version;
+    return Py_BuildValue("(kk)", (unsigned long)v.major, (unsigned long)v.minor);
+}
+
+static PyGetSetDef dlbind_tensor_getset[] = {
+    {"shape", (getter)dlbind_get_shape, NULL, "shape", NULL},
+    {"strides", (getter)dlbind_get_strides, NULL, "strides in elements (DLPack's unit)", NULL},
+    {"data_ptr", (getter)dlbind_get_data_ptr, NULL, "data pointer as the producer gave it (add byte_offset)", NULL},
+    {"byte_offset", (getter)dlbind_get_byte_offset, NULL, "bytes from data_ptr to the first element", NULL},
+    {"ndim", (getter)dlbind_get_ndim, NULL, "number of dimensions", NULL},
+    {"version", (getter)dlbind_get_version, NULL, "(major, minor) of a versioned capsule, None for legacy", NULL},
+    {"_code", (getter)dlbind_get_code, NULL, NULL, NULL},
+    {"_bits", (getter)dlbind_get_bits, NULL, NULL, NULL},
+    {"_lanes", (getter)dlbind_get_lanes, NULL, NULL, NULL},
+    {"_device_type", (getter)dlbind_get_device_type, NULL, NULL, NULL},
+    {"_device_id", (getter)dlbind_get_device_id, NULL, NULL, NULL},
+    {"_flags", (getter)dlbind_get_flags, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    DLTensor *t = self->t;
+    dlbind_dlpack_args parsed;
+    int fast = dlbind_parse_dlpack("Tensor", args, nargs, kwnames, t->device, &parsed);
+    if (fast < 0) return NULL;
+    if (fast == 0) { /* export_view(self, **kwargs): the parser checked there are only known keywords */
+        PyObject *stack[5];
+        Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+        if (n > 4) {
+            PyErr_SetString(PyExc_TypeError, "Tensor.__dlpack__() got multiple values for a keyword argument");
+            return NULL;
+        }
+        stack[0] = (PyObject *)self;
+        for (Py_ssize_t i = 0; i < n; i++) stack[1 + i] = args[i];
+        return PyObject_Vectorcall(dlbind_cfg.export_view, stack, 1, kwnames);
+    }
+    uint64_t flags = dlbind_tensor_flags(self);
+    if (!parsed.versioned && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return dlbind_readonly_legacy_error();
+    return dlbind_make_capsule((PyObject *)self, t->data, t->ndim, t->shape, self->strides, t->device, t->dtype, t->byte_offset,
+                               parsed.versioned, flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED));
+}
+
+/* No buffer format: BufferError with the message of the Python rule (Tensor.dtype.format's ValueError). */
+static int dlbind_no_format(PyObject *self) {
+    PyObject *dtype = PyObject_GetAttrString(self, "dtype");
+    PyObject *format = dtype ? PyObject_GetAttrString(dtype, "format") : NULL;
+    Py_XDECREF(dtype);
+    if (format != NULL) { /* the Python side names one: the tables and dtypes.py disagree */
+        Py_DECREF(format);
+        PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the C and Python buffer formats disagree");
+        return -1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *text = value ? PyObject_Str(value) : NULL;
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        if (text == NULL) return -1;
+        PyErr_SetObject(PyExc_BufferError, text);
+        Py_DECREF(text);
+    }
+    return -1;
+}
+
+/* Buffer protocol: host memory, dtypes the generated tables give a buffer format. */
+static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int flags) {
+    DLTensor *t = self->t;
+    if (!dlbind_device_host(t->device.device_type)) {
+        const char *name = dlbind_device_name(t->device.device_type);
+        PyErr_Format(PyExc_BufferError, "the buffer protocol needs host memory; this tensor is on %s", name ? name : "?");
+        return -1;
+    }
+    int readonly = (dlbind_tensor_flags(self) & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    if ((flags & PyBUF_WRITABLE) && readonly) {
+        PyErr_SetString(PyExc_BufferError, "this DLPack tensor is read-only");
+        return -1;
+    }
+    const char *fmt = t->dtype.lanes == 1 ? dlbind_dtype_format(t->dtype.code, t->dtype.bits) : NULL;
+    if (fmt == NULL) return dlbind_no_format((PyObject *)self);
+    Py_ssize_t itemsize = t->dtype.bits / 8, ndim = t->ndim;
+    int64_t count, len;
+    if (dlbind_count(t->shape, t->ndim, &count) != 0 || dlbind_mul_overflow(count, (int64_t)itemsize, &len)) {
+        PyErr_SetString(PyExc_BufferError, "the tensor's byte size does not fit in int64");
+        return -1;
+    }
+    Py_ssize_t *dims = (Py_ssize_t *)PyMem_Malloc((size_t)(ndim > 0 ? ndim : 1) * 2 * sizeof(Py_ssize_t));
+    if (dims == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        int64_t byte_stride;
+        if (dlbind_mul_overflow(self->strides[i], (int64_t)itemsize, &byte_stride)) {
+            PyMem_Free(dims);
+            PyErr_Format(PyExc_BufferError, "stride %lld of %zd-byte items does not fit in int64 bytes",
+                         (long long)self->strides[i], itemsize);
+            return -1;
+        }
+        dims[i] = (Py_ssize_t)t->shape[i];
+        dims[ndim + i] = (Py_ssize_t)byte_stride;
+    }
+    int contiguous = 1;
+    Py_ssize_t expected = itemsize;
+    for (Py_ssize_t i = ndim - 1; i >= 0 && count > 0; i--) {
+        if (dims[i] != 1 && dims[ndim + i] != expected) contiguous = 0;
+        expected *= dims[i]; /* bounded by len */
+    }
+    if (!contiguous && (flags & PyBUF_STRIDES) != PyBUF_STRIDES) {
+        PyMem_Free(dims);
+        PyErr_SetString(PyExc_BufferError, "this DLPack tensor is not contiguous: ask for strides");
+        return -1;
+    }
+    /* dlbind_valid checked that data + byte_offset does not wrap */
+    view->buf = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
+    view->obj = (PyObject *)self;
+    Py_INCREF(self);
+    view->len = (Py_ssize_t)len;
+    view->itemsize = itemsize;
+    view->readonly = readonly;
+    view->ndim = (int)ndim;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
+    view->shape = (flags & PyBUF_ND) ? dims : NULL;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + ndim : NULL;
+    view->suboffsets = NULL;
+    view->internal = dims;
+    return 0;
+}
+
+static void dlbind_tensor_releasebuffer(dlbind_tensor *self, Py_buffer *view) {
+    (void)self;
+    PyMem_Free(view->internal);
+}
+
+static PyBufferProcs dlbind_tensor_buffer = {
+    (getbufferproc)dlbind_tensor_getbuffer,
+    (releasebufferproc)dlbind_tensor_releasebuffer,
+};
+
+static PyMethodDef dlbind_tensor_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))dlbind_tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject dlbind_tensor_core_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = DLBIND_MODULE ".TensorCore",
+    .tp_basicsize = sizeof(dlbind_tensor),
+    .tp_dealloc = (destructor)dlbind_tensor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C core of dlbind.Tensor: owns a consumed DLPack tensor.",
+    .tp_methods = dlbind_tensor_methods,
+    .tp_getset = dlbind_tensor_getset,
+    .tp_as_buffer = &dlbind_tensor_buffer,
+    .tp_weaklistoffset = offsetof(dlbind_tensor, weakrefs),
+};
+
+PyObject *dlbind_consume_capsule(PyObject *capsule) {
+    PyObject *taken = dlbind_py_take(NULL, capsule);
+    if (taken == NULL) return NULL;
+    void *m = PyLong_AsVoidPtr(PyTuple_GET_ITEM(taken, 0));
+    int versioned = PyTuple_GET_ITEM(taken, 1) == Py_True;
+    Py_DECREF(taken);
+    return dlbind_tensor_wrap(m, versioned, 0);
+}
+
+/* wrap(address, versioned, allow_vector) -> Tensor that owns the struct */
+PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "wrap(address, versioned, allow_vector)");
+        return NULL;
+    }
+    void *m = PyLong_AsVoidPtr(args[0]);
+    if (m == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wrap() of a NULL struct address");
+        return NULL;
+    }
+    int versioned = PyObject_IsTrue(args[1]), allow_vector = PyObject_IsTrue(args[2]);
+    if (versioned < 0 || allow_vector < 0) return NULL;
+    return dlbind_tensor_wrap(m, versioned, allow_vector);
+}
+
+static int dlbind_is_from_dlpack_keyword(PyObject *key) {
+    static const char *const names[] = {"device", "copy", "stream", "allow_vector", NULL};
+    for (int i = 0; names[i]; i++)
+        if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) return 1;
+    return 0;
+}
+
+/* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
+ * producer or capsule in C; any other call (and every error to explain) in Python. */
+PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    (void)mod;
+    if (!dlbind_configured()) return NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int fast = nargs == 1;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; fast && i < nkw; i++) {
+        PyObject *value = args[nargs + i];
+        if (!dlbind_is_from_dlpack_keyword(PyTuple_GET_ITEM(kwnames, i)) || (value != Py_None && value != Py_False) ||
+            (value == Py_False && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "allow_vector") != 0))
+            fast = 0;
+    }
+    if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+    PyObject *x = args[0];
+    if (PyCapsule_CheckExact(x)) return dlbind_consume_capsule(x);
+    const DLPackExchangeAPI *api = dlbind_table_of(x);
+    if (api != NULL) {
+        DLManagedTensorVersioned *out = NULL;
+        if (api->managed_tensor_from_py_object_no_sync(x, &out) != 0 || out == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(x)->tp_name);
+            return NULL;
+        }
+        if (!dlbind_device_stream_free(out->dl_tensor.device.device_type)) {
+            /* NoSync: device work may be queued; let __dlpack__ synchronise instead */
+            dlbind_call_deleter(out, 1);
+            return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+        }
+        return dlbind_tensor_wrap(out, 1, 0);
+    }
+    if (PyErr_Occurred()) return NULL;
+    PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
+    PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                  dlbind_cfg.kwnames_dlpack);
+    if (capsule == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            /* not a producer at all? Python says so (a TypeError); a producer's own AttributeError stands */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            int has = PyObject_HasAttr(x, dlbind_cfg.str_dlpack);
+            if (!has) {
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(tb);
+                return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+            }
+            PyErr_Restore(type, value, tb);
+            return NULL;
+        }
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* maybe an older producer: Python goes on */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            if (tb != NULL) PyException_SetTraceback(value, tb);
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_type_error, x, value, NULL);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            return res;
+        }
+        return NULL;
+    }
+    if (!PyCapsule_CheckExact(capsule)) {
+        PyObject *x_name = dlbind_type_name(x), *result_name = dlbind_type_name(capsule);
+        if (x_name != NULL && result_name != NULL)
+            PyErr_Format(PyExc_TypeError, "%S.__dlpack__() returned %S, not a DLPack capsule", x_name, result_name);
+        Py_XDECREF(x_name);
+        Py_XDECREF(result_name);
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    PyObject *res = dlbind_consume_capsule(capsule);
+    Py_DECREF(capsule);
+    return res;
+}

@@ -1,0 +1,444 @@
+"""Parity of the two builds: one table of cases (good and bad input) runs through the compiled build
+(C fast path) and the pure build, each in a subprocess; per case both must give the same result
+summary, or the same exception type and message. The Python code is the specification: where a
+case also states the expected outcome, both builds must give it.
+
+Run as a script (``python test_parity.py``) it is the driver: it runs every case in the build the
+environment selects and prints the outcomes as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+# name -> (code, expected). `code` is a Python expression evaluated with the names of _namespace();
+# expected: None (parity only), "ok" (no exception) or an exception type name.
+CASES: dict[str, tuple[str, str | None]] = {
+    # -- asdlpack ---------------------------------------------------------------------------------
+    "asdlpack bytes is an Exporter": ("isinstance(dlbind.asdlpack(b'abc'), dlbind.Exporter)", "ok"),
+    "asdlpack numpy is an Exporter": ("isinstance(dlbind.asdlpack(np.arange(3)), dlbind.Exporter)", "ok"),
+    "asdlpack repr": ("repr(dlbind.asdlpack(bytearray(b'abcd')))", "ok"),
+    "asdlpack returns an Exporter as is": ("(lambda e: dlbind.asdlpack(e) is e)(dlbind.asdlpack(b'ab'))", "ok"),
+    "asdlpack bytes": ("dlbind.asdlpack(b'abc')", "ok"),
+    "asdlpack readonly=True": ("dlbind.asdlpack(bytearray(b'abc'), readonly=True)", "ok"),
+    "asdlpack readonly=False writable": ("dlbind.asdlpack(bytearray(b'abc'), readonly=False)", "ok"),
+    "asdlpack readonly=False read-only": ("dlbind.asdlpack(b'abc', readonly=False)", "BufferError"),
+    "asdlpack readonly=None": ("dlbind.asdlpack(b'abc', readonly=None)", "ok"),
+    "asdlpack device_id": ("dlbind.asdlpack(bytearray(b'abc'), device_id=0)", "ok"),
+    "asdlpack device_id None": ("dlbind.asdlpack(bytearray(b'abc'), device_id=None)", "ok"),
+    "asdlpack unknown keyword": ("dlbind.asdlpack(b'abc', bogus=1)", "TypeError"),
+    "asdlpack no argument": ("dlbind.asdlpack()", "TypeError"),
+    "asdlpack object": ("dlbind.asdlpack(object())", "TypeError"),
+    "asdlpack non-native endian": ("dlbind.asdlpack(np.zeros(2, dtype='>f4'))", "BufferError"),
+    "asdlpack long format": ("dlbind.asdlpack(memoryview(bytes(8)).cast('l'))", "ok"),
+    "asdlpack bool": ("dlbind.asdlpack(np.array([True, False]))", "ok"),
+    "asdlpack complex": ("dlbind.asdlpack(np.array([1j, 2]))", "ok"),
+    "asdlpack strided": ("dlbind.asdlpack(np.arange(12.0).reshape(3, 4)[:, ::2])", "ok"),
+    "asdlpack negative strides": ("dlbind.asdlpack(np.arange(4)[::-1])", "ok"),
+    "asdlpack 0-d": ("dlbind.asdlpack(np.float32(1.5).reshape(()))", "ok"),
+    "asdlpack empty": ("dlbind.asdlpack(np.zeros((0, 3)))", "ok"),
+    "asdlpack struct format": ("dlbind.asdlpack(np.zeros(2, dtype='i4,f4'))", "BufferError"),
+    # -- the exporter's __dlpack__ ------------------------------------------------------------------
+    "exporter legacy of read-only": ("dlbind.asdlpack(b'abc').__dlpack__()", "BufferError"),
+    "exporter versioned": ("dlbind.asdlpack(b'abc').__dlpack__(max_version=(1, 3))", "ok"),
+    "exporter stream 1 on cpu": ("dlbind.asdlpack(b'abc').__dlpack__(stream=1, max_version=(1, 3))", "BufferError"),
+    "exporter stream str": ("dlbind.asdlpack(b'abc').__dlpack__(stream='x', max_version=(1, 3))", "TypeError"),
+    "exporter copy True": ("dlbind.asdlpack(b'abc').__dlpack__(copy=True, max_version=(1, 3))", "ok"),
+    "exporter copy 0": ("dlbind.asdlpack(b'abc').__dlpack__(copy=0, max_version=(1, 3))", "TypeError"),
+    "exporter dl_device cpu": ("dlbind.asdlpack(b'abc').__dlpack__(dl_device=(1, 0), max_version=(1, 3))", "ok"),
+    "exporter dl_device cuda": ("dlbind.asdlpack(b'abc').__dlpack__(dl_device=(2, 0), max_version=(1, 3))", None),
+    "exporter max_version list": ("dlbind.asdlpack(b'abc').__dlpack__(max_version=[1, 3])", "ok"),
+    "exporter legacy writable": ("dlbind.asdlpack(bytearray(b'abc')).__dlpack__()", "ok"),
+    "exporter max_version 0.8": ("dlbind.asdlpack(bytearray(b'abc')).__dlpack__(max_version=(0, 8))", "ok"),
+    "exporter unknown keyword": ("dlbind.asdlpack(b'abc').__dlpack__(bogus=1)", "TypeError"),
+    "exporter positional": ("dlbind.asdlpack(b'abc').__dlpack__(1)", "TypeError"),
+    "exporter device": ("dlbind.asdlpack(b'abc').__dlpack_device__()", "ok"),
+    # -- from_dlpack --------------------------------------------------------------------------------
+    "from_dlpack list": ("dlbind.from_dlpack([1, 2, 3])", "TypeError"),
+    "from_dlpack object": ("dlbind.from_dlpack(object())", "TypeError"),
+    "from_dlpack no argument": ("dlbind.from_dlpack()", "TypeError"),
+    "from_dlpack unknown keyword": ("dlbind.from_dlpack(np.zeros(3), bogus=None)", "TypeError"),
+    "from_dlpack unknown keyword value": ("dlbind.from_dlpack(np.zeros(3), bogus=1)", "TypeError"),
+    "from_dlpack positional extra": ("dlbind.from_dlpack(np.zeros(3), None)", "TypeError"),
+    "from_dlpack non-capsule result": ("dlbind.from_dlpack(NotACapsule())", "TypeError"),
+    "from_dlpack non-capsule of C type": ("dlbind.from_dlpack(CNotACapsule())", "TypeError"),
+    "from_dlpack legacy producer": ("dlbind.from_dlpack(Legacy())", "ok"),
+    "from_dlpack producer raising": ("dlbind.from_dlpack(Raising())", "RuntimeError"),
+    "from_capsule of an array": ("dlbind.tensor.from_capsule(np.zeros(3))", "TypeError"),
+    "from_dlpack numpy": ("dlbind.from_dlpack(np.arange(6.0).reshape(2, 3))", "ok"),
+    "from_dlpack read-only numpy": ("dlbind.from_dlpack(READONLY)", "ok"),
+    "from_dlpack device cpu": ("dlbind.from_dlpack(np.arange(3), device='cpu')", "ok"),
+    "from_dlpack device tuple": ("dlbind.from_dlpack(np.arange(3), device=(1, 0))", "ok"),
+    "from_dlpack device None": ("dlbind.from_dlpack(np.arange(3), device=None)", "ok"),
+    "from_dlpack device cuda": ("dlbind.from_dlpack(np.arange(3), device='cuda')", None),
+    "from_dlpack device bogus": ("dlbind.from_dlpack(np.arange(3), device='bogus')", "ValueError"),
+    "from_dlpack device int": ("dlbind.from_dlpack(np.arange(3), device=3)", "TypeError"),
+    "from_dlpack copy True": ("dlbind.from_dlpack(np.arange(3), copy=True)", "ok"),
+    "from_dlpack copy False": ("dlbind.from_dlpack(np.arange(3), copy=False)", "ok"),
+    "from_dlpack copy None": ("dlbind.from_dlpack(np.arange(3), copy=None)", "ok"),
+    "from_dlpack copy str": ("dlbind.from_dlpack(np.arange(3), copy='yes')", "TypeError"),
+    "from_dlpack stream None": ("dlbind.from_dlpack(np.arange(3), stream=None)", "ok"),
+    "from_dlpack stream 1 on cpu": ("dlbind.from_dlpack(np.arange(3), stream=1)", "BufferError"),
+    "from_dlpack stream -1 on cpu": ("dlbind.from_dlpack(np.arange(3), stream=-1)", "BufferError"),
+    "from_dlpack stream str": ("dlbind.from_dlpack(np.arange(3), stream='x')", "TypeError"),
+    "from_dlpack stream bool": ("dlbind.from_dlpack(np.arange(3), stream=True)", "TypeError"),
+    "from_dlpack allow_vector True": ("dlbind.from_dlpack(np.arange(3), allow_vector=True)", "ok"),
+    "from_dlpack allow_vector False": ("dlbind.from_dlpack(np.arange(3), allow_vector=False)", "ok"),
+    "from_dlpack vector refused": ("dlbind.from_dlpack(capsule(lanes=4))", "BufferError"),
+    "from_dlpack vector allowed": ("dlbind.from_dlpack(capsule(lanes=4), allow_vector=True)", "ok"),
+    "from_dlpack capsule": ("dlbind.from_dlpack(capsule())", "ok"),
+    "from_dlpack capsule copy": ("dlbind.from_dlpack(capsule(), copy=True)", "BufferError"),
+    "from_dlpack used capsule": (
+        "(lambda c: (dlbind.from_dlpack(c), dlbind.from_dlpack(c)))(capsule())",
+        "BufferError",
+    ),
+    "from_dlpack unknown dtype code": ("dlbind.from_dlpack(capsule(code=99))", "BufferError"),
+    "from_dlpack zero bits": ("dlbind.from_dlpack(capsule(bits=0))", "BufferError"),
+    "from_dlpack unknown device": ("dlbind.from_dlpack(capsule(device_type=99))", "BufferError"),
+    "from_dlpack major 2": ("dlbind.from_dlpack(capsule(major=2))", "BufferError"),
+    "from_dlpack ndim -1": ("dlbind.from_dlpack(capsule(ndim=-1))", "BufferError"),
+    "from_dlpack ndim 65": ("dlbind.from_dlpack(capsule(ndim=65))", "BufferError"),
+    "from_dlpack NULL shape": ("dlbind.from_dlpack(capsule(null_shape=True))", "BufferError"),
+    "from_dlpack negative dim": ("dlbind.from_dlpack(capsule(shape=(-1,)))", "BufferError"),
+    "from_dlpack NULL data": ("dlbind.from_dlpack(capsule(data=0))", "BufferError"),
+    "from_dlpack NULL data empty": ("dlbind.from_dlpack(capsule(data=0, shape=(0,)))", "ok"),
+    "from_dlpack 2**64 elements NULL": (
+        "dlbind.from_dlpack(capsule(data=0, ndim=2, shape=(2**32, 2**32), strides=(2**32, 1)))",
+        "BufferError",
+    ),
+    "from_dlpack 2**64 elements": (
+        "dlbind.from_dlpack(capsule(ndim=2, shape=(2**32, 2**32), strides=(2**32, 1)))",
+        "BufferError",
+    ),
+    "from_dlpack 2**62 float64": (
+        "dlbind.from_dlpack(capsule(ndim=2, bits=64, shape=(2**31, 2**31), strides=(2**31, 1)))",
+        "BufferError",
+    ),
+    "from_dlpack huge but empty": (
+        "dlbind.from_dlpack(capsule(ndim=3, shape=(0, 2**40, 2**40), strides=(0, 0, 1)))",
+        "ok",
+    ),
+    "from_dlpack NULL strides": ("dlbind.from_dlpack(capsule(ndim=2, shape=(2, 3), strides=None))", "ok"),
+    "from_dlpack NULL strides too large": (
+        "dlbind.from_dlpack(capsule(ndim=3, shape=(0, 2**40, 2**40), strides=None))",
+        "BufferError",
+    ),
+    "from_dlpack byte_offset wraps": ("dlbind.from_dlpack(capsule(byte_offset=2**64 - 1))", "BufferError"),
+    "from_dlpack byte_offset": ("dlbind.from_dlpack(capsule(byte_offset=4, shape=(2,)))", "ok"),
+    # -- from_pointer -------------------------------------------------------------------------------
+    "from_pointer 2**64 NULL": ("dlbind.from_pointer(0, (2**32, 2**32), 'float32')", "BufferError"),
+    "from_pointer 2**64": ("dlbind.from_pointer(ADDRESS, (2**32, 2**32), 'float32')", "BufferError"),
+    "from_pointer 2**63 elements": ("dlbind.from_pointer(ADDRESS, (2**63,), 'uint8')", "BufferError"),
+    "from_pointer bytes overflow": ("dlbind.from_pointer(ADDRESS, (2**31, 2**31), 'float64')", "BufferError"),
+    "from_pointer packed fits": ("dlbind.from_pointer(ADDRESS, (2**62,), 'float4_e2m1fn')", "ok"),
+    "from_pointer 2**62 uint16": ("dlbind.from_pointer(ADDRESS, (2**62,), 'uint16')", "BufferError"),
+    "from_pointer huge but empty": ("dlbind.from_pointer(ADDRESS, (0, 2**40, 2**20), 'float64')", "ok"),
+    "from_pointer empty, strides too large": (
+        "dlbind.from_pointer(ADDRESS, (0, 2**62, 2**62), 'float64')",
+        "BufferError",
+    ),
+    "from_pointer dimension too large": ("dlbind.from_pointer(ADDRESS, (0, 2**63), 'int8')", "BufferError"),
+    "from_pointer stride too large": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', strides=(2**63,))", "BufferError"),
+    "from_pointer NULL": ("dlbind.from_pointer(0, (3,), 'float32')", "ValueError"),
+    "from_pointer NULL empty": ("dlbind.from_pointer(0, (0, 3), 'float32')", "ok"),
+    "from_pointer good": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2, 3), 'float32'))", "ok"),
+    "from_pointer strides": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2, 3), 'int8', strides=(1, 2)))", "ok"),
+    "from_pointer byte_offset": (
+        "dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2,), 'int16', byte_offset=2))",
+        "ok",
+    ),
+    "from_pointer readonly": ("dlbind.from_dlpack(dlbind.from_pointer(ADDRESS, (2,), 'int16', readonly=True))", "ok"),
+    "from_pointer readonly legacy": ("dlbind.from_pointer(ADDRESS, (2,), 'int16', readonly=True).__dlpack__()", None),
+    "from_pointer dtype unknown": ("dlbind.from_pointer(ADDRESS, (2,), 'float33')", "ValueError"),
+    "from_pointer dtype object": ("dlbind.from_pointer(ADDRESS, (2,), 3.5)", "TypeError"),
+    "from_pointer dtype DType": ("dlbind.from_pointer(ADDRESS, (2,), dlbind.DType(2, 32))", "ok"),
+    "from_pointer dtype numpy": ("dlbind.from_pointer(ADDRESS, (2,), np.float64)", "ok"),
+    "from_pointer device bogus": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', device='tpu')", "ValueError"),
+    "from_pointer device unknown type": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', device=(99, 0))", "BufferError"),
+    "from_pointer device cuda": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', device='cuda:1')", "ok"),
+    "from_pointer negative dim": ("dlbind.from_pointer(ADDRESS, (-1,), 'int8')", "ValueError"),
+    "from_pointer strides length": ("dlbind.from_pointer(ADDRESS, (2, 2), 'int8', strides=(1,))", "ValueError"),
+    "from_pointer byte_offset negative": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', byte_offset=-1)", "ValueError"),
+    "from_pointer byte_offset wraps": ("dlbind.from_pointer(ADDRESS, (2,), 'int8', byte_offset=2**64)", "BufferError"),
+    # -- Tensor methods ------------------------------------------------------------------------------
+    "tensor __dlpack__": ("tensor().__dlpack__()", "ok"),
+    "tensor __dlpack__ versioned": ("tensor().__dlpack__(max_version=(1, 3))", "ok"),
+    "tensor __dlpack__ max_version None": ("tensor().__dlpack__(max_version=None)", "ok"),
+    "tensor __dlpack__ max_version 0.8": ("tensor().__dlpack__(max_version=(0, 8))", "ok"),
+    "tensor __dlpack__ max_version 2.0": ("tensor().__dlpack__(max_version=(2, 0))", "ok"),
+    "tensor __dlpack__ max_version list": ("tensor().__dlpack__(max_version=[1, 3])", "ok"),
+    "tensor __dlpack__ max_version str": ("tensor().__dlpack__(max_version='x')", "TypeError"),
+    "tensor __dlpack__ max_version int": ("tensor().__dlpack__(max_version=1)", "TypeError"),
+    "tensor __dlpack__ stream None": ("tensor().__dlpack__(stream=None, max_version=(1, 3))", "ok"),
+    "tensor __dlpack__ stream 1": ("tensor().__dlpack__(stream=1, max_version=(1, 3))", "BufferError"),
+    "tensor __dlpack__ stream -1": ("tensor().__dlpack__(stream=-1)", "BufferError"),
+    "tensor __dlpack__ stream 0": ("tensor().__dlpack__(stream=0)", "BufferError"),
+    "tensor __dlpack__ stream -2": ("tensor().__dlpack__(stream=-2)", "BufferError"),
+    "tensor __dlpack__ stream str": ("tensor().__dlpack__(stream='1')", "TypeError"),
+    "tensor __dlpack__ stream bool": ("tensor().__dlpack__(stream=False)", "TypeError"),
+    "tensor __dlpack__ stream float": ("tensor().__dlpack__(stream=1.0)", "TypeError"),
+    "tensor __dlpack__ stream huge": ("tensor().__dlpack__(stream=2**70)", "BufferError"),
+    "tensor __dlpack__ dl_device cpu": ("tensor().__dlpack__(dl_device=(1, 0), max_version=(1, 3))", "ok"),
+    "tensor __dlpack__ dl_device name": ("tensor().__dlpack__(dl_device=('cpu', 0), max_version=(1, 3))", "ok"),
+    "tensor __dlpack__ dl_device cuda": ("tensor().__dlpack__(dl_device=(2, 0), max_version=(1, 3))", "BufferError"),
+    "tensor __dlpack__ dl_device unknown": ("tensor().__dlpack__(dl_device=(99, 0))", "BufferError"),
+    "tensor __dlpack__ dl_device bad": ("tensor().__dlpack__(dl_device=5)", "TypeError"),
+    "tensor __dlpack__ copy True": ("tensor().__dlpack__(copy=True, max_version=(1, 3))", "ok"),
+    "tensor __dlpack__ copy False": ("tensor().__dlpack__(copy=False, max_version=(1, 3))", "ok"),
+    "tensor __dlpack__ copy None": ("tensor().__dlpack__(copy=None)", "ok"),
+    "tensor __dlpack__ copy int": ("tensor().__dlpack__(copy=1)", "TypeError"),
+    "tensor __dlpack__ unknown keyword": ("tensor().__dlpack__(bogus=1)", "TypeError"),
+    "tensor __dlpack__ positional": ("tensor().__dlpack__(None)", "TypeError"),
+    "tensor __dlpack__ read-only legacy": ("dlbind.from_dlpack(READONLY).__dlpack__()", "BufferError"),
+    "tensor __dlpack__ read-only versioned": ("dlbind.from_dlpack(READONLY).__dlpack__(max_version=(1, 0))", "ok"),
+    "tensor __dlpack__ cuda tensor": ("dlbind.from_dlpack(capsule(device_type=2)).__dlpack__(stream=0)", "BufferError"),
+    "tensor __dlpack__ cuda stream 1": ("dlbind.from_dlpack(capsule(device_type=2)).__dlpack__(stream=1)", None),
+    "tensor __dlpack__ managed stream 0": ("dlbind.from_dlpack(capsule(device_type=13)).__dlpack__(stream=0)", None),
+    "tensor __dlpack__ rocm stream 1": ("dlbind.from_dlpack(capsule(device_type=10)).__dlpack__(stream=1)", None),
+    "tensor __dlpack_device__": ("tensor().__dlpack_device__()", "ok"),
+    "tensor copy": ("tensor().copy()", "ok"),
+    "tensor copy strided": ("dlbind.from_dlpack(np.arange(12.0).reshape(3, 4)[:, ::2]).copy()", "ok"),
+    "tensor copy of cuda": ("dlbind.from_dlpack(capsule(device_type=2)).copy()", "BufferError"),
+    "tensor repr": ("repr(tensor())", "ok"),
+    "tensor numpy": ("np.asarray(tensor()).tolist()", "ok"),
+    "tensor metadata": ("(lambda t: (t.size, t.nbytes, t.byte_strides, t.is_contiguous()))(tensor())", "ok"),
+    # -- the buffer protocol (compiled) against the Python metadata it must agree with (pure) ----------
+    "buffer int32": ("view_facts(tensor())", "ok"),
+    "buffer strided": ("view_facts(dlbind.from_dlpack(np.arange(12.0).reshape(3, 4)[:, ::2]))", "ok"),
+    "buffer negative strides": ("view_facts(dlbind.from_dlpack(np.arange(4)[::-1]))", "ok"),
+    "buffer 0-d": ("view_facts(dlbind.from_dlpack(np.array(2.5, dtype=np.float32)))", "ok"),
+    "buffer empty": ("view_facts(dlbind.from_dlpack(np.zeros((0, 3))))", "ok"),
+    "buffer bool": ("view_facts(dlbind.from_dlpack(np.array([True, False])))", "ok"),
+    "buffer complex": ("view_facts(dlbind.from_dlpack(np.array([1j, 2])))", "ok"),
+    "buffer read-only": ("view_facts(dlbind.from_dlpack(READONLY))", "ok"),
+    "buffer byte_offset": ("view_facts(dlbind.from_dlpack(capsule(byte_offset=4, shape=(2,))))", "ok"),
+    "buffer bfloat16": ("view_facts(dlbind.from_dlpack(capsule(code=4, bits=16)))", "BufferError"),
+    "buffer vector": ("view_facts(dlbind.from_dlpack(capsule(lanes=4), allow_vector=True))", "BufferError"),
+    "buffer int128": ("view_facts(dlbind.from_dlpack(capsule(code=0, bits=128)))", "BufferError"),
+    "buffer cuda": ("view_facts(dlbind.from_dlpack(capsule(device_type=2)))", "BufferError"),
+    "buffer managed": ("view_facts(dlbind.from_dlpack(capsule(device_type=13)))", "ok"),
+    # -- torch (its exchange table in the compiled build, __dlpack__ in the pure one) ---------------------
+    "torch from_dlpack": ("dlbind.from_dlpack(torch().arange(6).reshape(2, 3))", None),
+    "torch from_dlpack strided": ("dlbind.from_dlpack(torch().arange(12.0).reshape(3, 4)[:, ::2])", None),
+    "torch convert numpy": ("summary_of_torch(dlbind.convert(np.arange(3.0), to='torch'))", None),
+    "torch convert read-only": ("summary_of_torch(dlbind.convert(READONLY, to='torch'))", None),
+    "torch convert negative strides": ("summary_of_torch(dlbind.convert(np.arange(4)[::-1], to='torch'))", None),
+    "torch convert tensor": ("summary_of_torch(dlbind.convert(tensor(), to='torch'))", None),
+    "torch convert copy=False read-only": ("dlbind.convert(READONLY, to='torch', copy=False)", None),
+    # -- the exchange table -----------------------------------------------------------------------------
+    "current_work_stream kDLCUDAManaged": ("work_stream(13)", "ok"),
+    "current_work_stream kDLCUDA": ("work_stream(2)", "ok"),
+    "current_work_stream kDLCPU": ("work_stream(1)", "ok"),
+    "current_work_stream kDLROCM": ("work_stream(10)", "ok"),
+    "current_work_stream kDLCUDAHost": ("work_stream(3)", "ok"),
+    # -- convert --------------------------------------------------------------------------------------
+    "convert to numpy": ("dlbind.convert(tensor(), to='numpy')", "ok"),
+    "convert to numpy module": ("dlbind.convert(tensor(), to=np)", "ok"),
+    "convert to ndarray": ("dlbind.convert(tensor(), to=np.ndarray)", "ok"),
+    "convert numpy to numpy": ("(lambda a: dlbind.convert(a, 'numpy') is a)(np.arange(3))", "ok"),
+    "convert copy": ("dlbind.convert(tensor(), to='numpy', copy=True)", "ok"),
+    "convert unknown library": ("dlbind.convert(tensor(), to='nolib')", "ValueError"),
+    "convert bad to": ("dlbind.convert(tensor(), to=3)", "TypeError"),
+    "convert no to": ("dlbind.convert(tensor())", "TypeError"),
+    "convert unknown keyword": ("dlbind.convert(tensor(), to='numpy', bogus=None)", "TypeError"),
+    "convert list": ("dlbind.convert([1, 2], to='numpy')", "TypeError"),
+}
+
+
+# -- the driver (runs in the subprocess) ---------------------------------------------------------------
+
+
+def _namespace() -> dict[str, Any]:
+    import ctypes
+
+    import numpy as np
+
+    import dlbind
+    import faulty
+    from dlbind import _capi
+    from dlbind._ffi import ffi
+    from dlbind.devices import HOST_ACCESSIBLE, device_name
+
+    store = (ctypes.c_char * 64)()
+    readonly = np.arange(4.0)
+    readonly.flags.writeable = False
+
+    def capsule(**kwargs: Any) -> object:
+        cap, _counter = faulty.make_capsule(**kwargs)
+        _KEEP.append(_counter)
+        return cap
+
+    def tensor() -> Any:
+        return dlbind.from_dlpack(np.arange(6, dtype=np.int32).reshape(2, 3))
+
+    def work_stream(device_type: int) -> tuple[int, int]:
+        table = dlbind.Tensor.__dlpack_c_exchange_api__
+        api = ffi.cast("DLPackExchangeAPI *", _capi.capsule_get_pointer(table, b"dlpack_exchange_api"))
+        out = ffi.new("void **", ffi.cast("void *", 12345))
+        rc = api.current_work_stream(device_type, 0, out)
+        return rc, int(ffi.cast("uintptr_t", out[0]))
+
+    class Producer:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    class NotACapsule(Producer):
+        def __dlpack__(self, **kwargs: Any) -> object:
+            return 3
+
+    class CNotACapsule(Producer):
+        def __dlpack__(self, **kwargs: Any) -> object:
+            return np.zeros(1)
+
+    class Legacy(Producer):
+        def __dlpack__(self, stream: Any = None) -> object:
+            return np.arange(3.0).__dlpack__(stream=stream)
+
+    class Raising(Producer):
+        def __dlpack__(self, **kwargs: Any) -> object:
+            raise RuntimeError("the producer failed")
+
+    def view_facts(t: Any) -> tuple[Any, ...]:
+        if dlbind.ffi_build() == "compiled":
+            with memoryview(t) as m:
+                return m.format, m.shape, m.strides, m.readonly, m.nbytes, np.asarray(m).tolist()
+        # The pure build has no buffer protocol on every Python: the facts the C one must give, from
+        # the Python metadata (the specification).
+        if t.device[0] not in HOST_ACCESSIBLE:
+            raise BufferError(f"the buffer protocol needs host memory; this tensor is on {device_name(t.device[0])}")
+        try:
+            fmt = t.dtype.format
+        except ValueError as exc:
+            raise BufferError(str(exc)) from None
+        values = np.asarray(t).tolist()
+        return fmt, t.shape, t.byte_strides, t.readonly, t.nbytes, values
+
+    def torch() -> Any:
+        import torch
+
+        return torch
+
+    def summary_of_torch(x: Any) -> Any:
+        return ["torch", str(x.dtype), tuple(x.shape), x.stride(), x.tolist()]
+
+    return {
+        "view_facts": view_facts,
+        "torch": torch,
+        "summary_of_torch": summary_of_torch,
+        "NotACapsule": NotACapsule,
+        "CNotACapsule": CNotACapsule,
+        "Legacy": Legacy,
+        "Raising": Raising,
+        "dlbind": dlbind,
+        "np": np,
+        "capsule": capsule,
+        "tensor": tensor,
+        "work_stream": work_stream,
+        "READONLY": readonly,
+        "ADDRESS": ctypes.addressof(store),
+        "_store": store,
+    }
+
+
+_KEEP: list[Any] = []
+
+
+def _summary(value: Any) -> Any:
+    import numpy as np
+
+    import dlbind
+    from dlbind import _capi
+    from dlbind.tensor import from_capsule
+
+    if isinstance(value, dlbind.Tensor):
+        out: dict[str, Any] = {
+            "shape": value.shape,
+            "strides": value.strides,
+            "dtype": value.dtype.name,
+            "device": [int(value.device[0]), value.device[1]],
+            "byte_offset": value.byte_offset,
+            "readonly": value.readonly,
+            "version": value.version,
+            "flags": int(value.flags),
+        }
+        if value.device[0] == dlbind.DeviceType.kDLCPU and 0 < value.size <= 64:
+            try:
+                out["values"] = np.asarray(value).tolist()
+            except Exception as exc:  # packed sub-byte data, ...: the refusal is part of the summary
+                out["values"] = [type(exc).__name__, str(exc)]
+        return ["Tensor", out]
+    if type(value) is _capi.PyCapsuleType:
+        name = _capi.capsule_name(value)
+        return ["capsule", name.decode() if name else None, _summary(from_capsule(value, allow_vector=True))]
+    if isinstance(value, dlbind.Exporter):
+        return ["Exporter", repr(value), _summary(dlbind.from_dlpack(value))]
+    if isinstance(value, np.ndarray):
+        return ["ndarray", str(value.dtype), value.shape, value.tolist()]
+    if isinstance(value, tuple):
+        return [_summary(v) for v in value]
+    return repr(value)
+
+
+def _run_cases() -> dict[str, list[Any]]:
+    ns = _namespace()
+    results: dict[str, list[Any]] = {}
+    for name, (code, _) in CASES.items():
+        try:
+            value = eval(code, dict(ns))
+            results[name] = ["ok", json.loads(json.dumps(_summary(value), default=repr))]
+        except Exception as exc:
+            results[name] = [type(exc).__name__, str(exc)]
+    return results
+
+
+# -- the test -------------------------------------------------------------------------------------------
+
+
+def _outcomes(pure: str) -> Any:
+    env = {**os.environ, "DLBIND_PURE": pure, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__))], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, Any]:
+    compiled = _outcomes("0")
+    if compiled["build"] != "compiled":
+        pytest.skip(
+            "the compiled build is not installed (dlbind._api and dlbind._fastpath need a C compiler at install)"
+        )
+    pure = _outcomes("1")
+    assert pure["build"] == "pure"
+    return {"compiled": compiled["cases"], "pure": pure["cases"]}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_both_builds_agree(outcomes: dict[str, Any], name: str) -> None:
+    compiled, pure = outcomes["compiled"][name], outcomes["pure"][name]
+    assert compiled == pure, f"{CASES[name][0]}\n  compiled: {compiled}\n  pure:     {pure}"
+    expected = CASES[name][1]
+    if expected is not None:
+        assert compiled[0] == expected, f"{CASES[name][0]}: {compiled}"
+
+
+def test_exporter_of_bytes_is_an_exporter_in_both(outcomes: dict[str, Any]) -> None:
+    for build in ("compiled", "pure"):
+        assert outcomes[build]["asdlpack bytes is an Exporter"] == ["ok", "True"], build
+
+
+if __name__ == "__main__":
+    import dlbind
+
+    print(json.dumps({"build": dlbind.ffi_build(), "cases": _run_cases()}))
