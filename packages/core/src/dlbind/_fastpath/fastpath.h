@@ -59,7 +59,7 @@ typedef struct {
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits), filled by convert */
     /* interned once */
-    PyObject *max_version;       /* (1, 3) */
+    PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_stream, *str_max_version, *str_dl_device, *str_copy, *str_dlpack, *kwnames_dlpack;
 } dlbind_config;
 
