@@ -76,7 +76,8 @@ class Struct:
 def test_defect1_refusing_consumer_keeps_its_exception() -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     t = dlbind.from_dlpack(dlbind.asdlpack(np.zeros(4, ml_dtypes.bfloat16)))
-    with pytest.raises(BufferError):
+    # numpy's own refusal (numpy 2.4 raises RuntimeError "Unsupported dtype in DLTensor."), not SystemError
+    with pytest.raises((BufferError, RuntimeError)):
         np.from_dlpack(t)
 
 
@@ -246,9 +247,19 @@ def _through_convert(cls: type) -> None:
     dlbind.convert(obj, to="numpy")
 
 
+def _defect6_open(make: Any, path: Any) -> bool:
+    """Where defect 6 still reproduces today: producer classes are cached by type (compiled: both paths;
+    pure: convert's ``_BY_TYPE``)."""
+    return make is _fresh_producer_class and (COMPILED or path is _through_convert)
+
+
 @pytest.mark.parametrize("make", [_fresh_bytes_class, _fresh_producer_class])
 @pytest.mark.parametrize("path", [_through_from_dlpack, _through_convert])
-def test_defect6_types_seen_are_not_kept(make: Any, path: Any) -> None:
+def test_defect6_types_seen_are_not_kept(make: Any, path: Any, request: pytest.FixtureRequest) -> None:
+    if _defect6_open(make, path):
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason=f"issue 8 defect 6: {BUILD} build keeps every type it has seen")
+        )
     refs = []
     for _ in range(50):
         cls = make()
@@ -257,25 +268,26 @@ def test_defect6_types_seen_are_not_kept(make: Any, path: Any) -> None:
     del cls
     gc.collect()
     kept = sum(r() is not None for r in refs)
-    if kept and not _expected_kept(make, path):
-        pytest.fail(f"{kept} of 50 fresh classes are kept alive after use")
-    assert kept == 0 or _expected_kept(make, path)
-
-
-def _expected_kept(make: Any, path: Any) -> bool:  # replaced by xfail marks below when known
-    return False
+    assert kept == 0, f"{kept} of 50 fresh classes are kept alive after use"
 
 
 # -- defect 7: the builds agree -------------------------------------------------------------------------
 
 
+@pytest.mark.xfail(COMPILED, strict=True, reason="issue 8 defect 7: compiled from_dlpack accepts unknown keywords")
 def test_defect7_unknown_keyword_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="bogus"):
         dlbind.from_dlpack(np.zeros(3), bogus=None)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("raw", [True, False], ids=["capsule", "exporter"])
-def test_defect7_byte_offset_reaches_torch(raw: bool) -> None:
+def test_defect7_byte_offset_reaches_torch(raw: bool, request: pytest.FixtureRequest) -> None:
+    if raw and COMPILED:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True, reason="issue 8 defect 7: compiled convert(capsule) raises AttributeError (no __dlpack__)"
+            )
+        )
     torch = pytest.importorskip("torch")
     a = np.arange(8, dtype=np.float32)
     exporter = dlbind.from_pointer(a.ctypes.data, (6,), "float32", byte_offset=8, owner=a)
