@@ -46,23 +46,26 @@ def run_build(build: str, seed: int, count: int, chunk: int, out: Path, extra: l
              "--jsonl", str(part), "--hash", *extra],
             env=_env(build), capture_output=True, text=True,
         )  # fmt: skip
-        lines = part.read_text().splitlines() if part.exists() else []
+        raw = part.read_text().splitlines() if part.exists() else []
+        started = [int(line[1:]) for line in raw if line.startswith("#")]
+        lines = [line for line in raw if line and not line.startswith("#")]
         with digests.open("a") as f:
             f.writelines(line + "\n" for line in lines)
         violations += sum(1 for line in lines if line.split("\t")[1] != "0")
         for line in proc.stdout.splitlines():
             if line.startswith("VIOLATION"):
                 print(f"[{build}] {line}", flush=True)
-        done = start + len(lines)
+        complete = "done:" in proc.stdout
+        done = start + n if complete else (started[-1] if started else start)
         if proc.returncode not in (0, 1):
             crashes.append(done)
             tail = proc.stderr.strip().splitlines()[-5:]
-            where = "at interpreter exit after the chunk" if done == start + n else f"at input {done}"
+            where = "at interpreter exit after the chunk" if complete else f"at input {done}"
             print(f"[{build}] CRASH (exit {proc.returncode}) {where}: {' | '.join(tail)}", flush=True)
-            start = done + 1
+            start = done + (0 if complete else 1)
         else:
             start = done
-            if len(lines) < n:  # pragma: no cover - a chunk that stopped early without crashing
+            if not complete:  # pragma: no cover - a chunk that stopped early without crashing
                 print(f"[{build}] chunk ended early at {done}: {proc.stderr[-500:]}", flush=True)
                 start = done + 1
         rate = (start) / (time.perf_counter() - t0)
@@ -78,7 +81,7 @@ def outcomes(build: str, seed: int, index: int, extra: list[str]) -> list[object
         env=_env(build), capture_output=True, text=True,
     )  # fmt: skip
     for line in proc.stdout.splitlines():
-        if line.startswith(f"{index}\t"):
+        if line.startswith(f"{index}\t"):  # (the '#index' start marker is skipped)
             return list(json.loads(line.split("\t", 2)[2]))
     return [f"no outcome (exit {proc.returncode})"]
 
@@ -122,10 +125,11 @@ def main() -> int:
     parser.add_argument("--show", type=int, default=20, help="how many divergent inputs to print in full")
     parser.add_argument("--builds", default="compiled,pure")
     parser.add_argument("--no-convert", action="store_true")
+    parser.add_argument("--convert-every", type=int, default=1, help="convert every k-th input (conversions are slow)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    extra = ["--no-convert"] if args.no_convert else []
+    extra = ["--no-convert"] if args.no_convert else ["--convert-every", str(args.convert_every)]
     total_crashes = total_violations = 0
     builds = args.builds.split(",")
     for build in builds:
