@@ -24,6 +24,7 @@ import dlbind
 
 SECONDS = float(os.environ.get("DLBIND_THREAD_SECONDS", "2"))
 PURE = dlbind.ffi_build() == "pure"
+HELPER_DIR = os.path.dirname(nativehelp.__file__)
 
 
 def _alive() -> int | None:
@@ -78,7 +79,7 @@ def test_eight_threads_exchange_and_release_shared_sources() -> None:
                     shared[:] = fresh()
                 del a, exporter, t, t2
                 counts[k] += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
@@ -230,7 +231,7 @@ def test_objects_alive_at_exit(case: str, request: pytest.FixtureRequest) -> Non
     env = dict(os.environ, DLBIND_PURE="1" if PURE else "0")
     for _ in range(2):
         proc = subprocess.run(
-            [sys.executable, "-X", "dev", "-c", textwrap.dedent(EXIT_CASES[case]), os.path.dirname(nativehelp.__file__)],
+            [sys.executable, "-X", "dev", "-c", textwrap.dedent(EXIT_CASES[case]), HELPER_DIR],
             capture_output=True, text=True, timeout=120, env=env,
         )  # fmt: skip
         bad = [w for w in ("Fatal", "Segmentation", "Traceback", "SystemError") if w in proc.stderr]

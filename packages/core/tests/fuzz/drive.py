@@ -76,8 +76,8 @@ def run_build(build: str, seed: int, count: int, chunk: int, out: Path, extra: l
 
 def outcomes(build: str, seed: int, index: int, extra: list[str]) -> list[object]:
     proc = subprocess.run(
-        [sys.executable, str(FUZZ), "--seed", str(seed), "--start", str(index), "--count", "1", "--jsonl", "/dev/stdout",
-         *extra],
+        [sys.executable, str(FUZZ), "--seed", str(seed), "--start", str(index), "--count", "1",
+         "--jsonl", "/dev/stdout", *extra],
         env=_env(build), capture_output=True, text=True,
     )  # fmt: skip
     for line in proc.stdout.splitlines():
@@ -139,6 +139,9 @@ def main() -> int:
         for i in [c for c in crashes if c < args.count][: args.show]:
             print(f"[{build}] crashed on input {i}: {describe(args.seed, i)}")
     diverging = compare(args.seed, out, extra, args.show) if len(builds) == 2 else 0
+    summary = {"seed": args.seed, "count": args.count, "crashes": total_crashes, "violations": total_violations,
+               "divergences": diverging, "builds": builds}  # fmt: skip
+    (out / "summary.json").write_text(json.dumps(summary))
     print(
         f"SUMMARY seed {args.seed}: {args.count} inputs per build, {total_crashes} crashes, "
         f"{total_violations} property violations, {diverging} divergences",
