@@ -137,10 +137,16 @@ FUZZ = "packages/core/tests/fuzz"
 
 
 def _install_core_for_tests(session: nox.Session, env: dict[str, str] | None = None) -> None:
+    import shutil
+    import tempfile
+
     session.install(*_group("test"))
     session.install(CORE)  # the dependencies (cffi, ...)
-    # then the core itself, rebuilt here with the session's flags
-    session.install("--force-reinstall", "--no-deps", "--no-cache-dir", CORE, env=env)
+    # Then the core itself, compiled afresh with the session's flags: from a clean copy, because pip
+    # builds in-tree and setuptools would reuse object files of another build in packages/core/build.
+    with tempfile.TemporaryDirectory() as tmp:
+        src = shutil.copytree(ROOT / CORE, f"{tmp}/core", ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+        session.install("--force-reinstall", "--no-deps", "--no-cache-dir", src, env=env)
 
 
 @nox.session

@@ -32,12 +32,15 @@ void deleter_l(void *self);
 void capsule_destructor(void *capsule);
 int64_t total_calls(void);
 int call_deleter_on_new_thread(void *managed, int versioned);
+void *calloc(size_t n, size_t size);
+void free(void *p);
 """
 
 SOURCE = r"""
 #include <Python.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 static int64_t g_total;
 
@@ -148,11 +151,21 @@ _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _USED = {True: ctypes.c_char_p(b"used_dltensor_versioned"), False: ctypes.c_char_p(b"used_dltensor")}
 
 
+def raw_alloc(size: int) -> Any:
+    """Zeroed C memory that is never freed by Python: the harness frees it (``lib.free``) only after the
+    deleter ran, so a tensor that outlives its test (a traceback, interpreter exit) never sees freed memory."""
+    block = ffi.cast("char *", lib.calloc(1, size))
+    if block == ffi.NULL:
+        raise MemoryError(size)
+    return block
+
+
 def name_block(name: bytes | None, versioned: bool) -> Any:
-    """A C buffer holding the layout byte then the NUL-terminated name; keep it alive with the capsule."""
-    raw = b"V" if versioned else b"L"
-    raw += (name or b"") + b"\0"
-    return ffi.new("char[]", raw)
+    """C memory holding the layout byte then the NUL-terminated name; lives as long as the struct."""
+    raw = (b"V" if versioned else b"L") + (name or b"") + b"\0"
+    block = raw_alloc(len(raw))
+    ffi.memmove(block, raw, len(raw))
+    return block
 
 
 def new_capsule(managed: int, block: Any, has_name: bool = True) -> object:

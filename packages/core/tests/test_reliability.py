@@ -46,19 +46,29 @@ class Struct:
     """A ``DLManagedTensorVersioned`` built by hand, in a capsule made by a foreign (C) producer."""
 
     def __init__(
-        self, shape: tuple[int, ...], *, code: int = 2, bits: int = 32, data: bool = True, byte_offset: int = 0
+        self,
+        shape: tuple[int, ...],
+        *,
+        code: int = 2,
+        bits: int = 32,
+        data: bool = True,
+        byte_offset: int = 0,
+        device: tuple[int, int] = (1, 0),
     ) -> None:
         ffi = nativehelp.ffi
-        self.arena = ffi.new("char[]", 4096)
-        self.counter = ffi.new("int64_t[1]")
+        # C memory never freed: a tensor kept by a traceback may outlive this object (interpreter exit)
+        self.arena = nativehelp.raw_alloc(4096)
+        self.counter = ffi.cast("int64_t *", nativehelp.raw_alloc(8))
         base = int(ffi.cast("uintptr_t", self.arena))
-        buf = ffi.buffer(self.arena)
+        buf = ffi.buffer(self.arena, 4096)
         ndim = len(shape)
-        struct.pack_into(f"<{ndim}q", buf, 256, *shape)
+        struct.pack_into(f"<{ndim}Q", buf, 256, *[d % 2**64 for d in shape])
         ctx = int(ffi.cast("uintptr_t", self.counter))
         struct.pack_into("<IIQQQ", buf, 0, 1, 3, ctx, nativehelp.DELETER_V, 0)
         data_ptr = base + 1024 if data else 0
-        struct.pack_into("<QiiiBBHQQQ", buf, 32, data_ptr, 1, 0, ndim, code, bits, 1, base + 256, 0, byte_offset)
+        struct.pack_into(
+            "<QiiiBBHQQQ", buf, 32, data_ptr, *device, ndim, code, bits, 1, base + 256, 0, byte_offset % 2**64
+        )
         self.block = nativehelp.name_block(b"dltensor_versioned", True)
         self.base = base
 
@@ -172,8 +182,8 @@ def test_defect4_convert_huge_to_torch_does_not_abort() -> None:
         import nativehelp, struct
         import dlbind
         ffi = nativehelp.ffi
-        arena = ffi.new("char[]", 4096); counter = ffi.new("int64_t[1]")
-        base = int(ffi.cast("uintptr_t", arena)); buf = ffi.buffer(arena)
+        arena = nativehelp.raw_alloc(4096); counter = ffi.cast("int64_t *", nativehelp.raw_alloc(8))
+        base = int(ffi.cast("uintptr_t", arena)); buf = ffi.buffer(arena, 4096)
         struct.pack_into("<2q", buf, 256, 2**62, 2)
         struct.pack_into("<IIQQQ", buf, 0, 1, 3, int(ffi.cast("uintptr_t", counter)), nativehelp.DELETER_V, 0)
         struct.pack_into("<QiiiBBHQQQ", buf, 32, base + 1024, 1, 0, 2, 0, 8, 1, base + 256, 0, 0)
@@ -294,3 +304,59 @@ def test_defect7_byte_offset_reaches_torch(raw: bool, request: pytest.FixtureReq
     out = dlbind.convert(source, to="torch")
     assert isinstance(out, torch.Tensor)
     assert out.tolist() == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+# -- found by the fuzzer (issue 8 harness): reported for the integrator -------------------------------------
+# Each: an input dlbind accepts today, then an operation that ends outside BufferError/TypeError/ValueError.
+
+
+@pytest.mark.parametrize(
+    ("code", "bits"), [(2, 4), (6, 128), (0, 7), (5, 8)], ids=["float4-as-kDLFloat", "bool128", "int7", "complex8"]
+)
+@pytest.mark.xfail(strict=True, reason="issue 8 defect 8: dtype (code, bits) pairs no spec defines are accepted")
+def test_defect8_undefined_dtypes_are_refused(code: int, bits: int) -> None:
+    s = Struct((4,), code=code, bits=bits)
+    with pytest.raises(BufferError):
+        dlbind.from_dlpack(s.capsule())
+
+
+@pytest.mark.xfail(strict=True, reason="issue 8 defect 8: a negative device id is accepted (jax then raises)")
+def test_defect8_negative_device_id_is_refused() -> None:
+    s = Struct((4,), device=(1, -1))
+    with pytest.raises(BufferError):
+        dlbind.from_dlpack(s.capsule())
+
+
+@pytest.mark.xfail(strict=True, reason="issue 8 defect 9: convert hands a CUDA tensor to a CPU-only torch")
+def test_defect9_convert_to_a_library_without_the_device() -> None:
+    pytest.importorskip("torch")
+    t = dlbind.from_dlpack(Struct((4,), device=(2, 0)).capsule())
+    with pytest.raises(BufferError):
+        dlbind.convert(t, to="torch")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 8 defect 10: byte_offset past 2**63 is accepted (compiled: the pointer wraps; pure: OverflowError)",
+)
+def test_defect10_byte_offset_overflow_is_refused() -> None:
+    s = Struct((2, 3), byte_offset=2**64 - 8)
+    with pytest.raises(BufferError):
+        dlbind.from_dlpack(s.capsule())
+
+
+@pytest.mark.xfail(strict=True, reason="issue 8 defect 11: zero-size tensors with huge dims: OverflowError/struct.error")
+def test_defect11_zero_size_with_huge_dims() -> None:
+    s = Struct((0, 2**62, 4))
+    try:
+        t = dlbind.from_dlpack(s.capsule())
+    except BufferError:
+        return  # refusing it is fine too
+    assert t.copy().shape == (0, 2**62, 4)
+    assert dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3))).shape == (0, 2**62, 4)
+
+
+@pytest.mark.xfail(PURE, strict=True, reason="issue 8 defect 12: the pure build's Tensor has no buffer protocol")
+def test_defect12_buffer_protocol_in_both_builds() -> None:
+    t = dlbind.from_dlpack(dlbind.asdlpack(bytearray(b"abcd")))
+    assert memoryview(t).tobytes() == b"abcd"

@@ -185,8 +185,8 @@ EXIT_CASES = {
         ffi = nativehelp.ffi
         KEEP = []
         for consume in (True, False):
-            arena = ffi.new("char[]", 512); counter = ffi.new("int64_t[1]")
-            base = int(ffi.cast("uintptr_t", arena)); buf = ffi.buffer(arena)
+            arena = nativehelp.raw_alloc(512); counter = ffi.cast("int64_t *", nativehelp.raw_alloc(8))
+            base = int(ffi.cast("uintptr_t", arena)); buf = ffi.buffer(arena, 512)
             struct.pack_into("<q", buf, 256, 4)
             struct.pack_into("<IIQQQ", buf, 0, 1, 3, int(ffi.cast("uintptr_t", counter)), nativehelp.DELETER_V, 0)
             struct.pack_into("<QiiiBBHQQQ", buf, 32, base + 384, 1, 0, 1, 2, 32, 1, base + 256, 0, 0)

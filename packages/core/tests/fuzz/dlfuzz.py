@@ -155,7 +155,7 @@ class Input:
     fields: dict[str, Any] = field(default_factory=dict)
 
     def calls(self) -> int:
-        return int(self.counter[0])
+        return int(self.counter[0]) if self.counter is not None else 1
 
     def describe(self) -> str:
         return (
@@ -168,9 +168,9 @@ class Input:
 def build(src: Source) -> Input:
     """Draw one struct from ``src`` and lay it out in a fresh arena."""
     ffi = nativehelp.ffi
-    arena = ffi.new("char[]", ARENA)
+    arena = nativehelp.raw_alloc(ARENA)  # freed by settle() once the deleter ran, else never
     base = int(ffi.cast("uintptr_t", arena))
-    buf = ffi.buffer(arena)
+    buf = ffi.buffer(arena, ARENA)
     versioned = src.int(0, 3) != 0
     name = src.pick(NAMES) if src.int(0, 3) == 0 else (b"dltensor_versioned" if versioned else b"dltensor")
     if name in (b"dltensor_versioned", b"dltensor"):
@@ -229,7 +229,7 @@ def build(src: Source) -> Input:
     k = src.int(0, 9)
     data_kind = 0 if k == 0 else 2 if k == 1 else 1
     data = {0: 0, 1: base + DATA_AT + 8 * src.int(0, DATA_SIZE // 8 - 1), 2: src.int(1, 4096)}[data_kind]
-    counter = nativehelp.ffi.new("int64_t[1]")
+    counter = ffi.cast("int64_t *", nativehelp.raw_alloc(8))
     ctx = int(ffi.cast("uintptr_t", counter))
     tensor = _T.pack(
         data, dev_type, _s32(dev_id), _s32(ndim), code, bits, lanes, shape_ptr, strides_ptr, _u64(byte_offset)
@@ -404,7 +404,11 @@ def settle(item: Input, record: list[tuple[Any, ...]], problems: list[str]) -> N
     record.append(("deleter_calls", calls))
     if calls != 1:
         problems.append(f"deleter called {calls} times")
-    item.block = None
+    if calls:  # nobody can use the struct any more: free it (a leaked one stays, so a late deleter is safe)
+        for block in (item.arena, item.block, item.counter):
+            if block is not None:
+                nativehelp.lib.free(block)
+        item.arena = item.block = item.counter = None
 
 
 def run_checked(item: Input) -> tuple[list[tuple[Any, ...]], list[str]]:

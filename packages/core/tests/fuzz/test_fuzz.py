@@ -106,8 +106,8 @@ def test_builds_agree(tmp_path: Path) -> None:
 def test_hypothesis_import_is_clean_and_deleter_runs_once(data: st.DataObject) -> None:
     item = dlfuzz.build(dlfuzz.HypothesisSource(data))
     item.convert = False
-    block = nativehelp.name_block(item.name, item.versioned)
-    capsule = nativehelp.new_capsule(item.base, block, has_name=item.name is not None)
+    item.block = nativehelp.name_block(item.name, item.versioned)
+    capsule = nativehelp.new_capsule(item.base, item.block, has_name=item.name is not None)
     try:
         t = dlbind.from_dlpack(capsule)
     except dlfuzz.ALLOWED:
@@ -119,4 +119,4 @@ def test_hypothesis_import_is_clean_and_deleter_runs_once(data: st.DataObject) -
     if item.calls() != 1:
         gc.collect()
     assert item.calls() == 1, item.describe()
-    del block
+    dlfuzz.settle(item, [], [])  # frees the struct's memory
