@@ -193,19 +193,26 @@ def asan(session: nox.Session) -> None:
 
     flags = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g -O1"
     _install_core_for_tests(session, env={"CFLAGS": flags, "LDFLAGS": "-fsanitize=address,undefined"})
-    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    def gcc_lib(name: str) -> str:
+        return subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+
+    # libstdc++ preloaded too: otherwise ASan cannot find the real __cxa_throw of libraries loaded later
+    # (torch, jaxlib) and aborts on their first C++ exception ("CHECK failed: real___cxa_throw").
+    preload = f"{gcc_lib('libasan.so')} {gcc_lib('libstdc++.so.6')}"
     logs = ROOT / ".cache" / "asan"
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     env = {
         "DLBIND_PURE": "0",
-        "LD_PRELOAD": libasan,
-        "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=0:log_path={logs}/asan",
-        "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:log_path={logs}/ubsan",
+        "LD_PRELOAD": preload,
+        # exit code 86 on a report, so that a report is never mistaken for a test failure (1)
+        "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=0:exitcode=86:log_path={logs}/asan",
+        "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode=86:log_path={logs}/ubsan",
     }
     # The extension must carry the sanitiser runtime, or the run proves nothing.
     session.run("python", "-c", _ASAN_CHECK, env=env)
-    session.run("pytest", "packages/core/tests", "-q", "-p", "no:cacheprovider", env=env, success_codes=[0, 1])
+    # Test failures (1) and reports (86) are both tallied below, after the corpus ran too.
+    session.run("pytest", "packages/core/tests", "-q", "-p", "no:cacheprovider", env=env, success_codes=[0, 1, 86])
     count = "20000"
     if "--count" in session.posargs:
         count = session.posargs[session.posargs.index("--count") + 1]

@@ -345,7 +345,7 @@ def test_defect10_byte_offset_overflow_is_refused() -> None:
         dlbind.from_dlpack(s.capsule())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 11: zero-size tensors with huge dims: OverflowError/struct.error")
+@pytest.mark.xfail(strict=True, reason="issue 8 defect 11: zero-size tensors, huge dims: OverflowError/struct.error")
 def test_defect11_zero_size_with_huge_dims() -> None:
     s = Struct((0, 2**62, 4))
     try:
