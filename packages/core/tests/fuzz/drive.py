@@ -58,7 +58,7 @@ def run_build(build: str, seed: int, count: int, chunk: int, out: Path, extra: l
         complete = "done:" in proc.stdout
         done = start + n if complete else (started[-1] if started else start)
         if proc.returncode not in (0, 1):
-            crashes.append(done)
+            crashes.append(-1 if complete else done)  # -1: at interpreter exit, after the chunk's inputs
             tail = proc.stderr.strip().splitlines()[-5:]
             where = "at interpreter exit after the chunk" if complete else f"at input {done}"
             print(f"[{build}] CRASH (exit {proc.returncode}) {where}: {' | '.join(tail)}", flush=True)
@@ -136,7 +136,7 @@ def main() -> int:
         crashes, violations = run_build(build, args.seed, args.count, args.chunk, out, extra)
         total_crashes += len(crashes)
         total_violations += violations
-        for i in [c for c in crashes if c < args.count][: args.show]:
+        for i in [c for c in crashes if c >= 0][: args.show]:
             print(f"[{build}] crashed on input {i}: {describe(args.seed, i)}")
     diverging = compare(args.seed, out, extra, args.show) if len(builds) == 2 else 0
     summary = {"seed": args.seed, "count": args.count, "crashes": total_crashes, "violations": total_violations,
