@@ -215,7 +215,8 @@ def asan(session: nox.Session) -> None:
     session.run("python", "-c", _ASAN_CHECK, env=env)
     counts = logs / "counts.json"
     sanrun = ["python", f"{FUZZ}/sanrun.py", str(counts), "--"]
-    session.run(*sanrun, "python", "-m", "pytest", "packages/core/tests", "-q", "-p", "no:cacheprovider", env=env)
+    # -s: pytest must not capture the reports (those of the tests' own subprocesses are not counted).
+    session.run(*sanrun, "python", "-m", "pytest", "packages/core/tests", "-q", "-s", "-p", "no:cacheprovider", env=env)
     count = "20000"
     if "--count" in session.posargs:
         count = session.posargs[session.posargs.index("--count") + 1]

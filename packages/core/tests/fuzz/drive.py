@@ -55,6 +55,9 @@ def run_build(build: str, seed: int, count: int, chunk: int, out: Path, extra: l
         for line in proc.stdout.splitlines():
             if line.startswith("VIOLATION"):
                 print(f"[{build}] {line}", flush=True)
+        for line in proc.stderr.splitlines():  # sanitizer reports (nox -s asan) are passed on, to be counted
+            if "runtime error:" in line or "ERROR: AddressSanitizer" in line:
+                print(f"[{build}] SANITIZER {line}", flush=True)
         complete = "done:" in proc.stdout
         done = start + n if complete else (started[-1] if started else start)
         if proc.returncode not in (0, 1):
