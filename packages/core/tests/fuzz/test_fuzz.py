@@ -52,7 +52,6 @@ def test_corpus_never_crashes(corpus_run: dict[str, Any]) -> None:
     assert len(corpus_run["records"]) == COUNT
 
 
-@pytest.mark.xfail(PURE, strict=True, reason="issue 8 defect 2: the pure build crashes at exit after the corpus")
 def test_corpus_exits_cleanly(corpus_run: dict[str, Any]) -> None:
     proc = corpus_run["proc"]
     assert proc.returncode in (0, 1), f"exit {proc.returncode}:\n{proc.stderr[-2000:]}"
