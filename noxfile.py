@@ -149,3 +149,123 @@ def bench(session: nox.Session) -> None:
         *session.posargs,
     )  # fmt: skip
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
+
+
+# -- reliability (issue 8): fuzzing, sanitisers, leaks ------------------------------------------------------
+
+FUZZ = "packages/core/tests/fuzz"
+
+
+def _install_core_for_tests(session: nox.Session, env: dict[str, str] | None = None) -> None:
+    import shutil
+    import tempfile
+
+    session.install(*_group("test"))
+    session.install(CORE)  # the dependencies (cffi, ...)
+    # Then the core itself, compiled afresh with the session's flags: from a clean copy, because pip
+    # builds in-tree and setuptools would reuse object files of another build in packages/core/build.
+    with tempfile.TemporaryDirectory() as tmp:
+        src = shutil.copytree(ROOT / CORE, f"{tmp}/core", ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+        session.install("--force-reinstall", "--no-deps", "--no-cache-dir", src, env=env)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Fuzz long: 1,000,000 malformed capsules per build (both), crashes, deleter counts and build divergences.
+
+    ``-- --count N --seed S`` change the corpus; atheris (libFuzzer) runs the same generator first,
+    ``DLBIND_ATHERIS_RUNS`` inputs per build (default 100000).
+    """
+    import json
+    import shutil
+
+    _install_core_for_tests(session)
+    session.install("atheris")
+    out = ROOT / ".cache" / "fuzz"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    runs = session.env.get("DLBIND_ATHERIS_RUNS", "100000")
+    for pure in ("0", "1"):  # a finding stops that build's atheris run (exit 77) and is saved as a crash-* file
+        session.run(
+            "python", f"{FUZZ}/atheris_harness.py", f"-runs={runs}", "-max_len=512", "-print_final_stats=1",
+            "-error_exitcode=77", f"-artifact_prefix={out}/atheris-{pure}-", env={"DLBIND_PURE": pure},
+            success_codes=[0, 77],
+        )  # fmt: skip
+    session.run(
+        "python", f"{FUZZ}/drive.py", "--count", "1000000", "--chunk", "50000", "--convert-every", "20",
+        "--out", str(out), *session.posargs, success_codes=[0, 1],
+    )  # fmt: skip
+    findings = sorted(out.glob("atheris-*"))
+    summary = json.loads((out / "summary.json").read_text())
+    session.log(f"atheris findings: {[f.name for f in findings]}; corpus: {summary}")
+    if findings or summary["crashes"] or summary["violations"] or summary["divergences"]:
+        session.error("fuzzing found problems (see above)")
+
+
+@nox.session
+def asan(session: nox.Session) -> None:
+    """Build the compiled core with AddressSanitizer and UBSan; run the core tests and the fuzz corpus under it.
+
+    ``-- --count N`` sets the corpus size (default 20000). Reports are counted from the output; any report fails.
+    """
+    import json
+    import shutil
+    import subprocess
+
+    # Recover mode: every report is printed and counted, and the run goes on (one halted test would hide the rest).
+    flags = "-fsanitize=address,undefined -fsanitize-recover=address,undefined -fno-omit-frame-pointer -g -O1"
+    _install_core_for_tests(session, env={"CFLAGS": flags, "LDFLAGS": "-fsanitize=address,undefined"})
+    def gcc_lib(name: str) -> str:
+        return subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+
+    # libstdc++ preloaded too: otherwise ASan cannot find the real __cxa_throw of libraries loaded later
+    # (torch, jaxlib) and aborts on their first C++ exception ("CHECK failed: real___cxa_throw").
+    preload = f"{gcc_lib('libasan.so')} {gcc_lib('libstdc++.so.6')}"
+    logs = ROOT / ".cache" / "asan"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    env = {
+        "DLBIND_PURE": "0",
+        "LD_PRELOAD": preload,
+        # exit code 86 on a report, so that a report is never mistaken for a test failure (1)
+        "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=0:exitcode=86",
+        "UBSAN_OPTIONS": "halt_on_error=0:print_stacktrace=1:exitcode=86",
+    }
+    # The extension must carry the sanitiser runtime, or the run proves nothing.
+    session.run("python", "-c", _ASAN_CHECK, env=env)
+    counts = logs / "counts.json"
+    sanrun = ["python", f"{FUZZ}/sanrun.py", str(counts), "--"]
+    # -s: pytest must not capture the reports (those of the tests' own subprocesses are not counted).
+    session.run(*sanrun, "python", "-m", "pytest", "packages/core/tests", "-q", "-s", "-p", "no:cacheprovider", env=env)
+    count = "20000"
+    if "--count" in session.posargs:
+        count = session.posargs[session.posargs.index("--count") + 1]
+    session.run(
+        *sanrun, "python", f"{FUZZ}/drive.py", "--builds", "compiled", "--count", count, "--chunk", "5000",
+        "--convert-every", "20", "--out", ".cache/asan-fuzz", env=env,
+    )  # fmt: skip
+    runs = json.loads(counts.read_text())
+    total = sum(run["reports"] for run in runs)
+    session.log(f"sanitizer reports: {total} ({runs})")
+    if total:
+        session.error(f"{total} AddressSanitizer/UBSan report(s)")
+
+
+_ASAN_CHECK = """
+import subprocess, dlbind, dlbind._ffi as f
+assert dlbind.ffi_build() == "compiled", dlbind.ffi_build()
+so = f.native.__file__
+deps = subprocess.run(["ldd", so], capture_output=True, text=True).stdout
+assert "libasan" in deps and "libubsan" in deps, deps
+print("sanitised:", so)
+"""
+
+
+@nox.session
+def leaks(session: nox.Session) -> None:
+    """Leaks, threads and exit, long: 1,000,000 round trips per path and 10 s of 8 threads, on both builds."""
+    _install_core_for_tests(session)
+    env = {"DLBIND_LEAK_N": "1000000", "DLBIND_THREAD_SECONDS": "10"}
+    tests = ["packages/core/tests/test_leaks.py", "packages/core/tests/test_threads_exit.py", "-s", "-q"]
+    session.run("pytest", *tests, *session.posargs, env={**env, "DLBIND_PURE": "0"})
+    session.run("pytest", *tests, *session.posargs, env={**env, "DLBIND_PURE": "1"})

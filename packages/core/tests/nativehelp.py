@@ -1,0 +1,196 @@
+"""A tiny C helper for the reliability tests: a producer whose deleters count their calls in C.
+
+It is built once per source text with cffi (API mode, the system C compiler) into ``.cache/testhelp``
+(or ``$DLBIND_TESTHELP_DIR``) and imported from there. It knows nothing of dlbind: it is a foreign
+producer, as numpy or torch would be, so the tests see dlbind only through its public API.
+
+* ``deleter_v`` / ``deleter_l``: the deleters of a ``DLManagedTensorVersioned`` / legacy
+  ``DLManagedTensor``; each adds one to the ``int64_t`` its ``manager_ctx`` points at (NULL: none)
+  and to a global total.
+* ``capsule_destructor``: the producer's capsule destructor. It calls the deleter only when the
+  capsule still carries the name it was made with (pointer comparison): a consumer that took the
+  tensor renamed it, and then the consumer owns the deleter call. The capsule's context says
+  which layout it holds (1 versioned, 2 legacy).
+* ``call_deleter_on_new_thread``: runs ``managed->deleter(managed)`` on a pthread Python never saw
+  (the GIL is released around the call by cffi, so the deleter must take it itself).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CDEF = """
+void deleter_v(void *self);
+void deleter_l(void *self);
+void capsule_destructor(void *capsule);
+int64_t total_calls(void);
+int call_deleter_on_new_thread(void *managed, int versioned);
+void *calloc(size_t n, size_t size);
+void free(void *p);
+"""
+
+SOURCE = r"""
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static int64_t g_total;
+
+/* x86-64 / LP64 offsets (checked in Python against dlbind's cffi layout). */
+#define V_CTX 8
+#define V_DELETER 16
+#define L_CTX 48
+#define L_DELETER 56
+
+static void count(void *self, size_t ctx_offset) {
+    int64_t *slot = *(int64_t **)((char *)self + ctx_offset);
+    if (slot) __atomic_add_fetch(slot, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&g_total, 1, __ATOMIC_SEQ_CST);
+}
+void deleter_v(void *self) { count(self, V_CTX); }
+void deleter_l(void *self) { count(self, L_CTX); }
+int64_t total_calls(void) { return __atomic_load_n(&g_total, __ATOMIC_SEQ_CST); }
+
+typedef void (*deleter_fn)(void *);
+
+void capsule_destructor(void *capsule_) {
+    PyObject *capsule = (PyObject *)capsule_;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    const char *name = PyCapsule_GetName(capsule);
+    const char *original = (const char *)PyCapsule_GetContext(capsule);
+    if (name == original) {  /* not renamed: nobody consumed it */
+        void *managed = PyCapsule_GetPointer(capsule, name);
+        if (managed) {
+            /* the layout is stored right before the name: 'V' versioned, 'L' legacy */
+            char layout = original ? original[-1] : 'V';
+            size_t at = layout == 'L' ? L_DELETER : V_DELETER;
+            deleter_fn fn = *(deleter_fn *)((char *)managed + at);
+            if (fn) fn(managed);
+        }
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
+struct job { void *managed; size_t at; };
+
+static void *run_job(void *arg) {
+    struct job *j = (struct job *)arg;
+    deleter_fn fn = *(deleter_fn *)((char *)j->managed + j->at);
+    if (fn) fn(j->managed);
+    return NULL;
+}
+
+int call_deleter_on_new_thread(void *managed, int versioned) {
+    struct job j = { managed, versioned ? V_DELETER : L_DELETER };
+    pthread_t t;
+    if (pthread_create(&t, NULL, run_job, &j) != 0) return -1;
+    return pthread_join(t, NULL);
+}
+"""
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("DLBIND_TESTHELP_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / ".cache" / "testhelp"
+
+
+def _build() -> Any:
+    from cffi import FFI
+
+    tag = hashlib.sha256((CDEF + SOURCE + sys.version).encode()).hexdigest()[:12]
+    name = f"_dlbind_testhelp_{tag}"
+    cache = _cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache.glob(f"{name}.*.so")) + sorted(cache.glob(f"{name}.so"))
+    if not found:
+        ffi = FFI()
+        ffi.cdef(CDEF)
+        ffi.set_source(name, SOURCE, extra_compile_args=["-O1"], libraries=["pthread"])
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            built = Path(ffi.compile(tmpdir=tmp, verbose=False))
+            target = cache / built.name
+            os.replace(built, target)  # atomic: concurrent builders agree on one file
+        found = [target]
+    spec = importlib.util.spec_from_file_location(name, found[0])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_module = _build()
+ffi: Any = _module.ffi
+lib: Any = _module.lib
+
+DELETER_V = int(ffi.cast("uintptr_t", ffi.addressof(lib, "deleter_v")))
+DELETER_L = int(ffi.cast("uintptr_t", ffi.addressof(lib, "deleter_l")))
+DESTRUCTOR = int(ffi.cast("uintptr_t", ffi.addressof(lib, "capsule_destructor")))
+
+_api = ctypes.pythonapi
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+_api.PyCapsule_SetContext.restype = ctypes.c_int
+_api.PyCapsule_SetContext.argtypes = [ctypes.py_object, ctypes.c_void_p]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+_USED = {True: ctypes.c_char_p(b"used_dltensor_versioned"), False: ctypes.c_char_p(b"used_dltensor")}
+
+
+def raw_alloc(size: int) -> Any:
+    """Zeroed C memory that is never freed by Python: the harness frees it (``lib.free``) only after the
+    deleter ran, so a tensor that outlives its test (a traceback, interpreter exit) never sees freed memory."""
+    block = ffi.cast("char *", lib.calloc(1, size))
+    if block == ffi.NULL:
+        raise MemoryError(size)
+    return block
+
+
+def name_block(name: bytes | None, versioned: bool) -> Any:
+    """C memory holding the layout byte then the NUL-terminated name; lives as long as the struct."""
+    raw = (b"V" if versioned else b"L") + (name or b"") + b"\0"
+    block = raw_alloc(len(raw))
+    ffi.memmove(block, raw, len(raw))
+    return block
+
+
+def new_capsule(managed: int, block: Any, has_name: bool = True) -> object:
+    """A PyCapsule around the struct at ``managed``, destroyed by :func:`capsule_destructor`."""
+    name_ptr = int(ffi.cast("uintptr_t", block)) + 1 if has_name else 0
+    capsule = _api.PyCapsule_New(managed, name_ptr or None, DESTRUCTOR)
+    if name_ptr:
+        _api.PyCapsule_SetContext(capsule, name_ptr)
+    else:
+        # context NULL == name NULL: the destructor reads layout 'V' (a nameless capsule is never
+        # consumed, so only the versioned layout is used with it).
+        pass
+    return capsule
+
+
+def consume(capsule: object, versioned: bool) -> int:
+    """Take a dlbind-made capsule as a consumer would: the struct's address; the capsule is renamed."""
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    address = _api.PyCapsule_GetPointer(capsule, name)
+    if not address:
+        raise BufferError("not a DLPack capsule")
+    if _api.PyCapsule_SetName(capsule, _USED[versioned]) != 0:
+        raise BufferError("cannot rename")
+    return int(address)
+
+
+def total_calls() -> int:
+    return int(lib.total_calls())
