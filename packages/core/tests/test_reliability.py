@@ -128,7 +128,6 @@ EXIT_SCRIPT = """
     """
 
 
-@pytest.mark.xfail(PURE, strict=True, reason="issue 8 defect 2: pure build crashes at interpreter exit")
 def test_defect2_objects_alive_at_exit() -> None:
     for _ in range(3):
         _assert_clean_exit(_run(EXIT_SCRIPT))
@@ -137,7 +136,6 @@ def test_defect2_objects_alive_at_exit() -> None:
 # -- defect 3: checked arithmetic in the shape checks ------------------------------------------------
 
 
-@pytest.mark.xfail(COMPILED, strict=True, reason="issue 8 defect 3: compiled build wraps the element count to 0")
 def test_defect3_element_count_overflow_with_null_data_is_refused() -> None:
     s = Struct((2**32, 2**32), data=False)
     with pytest.raises(BufferError):
@@ -151,7 +149,6 @@ def test_defect3_element_count_overflow_with_null_data_is_refused() -> None:
     [(2**32, 2**32), (2**31, 2**31, 4), (3, 2**62)],
     ids=["2^32x2^32", "2^31x2^31x4", "3x2^62"],
 )
-@pytest.mark.xfail(strict=True, reason="issue 8 defects 3/4: element counts >= 2**63 are accepted")
 def test_defect3_element_count_overflow_is_refused(shape: tuple[int, ...]) -> None:
     s = Struct(shape)
     with pytest.raises(BufferError):
@@ -160,7 +157,6 @@ def test_defect3_element_count_overflow_is_refused(shape: tuple[int, ...]) -> No
     assert s.calls == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 3: byte sizes >= 2**63 are accepted (float64 x 2**61)")
 def test_defect3_byte_size_overflow_is_refused() -> None:
     s = Struct((2**61,), bits=64)
     with pytest.raises(BufferError):
@@ -172,7 +168,6 @@ def test_defect3_byte_size_overflow_is_refused() -> None:
 # -- defect 4: element counts >= 2**63 never reach torch ---------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 4: element counts >= 2**63 are handed to torch, which aborts")
 def test_defect4_convert_huge_to_torch_does_not_abort() -> None:
     pytest.importorskip("torch")
     proc = _run(
@@ -283,20 +278,13 @@ def test_defect6_types_seen_are_not_kept(make: Any, path: Any, request: pytest.F
 # -- defect 7: the builds agree -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(COMPILED, strict=True, reason="issue 8 defect 7: compiled from_dlpack accepts unknown keywords")
 def test_defect7_unknown_keyword_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="bogus"):
         dlbind.from_dlpack(np.zeros(3), bogus=None)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("raw", [True, False], ids=["capsule", "exporter"])
-def test_defect7_byte_offset_reaches_torch(raw: bool, request: pytest.FixtureRequest) -> None:
-    if raw and COMPILED:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True, reason="issue 8 defect 7: compiled convert(capsule) raises AttributeError (no __dlpack__)"
-            )
-        )
+def test_defect7_byte_offset_reaches_torch(raw: bool) -> None:
     torch = pytest.importorskip("torch")
     a = np.arange(8, dtype=np.float32)
     exporter = dlbind.from_pointer(a.ctypes.data, (6,), "float32", byte_offset=8, owner=a)
@@ -335,17 +323,12 @@ def test_defect9_convert_to_a_library_without_the_device() -> None:
         dlbind.convert(t, to="torch")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 8 defect 10: byte_offset past 2**63 is accepted (compiled: the pointer wraps; pure: OverflowError)",
-)
 def test_defect10_byte_offset_overflow_is_refused() -> None:
     s = Struct((2, 3), byte_offset=2**64 - 8)
     with pytest.raises(BufferError):
         dlbind.from_dlpack(s.capsule())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 11: zero-size tensors, huge dims: OverflowError/struct.error")
 def test_defect11_zero_size_with_huge_dims() -> None:
     s = Struct((0, 2**62, 4))
     try:

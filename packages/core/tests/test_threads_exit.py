@@ -219,15 +219,8 @@ EXIT_CASES = {
 
 
 # Where defect 2 reproduces today (pure build): the cffi callbacks are freed before the capsules.
-PURE_EXIT_CRASHES = {"exporter cycle"}
-
-
 @pytest.mark.parametrize("case", list(EXIT_CASES))
-def test_objects_alive_at_exit(case: str, request: pytest.FixtureRequest) -> None:
-    if PURE and case in PURE_EXIT_CRASHES:
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="issue 8 defect 2: the pure build crashes at interpreter exit")
-        )
+def test_objects_alive_at_exit(case: str) -> None:
     env = dict(os.environ, DLBIND_PURE="1" if PURE else "0")
     for _ in range(2):
         proc = subprocess.run(

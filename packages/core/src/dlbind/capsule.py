@@ -264,16 +264,24 @@ def export_args(args: tuple[Any, ...]) -> object:
 _LIVE: dict[int, tuple[Any, ...]] = {}
 
 
-def _release(address: int) -> None:
+def _release(
+    address: int,
+    _live: dict[int, tuple[Any, ...]] = _LIVE,
+    _counts: dict[str, int] = _COUNTS,
+    _pools: dict[int, list[tuple[Any, int, Any, int]]] = _POOLS,
+    _pool_max: int = _POOL_MAX,
+) -> None:
+    # Everything it uses is bound here, not looked up in the module: a consumer may free a tensor
+    # during interpreter teardown, after this module's globals were cleared (issue 8, defect 2).
     # dict.pop is atomic under the GIL. The entry is dropped after the pop: freeing the owner may
     # run another of our deleters (re-exports).
-    entry = _LIVE.pop(address, None)
+    entry = _live.pop(address, None)
     if entry is not None:
-        _COUNTS["deleted"] += 1
+        _counts["deleted"] += 1
         block = entry[0]
         if len(block) == 4:  # a packed block: keep it for the next export of the same size
-            pool = _POOLS.setdefault(block[3], [])
-            if len(pool) < _POOL_MAX:
+            pool = _pools.setdefault(block[3], [])
+            if len(pool) < _pool_max:
                 pool.append(block)
     del entry
 
@@ -288,21 +296,35 @@ _DELETER_V = _DELETER_L = int(ffi.cast("uintptr_t", _deleter_versioned))
 _NAME_ADDRESSES = frozenset(ctypes.cast(ctypes.c_char_p(n), ctypes.c_void_p).value for n in (VERSIONED, LEGACY))
 
 
-def _capsule_destructor(address: int) -> None:
-    # Runs while the capsule is being freed: only raw calls, never revive the object.
-    name = _capi.capsule_get_name_raw(address)
-    if name not in _NAME_ADDRESSES:
+def _capsule_destructor(
+    address: int,
+    _get_name: Any = _capi.capsule_get_name_raw,
+    _get_pointer: Any = _capi.capsule_get_pointer_raw,
+    _err_clear: Any = _capi.err_clear,
+    _ours: frozenset[int | None] = _NAME_ADDRESSES,
+    _release: Any = _release,
+) -> None:
+    # Runs while the capsule is being freed: only raw calls, never revive the object. Like _release,
+    # it reads no module global (capsules may die during interpreter teardown).
+    name = _get_name(address)
+    if name not in _ours:
         return  # consumed: the consumer calls the deleter
-    pointer = _capi.capsule_get_pointer_raw(address, name)
+    pointer = _get_pointer(address, name)
     if pointer:
         _release(pointer)
     else:
-        _capi.err_clear()
+        _err_clear()
 
 
 # A cffi callback (half the cost of a ctypes one), handed to PyCapsule_New as a C function pointer.
 _DESTRUCTOR_CALLBACK = ffi.callback("void(uintptr_t)", _capsule_destructor)
 _DESTRUCTOR = _capi.CapsuleDestructor(int(ffi.cast("uintptr_t", _DESTRUCTOR_CALLBACK)))
+# C code (capsules, consumers' tensors) keeps these function pointers for as long as the process
+# lives, past the teardown of this module: one extra reference each makes them immortal (issue 8,
+# defect 2: freed callbacks crashed the final collection).
+for _callback in (_deleter_versioned, _DESTRUCTOR_CALLBACK, _DESTRUCTOR):
+    _capi.incref(_callback)
+del _callback
 
 
 def take(capsule: object) -> tuple[Any, bool]:

@@ -107,6 +107,8 @@ def _pure_table() -> object:
     for name, cb in callbacks.items():
         setattr(api, name, cb)
     _PURE.update(callbacks, api=api)  # alive for the whole process, as the API requires
+    for callback in callbacks.values():  # past this module's teardown too: consumers keep the table
+        _capi.incref(callback)
     return _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor())
 
 
