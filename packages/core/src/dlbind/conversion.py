@@ -6,7 +6,9 @@ Routes, tried in order:
 1. ``x`` is already of the target library (and no device/copy asked): ``x`` itself.
 2. The target's array type has a DLPack 1.3 exchange table (torch): the source's table or its
    ``__dlpack__`` gives a ``DLManagedTensorVersioned`` that the target's
-   ``managed_tensor_to_py_object_no_sync`` turns into its array, in C (compiled build).
+   ``managed_tensor_to_py_object_no_sync`` turns into its array, in C (compiled build). A verified
+   target without a table that asks for versioned capsules (numpy) gets that struct through its
+   ``from_dlpack`` instead, handed over in C by a minimal producer (compiled build).
 3. Otherwise ``x`` is imported as a :class:`dlbind.Tensor` (zero-copy) and handed to the target's
    ``from_dlpack``, after bridging what the target gets wrong (``spec/adapters.toml``):
    read-only data for consumers that never ask for versioned capsules (a legacy capsule is served
@@ -46,8 +48,13 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     if plain:
         if library_of(x) is route.adapter:
             return x
-        if route.table_type is not None and native is not None:
-            out = native.convert_to(x, route.table_type, route.refuse)
+        if native is not None:
+            if route.table_type is not None:
+                out = native.convert_to(x, route.table_type, route.refuse)
+            elif route.handover_type is not None:
+                out = native.convert_to(x, route.handover_type, route.refuse, route.from_dlpack)
+            else:
+                out = NotImplemented
             if out is not NotImplemented:
                 return out
     tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)

@@ -21,8 +21,9 @@ from dlbind.tensor import Tensor
 
 __all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "library_of", "plan", "resolve"]
 
-# to -> (target array type, refuse negative strides), read by the compiled convert
-C_ROUTES: dict[Any, tuple[type, int]] = {}
+# to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
+# table's), read by the compiled convert
+C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
 _BY_TYPE: dict[type, Adapter | None] = {}
 
 
@@ -72,6 +73,7 @@ class Route(NamedTuple):
     adapter: Adapter
     from_dlpack: Any
     table_type: type | None  # the target array type, when it has an exchange table
+    handover_type: type | None  # the target array type, when the compiled build may hand over in C (below)
     refuse_negative_strides: bool  # the target crashes on them: copy first
     legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
     ignores_readonly: bool  # the target imports read-only data writable: copy it first
@@ -120,17 +122,29 @@ def plan(to: Any) -> Route:
         fn = getattr(importlib.import_module(module_name), attr)
         table_type = _array_type(adapter) if adapter.exchange_api else None
         quirks = {q.id for q in adapter.quirks}
+        legacy_only = bool(quirks & {"no_max_version", "legacy_call"})
+        # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
+        # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
+        # Only for consumers whose row the tests verified against the installed library, that ask for
+        # versioned capsules, and that have no exchange table (that route is faster still).
+        handover_type = (
+            _array_type(adapter) if table_type is None and adapter.verified and not legacy_only else None
+        )
         route = ROUTES[key] = Route(
             adapter,
             fn,
             table_type,
+            handover_type,
             "negative_strides_abort" in quirks,
-            bool(quirks & {"no_max_version", "legacy_call"}),
+            legacy_only,
             "readonly_ignored" in quirks,
             _keywords(fn, adapter),
         )
-        if table_type is not None and isinstance(to, str):
-            C_ROUTES[to] = (table_type, route.refuse)
+        if isinstance(to, str):
+            if table_type is not None:
+                C_ROUTES[to] = (table_type, route.refuse, None)
+            elif handover_type is not None:
+                C_ROUTES[to] = (handover_type, route.refuse, fn)
     return route
 
 

@@ -20,14 +20,25 @@ static int dlbind_finalizing(void) {
 #endif
 }
 
+/* Drop the owner's reference (with the GIL, from any thread). A pending exception stays intact;
+ * the owner's dealloc can leave none behind. Fetching only when one is pending keeps the common
+ * call (no exception) to a pointer test. */
+static void dlbind_drop_held(PyObject *owner) {
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending) PyErr_Fetch(&type, &value, &tb);
+    dlbind_deleter_count++;
+    Py_DECREF(owner);
+    if (pending)
+        PyErr_Restore(type, value, tb);
+    else if (PyErr_Occurred())
+        PyErr_Clear();
+}
+
 static void dlbind_drop(void *manager_ctx) {
     if (manager_ctx == NULL || dlbind_finalizing()) return;
     PyGILState_STATE state = PyGILState_Ensure();
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    dlbind_deleter_count++;
-    Py_DECREF((PyObject *)manager_ctx);
-    PyErr_Restore(type, value, tb);
+    dlbind_drop_held((PyObject *)manager_ctx);
     PyGILState_Release(state);
 }
 
@@ -56,20 +67,51 @@ typedef struct {
     int64_t dims[];
 } dlbind_block_l;
 
+/* Blocks with room for DLBIND_INLINE_NDIM dimensions are kept on a free list when their deleter
+ * runs and reused by the next export (a malloc/free pair saved per exchange). The list is only
+ * touched with the GIL held; every block comes from PyMem_RawMalloc, so one can always be freed
+ * without it (at interpreter exit blocks are freed, never listed). */
+#define DLBIND_BLOCK_BYTES \
+    ((sizeof(dlbind_block_v) > sizeof(dlbind_block_l) ? sizeof(dlbind_block_v) : sizeof(dlbind_block_l)) + \
+     2 * DLBIND_INLINE_NDIM * sizeof(int64_t))
+#define DLBIND_BLOCK_FREE_MAX 64
+static void *dlbind_block_free[DLBIND_BLOCK_FREE_MAX];
+static int dlbind_block_nfree = 0;
+
+static void *dlbind_block_alloc(int ndim, size_t bytes) {
+    if (ndim <= DLBIND_INLINE_NDIM) {
+        if (dlbind_block_nfree > 0) return dlbind_block_free[--dlbind_block_nfree];
+        return PyMem_RawMalloc(DLBIND_BLOCK_BYTES);
+    }
+    return PyMem_RawMalloc(bytes);
+}
+
+static void dlbind_block_release(void *block, void *ctx, int ndim) {
+    if (dlbind_finalizing()) { /* the owner leaks (nothing may run now); the memory is ours to free */
+        PyMem_RawFree(block);
+        return;
+    }
+    PyGILState_STATE state = PyGILState_Ensure();
+    if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
+    if (ndim <= DLBIND_INLINE_NDIM && dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX)
+        dlbind_block_free[dlbind_block_nfree++] = block;
+    else
+        PyMem_RawFree(block);
+    PyGILState_Release(state);
+}
+
 static void dlbind_block_deleter_v(DLManagedTensorVersioned *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_drop(ctx);
-    PyMem_RawFree(self);
+    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
 }
 
 static void dlbind_block_deleter_l(DLManagedTensor *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_drop(ctx);
-    PyMem_RawFree(self);
+    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
 }
 
 void dlbind_call_deleter(void *managed, int versioned) {
@@ -82,18 +124,22 @@ void dlbind_call_deleter(void *managed, int versioned) {
     }
 }
 
-/* An unconsumed capsule frees its tensor; a consumed one (renamed used_*) belongs to the consumer. */
-static void dlbind_capsule_destructor(PyObject *capsule) {
+/* An unconsumed capsule frees its tensor; a consumed one (renamed used_*) belongs to the consumer.
+ * Our capsules carry our own name strings, so a pointer test settles the common cases; a rename
+ * to another copy of the same text is still found by strcmp. */
+void dlbind_capsule_destructor(PyObject *capsule) {
+    const char *name = PyCapsule_GetName(capsule);
+    int versioned;
+    if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
+        versioned = 1;
+    else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
+        versioned = 0;
+    else /* consumed (or renamed to NULL, which GetName reports without an error) */
+        return;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    const char *name = PyCapsule_GetName(capsule);
-    if (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0) {
-        void *m = PyCapsule_GetPointer(capsule, DLBIND_NAME_VERSIONED);
-        if (m != NULL) dlbind_call_deleter(m, 1);
-    } else if (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0) {
-        void *m = PyCapsule_GetPointer(capsule, DLBIND_NAME_LEGACY);
-        if (m != NULL) dlbind_call_deleter(m, 0);
-    }
+    void *m = PyCapsule_GetPointer(capsule, name);
+    if (m != NULL) dlbind_call_deleter(m, versioned);
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
 }
@@ -137,7 +183,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     DLTensor *t;
     void *block;
     if (versioned) {
-        dlbind_block_v *b = (dlbind_block_v *)PyMem_RawMalloc(sizeof(dlbind_block_v) + dims_bytes);
+        dlbind_block_v *b = (dlbind_block_v *)dlbind_block_alloc(ndim, sizeof(dlbind_block_v) + dims_bytes);
         if (b == NULL) return PyErr_NoMemory();
         b->m.version.major = DLPACK_MAJOR_VERSION;
         b->m.version.minor = DLPACK_MINOR_VERSION;
@@ -149,7 +195,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
         block = b;
     } else {
-        dlbind_block_l *b = (dlbind_block_l *)PyMem_RawMalloc(sizeof(dlbind_block_l) + dims_bytes);
+        dlbind_block_l *b = (dlbind_block_l *)dlbind_block_alloc(ndim, sizeof(dlbind_block_l) + dims_bytes);
         if (b == NULL) return PyErr_NoMemory();
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_l;
@@ -174,10 +220,8 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     return capsule;
 }
 
-/* take(capsule) -> (address, versioned): check the name, rename to used_*, hand over the pointer.
- * Messages as dlbind.capsule.take's. */
-PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule) {
-    (void)mod;
+/* Check the name, rename to used_*, hand over the pointer. Messages as dlbind.capsule.take's. */
+void *dlbind_take(PyObject *capsule, int *versioned) {
     if (!PyCapsule_CheckExact(capsule)) {
         PyObject *type_name = dlbind_type_name(capsule);
         if (type_name == NULL) return NULL;
@@ -186,13 +230,12 @@ PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule) {
         return NULL;
     }
     const char *name = PyCapsule_GetName(capsule);
-    int versioned;
     const char *used;
     if (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0) {
-        versioned = 1;
+        *versioned = 1;
         used = DLBIND_NAME_USED_VERSIONED;
     } else if (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0) {
-        versioned = 0;
+        *versioned = 0;
         used = DLBIND_NAME_USED_LEGACY;
     } else if (name != NULL && (strcmp(name, DLBIND_NAME_USED_VERSIONED) == 0 || strcmp(name, DLBIND_NAME_USED_LEGACY) == 0)) {
         PyErr_Format(PyExc_BufferError, "this DLPack capsule was already consumed (its name is '%s')", name);
@@ -215,7 +258,21 @@ PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule) {
         return NULL;
     }
     if (PyCapsule_SetName(capsule, used) != 0) return NULL;
-    return Py_BuildValue("(NO)", PyLong_FromVoidPtr(pointer), versioned ? Py_True : Py_False);
+    return pointer;
+}
+
+/* take(capsule) -> (address, versioned) */
+PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule) {
+    (void)mod;
+    int versioned;
+    void *pointer = dlbind_take(capsule, &versioned);
+    if (pointer == NULL) return NULL;
+    PyObject *address = PyLong_FromVoidPtr(pointer);
+    if (address == NULL) { /* the capsule is renamed: the struct is ours to free */
+        dlbind_call_deleter(pointer, versioned);
+        return NULL;
+    }
+    return Py_BuildValue("(NO)", address, versioned ? Py_True : Py_False);
 }
 
 PyObject *dlbind_readonly_legacy_error(void) {
@@ -240,9 +297,10 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
     int fast = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[i];
-        if (PyUnicode_Compare(key, dlbind_cfg.str_stream) == 0) {
+        int kw = dlbind_keyword(key);
+        if (kw == DLBIND_KW_STREAM) {
             if (value != Py_None) fast = 0;
-        } else if (PyUnicode_Compare(key, dlbind_cfg.str_max_version) == 0) {
+        } else if (kw == DLBIND_KW_MAX_VERSION) {
             if (value == Py_None) continue;
             if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0))) {
                 fast = 0;
@@ -253,7 +311,7 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
             if (major == -1 && PyErr_Occurred()) return -1;
             if (overflow) fast = 0;
             out->versioned = overflow > 0 || major >= DLPACK_MAJOR_VERSION;
-        } else if (PyUnicode_Compare(key, dlbind_cfg.str_dl_device) == 0) {
+        } else if (kw == DLBIND_KW_DL_DEVICE) {
             if (value == Py_None) continue;
             if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) ||
                 !PyLong_CheckExact(PyTuple_GET_ITEM(value, 1))) {
@@ -265,7 +323,7 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
             long long index = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 1), &o2);
             if (PyErr_Occurred()) return -1;
             if (o1 || o2 || kind != (long long)here.device_type || index != (long long)here.device_id) fast = 0;
-        } else if (PyUnicode_Compare(key, dlbind_cfg.str_copy) == 0) {
+        } else if (kw == DLBIND_KW_COPY) {
             if (value != Py_None && value != Py_False) fast = 0;
         } else {
             PyErr_Format(PyExc_TypeError, "%s.__dlpack__() got an unexpected keyword argument '%U'", owner, key);

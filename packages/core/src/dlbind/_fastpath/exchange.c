@@ -8,9 +8,41 @@
 
 static PyObject *dlbind_api_cache = NULL; /* type -> capsule or None */
 
-void dlbind_exchange_clear(void) { Py_CLEAR(dlbind_api_cache); }
+/* The last few types looked up, with their resolved tables (NULL: none usable), in front of the
+ * dict: a pointer test instead of a hash lookup, a capsule check and the version walk. The dict
+ * holds a reference to each type, so a type here stays alive (and its address its own) until
+ * dlbind_exchange_clear empties both. */
+#define DLBIND_RECENT_TYPES 4
+static struct {
+    PyObject *type;
+    const DLPackExchangeAPI *api;
+} dlbind_recent[DLBIND_RECENT_TYPES];
+static unsigned dlbind_recent_next = 0;
+
+void dlbind_exchange_clear(void) {
+    Py_CLEAR(dlbind_api_cache);
+    memset(dlbind_recent, 0, sizeof dlbind_recent);
+}
+
+static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
+    if (!PyCapsule_IsValid(cap, "dlpack_exchange_api")) return NULL;
+    const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+    if (api == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* walk to a major version we understand */
+    const DLPackExchangeAPIHeader *h = &api->header;
+    while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION) h = h->prev_api;
+    if (h == NULL) return NULL;
+    api = (const DLPackExchangeAPI *)h;
+    if (api->managed_tensor_from_py_object_no_sync == NULL) return NULL;
+    return api;
+}
 
 const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
+    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+        if (dlbind_recent[i].type == type) return dlbind_recent[i].api;
     if (dlbind_api_cache == NULL && (dlbind_api_cache = PyDict_New()) == NULL) return NULL;
     PyObject *cap = PyDict_GetItemWithError(dlbind_api_cache, type);
     if (cap == NULL) {
@@ -27,18 +59,10 @@ const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
         }
         Py_DECREF(cap); /* the dict holds it */
     }
-    if (!PyCapsule_IsValid(cap, "dlpack_exchange_api")) return NULL;
-    const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
-    if (api == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    /* walk to a major version we understand */
-    const DLPackExchangeAPIHeader *h = &api->header;
-    while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION) h = h->prev_api;
-    if (h == NULL) return NULL;
-    api = (const DLPackExchangeAPI *)h;
-    if (api->managed_tensor_from_py_object_no_sync == NULL) return NULL;
+    const DLPackExchangeAPI *api = dlbind_table_resolve(cap);
+    unsigned slot = dlbind_recent_next++ % DLBIND_RECENT_TYPES;
+    dlbind_recent[slot].type = type;
+    dlbind_recent[slot].api = api;
     return api;
 }
 
@@ -164,50 +188,38 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
 
 /* ---- convert --------------------------------------------------------------------------------- */
 
-/* convert_to(x, target_type, refuse) -> object of target_type, or NotImplemented when this route
- * does not apply (the Python code then takes the general one). Goes producer table (or
- * __dlpack__) -> DLManagedTensorVersioned -> the target type's managed_tensor_to_py_object_no_sync. */
-PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    (void)mod;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only)");
-        return NULL;
-    }
-    if (!dlbind_configured()) return NULL;
-    PyObject *x = args[0];
-    long refuse = PyLong_AsLong(args[2]);
-    if (refuse == -1 && PyErr_Occurred()) return NULL;
-    const DLPackExchangeAPI *target = dlbind_table_of_type(args[1]);
-    if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NOTIMPLEMENTED;
-    }
+/* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
+ * x.__dlpack__(stream=None, max_version=(1, 3)). 1 with *out set; 0 (no error set) when the C
+ * route does not apply and Python's general route must say what is wrong; -1 on error. The struct
+ * is handed back (its deleter run) unless it is host-readable now (stream-free device), valid, and
+ * passes the refuse bits (1 negative strides, 2 read-only): those cases are Python's to copy,
+ * synchronise or explain. */
+static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVersioned **out) {
     DLManagedTensorVersioned *m = NULL;
     const DLPackExchangeAPI *source = dlbind_table_of(x);
     if (source != NULL) {
         if (source->managed_tensor_from_py_object_no_sync(x, &m) != 0 || m == NULL) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the producer's exchange table failed");
-            return NULL;
+            return -1;
         }
     } else {
-        if (PyErr_Occurred()) return NULL;
+        if (PyErr_Occurred()) return -1;
         PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
         PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                       dlbind_cfg.kwnames_dlpack);
         if (capsule == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
             PyErr_Clear(); /* the general route says what is wrong */
-            Py_RETURN_NOTIMPLEMENTED;
+            return 0;
         }
-        if (PyCapsule_IsValid(capsule, DLBIND_NAME_LEGACY) || !PyCapsule_CheckExact(capsule)) {
+        if (!PyCapsule_CheckExact(capsule) || PyCapsule_IsValid(capsule, DLBIND_NAME_LEGACY)) {
             Py_DECREF(capsule); /* unconsumed: its destructor frees it */
-            Py_RETURN_NOTIMPLEMENTED;
+            return 0;
         }
-        PyObject *taken = dlbind_py_take(NULL, capsule);
+        int versioned;
+        m = (DLManagedTensorVersioned *)dlbind_take(capsule, &versioned);
         Py_DECREF(capsule);
-        if (taken == NULL) return NULL;
-        m = (DLManagedTensorVersioned *)PyLong_AsVoidPtr(PyTuple_GET_ITEM(taken, 0));
-        Py_DECREF(taken);
+        if (m == NULL) return -1;
     }
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);
@@ -215,10 +227,128 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
         for (int i = 0; i < t->ndim; i++)
             if (t->strides[i] < 0) hand_back = 1;
     if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) hand_back = 1;
-    if (hand_back) { /* the general route checks, copies or synchronises as needed */
+    if (hand_back) {
         dlbind_call_deleter(m, 1);
-        Py_RETURN_NOTIMPLEMENTED;
+        return 0;
     }
+    *out = m;
+    return 1;
+}
+
+/* Handover: a producer of one imported struct, for a consumer that has no exchange table. Its
+ * first plain __dlpack__ call (versioned, no stream/copy, dl_device None or where the data is)
+ * hands the struct itself over in a capsule: no second struct, no dlbind.Tensor in between. Any
+ * other call wraps the struct in a dlbind.Tensor once and answers through it (Tensor's rules and
+ * messages). Made only by convert's C route; never seen by users unless the consumer keeps it. */
+typedef struct {
+    PyObject_HEAD
+    DLManagedTensorVersioned *m; /* owned until handed over */
+    PyObject *tensor;            /* the dlbind.Tensor of m, once a call needed one */
+    DLDevice device;
+} dlbind_handover;
+
+#define DLBIND_HANDOVER_FREE_MAX 8
+static dlbind_handover *dlbind_handover_free[DLBIND_HANDOVER_FREE_MAX];
+static int dlbind_handover_nfree = 0;
+
+static void dlbind_handover_dealloc(dlbind_handover *self) {
+    DLManagedTensorVersioned *m = self->m;
+    self->m = NULL;
+    if (m != NULL) dlbind_call_deleter(m, 1);
+    Py_CLEAR(self->tensor);
+    if (dlbind_handover_nfree < DLBIND_HANDOVER_FREE_MAX)
+        dlbind_handover_free[dlbind_handover_nfree++] = self;
+    else
+        Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject dlbind_handover_type;
+
+/* Takes m (its deleter runs on failure). */
+static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
+    dlbind_handover *self;
+    if (dlbind_handover_nfree > 0) {
+        self = dlbind_handover_free[--dlbind_handover_nfree];
+        (void)PyObject_Init((PyObject *)self, &dlbind_handover_type);
+    } else {
+        self = PyObject_New(dlbind_handover, &dlbind_handover_type);
+        if (self == NULL) {
+            dlbind_call_deleter(m, 1);
+            return NULL;
+        }
+    }
+    self->m = m;
+    self->tensor = NULL;
+    self->device = m->dl_tensor.device;
+    return (PyObject *)self;
+}
+
+static PyObject *dlbind_handover_tensor(dlbind_handover *self) {
+    if (self->tensor == NULL) {
+        if (self->m == NULL) {
+            PyErr_SetString(PyExc_BufferError, "this DLPack producer has already handed its tensor over");
+            return NULL;
+        }
+        DLManagedTensorVersioned *m = self->m;
+        self->m = NULL;
+        self->tensor = dlbind_tensor_wrap(m, 1, 0);
+    }
+    return self->tensor;
+}
+
+static PyObject *dlbind_handover_dlpack(dlbind_handover *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    dlbind_dlpack_args parsed;
+    int fast = dlbind_parse_dlpack("Handover", args, nargs, kwnames, self->device, &parsed);
+    if (fast < 0) return NULL;
+    if (fast && parsed.versioned && self->m != NULL) {
+        PyObject *capsule = PyCapsule_New(self->m, DLBIND_NAME_VERSIONED, dlbind_capsule_destructor);
+        if (capsule != NULL) self->m = NULL; /* the capsule owns it now */
+        return capsule;
+    }
+    PyObject *tensor = dlbind_handover_tensor(self);
+    if (tensor == NULL) return NULL;
+    PyObject *stack[5];
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (n > 4) {
+        PyErr_SetString(PyExc_TypeError, "Handover.__dlpack__() got multiple values for a keyword argument");
+        return NULL;
+    }
+    stack[0] = tensor;
+    for (Py_ssize_t i = 0; i < n; i++) stack[1 + i] = args[i];
+    return PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1, kwnames);
+}
+
+static PyObject *dlbind_handover_device(dlbind_handover *self, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(ii)", (int)self->device.device_type, (int)self->device.device_id);
+}
+
+static PyMethodDef dlbind_handover_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))dlbind_handover_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    {"__dlpack_device__", (PyCFunction)dlbind_handover_device, METH_NOARGS, "(device type, device id)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject dlbind_handover_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = DLBIND_MODULE ".Handover",
+    .tp_basicsize = sizeof(dlbind_handover),
+    .tp_dealloc = (destructor)dlbind_handover_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A DLPack producer of one imported tensor (dlbind.convert's C route to consumers without an exchange table).",
+    .tp_methods = dlbind_handover_methods,
+};
+
+int dlbind_exchange_init(void) { return PyType_Ready(&dlbind_handover_type); }
+
+/* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. */
+static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *target, long refuse) {
+    DLManagedTensorVersioned *m = NULL;
+    int found = dlbind_import_for_convert(x, refuse, &m);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NOTIMPLEMENTED;
     void *out = NULL;
     if (target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
         dlbind_call_deleter(m, 1);
@@ -228,35 +358,90 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return (PyObject *)out;
 }
 
-/* convert(x, to, *, device=None, copy=None, stream=None): the exchange-table route in C when
- * dlbind.convert has cached one for `to` (convert_routes: to -> (target_type, refuse)); every
+/* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
+ * there hands back to Python (NotImplemented), whose general route then gives that library's own
+ * error for the same call. */
+static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse) {
+    DLManagedTensorVersioned *m = NULL;
+    int found = dlbind_import_for_convert(x, refuse, &m);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *producer = dlbind_handover_new(m);
+    if (producer == NULL) return NULL;
+    PyObject *out = PyObject_Vectorcall(from_dlpack, &producer, 1, NULL);
+    Py_DECREF(producer);
+    if (out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt and the like stand */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return out;
+}
+
+/* convert_to(x, target_type, refuse[, from_dlpack]) -> the converted object, or NotImplemented when
+ * the C route does not apply (the Python code then takes the general one). Without from_dlpack:
+ * producer table (or __dlpack__) -> DLManagedTensorVersioned -> the target type's
+ * managed_tensor_to_py_object_no_sync. With it: from_dlpack(Handover of that struct). */
+PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only[, from_dlpack])");
+        return NULL;
+    }
+    if (!dlbind_configured()) return NULL;
+    long refuse = PyLong_AsLong(args[2]);
+    if (refuse == -1 && PyErr_Occurred()) return NULL;
+    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse);
+    const DLPackExchangeAPI *target = dlbind_table_of_type(args[1]);
+    if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return dlbind_convert_table(args[0], target, refuse);
+}
+
+/* convert(x, to, *, device=None, copy=None, stream=None): the C routes when dlbind.convert has
+ * cached one for `to` (convert_routes: to -> (target type, refuse, from_dlpack or None)); every
  * other call in Python. */
 PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    (void)mod;
     if (!dlbind_configured()) return NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *to = nargs == 2 ? args[1] : NULL;
     int plain = nargs == 1 || nargs == 2;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; plain && i < nkw; i++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
-        if (to == NULL && PyUnicode_CompareWithASCIIString(key, "to") == 0)
-            to = args[nargs + i];
-        else if (args[nargs + i] != Py_None || !(PyUnicode_CompareWithASCIIString(key, "device") == 0 ||
-                                                   PyUnicode_CompareWithASCIIString(key, "copy") == 0 ||
-                                                   PyUnicode_CompareWithASCIIString(key, "stream") == 0))
+        int kw = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i));
+        PyObject *value = args[nargs + i];
+        if (kw == DLBIND_KW_TO && to == NULL)
+            to = value;
+        else if (value != Py_None || !(kw == DLBIND_KW_DEVICE || kw == DLBIND_KW_COPY || kw == DLBIND_KW_STREAM))
             plain = 0;
     }
     if (plain && to != NULL && PyUnicode_CheckExact(to)) {
         PyObject *route = PyDict_GetItemWithError(dlbind_cfg.convert_routes, to);
         if (route == NULL && PyErr_Occurred()) return NULL;
-        if (route != NULL) {
-            PyObject *target_type = PyTuple_GET_ITEM(route, 0);
+        if (route != NULL && PyTuple_CheckExact(route) && PyTuple_GET_SIZE(route) == 3) {
+            PyObject *target_type = PyTuple_GET_ITEM(route, 0), *from_dlpack = PyTuple_GET_ITEM(route, 2);
             if (PyObject_TypeCheck(args[0], (PyTypeObject *)target_type)) { /* already there */
                 Py_INCREF(args[0]);
                 return args[0];
             }
-            PyObject *call[3] = {args[0], target_type, PyTuple_GET_ITEM(route, 1)};
-            PyObject *out = dlbind_py_convert_to(mod, call, 3);
+            long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, 1));
+            if (refuse == -1 && PyErr_Occurred()) return NULL;
+            PyObject *out;
+            if (from_dlpack != Py_None) {
+                out = dlbind_convert_handover(args[0], from_dlpack, refuse);
+            } else {
+                const DLPackExchangeAPI *target = dlbind_table_of_type(target_type);
+                if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
+                    out = dlbind_convert_table(args[0], target, refuse);
+                else if (PyErr_Occurred())
+                    return NULL;
+                else
+                    out = Py_NewRef(Py_NotImplemented);
+            }
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);
         }

@@ -9,24 +9,39 @@ typedef struct {
     int readonly;
     int ndim;
     DLDataType dtype;
-    int64_t *dims;  /* shape then strides, in elements */
+    int64_t *dims;  /* shape then strides, in elements: inline_dims, or allocated beyond DLBIND_INLINE_NDIM */
     PyObject *slow; /* the Python Exporter for unusual keywords, made on first need */
+    int64_t inline_dims[2 * DLBIND_INLINE_NDIM];
 } dlbind_exporter;
+
+/* Freed exporters are kept for the next asdlpack (GIL-protected, like every Python object). */
+#define DLBIND_EXPORTER_FREE_MAX 16
+static dlbind_exporter *dlbind_exporter_free[DLBIND_EXPORTER_FREE_MAX];
+static int dlbind_exporter_nfree = 0;
 
 static void dlbind_exporter_dealloc(dlbind_exporter *self) {
     if (self->view.obj != NULL) PyBuffer_Release(&self->view);
-    PyMem_Free(self->dims);
-    Py_XDECREF(self->slow);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    if (self->dims != self->inline_dims) PyMem_Free(self->dims);
+    Py_CLEAR(self->slow);
+    if (dlbind_exporter_nfree < DLBIND_EXPORTER_FREE_MAX)
+        dlbind_exporter_free[dlbind_exporter_nfree++] = self;
+    else
+        Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* NULL without an exception: not a buffer this path takes (the caller asks Python, which either
  * exports it or says exactly what is wrong). */
 static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
     if (!PyObject_CheckBuffer(obj)) return NULL;
-    dlbind_exporter *self = PyObject_New(dlbind_exporter, &dlbind_exporter_type);
-    if (self == NULL) return NULL;
-    self->dims = NULL;
+    dlbind_exporter *self;
+    if (dlbind_exporter_nfree > 0) {
+        self = dlbind_exporter_free[--dlbind_exporter_nfree];
+        (void)PyObject_Init((PyObject *)self, &dlbind_exporter_type);
+    } else {
+        self = PyObject_New(dlbind_exporter, &dlbind_exporter_type);
+        if (self == NULL) return NULL;
+    }
+    self->dims = self->inline_dims;
     self->slow = NULL;
     if (PyObject_GetBuffer(obj, &self->view, PyBUF_RECORDS_RO) != 0) {
         PyErr_Clear();
@@ -42,10 +57,13 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
     self->readonly = v->readonly || force_readonly;
     if (v->ndim > 0) {
         if (v->shape == NULL) goto refuse;
-        self->dims = (int64_t *)PyMem_Malloc((size_t)v->ndim * 2 * sizeof(int64_t));
-        if (self->dims == NULL) {
-            Py_DECREF(self);
-            return PyErr_NoMemory();
+        if (v->ndim > DLBIND_INLINE_NDIM) {
+            self->dims = (int64_t *)PyMem_Malloc((size_t)v->ndim * 2 * sizeof(int64_t));
+            if (self->dims == NULL) {
+                self->dims = self->inline_dims;
+                Py_DECREF(self);
+                return PyErr_NoMemory();
+            }
         }
         for (int i = 0; i < v->ndim; i++) self->dims[i] = v->shape[i];
         int64_t count;
@@ -95,7 +113,7 @@ static PyObject *dlbind_exporter_dlpack(dlbind_exporter *self, PyObject *const *
         return res;
     }
     if (!parsed.versioned && self->readonly) return dlbind_readonly_legacy_error();
-    return dlbind_make_capsule((PyObject *)self, self->view.buf, self->ndim, self->dims, self->dims ? self->dims + self->ndim : NULL,
+    return dlbind_make_capsule((PyObject *)self, self->view.buf, self->ndim, self->dims, self->dims + self->ndim,
                                cpu, self->dtype, 0, parsed.versioned, self->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
 }
 
@@ -152,9 +170,10 @@ PyObject *dlbind_py_asdlpack(PyObject *mod, PyObject *const *args, size_t nargsf
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; fast && i < nkw; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-        if (PyUnicode_CompareWithASCIIString(key, "readonly") == 0 && (value == Py_None || value == Py_True))
+        int kw = dlbind_keyword(key);
+        if (kw == DLBIND_KW_READONLY && (value == Py_None || value == Py_True))
             force_readonly = value == Py_True;
-        else if (!(PyUnicode_CompareWithASCIIString(key, "device_id") == 0 && value == Py_None))
+        else if (!(kw == DLBIND_KW_DEVICE_ID && value == Py_None))
             fast = 0;
     }
     if (fast) {

@@ -57,15 +57,37 @@ typedef struct {
     PyObject *after_type_error;  /* dlbind.consumer.after_type_error */
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
     PyObject *convert;           /* dlbind.conversion.convert */
-    PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits), filled by convert */
-    /* interned once */
+    PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
+                                    by dlbind.planner.plan */
+    /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
-    PyObject *str_stream, *str_max_version, *str_dl_device, *str_copy, *str_dlpack, *kwnames_dlpack;
+    PyObject *str_dlpack;        /* "__dlpack__", interned */
+    PyObject *kwnames_dlpack;    /* ("stream", "max_version"): the plain call of a producer (stream=None said
+                                    explicitly: some producers default to another stream) */
+    PyObject *kw[9];             /* the keyword names below, interned (indexed by dlbind_keyword) */
 } dlbind_config;
 
 extern dlbind_config dlbind_cfg;
 /* 0 with a RuntimeError set when configure() has not run yet. */
 int dlbind_configured(void);
+
+/* Every keyword the C entry points read. A call's keyword names are interned strings (the compiler
+ * interns them, and so do numpy and torch for the names they pass), so one pointer test each finds
+ * them; a name built at run time is found by value. */
+enum {
+    DLBIND_KW_STREAM,
+    DLBIND_KW_MAX_VERSION,
+    DLBIND_KW_DL_DEVICE,
+    DLBIND_KW_COPY,
+    DLBIND_KW_DEVICE,
+    DLBIND_KW_ALLOW_VECTOR,
+    DLBIND_KW_READONLY,
+    DLBIND_KW_DEVICE_ID,
+    DLBIND_KW_TO,
+    DLBIND_KW_COUNT
+};
+/* The DLBIND_KW_* of a keyword name, or -1 (no error set) when it is none of them. */
+int dlbind_keyword(PyObject *key);
 
 /* How many tensors we exported and how many of our deleters ran (read by the leak tests). */
 extern unsigned long long dlbind_deleter_count;
@@ -95,11 +117,18 @@ PyObject *dlbind_type_name(PyObject *obj);
 extern const char DLBIND_NAME_VERSIONED[], DLBIND_NAME_USED_VERSIONED[], DLBIND_NAME_LEGACY[], DLBIND_NAME_USED_LEGACY[];
 PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
+/* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
+void *dlbind_take(PyObject *capsule, int *versioned);
 void dlbind_call_deleter(void *managed, int versioned);
+/* The destructor of every capsule the C code makes: runs the struct's deleter unless consumed. */
+void dlbind_capsule_destructor(PyObject *capsule);
 /* A capsule over memory described by the arguments; owner gets one reference until the deleter. */
 PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64_t *shape, const int64_t *strides,
                               DLDevice device, DLDataType dtype, uint64_t byte_offset, int versioned, uint64_t flags);
 PyObject *dlbind_readonly_legacy_error(void);
+
+/* Export blocks (and BufferExporter's dimension arrays) hold this many dimensions inline. */
+#define DLBIND_INLINE_NDIM 4
 
 /* The keywords of __dlpack__: 1 for the fast case, 0 for "ask Python", -1 on error. */
 typedef struct {
@@ -128,8 +157,9 @@ const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type);
 const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
-PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* 3 or 4 args */
 PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 void dlbind_exchange_clear(void);
+int dlbind_exchange_init(void); /* once, at module init (the Handover type) */
 
 #endif

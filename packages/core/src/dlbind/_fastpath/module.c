@@ -18,6 +18,29 @@ int dlbind_configured(void) {
     return 0;
 }
 
+static const char *const dlbind_keyword_names[DLBIND_KW_COUNT] = {
+    "stream", "max_version", "dl_device", "copy", "device", "allow_vector", "readonly", "device_id", "to",
+};
+
+int dlbind_keyword(PyObject *key) {
+    for (int i = 0; i < DLBIND_KW_COUNT; i++)
+        if (key == dlbind_cfg.kw[i]) return i;
+    if (!PyUnicode_Check(key)) return -1;
+    for (int i = 0; i < DLBIND_KW_COUNT; i++)
+        if (PyUnicode_CompareWithASCIIString(key, dlbind_keyword_names[i]) == 0) return i;
+    return -1;
+}
+
+static int dlbind_intern_all(void) {
+    dlbind_cfg.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    dlbind_cfg.str_dlpack = PyUnicode_InternFromString("__dlpack__");
+    if (dlbind_cfg.max_version == NULL || dlbind_cfg.str_dlpack == NULL) return -1;
+    for (int i = 0; i < DLBIND_KW_COUNT; i++)
+        if ((dlbind_cfg.kw[i] = PyUnicode_InternFromString(dlbind_keyword_names[i])) == NULL) return -1;
+    dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.kw[DLBIND_KW_STREAM], dlbind_cfg.kw[DLBIND_KW_MAX_VERSION]);
+    return dlbind_cfg.kwnames_dlpack == NULL ? -1 : 0;
+}
+
 PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
 
 static PyObject *dlbind_py_counts(PyObject *mod, PyObject *unused) {
@@ -58,19 +81,6 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
         PyErr_SetString(PyExc_TypeError, "configure(): convert_routes must be a dict");
         return NULL;
     }
-    if (dlbind_cfg.max_version == NULL) {
-        dlbind_cfg.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-        dlbind_cfg.str_stream = PyUnicode_InternFromString("stream");
-        dlbind_cfg.str_max_version = PyUnicode_InternFromString("max_version");
-        dlbind_cfg.str_dl_device = PyUnicode_InternFromString("dl_device");
-        dlbind_cfg.str_copy = PyUnicode_InternFromString("copy");
-        dlbind_cfg.str_dlpack = PyUnicode_InternFromString("__dlpack__");
-        if (dlbind_cfg.max_version == NULL || dlbind_cfg.str_stream == NULL || dlbind_cfg.str_max_version == NULL ||
-            dlbind_cfg.str_dl_device == NULL || dlbind_cfg.str_copy == NULL || dlbind_cfg.str_dlpack == NULL)
-            return NULL;
-        dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.str_stream, dlbind_cfg.str_max_version);
-        if (dlbind_cfg.kwnames_dlpack == NULL) return NULL;
-    }
     PyObject **slots[12] = {
         (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
         &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
@@ -102,7 +112,7 @@ static PyMethodDef dlbind_methods[] = {
      "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
     {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
-     "convert_to(x, target_type, refuse): see dlbind.convert"},
+     "convert_to(x, target_type, refuse[, from_dlpack]): see dlbind.convert"},
     {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
      "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
     {NULL, NULL, 0, NULL},
@@ -118,7 +128,9 @@ static struct PyModuleDef dlbind_module = {
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
     dlbind_policy_init();
-    if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0) return NULL;
+    if (dlbind_cfg.max_version == NULL && dlbind_intern_all() != 0) return NULL;
+    if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0 || dlbind_exchange_init() < 0)
+        return NULL;
     PyObject *module = PyModule_Create(&dlbind_module);
     if (module == NULL) return NULL;
     Py_INCREF(&dlbind_exporter_type);

@@ -72,7 +72,11 @@ int dlbind_format_dtype(const char *format, DLDataType *out) {
     if (format[0] != '\0' && format[1] == '\0' && (unsigned char)format[0] < 128) { /* one character: the index */
         signed char row = dlbind_single_char_row[(unsigned char)format[0]];
         if (row < 0) return 0;
-        first = (size_t)row;
+        first = (size_t)row; /* the row of exactly this format: no comparison needed */
+        out->code = DLBIND_FORMATS[first].code;
+        out->bits = (uint8_t)DLBIND_FORMATS[first].bits;
+        out->lanes = 1;
+        return DLBIND_FORMATS[first].bits <= 255;
     }
     for (size_t i = first; i < DLBIND_FORMAT_COUNT; i++) {
         if (strcmp(DLBIND_FORMATS[i].format, format) == 0) {

@@ -300,11 +300,9 @@ PyTypeObject dlbind_tensor_core_type = {
 };
 
 PyObject *dlbind_consume_capsule(PyObject *capsule) {
-    PyObject *taken = dlbind_py_take(NULL, capsule);
-    if (taken == NULL) return NULL;
-    void *m = PyLong_AsVoidPtr(PyTuple_GET_ITEM(taken, 0));
-    int versioned = PyTuple_GET_ITEM(taken, 1) == Py_True;
-    Py_DECREF(taken);
+    int versioned;
+    void *m = dlbind_take(capsule, &versioned);
+    if (m == NULL) return NULL;
     return dlbind_tensor_wrap(m, versioned, 0);
 }
 
@@ -325,13 +323,6 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     return dlbind_tensor_wrap(m, versioned, allow_vector);
 }
 
-static int dlbind_is_from_dlpack_keyword(PyObject *key) {
-    static const char *const names[] = {"device", "copy", "stream", "allow_vector", NULL};
-    for (int i = 0; names[i]; i++)
-        if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) return 1;
-    return 0;
-}
-
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
  * producer or capsule in C; any other call (and every error to explain) in Python. */
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -340,10 +331,11 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int fast = nargs == 1;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; fast && i < nkw; i++) {
+    for (Py_ssize_t i = 0; fast && i < nkw; i++) { /* device, copy, stream None; allow_vector None or False */
         PyObject *value = args[nargs + i];
-        if (!dlbind_is_from_dlpack_keyword(PyTuple_GET_ITEM(kwnames, i)) || (value != Py_None && value != Py_False) ||
-            (value == Py_False && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "allow_vector") != 0))
+        int kw = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i));
+        if (!(kw == DLBIND_KW_DEVICE || kw == DLBIND_KW_COPY || kw == DLBIND_KW_STREAM || kw == DLBIND_KW_ALLOW_VECTOR) ||
+            !(value == Py_None || (value == Py_False && kw == DLBIND_KW_ALLOW_VECTOR)))
             fast = 0;
     }
     if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
