@@ -120,6 +120,23 @@ def _members(model: HeaderModel, enum: str) -> tuple[tuple[str, int], ...]:
         raise GeneratorError(f"the canonical header declares no {enum}: the policy tables cannot be joined") from None
 
 
+def _entries(
+    data: dict[str, Any], table: str, members: tuple[tuple[str, int], ...], enum: str, path: Path
+) -> dict[str, Any]:
+    """The ``[table.<member>]`` entries, each naming a member of ``enum`` in the canonical header."""
+    entries = data.get(table, {})
+    if not isinstance(entries, dict):
+        raise GeneratorError(f"[{table}] must be a table", file=str(path))
+    extra = sorted(set(entries) - {m for m, _ in members})
+    if extra:
+        raise GeneratorError(
+            f"[{table}.{extra[0]}] names no member of {enum} in the canonical header "
+            f"(entries for values the header lacks are errors: remove or rename it)",
+            file=str(path),
+        )
+    return entries
+
+
 def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
     rules = []
     table = data.get("stream_rules", {})
@@ -151,14 +168,7 @@ def _devices(
     rules = _stream_rules(data, path)
     rule_names = {r.name for r in rules}
     members = _members(model, DEVICE_ENUM)
-    entries = data.get("devices", {})
-    extra = sorted(set(entries) - {m for m, _ in members})
-    if extra:
-        raise GeneratorError(
-            f"[devices.{extra[0]}] names no member of {DEVICE_ENUM} in the canonical header "
-            f"(entries for values the header lacks are errors: remove or rename it)",
-            file=str(path),
-        )
+    entries = _entries(data, "devices", members, DEVICE_ENUM, path)
     rows = []
     for member, value in members:
         raw = entries.get(member)
@@ -201,14 +211,7 @@ def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple
     data = _load(path)
     _check_keys(data, {"codes", "formats"}, "the top level", path)
     members = _members(model, DTYPE_ENUM)
-    entries = data.get("codes", {})
-    extra = sorted(set(entries) - {m for m, _ in members})
-    if extra:
-        raise GeneratorError(
-            f"[codes.{extra[0]}] names no member of {DTYPE_ENUM} in the canonical header "
-            f"(entries for values the header lacks are errors: remove or rename it)",
-            file=str(path),
-        )
+    entries = _entries(data, "codes", members, DTYPE_ENUM, path)
     codes = []
     for member, value in members:
         raw = entries.get(member)
