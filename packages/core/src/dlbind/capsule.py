@@ -139,10 +139,11 @@ def _dims_format(ffi_: Any) -> str | None:
     return fmt if fmt is not None and fmt.islower() else None
 
 
-_LAYOUT_V = packed_layout(ffi, "DLManagedTensorVersioned")
-_LAYOUT_L = packed_layout(ffi, "DLManagedTensor")
-_DIM = _dims_format(ffi)
-_PACKED = native is None and _LAYOUT_V is not None and _LAYOUT_L is not None and _DIM is not None
+# Only the pure build packs structs in Python: the compiled build does not derive the layouts at import.
+_LAYOUT_V = packed_layout(ffi, "DLManagedTensorVersioned") if native is None else None
+_LAYOUT_L = packed_layout(ffi, "DLManagedTensor") if native is None else None
+_DIM = _dims_format(ffi) if native is None else None
+_PACKED = _LAYOUT_V is not None and _LAYOUT_L is not None and _DIM is not None
 # what the hot path reads, as plain globals
 _DIM_SIZE = struct.calcsize("=" + _DIM) if _DIM else 0
 _SIZE_V = _LAYOUT_V.size if _LAYOUT_V else 0
