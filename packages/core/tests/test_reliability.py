@@ -301,21 +301,18 @@ def test_defect7_byte_offset_reaches_torch(raw: bool) -> None:
 @pytest.mark.parametrize(
     ("code", "bits"), [(2, 4), (6, 128), (0, 7), (5, 8)], ids=["float4-as-kDLFloat", "bool128", "int7", "complex8"]
 )
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 8: dtype (code, bits) pairs no spec defines are accepted")
 def test_defect8_undefined_dtypes_are_refused(code: int, bits: int) -> None:
     s = Struct((4,), code=code, bits=bits)
     with pytest.raises(BufferError):
         dlbind.from_dlpack(s.capsule())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 8: a negative device id is accepted (jax then raises)")
 def test_defect8_negative_device_id_is_refused() -> None:
     s = Struct((4,), device=(1, -1))
     with pytest.raises(BufferError):
         dlbind.from_dlpack(s.capsule())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 8 defect 9: convert hands a CUDA tensor to a CPU-only torch")
 def test_defect9_convert_to_a_library_without_the_device() -> None:
     pytest.importorskip("torch")
     t = dlbind.from_dlpack(Struct((4,), device=(2, 0)).capsule())

@@ -35,4 +35,5 @@ def configure() -> None:
         allocate=exchange.allocate,
         convert=conversion.convert,
         convert_routes=planner.C_ROUTES,
+        target_error=conversion.target_error,
     )

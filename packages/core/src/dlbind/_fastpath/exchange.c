@@ -401,6 +401,37 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return dlbind_convert_table(args[0], target, refuse);
 }
 
+/* The pending exception of a failed C route to `to`, as dlbind.conversion.target_error makes it
+ * (a target's RuntimeError etc. becomes a BufferError naming it); always returns NULL. */
+static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) { /* nothing raised: leave it to the caller's SystemError */
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.target_error, x, to, value, NULL);
+    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
+        if (made != NULL && made != value) /* a hook returning a non-exception: keep the original */
+            Py_DECREF(made);
+        else if (made == NULL) { /* the hook failed: the original matters more */
+            PyErr_Clear();
+        } else {
+            Py_DECREF(made);
+        }
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
+    Py_DECREF(made);
+    return NULL;
+}
+
 /* convert(x, to, *, device=None, copy=None, stream=None): the C routes when dlbind.convert has
  * cached one for `to` (convert_routes: to -> (target type, refuse, from_dlpack or None)); every
  * other call in Python. */
@@ -442,6 +473,7 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
                 else
                     out = Py_NewRef(Py_NotImplemented);
             }
+            if (out == NULL) return dlbind_target_error(args[0], to);
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);
         }

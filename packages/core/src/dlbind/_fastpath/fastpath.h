@@ -59,6 +59,7 @@ typedef struct {
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
                                     by dlbind.planner.plan */
+    PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
@@ -100,6 +101,7 @@ int dlbind_device_known(int64_t device_type);
 int dlbind_device_host(int64_t device_type);          /* the CPU reads its memory directly */
 int dlbind_device_stream_free(int64_t device_type);   /* its stream rule: stream must be None */
 int dlbind_dtype_code_known(int64_t code);
+int dlbind_dtype_width_accepted(int code, int bits);
 const char *dlbind_dtype_name(int code, int bits);    /* NULL: no name */
 const char *dlbind_dtype_format(int code, int bits);  /* NULL: the buffer protocol cannot name it */
 /* buffer format (byte-order prefix included) -> (code, bits); 0 when the table has no entry or

@@ -27,6 +27,12 @@ int dlbind_dtype_code_known(int64_t code) {
     return code >= 0 && code < DLBIND_DTYPE_CODE_LIMIT && DLBIND_DTYPE_CODE_KNOWN[code];
 }
 
+/* bits is a width the spec defines for this (known) code; never 0 */
+int dlbind_dtype_width_accepted(int code, int bits) {
+    if (bits <= 0 || bits > 255) return 0;
+    return (int)((DLBIND_DTYPE_ACCEPTS[code][bits >> 6] >> (bits & 63)) & 1ULL);
+}
+
 static const dlbind_dtype_row *dlbind_dtype_row_of(int code, int bits) {
     for (size_t i = 0; i < DLBIND_DTYPE_COUNT; i++)
         if (DLBIND_DTYPES[i].code == code && DLBIND_DTYPES[i].bits == bits) return &DLBIND_DTYPES[i];

@@ -34,9 +34,9 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
     if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) return 0;
     if (t->ndim < 0 || t->ndim > DLBIND_MAX_NDIM) return 0;
     if (!dlbind_dtype_code_known(t->dtype.code) || t->dtype.lanes == 0 || (t->dtype.lanes != 1 && !allow_vector) ||
-        t->dtype.bits == 0)
+        !dlbind_dtype_width_accepted(t->dtype.code, t->dtype.bits))
         return 0;
-    if (!dlbind_device_known(t->device.device_type)) return 0;
+    if (!dlbind_device_known(t->device.device_type) || t->device.device_id < 0) return 0;
     if (t->ndim > 0 && t->shape == NULL) return 0;
     int64_t count, nbytes;
     if (dlbind_count(t->shape, t->ndim, &count) != 0) return 0; /* negative, or >= 2**63 elements */
