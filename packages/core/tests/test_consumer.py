@@ -193,3 +193,20 @@ def test_vector_dtypes_when_asked_for() -> None:
     assert np.asarray(t).tolist() == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     del t
     assert counter.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("obj", "readonly"), [(memoryview(b"ab"), True), (b"abc", True), (bytearray(b"xyz"), False)], ids=type
+)
+def test_from_dlpack_imports_buffers_zero_copy(obj: Any, readonly: bool) -> None:
+    t = dlbind.from_dlpack(obj)
+    assert (t.shape, t.dtype.name, t.readonly) == ((len(obj),), "uint8", readonly)
+    assert np.asarray(t).tobytes() == bytes(obj)
+    if isinstance(obj, bytearray):
+        np.asarray(t)[0] = ord("X")
+        assert obj == bytearray(b"Xyz")  # the same memory
+
+
+def test_from_dlpack_names_what_it_accepts() -> None:
+    with pytest.raises(TypeError, match="buffer or array interface, not list"):
+        dlbind.from_dlpack([1, 2])

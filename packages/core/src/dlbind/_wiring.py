@@ -18,7 +18,9 @@ __all__ = ["configure"]
 
 
 def configure() -> None:
-    """Hand the compiled fast path the Python code it delegates to (no-op in the pure build)."""
+    """Hand the lower layers the producers they import through; the compiled fast path the Python code
+    it delegates to."""
+    consumer.export_other = producer.asdlpack
     if native is None:
         return
     producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter

@@ -54,6 +54,11 @@ def call_dlpack(
     return result
 
 
+# How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
+# the array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
+export_other: Any = None
+
+
 def after_type_error(x: Any, error: TypeError) -> Tensor:
     """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``."""
     return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
@@ -76,10 +81,13 @@ def from_dlpack(
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream, allow_vector=allow_vector)
     if not hasattr(x, "__dlpack__"):
-        raise TypeError(
-            f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__) or a "
-            f"DLPack capsule, not {type(x).__name__}"
-        )
+        try:
+            x = export_other(x)  # a buffer or array interface: exported zero-copy by dlbind itself
+        except TypeError:
+            raise TypeError(
+                f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
+                f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
+            ) from None
     if device is None and copy is None and stream is None and not allow_vector:
         fast = exchange.import_object(x)
         if fast is not None:

@@ -127,9 +127,7 @@ def plan(to: Any) -> Route:
         # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
         # Only for consumers whose row the tests verified against the installed library, that ask for
         # versioned capsules, and that have no exchange table (that route is faster still).
-        handover_type = (
-            _array_type(adapter) if table_type is None and adapter.verified and not legacy_only else None
-        )
+        handover_type = _array_type(adapter) if table_type is None and adapter.verified and not legacy_only else None
         route = ROUTES[key] = Route(
             adapter,
             fn,
@@ -205,7 +203,11 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         if copy is False:
             raise BufferError(f"{route.adapter.name} cannot take negative strides and copy=False forbids a copy")
         producer = tensor = tensor.copy()
-    if route.ignores_readonly and tensor.readonly and copy is not False:
+    if route.ignores_readonly and tensor.readonly:
+        if copy is False:  # the target would hand out a writable alias of read-only memory
+            raise BufferError(
+                f"{route.adapter.name} imports read-only data writable, so it needs a copy and copy=False forbids it"
+            )
         producer = tensor = tensor.copy()  # writes through the result must not reach read-only memory
     if route.legacy_only and tensor.readonly:
         if route.adapter.immutable:
