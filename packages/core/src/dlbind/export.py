@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from dlbind import _backends, capsule
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
-from dlbind.dtypes import DType
+from dlbind.dtypes import INT64_MAX, DType
 
 __all__ = ["CPU", "Memory", "contiguous_strides", "copy_host", "export_memory", "export_view"]
 
@@ -42,12 +42,18 @@ class Memory(NamedTuple):
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct)."""
+    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct).
+
+    Only a zero-size shape can have strides past int64 (import checks every other size); no element is
+    addressed there, so those strides are 0.
+    """
     strides: list[int] = []
     acc = 1
     for d in reversed(shape):
         strides.append(acc)
         acc *= max(d, 1)
+        if acc > INT64_MAX:
+            acc = 0
     return tuple(reversed(strides))
 
 
