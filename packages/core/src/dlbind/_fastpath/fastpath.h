@@ -160,6 +160,9 @@ const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* 3 or 4 args */
+
+/* ---- copy.c ---- */
+PyObject *dlbind_py_copy_strided(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 void dlbind_exchange_clear(void);
 int dlbind_exchange_init(void); /* once, at module init (the Handover type) */

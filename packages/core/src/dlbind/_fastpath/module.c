@@ -115,6 +115,8 @@ static PyMethodDef dlbind_methods[] = {
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
     {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
      "convert_to(x, target_type, refuse[, from_dlpack]): see dlbind.convert"},
+    {"copy_strided", (PyCFunction)(void (*)(void))dlbind_py_copy_strided, METH_FASTCALL,
+     "copy_strided(dst, src, shape, byte_strides, itemsize): row-major copy of strided host memory (GIL released)"},
     {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
      "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
     {NULL, NULL, 0, NULL},
