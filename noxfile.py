@@ -149,9 +149,8 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/exchange.py", "--json", ".cache/bench/exchange.json", "--markdown", "docs/benchmarks.md",
         *session.posargs,
     )  # fmt: skip
-    session.run(
-        "python", "benchmarks/copies.py", "--json", ".cache/bench/copies.json", "--markdown-append", "docs/benchmarks.md",
-    )  # fmt: skip
+    copies = ["--json", ".cache/bench/copies.json", "--markdown-append", "docs/benchmarks.md"]
+    session.run("python", "benchmarks/copies.py", *copies)
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
 
 
