@@ -6,7 +6,7 @@ from typing import Any
 
 from dlbind import _capi, exchange
 from dlbind._generated.enums import DLPACK_VERSION, Flags
-from dlbind.devices import check_stream, parse_device
+from dlbind.devices import check_stream, parse_device, producer_device
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["from_dlpack"]
@@ -93,7 +93,7 @@ def from_dlpack(
         if fast is not None:
             return fast
     target = None if device is None else parse_device(device)
-    here = parse_device(tuple(x.__dlpack_device__()))
+    here = producer_device(x)
     check_stream(here[0], stream)
     dl_device = target if target is not None and target != here else None
     capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)

@@ -17,7 +17,7 @@ from dlbind import _capi, capsule
 from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.consumer import from_dlpack
-from dlbind.devices import Device, device_name, parse_device
+from dlbind.devices import Device, device_name, parse_device, producer_device
 from dlbind.dtypes import INT64_MAX, DType, byte_size, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
 
@@ -53,8 +53,7 @@ class Exporter(metaclass=ABCMeta):
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         if self._memory is not None:
             return self._memory.device
-        dev = self._source.__dlpack_device__()
-        return parse_device(tuple(dev))
+        return producer_device(self._source)
 
     def __dlpack__(
         self,
