@@ -21,6 +21,7 @@ def configure() -> None:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
     it delegates to."""
     consumer.export_other = producer.asdlpack
+    consumer.export_host = producer.export_host
     if native is None:
         return
     producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter
@@ -31,7 +32,7 @@ def configure() -> None:
         from_dlpack=consumer.from_dlpack,
         check_managed=check_managed,
         export_view=export.export_view,
-        after_type_error=consumer.after_type_error,
+        after_refusal=consumer.after_refusal,
         managed_from_object=exchange.managed_from_object,
         object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,

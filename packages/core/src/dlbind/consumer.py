@@ -31,27 +31,34 @@ def call_dlpack(
         kwargs["dl_device"] = dl_device
     if copy is not None:
         kwargs["copy"] = copy
-    try:
-        if first_error is not None:
-            raise first_error
-        result = method(**kwargs)
-    except TypeError as exc:
-        if not _keyword_refused(exc):
-            raise
-        if dl_device is not None or copy is not None:
-            asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
-            raise BufferError(
-                f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them"
-            ) from exc
+    if first_error is None:
         try:
-            result = method(stream=stream)
-        except TypeError as exc2:
-            if not _keyword_refused(exc2) or stream is not None:
-                raise
-            result = method()
+            result = method(**kwargs)
+        except TypeError as exc:
+            result = _older_call(x, method, exc, stream, kwargs)
+    else:  # never raised again here: a traceback through this frame would keep x in a cycle
+        result = _older_call(x, method, first_error, stream, kwargs)
     if type(result) is not _capi.PyCapsuleType:
         raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
     return result
+
+
+def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwargs: dict[str, Any]) -> object:
+    """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
+    if not _keyword_refused(error):
+        try:
+            raise error
+        finally:
+            del error
+    if "dl_device" in kwargs or "copy" in kwargs:
+        asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
+        raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them") from error
+    try:
+        return method(stream=stream)
+    except TypeError as exc:
+        if not _keyword_refused(exc) or stream is not None:
+            raise
+    return method()
 
 
 # How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
@@ -59,9 +66,37 @@ def call_dlpack(
 export_other: Any = None
 
 
-def after_type_error(x: Any, error: TypeError) -> Tensor:
-    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``."""
-    return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
+# How a host producer whose __dlpack__ refuses is exported instead (dlbind.producer.export_host: its buffer
+# protocol or array interface); set with export_other.
+export_host: Any = None
+
+
+def after_refusal(x: Any, error: BaseException) -> Tensor:
+    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``.
+
+    A TypeError: an older producer, asked with fewer keywords. A BufferError: the producer cannot
+    export this array (numpy before 2.1 refuses read-only arrays; numpy refuses ml_dtypes' bfloat16
+    and float8), but its buffer protocol or array interface may carry it: exported from there.
+    """
+    if isinstance(error, TypeError):
+        return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
+    fallback = _host_fallback(x)
+    if fallback is None:
+        try:
+            raise error
+        finally:  # no cycle error -> traceback -> this frame -> error
+            del error
+    return from_capsule(fallback.__dlpack__(max_version=DLPACK_VERSION))
+
+
+def _host_fallback(x: Any) -> Any:
+    """``x`` exported through its buffer protocol or array interface, or None."""
+    if export_host is None:
+        return None
+    try:
+        return export_host(x)
+    except (TypeError, ValueError, BufferError):
+        return None
 
 
 def from_dlpack(
@@ -96,7 +131,13 @@ def from_dlpack(
     here = producer_device(x)
     check_stream(here[0], stream)
     dl_device = target if target is not None and target != here else None
-    capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
+    try:
+        capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
+    except BufferError:
+        fallback = _host_fallback(x) if stream is None and copy is not False and dl_device is None else None
+        if fallback is None:
+            raise
+        return from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector)
     tensor = from_capsule(capsule, allow_vector=allow_vector)
     if target is not None and tensor.device != target:
         raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")

@@ -9,6 +9,7 @@ a legacy capsule for immutable consumers, or a ``BufferError`` when ``copy=False
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import sys
 from types import ModuleType
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
+from dlbind.devices import HOST_ACCESSIBLE, parse_device
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
@@ -78,10 +80,11 @@ class Route(NamedTuple):
     legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
     ignores_readonly: bool  # the target imports read-only data writable: copy it first
     keywords: frozenset[str]  # what the installed from_dlpack accepts (read from its signature)
+    viewer: Any = None  # views a Tensor of a dtype its from_dlpack lacks (adapter.lacks_dtypes)
 
     @property
     def bridges(self) -> bool:
-        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly
+        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly or self.viewer is not None
 
     @property
     def refuse(self) -> int:
@@ -137,6 +140,7 @@ def plan(to: Any) -> Route:
             legacy_only,
             "readonly_ignored" in quirks,
             _keywords(fn, adapter),
+            _function(adapter.view_with) if adapter.lacks_dtypes else None,
         )
         if isinstance(to, str):
             if table_type is not None:
@@ -144,6 +148,15 @@ def plan(to: Any) -> Route:
             elif handover_type is not None:
                 C_ROUTES[to] = (handover_type, route.refuse, fn)
     return route
+
+
+def _function(dotted: str) -> Any:
+    module_name, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _lacks(adapter: Adapter, dtype_name: str) -> bool:
+    return any(fnmatch.fnmatchcase(dtype_name, pattern) for pattern in adapter.lacks_dtypes)
 
 
 def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
@@ -188,6 +201,8 @@ class _LegacyReadOnly:
 
 def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
     """Hand ``tensor`` to the route's ``from_dlpack`` after bridging what the target gets wrong."""
+    if route.viewer is not None and _lacks(route.adapter, tensor.dtype.name):
+        return _viewed(route, tensor, device, copy)
     producer: Any = tensor
     kwargs: dict[str, Any] = {}
     if copy is not None:
@@ -217,3 +232,12 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         else:
             producer = tensor.copy()
     return route.from_dlpack(producer, **kwargs)
+
+
+def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+    """A dtype the target's from_dlpack lacks (numpy and ml_dtypes' bfloat16): its viewer makes the array."""
+    if device is not None and parse_device(device) != tensor.device:
+        raise BufferError(f"{route.adapter.view_with} views {tensor.dtype.name} data where it is, not on {device}")
+    if tensor.device[0] not in HOST_ACCESSIBLE:
+        raise BufferError(f"{route.adapter.name} views {tensor.dtype.name} data in host memory only")
+    return route.viewer(tensor.copy() if copy else tensor)

@@ -173,7 +173,7 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     """
     try:
         view: memoryview | None = memoryview(obj)
-    except (TypeError, ValueError):  # numpy refuses buffers of dtypes it cannot format (bfloat16, ...)
+    except (TypeError, ValueError, BufferError):  # numpy and jax refuse buffers of dtypes they cannot format
         view = None
         # checked only here: an Exporter has no buffer, and the ABC check costs the buffer path nothing
         if isinstance(obj, Exporter):
@@ -204,6 +204,28 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
         f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
         "__dlpack__ or __cuda_array_interface__ (use dlbind.from_pointer for raw memory)"
     )
+
+
+def export_host(obj: Any) -> Exporter:
+    """``obj`` through its buffer protocol or ``__array_interface__`` only (never its ``__dlpack__``).
+
+    What :func:`dlbind.from_dlpack` falls back to when a host producer's ``__dlpack__`` refuses an
+    array its buffer protocol carries. TypeError when ``obj`` has neither.
+    """
+    try:
+        view: memoryview | None = memoryview(obj)
+    except (TypeError, ValueError, BufferError):
+        view = None
+    if view is not None:
+        try:
+            return Exporter(_from_buffer(obj, view))
+        except BufferError:
+            if not hasattr(obj, "__array_interface__"):
+                raise
+    iface = getattr(obj, "__array_interface__", None)
+    if isinstance(iface, dict):
+        return Exporter(_from_interface(iface, obj, CPU, None))
+    raise TypeError(f"{type(obj).__name__} has no buffer protocol or __array_interface__")
 
 
 def from_pointer(

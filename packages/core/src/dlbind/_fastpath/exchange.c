@@ -208,8 +208,10 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                       dlbind_cfg.kwnames_dlpack);
         if (capsule == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-            PyErr_Clear(); /* the general route says what is wrong */
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
+                !PyErr_ExceptionMatches(PyExc_BufferError))
+                return -1;
+            PyErr_Clear(); /* the general route bridges it (an older producer, a buffer protocol) or says why not */
             return 0;
         }
         if (!PyCapsule_CheckExact(capsule) || PyCapsule_IsValid(capsule, DLBIND_NAME_LEGACY)) {

@@ -54,7 +54,7 @@ typedef struct {
     PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
     PyObject *check_managed;     /* dlbind.tensor.check_managed: raises the precise BufferError */
     PyObject *export_view;       /* dlbind.producer.export_view */
-    PyObject *after_type_error;  /* dlbind.consumer.after_type_error */
+    PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled

@@ -58,7 +58,7 @@ static int dlbind_require_callable(PyObject *value, const char *name) {
 static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kwargs) {
     (void)mod;
     static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
-                               "export_view", "after_type_error", "managed_from_object", "object_from_managed",
+                               "export_view", "after_refusal", "managed_from_object", "object_from_managed",
                                "allocate", "convert", "convert_routes", "target_error", NULL};
     PyObject *v[13];
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3], &v[4],
@@ -85,7 +85,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     PyObject **slots[13] = {
         (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
         &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
-        &dlbind_cfg.after_type_error,         &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
+        &dlbind_cfg.after_refusal,           &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
         &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.convert_routes,
         &dlbind_cfg.target_error,
     };
@@ -99,7 +99,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
 
 static PyMethodDef dlbind_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_type_error, "
+     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
      "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error): the Python pieces the C code "
      "uses (dlbind passes them at import)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},

@@ -375,12 +375,13 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
             PyErr_Restore(type, value, tb);
             return NULL;
         }
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* maybe an older producer: Python goes on */
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+            /* maybe an older producer, or one whose buffer protocol carries what __dlpack__ refuses */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             PyErr_NormalizeException(&type, &value, &tb);
             if (tb != NULL) PyException_SetTraceback(value, tb);
-            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_type_error, x, value, NULL);
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, NULL);
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
