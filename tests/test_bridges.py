@@ -87,5 +87,5 @@ def test_asdlpack_of_jax_bfloat16_uses_its_dlpack() -> None:
 
 def test_a_refusal_without_a_buffer_stays_the_producers() -> None:
     t = torch.zeros(3, requires_grad=True)
-    with pytest.raises(BufferError, match="require gradient|requires_grad"):
+    with pytest.raises(BufferError, match=r"require gradient|requires_grad"):
         dlbind.from_dlpack(t, copy=True)  # the Python route: torch's own __dlpack__ refuses, nothing to fall back to
