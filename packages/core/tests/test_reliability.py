@@ -201,6 +201,7 @@ def test_defect4_convert_huge_to_torch_does_not_abort() -> None:
 
 class _Bytes(bytearray):
     e: Any
+    h: Any
     t: Any
 
 
@@ -259,6 +260,27 @@ def test_defect5_tensor_of_tensor_cycle_is_collected() -> None:
 
     kept = _collected(make)
     assert kept == 0, f"{kept} of 50 cycles through two tensors were never collected"
+
+
+@pytest.mark.skipif(PURE, reason="the Handover producer is the compiled convert's")
+def test_defect5_handover_kept_by_its_consumer_is_collected() -> None:
+    # convert's C route hands the struct to the target's from_dlpack in a Handover; a consumer that
+    # keeps it (without taking the struct) closes b -> b.h -> struct owner (the exporter) -> b
+    from dlbind._ffi import native
+
+    def make() -> _Bytes:
+        b = _Bytes(64)
+
+        def keep(producer: Any) -> Any:
+            b.h = producer
+            return np.zeros(1)
+
+        native.convert_to(dlbind.asdlpack(b), np.ndarray, 0, keep)
+        assert type(b.h).__name__ == "Handover"
+        return b
+
+    kept = _collected(make)
+    assert kept == 0, f"{kept} of 50 cycles through a kept Handover were never collected"
 
 
 def test_defect5_collection_leaves_a_live_capsule_its_data() -> None:

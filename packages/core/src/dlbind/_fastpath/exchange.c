@@ -326,11 +326,22 @@ typedef struct {
     DLDevice device;
 } dlbind_handover;
 
+/* Freed handovers are kept for the next convert, untracked by the garbage collector until reused. */
 #define DLBIND_HANDOVER_FREE_MAX 8
 static dlbind_handover *dlbind_handover_free[DLBIND_HANDOVER_FREE_MAX];
 static int dlbind_handover_nfree = 0;
 
+/* Garbage collection: a consumer that keeps its producer can make a cycle through the owner the
+ * struct holds (when the struct is dlbind's own) or through the Tensor. No tp_clear: whatever a
+ * cycle through a Handover passes through (the consumer's containers) clears. */
+static int dlbind_handover_traverse(dlbind_handover *self, visitproc visit, void *arg) {
+    Py_VISIT(self->tensor);
+    Py_VISIT(dlbind_managed_owner(self->m, 1));
+    return 0;
+}
+
 static void dlbind_handover_dealloc(dlbind_handover *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
     DLManagedTensorVersioned *m = self->m;
     self->m = NULL;
     if (m != NULL) dlbind_call_deleter(m, 1);
@@ -338,7 +349,7 @@ static void dlbind_handover_dealloc(dlbind_handover *self) {
     if (dlbind_handover_nfree < DLBIND_HANDOVER_FREE_MAX)
         dlbind_handover_free[dlbind_handover_nfree++] = self;
     else
-        Py_TYPE(self)->tp_free((PyObject *)self);
+        PyObject_GC_Del(self);
 }
 
 static PyTypeObject dlbind_handover_type;
@@ -350,7 +361,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
         self = dlbind_handover_free[--dlbind_handover_nfree];
         (void)PyObject_Init((PyObject *)self, &dlbind_handover_type);
     } else {
-        self = PyObject_New(dlbind_handover, &dlbind_handover_type);
+        self = PyObject_GC_New(dlbind_handover, &dlbind_handover_type);
         if (self == NULL) {
             dlbind_call_deleter(m, 1);
             return NULL;
@@ -359,6 +370,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
     self->m = m;
     self->tensor = NULL;
     self->device = m->dl_tensor.device;
+    PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
 }
 
@@ -415,7 +427,9 @@ static PyTypeObject dlbind_handover_type = {
     .tp_name = DLBIND_MODULE ".Handover",
     .tp_basicsize = sizeof(dlbind_handover),
     .tp_dealloc = (destructor)dlbind_handover_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_handover_traverse,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "A DLPack producer of one imported tensor (dlbind.convert's C route to consumers without an exchange table).",
     .tp_methods = dlbind_handover_methods,
 };
