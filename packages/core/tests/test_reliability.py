@@ -205,19 +205,139 @@ def test_defect4_convert_huge_to_torch_does_not_abort() -> None:
 
 class _Bytes(bytearray):
     e: Any
+    h: Any
+    t: Any
 
 
-@pytest.mark.xfail(COMPILED, strict=True, reason="issue 8 defect 5: compiled exporter is invisible to the gc")
+def _collected(make: Any, n: int = 50) -> int:
+    """How many of ``n`` objects ``make()`` returned (each left in a reference cycle) survive a collection."""
+    refs = [weakref.ref(make()) for _ in range(n)]
+    gc.collect()
+    return sum(r() is not None for r in refs)
+
+
 def test_defect5_exporter_cycle_is_collected() -> None:
-    refs = []
-    for _ in range(50):
+    def make() -> _Bytes:
         b = _Bytes(64)
         b.e = dlbind.asdlpack(b)
-        refs.append(weakref.ref(b))
+        return b
+
+    kept = _collected(make)
+    assert kept == 0, f"{kept} of 50 exporter cycles were never collected"
+
+
+def test_defect5_exporter_cycle_with_its_python_exporter_is_collected() -> None:
+    # copy=True goes to the Python Exporter of the same object, which the exporter then keeps
+    def make() -> _Bytes:
+        b = _Bytes(64)
+        b.e = dlbind.asdlpack(b)
+        np.from_dlpack(b.e, copy=True)
+        return b
+
+    kept = _collected(make)
+    assert kept == 0, f"{kept} of 50 exporter cycles (with a Python Exporter inside) were never collected"
+
+
+@pytest.mark.xfail(
+    PURE, strict=True, reason="pure build: an exported struct's owner is held by capsule._LIVE, out of the gc's sight"
+)
+def test_defect5_tensor_cycle_is_collected() -> None:
+    # b -> b.__dict__ -> Tensor -> its struct's owner (the exporter) -> b
+    def make() -> _Bytes:
+        b = _Bytes(64)
+        b.t = dlbind.from_dlpack(dlbind.asdlpack(b))
+        return b
+
+    kept = _collected(make)
+    assert kept == 0, f"{kept} of 50 tensor cycles were never collected"
+
+
+@pytest.mark.xfail(
+    PURE, strict=True, reason="pure build: an exported struct's owner is held by capsule._LIVE, out of the gc's sight"
+)
+def test_defect5_tensor_of_tensor_cycle_is_collected() -> None:
+    # the struct a Tensor exports holds that Tensor: b -> t2 -> t1 -> exporter -> b
+    def make() -> _Bytes:
+        b = _Bytes(64)
+        b.t = dlbind.from_dlpack(dlbind.from_dlpack(dlbind.asdlpack(b)))
+        return b
+
+    kept = _collected(make)
+    assert kept == 0, f"{kept} of 50 cycles through two tensors were never collected"
+
+
+@pytest.mark.skipif(PURE, reason="the Handover producer is the compiled convert's")
+def test_defect5_handover_kept_by_its_consumer_is_collected() -> None:
+    # convert's C route hands the struct to the target's from_dlpack in a Handover; a consumer that
+    # keeps it (without taking the struct) closes b -> b.h -> struct owner (the exporter) -> b
+    from dlbind._ffi import native
+
+    def make() -> _Bytes:
+        b = _Bytes(64)
+
+        def keep(producer: Any) -> Any:
+            b.h = producer
+            return np.zeros(1)
+
+        native.convert_to(dlbind.asdlpack(b), np.ndarray, 0, keep)
+        assert type(b.h).__name__ == "Handover"
+        return b
+
+    kept = _collected(make)
+    assert kept == 0, f"{kept} of 50 cycles through a kept Handover were never collected"
+
+
+def test_defect5_collection_leaves_a_live_capsule_its_data() -> None:
+    # An unconsumed capsule holds the exporter (the collector cannot see inside it): the cycle must
+    # survive, its memory intact, until the capsule is consumed and the tensor dropped.
+    b = _Bytes(b"\x07" * 64)
+    b.e = dlbind.asdlpack(b)
+    capsule = b.e.__dlpack__(max_version=(1, 0))
+    alive = weakref.ref(b)
     del b
     gc.collect()
-    kept = sum(r() is not None for r in refs)
-    assert kept == 0, f"{kept} of 50 exporter cycles were never collected"
+    assert alive() is not None, "the collector freed an exporter a live capsule still points at"
+    for _ in range(3):  # churn: freed memory would be reused by these
+        bytearray(b"\x00" * 64)
+        gc.collect()
+    t = dlbind.from_dlpack(capsule)
+    assert np.from_dlpack(t).tobytes() == b"\x07" * 64
+    del capsule
+    gc.collect()
+    assert alive() is not None, "the collector freed an exporter a live tensor still points at"
+    assert np.from_dlpack(t).tobytes() == b"\x07" * 64
+    del t
+    gc.collect()
+    assert alive() is None, "the cycle was not collected once its last consumer was gone"
+
+
+def test_defect5_exporter_cycle_collection_in_dev_mode() -> None:
+    # many collections of half-built and cleared exporters, with the free list cycling: -X dev
+    # (debug allocator) aborts on a double release or a use after free
+    proc = _run(
+        """
+        import gc, numpy as np, dlbind
+        class B(bytearray):
+            pass
+        for round in range(200):
+            keep = []
+            for i in range(40):
+                b = B(8 * (i % 5 + 1))
+                b.e = dlbind.asdlpack(b)
+                if i % 3 == 0:
+                    b.t = dlbind.from_dlpack(b.e)
+                if i % 4 == 0:
+                    keep.append((b.e, len(b)))
+                np.from_dlpack(dlbind.asdlpack(bytes(8)))
+            del b
+            gc.collect()
+            for e, n in keep:
+                assert np.from_dlpack(dlbind.from_dlpack(e)).tobytes() == bytes(n)
+        print("ok")
+        """
+    )
+    _assert_clean_exit(proc)
+    assert "ok" in proc.stdout
 
 
 # -- defect 6: types seen are not kept forever -------------------------------------------------------
@@ -255,19 +375,9 @@ def _through_convert(cls: type) -> None:
     dlbind.convert(obj, to="numpy")
 
 
-def _defect6_open(make: Any, path: Any) -> bool:
-    """Where defect 6 still reproduces today: producer classes are cached by type (compiled: both paths;
-    pure: convert's ``_BY_TYPE``)."""
-    return make is _fresh_producer_class and (COMPILED or path is _through_convert)
-
-
 @pytest.mark.parametrize("make", [_fresh_bytes_class, _fresh_producer_class])
 @pytest.mark.parametrize("path", [_through_from_dlpack, _through_convert])
-def test_defect6_types_seen_are_not_kept(make: Any, path: Any, request: pytest.FixtureRequest) -> None:
-    if _defect6_open(make, path):
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason=f"issue 8 defect 6: {BUILD} build keeps every type it has seen")
-        )
+def test_defect6_types_seen_are_not_kept(make: Any, path: Any) -> None:
     refs = []
     for _ in range(50):
         cls = make()
@@ -277,6 +387,70 @@ def test_defect6_types_seen_are_not_kept(make: Any, path: Any, request: pytest.F
     gc.collect()
     kept = sum(r() is not None for r in refs)
     assert kept == 0, f"{kept} of 50 fresh classes are kept alive after use"
+
+
+def test_defect6_array_types_as_targets_are_not_kept() -> None:
+    refs = []
+    for _ in range(50):
+        target = type("Target", (np.ndarray,), {})
+        out = dlbind.convert(dlbind.asdlpack(bytes(8)), to=target)
+        assert isinstance(out, np.ndarray)
+        refs.append(weakref.ref(target))
+    del target, out
+    gc.collect()
+    kept = sum(r() is not None for r in refs)
+    assert kept == 0, f"{kept} of 50 fresh target types are kept alive after use"
+
+
+class _Recording:
+    """A producer that records the keywords of each __dlpack__ call (dlbind's exchange table passes only
+    max_version; the plain call passes stream and max_version)."""
+
+    calls: list[tuple[str, ...]]
+
+    def __init__(self) -> None:
+        self.a = np.arange(4.0)
+        self.calls = []
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls.append(tuple(sorted(kw)))
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self) -> Any:
+        return self.a.__dlpack_device__()
+
+
+@pytest.mark.skipif(PURE, reason="the pure build imports through __dlpack__ only (no exchange tables)")
+def test_defect6_table_cache_follows_the_type() -> None:
+    table = dlbind.Tensor.__dlpack_c_exchange_api__
+    cls = type("Producer", (_Recording,), {})
+    x = cls()
+    for _ in range(3):
+        assert dlbind.from_dlpack(x).shape == (4,)
+    assert x.calls[-1] == ("max_version", "stream")
+    cls.__dlpack_c_exchange_api__ = table  # type: ignore[attr-defined]
+    assert dlbind.from_dlpack(x).shape == (4,)
+    assert x.calls[-1] == ("max_version",), "a table set on the type after its first use was not seen"
+    del cls.__dlpack_c_exchange_api__  # type: ignore[attr-defined]
+    assert dlbind.from_dlpack(x).shape == (4,)
+    assert x.calls[-1] == ("max_version", "stream"), "a table removed from the type was still used"
+
+
+@pytest.mark.skipif(PURE, reason="the pure build imports through __dlpack__ only (no exchange tables)")
+def test_defect6_a_new_type_at_a_freed_types_address_is_looked_up_afresh() -> None:
+    table = dlbind.Tensor.__dlpack_c_exchange_api__
+    for i in range(200):
+        with_table = type("WithTable", (_Recording,), {"__dlpack_c_exchange_api__": table})
+        x = with_table()
+        dlbind.from_dlpack(x)
+        assert x.calls == [("max_version",)]
+        del with_table, x
+        gc.collect()
+        plain = type("Plain", (_Recording,), {})  # often at the address the freed class had
+        y = plain()
+        dlbind.from_dlpack(y)
+        assert y.calls == [("max_version", "stream")], f"round {i}: a freed type's table was used"
+        del plain, y
 
 
 # -- defect 7: the builds agree -------------------------------------------------------------------------

@@ -114,6 +114,21 @@ static void dlbind_block_deleter_l(DLManagedTensor *self) {
     dlbind_block_release(self, ctx, self->dl_tensor.ndim);
 }
 
+/* The Python owner a struct holds through manager_ctx when its deleter is one of ours (export and
+ * make_capsule: one reference, dropped by the deleter), else NULL: a foreign struct's context is
+ * opaque. Borrowed; for tp_traverse of the objects that own such a struct. */
+PyObject *dlbind_managed_owner(void *managed, int versioned) {
+    if (managed == NULL) return NULL;
+    if (versioned) {
+        DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
+        if (m->deleter == dlbind_block_deleter_v || m->deleter == dlbind_deleter_versioned) return (PyObject *)m->manager_ctx;
+    } else {
+        DLManagedTensor *m = (DLManagedTensor *)managed;
+        if (m->deleter == dlbind_block_deleter_l || m->deleter == dlbind_deleter_legacy) return (PyObject *)m->manager_ctx;
+    }
+    return NULL;
+}
+
 void dlbind_call_deleter(void *managed, int versioned) {
     if (versioned) {
         DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;

@@ -6,22 +6,50 @@
  * objects goes to the dlbind.exchange helpers configure() handed over. */
 #include "fastpath.h"
 
-static PyObject *dlbind_api_cache = NULL; /* type -> capsule or None */
-
-/* The last few types looked up, with their resolved tables (NULL: none usable), in front of the
- * dict: a pointer test instead of a hash lookup, a capsule check and the version walk. The dict
- * holds a reference to each type, so a type here stays alive (and its address its own) until
- * dlbind_exchange_clear empties both. */
-#define DLBIND_RECENT_TYPES 4
+/* The exchange table of each type, cached without keeping any type alive (a class made, used once
+ * and dropped must be collectable). The key is the type's version tag: CPython gives a type a tag
+ * when its attributes are looked up, drops it when the type or one of its bases changes, and never
+ * hands the same tag to two types (a counter; 3.10 alone wraps it, after 2**32 assignments), so a
+ * tag names one type in one state for the life of the process. A freed type's address may be
+ * reused by a new type, but never with its tag: an entry of a dead type is never matched again.
+ * A type without a valid tag (0) is looked up every time.
+ *
+ * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
+ * capsule (or None), emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without
+ * bound. An entry holds its capsule, which keeps the table's memory alive while cached. */
+#define DLBIND_RECENT_TYPES 8
+#define DLBIND_TAGS_MAX 1024
 static struct {
-    PyObject *type;
+    PyTypeObject *type; /* compared, never dereferenced: it may be dead */
+    unsigned int tag;   /* 0: empty */
+    PyObject *cap;      /* strong: the capsule the table lives in, or None */
     const DLPackExchangeAPI *api;
 } dlbind_recent[DLBIND_RECENT_TYPES];
 static unsigned dlbind_recent_next = 0;
+static PyObject *dlbind_tags = NULL; /* tag (int) -> capsule or None */
+static PyObject *dlbind_str_exchange_api = NULL;
+static PyObject *dlbind_uncached = NULL; /* the capsule of the last type without a tag */
 
 void dlbind_exchange_clear(void) {
-    Py_CLEAR(dlbind_api_cache);
-    memset(dlbind_recent, 0, sizeof dlbind_recent);
+    Py_CLEAR(dlbind_tags);
+    Py_CLEAR(dlbind_uncached);
+    for (int i = 0; i < DLBIND_RECENT_TYPES; i++) {
+        PyObject *cap = dlbind_recent[i].cap;
+        dlbind_recent[i].type = NULL;
+        dlbind_recent[i].tag = 0;
+        dlbind_recent[i].cap = NULL;
+        dlbind_recent[i].api = NULL;
+        Py_XDECREF(cap);
+    }
+}
+
+/* The type's valid version tag, or 0. */
+static unsigned int dlbind_type_tag(PyTypeObject *type) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return type->tp_version_tag; /* 0 when not valid */
+#else
+    return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+#endif
 }
 
 static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
@@ -40,29 +68,80 @@ static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
     return api;
 }
 
-const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
-    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
-        if (dlbind_recent[i].type == type) return dlbind_recent[i].api;
-    if (dlbind_api_cache == NULL && (dlbind_api_cache = PyDict_New()) == NULL) return NULL;
-    PyObject *cap = PyDict_GetItemWithError(dlbind_api_cache, type);
+/* type.__dlpack_c_exchange_api__ (a new reference; None when absent), or NULL on error. */
+static PyObject *dlbind_table_attr(PyObject *type) {
+    if (dlbind_str_exchange_api == NULL &&
+        (dlbind_str_exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) == NULL)
+        return NULL;
+    PyObject *cap = PyObject_GetAttr(type, dlbind_str_exchange_api);
     if (cap == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        cap = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
-        if (cap == NULL) {
-            PyErr_Clear();
-            cap = Py_None;
-            Py_INCREF(cap);
-        }
-        if (PyDict_SetItem(dlbind_api_cache, type, cap) != 0) {
-            Py_DECREF(cap);
+        PyErr_Clear();
+        cap = Py_NewRef(Py_None);
+    }
+    return cap;
+}
+
+const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type_obj) {
+    PyTypeObject *type = (PyTypeObject *)type_obj;
+    unsigned int tag = dlbind_type_tag(type);
+    if (tag != 0)
+        for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return dlbind_recent[i].api;
+    PyObject *key = NULL, *cap = NULL;
+    if (tag != 0) {
+        if (dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) return NULL;
+        if ((key = PyLong_FromUnsignedLong(tag)) == NULL) return NULL;
+        cap = Py_XNewRef(PyDict_GetItemWithError(dlbind_tags, key));
+        if (cap == NULL && PyErr_Occurred()) {
+            Py_DECREF(key);
             return NULL;
         }
-        Py_DECREF(cap); /* the dict holds it */
     }
+    if (cap == NULL) {
+        cap = dlbind_table_attr(type_obj);
+        if (cap == NULL) {
+            Py_XDECREF(key);
+            return NULL;
+        }
+        /* the lookup gave the type a tag if it had none (3.12+ can be asked directly) */
+#if PY_VERSION_HEX >= 0x030C0000
+        (void)PyUnstable_Type_AssignVersionTag(type);
+#endif
+        unsigned int now = dlbind_type_tag(type);
+        if (now != tag) { /* a tag came (or changed) during the lookup: key by the new one */
+            Py_CLEAR(key);
+            tag = now;
+            if (tag != 0 && dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) {
+                Py_DECREF(cap);
+                return NULL;
+            }
+            if (tag != 0 && (key = PyLong_FromUnsignedLong(tag)) == NULL) {
+                Py_DECREF(cap);
+                return NULL;
+            }
+        }
+        if (key != NULL) {
+            if (PyDict_GET_SIZE(dlbind_tags) >= DLBIND_TAGS_MAX) PyDict_Clear(dlbind_tags);
+            if (PyDict_SetItem(dlbind_tags, key, cap) != 0) {
+                Py_DECREF(key);
+                Py_DECREF(cap);
+                return NULL;
+            }
+        }
+    }
+    Py_XDECREF(key);
     const DLPackExchangeAPI *api = dlbind_table_resolve(cap);
+    if (tag == 0) { /* not cacheable: held until the next such lookup, so the table outlives this call */
+        Py_XSETREF(dlbind_uncached, cap);
+        return api;
+    }
     unsigned slot = dlbind_recent_next++ % DLBIND_RECENT_TYPES;
+    PyObject *old = dlbind_recent[slot].cap;
     dlbind_recent[slot].type = type;
+    dlbind_recent[slot].tag = tag;
+    dlbind_recent[slot].cap = cap; /* the reference we hold */
     dlbind_recent[slot].api = api;
+    Py_XDECREF(old);
     return api;
 }
 
@@ -249,11 +328,22 @@ typedef struct {
     DLDevice device;
 } dlbind_handover;
 
+/* Freed handovers are kept for the next convert, untracked by the garbage collector until reused. */
 #define DLBIND_HANDOVER_FREE_MAX 8
 static dlbind_handover *dlbind_handover_free[DLBIND_HANDOVER_FREE_MAX];
 static int dlbind_handover_nfree = 0;
 
+/* Garbage collection: a consumer that keeps its producer can make a cycle through the owner the
+ * struct holds (when the struct is dlbind's own) or through the Tensor. No tp_clear: whatever a
+ * cycle through a Handover passes through (the consumer's containers) clears. */
+static int dlbind_handover_traverse(dlbind_handover *self, visitproc visit, void *arg) {
+    Py_VISIT(self->tensor);
+    Py_VISIT(dlbind_managed_owner(self->m, 1));
+    return 0;
+}
+
 static void dlbind_handover_dealloc(dlbind_handover *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
     DLManagedTensorVersioned *m = self->m;
     self->m = NULL;
     if (m != NULL) dlbind_call_deleter(m, 1);
@@ -261,7 +351,7 @@ static void dlbind_handover_dealloc(dlbind_handover *self) {
     if (dlbind_handover_nfree < DLBIND_HANDOVER_FREE_MAX)
         dlbind_handover_free[dlbind_handover_nfree++] = self;
     else
-        Py_TYPE(self)->tp_free((PyObject *)self);
+        PyObject_GC_Del(self);
 }
 
 static PyTypeObject dlbind_handover_type;
@@ -273,7 +363,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
         self = dlbind_handover_free[--dlbind_handover_nfree];
         (void)PyObject_Init((PyObject *)self, &dlbind_handover_type);
     } else {
-        self = PyObject_New(dlbind_handover, &dlbind_handover_type);
+        self = PyObject_GC_New(dlbind_handover, &dlbind_handover_type);
         if (self == NULL) {
             dlbind_call_deleter(m, 1);
             return NULL;
@@ -282,6 +372,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
     self->m = m;
     self->tensor = NULL;
     self->device = m->dl_tensor.device;
+    PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
 }
 
@@ -338,7 +429,9 @@ static PyTypeObject dlbind_handover_type = {
     .tp_name = DLBIND_MODULE ".Handover",
     .tp_basicsize = sizeof(dlbind_handover),
     .tp_dealloc = (destructor)dlbind_handover_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_handover_traverse,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "A DLPack producer of one imported tensor (dlbind.convert's C route to consumers without an exchange table).",
     .tp_methods = dlbind_handover_methods,
 };

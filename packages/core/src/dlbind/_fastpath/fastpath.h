@@ -122,6 +122,8 @@ PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
 /* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
 void *dlbind_take(PyObject *capsule, int *versioned);
 void dlbind_call_deleter(void *managed, int versioned);
+/* The owner our deleter will drop (borrowed), or NULL when the struct is not ours (for tp_traverse). */
+PyObject *dlbind_managed_owner(void *managed, int versioned);
 /* The destructor of every capsule the C code makes: runs the struct's deleter unless consumed. */
 void dlbind_capsule_destructor(PyObject *capsule);
 /* A capsule over memory described by the arguments; owner gets one reference until the deleter. */

@@ -14,7 +14,20 @@ typedef struct {
     PyObject *weakrefs;
 } dlbind_tensor;
 
+/* Garbage collection: a struct exported by dlbind itself holds a reference to its owner (an
+ * exporter, another Tensor, or the object Python's export keeps alive), which the tensor owns
+ * through the struct; visiting it lets the collector see cycles such as
+ * `b.t = from_dlpack(asdlpack(b))`. A foreign struct's context is opaque: its owner is not visited
+ * (the collector then treats what it holds as reachable, never the reverse). No tp_clear: running
+ * the deleter early would leave the tensor's shape and data dangling; every such cycle passes
+ * through an object that clears (an instance dict, a list, an exporter's view). */
+static int dlbind_tensor_traverse(dlbind_tensor *self, visitproc visit, void *arg) {
+    Py_VISIT(dlbind_managed_owner(self->managed, self->versioned));
+    return 0;
+}
+
 static void dlbind_tensor_dealloc(dlbind_tensor *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
     if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
     if (self->own_strides) PyMem_Free(self->strides);
     void *m = self->managed;
@@ -291,7 +304,9 @@ PyTypeObject dlbind_tensor_core_type = {
     .tp_name = DLBIND_MODULE ".TensorCore",
     .tp_basicsize = sizeof(dlbind_tensor),
     .tp_dealloc = (destructor)dlbind_tensor_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_tensor_traverse,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "The C core of dlbind.Tensor: owns a consumed DLPack tensor.",
     .tp_methods = dlbind_tensor_methods,
     .tp_getset = dlbind_tensor_getset,
