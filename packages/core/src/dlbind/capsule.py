@@ -303,7 +303,7 @@ def _release(address: int, _live: dict[int, _Export] = _LIVE) -> None:
     # pending exception. The dict is consistent before the entry is freed, and freeing the owner may
     # run another of our deleters (re-exports).
     if address in _live:
-        del _live[address]
+        del _live[address]  # noqa: RUF051 (dict.pop is a call: it would see the pending exception)
 
 
 # The addresses of our capsule names as PyCapsule_New receives them (ctypes passes a bytes object's
@@ -340,7 +340,7 @@ class _Capsule(tuple):  # type: ignore[type-arg]
 def _capsule_destructor(address: int, _capsules: dict[int, _Capsule] = _CAPSULES) -> None:
     # The capsule's destructor, maybe with an exception pending: see above.
     if address in _capsules:
-        del _capsules[address]
+        del _capsules[address]  # noqa: RUF051 (as in _release)
 
 
 # The callbacks take pointers as integers (uintptr_t: the same register on every supported ABI),
