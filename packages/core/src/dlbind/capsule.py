@@ -271,7 +271,8 @@ def export_args(args: tuple[Any, ...]) -> object:
 # entry they drop: CPython saves the pending exception around a finalizer and restores it afterwards,
 # exactly what a C destructor does with PyErr_Fetch/PyErr_Restore. What remains: cffi still enters the
 # callback with the exception set, which a debug build of CPython (Py_DEBUG) asserts against; release
-# builds 3.10-3.13 run these few opcodes unharmed (only the compiled build's C destructor avoids it).
+# builds run these few opcodes unharmed (checked on 3.11 and 3.13; only the compiled build's C destructor
+# avoids it).
 # Everything they use is bound as a default, not looked up in the module: a consumer may free a tensor
 # during interpreter teardown, after this module's globals were cleared (issue 8, defect 2).
 
