@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dlbind
+from dlbind import capsule
 
 BUILD = dlbind.ffi_build()
 COMPILED = BUILD == "compiled"
@@ -87,7 +88,6 @@ class Struct:
 # -- defect 1: a refusing consumer keeps its exception, and the export is released --------------------
 
 
-@pytest.mark.xfail(PURE, strict=True, reason="issue 8 defect 1: pure build turns the refusal into SystemError")
 def test_defect1_refusing_consumer_keeps_its_exception() -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     t = dlbind.from_dlpack(dlbind.asdlpack(np.zeros(4, ml_dtypes.bfloat16)))
@@ -96,7 +96,6 @@ def test_defect1_refusing_consumer_keeps_its_exception() -> None:
         np.from_dlpack(t)
 
 
-@pytest.mark.xfail(PURE, strict=True, reason="issue 8 defect 1: pure build leaks the export a consumer refused")
 def test_defect1_refused_export_is_released() -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     source = np.zeros(4, ml_dtypes.bfloat16)
@@ -109,6 +108,35 @@ def test_defect1_refused_export_is_released() -> None:
     del t
     gc.collect()
     assert alive() is None, "the refused exports keep the source alive"
+
+
+def test_defect1_deleter_called_with_an_exception_pending() -> None:
+    # The failed reshape's ValueError is already set when the eval loop drops the temporary array, whose
+    # DLPack base then calls our deleter: the exception must survive and the deleter run once.
+    source = np.arange(4.0)
+    alive = weakref.ref(source)
+    exports0, deleted0 = capsule.stats()
+    with pytest.raises(ValueError, match="cannot reshape"):
+        np.from_dlpack(dlbind.asdlpack(source)).reshape(())
+    del source
+    gc.collect()
+    exports, deleted = capsule.stats()
+    assert (exports - exports0, deleted - deleted0) == (1, 1)
+    assert alive() is None
+
+
+def test_defect1_capsule_dropped_with_an_exception_pending() -> None:
+    # An unconsumed capsule freed while an exception is set (the operand of a failed call): released once.
+    source = np.arange(4.0)
+    alive = weakref.ref(source)
+    exports0, deleted0 = capsule.stats()
+    with pytest.raises(TypeError):
+        len(dlbind.asdlpack(source).__dlpack__(max_version=(1, 3)))  # type: ignore[arg-type]
+    del source
+    gc.collect()
+    exports, deleted = capsule.stats()
+    assert (exports - exports0, deleted - deleted0) == (1, 1)
+    assert alive() is None
 
 
 # -- defect 2: objects alive at interpreter exit ----------------------------------------------------
