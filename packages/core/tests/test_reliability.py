@@ -532,6 +532,15 @@ def test_defect10_byte_offset_overflow_is_refused() -> None:
         dlbind.from_dlpack(s.capsule())
 
 
+@pytest.mark.parametrize("shape", [(1, -3, 0), (0, -1), (-2, 0, 5)])
+def test_negative_dimension_beside_a_zero_is_refused(shape: tuple[int, ...]) -> None:
+    # found by the fuzzer: the compiled check skipped the sign once a zero made the shape empty
+    s = Struct(shape, strides=(1,) * len(shape))
+    with pytest.raises(BufferError, match="negative dimension"):
+        dlbind.from_dlpack(s.capsule())
+    assert s.calls == 1
+
+
 @pytest.mark.parametrize(
     ("shape", "strides"), [((0, 2**62, 4), None), ((0, 3, 7137094064693853749), (1, 7, -4))], ids=["null", "given"]
 )
