@@ -77,7 +77,12 @@ def copy_host(mem: Memory) -> Memory:
         elif item * 8 != mem.dtype.bits * mem.dtype.lanes and not padded:
             raise BufferError(f"cannot copy strided packed {mem.dtype.name} data")
         else:
-            _copy_strided(data, src, mem.shape, tuple(s * item for s in mem.strides), item)
+            # a dimension of one never moves the pointer, whatever its stride says (2**63 included)
+            strides = tuple(s * item if d != 1 else 0 for d, s in zip(mem.shape, mem.strides, strict=True))
+            for s, s_items in zip(strides, mem.strides, strict=True):  # the buffer protocol's check and message
+                if not -INT64_MAX - 1 <= s <= INT64_MAX:
+                    raise BufferError(f"stride {s_items} of {item}-byte items does not fit in int64 bytes")
+            _copy_strided(data, src, mem.shape, strides, item)
     return Memory(
         data, mem.shape, contiguous_strides(mem.shape, saturate=not mem.size), mem.dtype, CPU, 0, False, out,
         Flags.IS_COPIED | (mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),

@@ -438,7 +438,9 @@ static PyTypeObject dlbind_handover_type = {
 
 int dlbind_exchange_init(void) { return PyType_Ready(&dlbind_handover_type); }
 
-/* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. */
+/* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
+ * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
+ * library's own error for the same call, so both builds raise the same. */
 static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *target, long refuse) {
     DLManagedTensorVersioned *m = NULL;
     int found = dlbind_import_for_convert(x, refuse, &m);
@@ -447,8 +449,9 @@ static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *targ
     void *out = NULL;
     if (target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
         dlbind_call_deleter(m, 1);
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the consumer's exchange table failed");
-        return NULL;
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt stands */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
     }
     return (PyObject *)out;
 }
