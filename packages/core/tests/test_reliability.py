@@ -532,6 +532,24 @@ def test_defect10_byte_offset_overflow_is_refused() -> None:
         dlbind.from_dlpack(s.capsule())
 
 
+def test_a_consumer_that_deletes_without_renaming_is_survived() -> None:
+    # found by the fuzzer: torch.from_dlpack takes the struct, fails ("Stride calculation overflowed"),
+    # runs the deleter and leaves the capsule unrenamed; its destructor must not run the deleter again
+    torch = pytest.importorskip("torch")
+    s = Struct((1, 81, 4354022882241638462, 3, 0), strides=(-2, 2**62, 6, -(2**31), -1))
+    t = dlbind.from_dlpack(s.capsule())
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            torch.from_dlpack(t)
+        with pytest.raises(BufferError):
+            dlbind.convert(t, to="torch")
+    gc.collect()
+    assert s.calls == 0
+    del t
+    gc.collect()
+    assert s.calls == 1
+
+
 @pytest.mark.parametrize("shape", [(1, -3, 0), (0, -1), (-2, 0, 5)])
 def test_negative_dimension_beside_a_zero_is_refused(shape: tuple[int, ...]) -> None:
     # found by the fuzzer: the compiled check skipped the sign once a zero made the shape empty

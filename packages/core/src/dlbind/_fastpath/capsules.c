@@ -58,12 +58,20 @@ static void dlbind_deleter_legacy(DLManagedTensor *self) {
 }
 
 /* Deleters of the blocks make_capsule allocates: one allocation, the struct then shape and strides. */
+/* `capsule` links a block with the capsule that carries it while both live (the capsule's context
+ * points back): a consumer that calls the deleter without renaming the capsule (torch when its import
+ * fails after taking the struct) must not make the capsule's destructor call it a second time. The
+ * deleter marks the capsule's context "gone" (the destructor then reads nothing of the block); the
+ * destructor clears `capsule` (the deleter then leaves the capsule alone). Both run with the GIL.
+ * Capsules of other structs (export, Handover) have no context. */
 typedef struct {
     DLManagedTensorVersioned m;
+    PyObject *capsule;
     int64_t dims[];
 } dlbind_block_v;
 typedef struct {
     DLManagedTensor m;
+    PyObject *capsule;
     int64_t dims[];
 } dlbind_block_l;
 
@@ -86,12 +94,19 @@ static void *dlbind_block_alloc(int ndim, size_t bytes) {
     return PyMem_RawMalloc(bytes);
 }
 
-static void dlbind_block_release(void *block, void *ctx, int ndim) {
+/* The context of a block's capsule once the block's deleter ran (a consumer that did not rename it). */
+static const char dlbind_block_gone = 0;
+
+static void dlbind_block_release(void *block, PyObject **capsule, void *ctx, int ndim) {
     if (dlbind_finalizing()) { /* the owner leaks (nothing may run now); the memory is ours to free */
         PyMem_RawFree(block);
         return;
     }
     PyGILState_STATE state = PyGILState_Ensure();
+    if (*capsule != NULL) { /* its capsule is alive and unconsumed-or-not: tell it the block is gone */
+        if (PyCapsule_SetContext(*capsule, (void *)&dlbind_block_gone) != 0) PyErr_Clear();
+        *capsule = NULL;
+    }
     if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
     if (ndim <= DLBIND_INLINE_NDIM && dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX)
         dlbind_block_free[dlbind_block_nfree++] = block;
@@ -104,14 +119,14 @@ static void dlbind_block_deleter_v(DLManagedTensorVersioned *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
+    dlbind_block_release(self, &((dlbind_block_v *)self)->capsule, ctx, self->dl_tensor.ndim);
 }
 
 static void dlbind_block_deleter_l(DLManagedTensor *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
+    dlbind_block_release(self, &((dlbind_block_l *)self)->capsule, ctx, self->dl_tensor.ndim);
 }
 
 /* The Python owner a struct holds through manager_ctx when its deleter is one of ours (export and
@@ -154,6 +169,15 @@ void dlbind_capsule_destructor(PyObject *capsule) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     void *m = PyCapsule_GetPointer(capsule, name);
+    void *link = m != NULL ? PyCapsule_GetContext(capsule) : NULL;
+    if (link == (void *)&dlbind_block_gone) { /* a block whose deleter a consumer already ran: nothing to read */
+        m = NULL;
+    } else if (link != NULL) { /* a live block of ours: unlink, then release it */
+        if (versioned)
+            ((dlbind_block_v *)m)->capsule = NULL;
+        else
+            ((dlbind_block_l *)m)->capsule = NULL;
+    }
     if (m != NULL) dlbind_call_deleter(m, versioned);
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
@@ -205,6 +229,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_v;
         b->m.flags = flags;
+        b->capsule = NULL;
         t = &b->m.dl_tensor;
         t->shape = ndim > 0 ? b->dims : NULL;
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
@@ -214,6 +239,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         if (b == NULL) return PyErr_NoMemory();
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_l;
+        b->capsule = NULL;
         t = &b->m.dl_tensor;
         t->shape = ndim > 0 ? b->dims : NULL;
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
@@ -231,7 +257,16 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     Py_INCREF(owner);
     dlbind_export_count++;
     PyObject *capsule = PyCapsule_New(block, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, dlbind_capsule_destructor);
-    if (capsule == NULL) dlbind_call_deleter(block, versioned);
+    if (capsule == NULL) {
+        dlbind_call_deleter(block, versioned);
+        return NULL;
+    }
+    if (PyCapsule_SetContext(capsule, block) != 0) { /* cannot fail for a valid capsule */
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    if (versioned) ((dlbind_block_v *)block)->capsule = capsule;
+    else ((dlbind_block_l *)block)->capsule = capsule;
     return capsule;
 }
 

@@ -438,6 +438,21 @@ static PyTypeObject dlbind_handover_type = {
 
 int dlbind_exchange_init(void) { return PyType_Ready(&dlbind_handover_type); }
 
+typedef struct {
+    void *ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *);
+    int called;
+} dlbind_inflight;
+
+/* The deleter of a struct while a target's exchange table imports it (dlbind_convert_table). */
+static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
+    dlbind_inflight *rec = (dlbind_inflight *)m->manager_ctx;
+    rec->called = 1;
+    m->manager_ctx = rec->ctx;
+    m->deleter = rec->deleter;
+    if (m->deleter != NULL) m->deleter(m);
+}
+
 /* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
  * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
  * library's own error for the same call, so both builds raise the same. */
@@ -447,8 +462,21 @@ static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *targ
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NOTIMPLEMENTED;
     void *out = NULL;
-    if (target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
-        dlbind_call_deleter(m, 1);
+    /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
+     * (it calls the deleter when its checks run after taking the struct: "numel ... overflow", not for
+     * an unknown dtype code). The struct goes in with a trampoline deleter that records the call, so it
+     * is released exactly once either way; the original deleter is back in place when we return
+     * (torch reads m->deleter when it releases, not when it imports). */
+    dlbind_inflight rec = {m->manager_ctx, m->deleter, 0};
+    m->manager_ctx = &rec;
+    m->deleter = dlbind_inflight_deleter;
+    int failed = target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL;
+    if (!rec.called) { /* m is alive: put its own deleter back */
+        m->manager_ctx = rec.ctx;
+        m->deleter = rec.deleter;
+    }
+    if (failed) {
+        if (!rec.called) dlbind_call_deleter(m, 1);
         if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt stands */
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
