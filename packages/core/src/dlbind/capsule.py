@@ -277,8 +277,12 @@ def export_args(args: tuple[Any, ...]) -> object:
 # during interpreter teardown, after this module's globals were cleared (issue 8, defect 2).
 
 
-class _Export(tuple):  # type: ignore[type-arg]
-    """(block, owner) of one export, alive until its deleter runs; ``__del__`` does the accounting."""
+class _Export(list):  # type: ignore[type-arg]
+    """[block, owner] of one export, alive until its deleter runs; ``__del__`` does the accounting.
+
+    A list, not a tuple: :func:`adopt` moves the owner out (``owner`` becomes None) when a dlbind
+    Tensor takes the struct, leaving the entry only the block to release.
+    """
 
     __slots__ = ()
 
@@ -298,6 +302,26 @@ class _Export(tuple):  # type: ignore[type-arg]
 
 # struct address -> its _Export, from export until the deleter runs.
 _LIVE: dict[int, _Export] = {}
+
+
+def adopt(address: int) -> object:
+    """The owner of the struct at ``address`` if dlbind exported it (None otherwise), moved out of
+    the registry: the caller, a pure-build Tensor that consumed the struct and calls its deleter,
+    keeps it from now on.
+
+    A reference the registry holds is invisible to the garbage collector, so a cycle through the
+    owner (``b.t = from_dlpack(asdlpack(b))``) could never be collected; a Tensor's attribute is
+    traversed (the compiled build's Tensor reports the owner from C instead). The entry keeps the
+    block, which the deleter still releases exactly once: when the Tensor's Owner is freed, also
+    when the collector finalizes a cycle (finalizers run before any attribute is cleared, and the
+    deleter needs only the entry, never the owner). A struct a foreign consumer (numpy, torch) took
+    never comes here: its entry keeps the owner until that consumer calls the deleter.
+    """
+    entry = _LIVE.get(address)
+    if entry is None:
+        return None
+    owner, entry[1] = entry[1], None
+    return owner
 
 
 def _release(address: int, _live: dict[int, _Export] = _LIVE) -> None:

@@ -41,6 +41,7 @@ class _PureCore:
         "_flags",
         "_lanes",
         "_owner",
+        "_source",
         "byte_offset",
         "data_ptr",
         "shape",
@@ -292,6 +293,9 @@ def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -
     fill._code, fill._bits, fill._lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
     fill._device_type, fill._device_id = int(t.device.device_type), int(t.device.device_id)
     fill._owner = _capsule.Owner(managed)  # from here on the deleter runs exactly once
+    # A struct dlbind exported: its owner moves here from the registry, where the garbage collector
+    # cannot see it (a cycle through it would never be collected); None for a foreign producer's.
+    fill._source = _capsule.adopt(int(ffi.cast("uintptr_t", managed)))
     return tensor
 
 
