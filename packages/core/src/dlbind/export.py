@@ -149,10 +149,10 @@ def _copy_strided_numpy(dst: int, src: int, shape: tuple[int, ...], strides: tup
     low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0)
     high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0) + item
     dtype = np.dtype({1: "u1", 2: "u2", 4: "u4", 8: "u8"}.get(item, f"V{item}"))
-    source = np.ndarray(
-        shape, dtype, buffer=(ctypes.c_char * (high - low)).from_address(src + low), offset=-low, strides=strides
-    )
-    target = np.ndarray(shape, dtype, buffer=(ctypes.c_char * (math.prod(shape) * item)).from_address(dst))
+    source_memory = memoryview((ctypes.c_char * (high - low)).from_address(src + low)).cast("B")
+    target_memory = memoryview((ctypes.c_char * (math.prod(shape) * item)).from_address(dst)).cast("B")
+    source = np.ndarray(shape, dtype, buffer=source_memory, offset=-low, strides=strides)
+    target = np.ndarray(shape, dtype, buffer=target_memory)
     np.copyto(target, source, casting="no")
 
 
