@@ -95,11 +95,36 @@ def immutable(x: Any) -> bool:
     return adapter is not None and adapter.immutable
 
 
+_TRAITS = TypeCache()  # type -> type_traits(type)
+
+
 def type_traits(kind: type) -> tuple[tuple[tuple[str, bool], ...], bool]:
     """What the compiled fast path keeps per producer type: its library's export guards as
     ``(name, is a method)`` pairs, and whether its arrays are immutable."""
-    adapter = adapter_of_type(kind)
-    if adapter is None:
-        return (), False
-    guards = tuple((g.removesuffix("()"), g.endswith("()")) for g in adapter.export_guards)
-    return guards, adapter.immutable
+    found = _TRAITS.get(kind)
+    if found is MISSING:
+        adapter = adapter_of_type(kind)
+        if adapter is None:
+            found = ((), False)
+        else:
+            guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in adapter.export_guards)
+            found = (guards, adapter.immutable)
+        _TRAITS.put(kind, found)
+    return found  # type: ignore[no-any-return]
+
+
+def truthy_guard(x: Any) -> tuple[str, bool] | None:
+    """The first export guard of ``x``'s library that is truthy for ``x`` (``(name, is a method)``), or None.
+
+    Such an array must never be exported: its library's ``__dlpack__`` refuses it, or (a library that
+    forgets a check) would export it with the wrong values."""
+    for name, call in type_traits(type(x))[0]:
+        try:
+            value = getattr(x, name)
+        except AttributeError:  # an older release without it: the guard does not apply
+            continue
+        if call:
+            value = value()
+        if value:
+            return name, call
+    return None

@@ -40,4 +40,5 @@ def configure() -> None:
         convert_routes=planner.C_ROUTES,
         target_error=conversion.target_error,
         type_traits=_libraries.type_traits,
+        refuse_guarded=consumer.refuse_guarded,
     )

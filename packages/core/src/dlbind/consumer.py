@@ -7,7 +7,7 @@ from typing import Any
 from dlbind import _capi, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
-from dlbind._libraries import MISSING, TypeCache, immutable
+from dlbind._libraries import MISSING, TypeCache, immutable, truthy_guard
 from dlbind.devices import check_stream, parse_device, producer_device
 from dlbind.tensor import Tensor, from_capsule
 
@@ -28,6 +28,17 @@ _STREAM, _BARE = 1, 2
 
 _READ_ONLY = int(Flags.READ_ONLY)
 _IS_COPIED = int(Flags.IS_COPIED)
+
+
+def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
+    """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
+    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check.
+    """
+    x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+    shown = f"{name}()" if is_method else name
+    raise BufferError(
+        f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
+    )
 
 
 def sealed(tensor: Tensor, x: Any) -> Tensor:
@@ -163,6 +174,9 @@ def from_dlpack(
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
+    guard = truthy_guard(x)
+    if guard is not None:
+        refuse_guarded(x, *guard)
     target = None if device is None else parse_device(device)
     here = producer_device(x)
     check_stream(here[0], stream)

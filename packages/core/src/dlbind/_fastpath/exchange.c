@@ -227,41 +227,48 @@ void dlbind_type_mark(PyObject *obj, int bits) {
     if (PyErr_Occurred()) PyErr_Clear(); /* a cache that cannot learn only costs a call */
 }
 
-/* 1 when one of obj's export guards is truthy, 0 when none is, -1 on error. A guard the object
- * lacks (an older release of its library) does not apply. */
-static int dlbind_guarded(PyObject *obj, PyObject *guards) {
-    if (guards == NULL) return 0;
+/* The (name, is a method) pair of obj's first truthy export guard (borrowed from guards, which
+ * the caller holds), None when none is, NULL on error. A guard the object lacks (an older release
+ * of its library) does not apply. */
+static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards) {
     Py_ssize_t n = PyTuple_GET_SIZE(guards);
-    if (n == 0) return 0;
-    Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
-    int found = 0;
-    for (Py_ssize_t i = 0; i < n && !found; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(guards, i);
         PyObject *name = PyTuple_GET_ITEM(pair, 0);
         PyObject *value = PyTuple_GET_ITEM(pair, 1) == Py_True
                               ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
                               : PyObject_GetAttr(obj, name);
         if (value == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                found = -1;
-                break;
-            }
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
             PyErr_Clear();
             continue;
         }
-        found = value == Py_True ? 1 : value == Py_False || value == Py_None ? 0 : PyObject_IsTrue(value);
+        int truthy = value == Py_True ? 1 : value == Py_False || value == Py_None ? 0 : PyObject_IsTrue(value);
         Py_DECREF(value);
+        if (truthy < 0) return NULL;
+        if (truthy) return pair;
     }
-    Py_DECREF(guards);
-    return found;
+    return Py_None;
 }
 
 int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out) {
-    const DLPackExchangeAPI *api = info->api;
     *out = NULL;
+    PyObject *guards = info->guards;
+    if (guards != NULL && PyTuple_GET_SIZE(guards) > 0) {
+        Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
+        PyObject *pair = dlbind_truthy_guard(obj, guards);
+        if (pair != NULL && pair != Py_None) { /* the library's own refusal, or dlbind's: never exported */
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, PyTuple_GET_ITEM(pair, 0),
+                                                         PyTuple_GET_ITEM(pair, 1), NULL);
+            Py_XDECREF(res);
+            if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
+            pair = NULL;
+        }
+        Py_DECREF(guards);
+        if (pair == NULL) return -1;
+    }
+    const DLPackExchangeAPI *api = info->api;
     if (api == NULL) return 0;
-    int guarded = dlbind_guarded(obj, info->guards);
-    if (guarded != 0) return guarded < 0 ? -1 : 0;
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
         if (PyErr_Occurred()) {

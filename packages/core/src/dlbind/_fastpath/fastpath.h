@@ -61,6 +61,7 @@ typedef struct {
                                     by dlbind.planner.plan */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     PyObject *type_traits;       /* dlbind._libraries.type_traits: type -> (export guards, immutable), once per type */
+    PyObject *refuse_guarded;    /* dlbind.consumer.refuse_guarded(x, name, is_method): raises x's BufferError */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
@@ -176,8 +177,9 @@ int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info);
 /* Sets bits on the cached entry of type(obj) (no error: a type not cached stays unmarked). */
 void dlbind_type_mark(PyObject *obj, int bits);
 /* obj through its type's exchange table: 1 with *out (an owned struct), 0 when the table does not
- * apply (none, an export guard is truthy, or the table raised an Exception: __dlpack__ then
- * answers, with the producer's own checks), -1 on error. */
+ * apply (none, or the table raised an Exception: __dlpack__ then answers, with the producer's own
+ * checks), -1 on error. An object whose export guard is truthy is refused (-1, BufferError) whether
+ * its type has a table or not: its library's own refusal, or dlbind's when __dlpack__ has none. */
 int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
