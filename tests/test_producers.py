@@ -210,7 +210,9 @@ def _legacy_class(calls: list[int], *, with_stream: bool) -> type:
 IMPORTS: dict[str, Callable[[Any], object]] = {
     "from_dlpack": lambda x: dlbind.from_dlpack(x),
     "from_dlpack(stream=None)": lambda x: dlbind.from_dlpack(x, stream=None),
-    "asdlpack().__dlpack__(max_version)": lambda x: dlbind.from_dlpack(dlbind.asdlpack(x).__dlpack__(max_version=(1, 3))),
+    "asdlpack().__dlpack__(max_version)": lambda x: dlbind.from_dlpack(
+        dlbind.asdlpack(x).__dlpack__(max_version=(1, 3))
+    ),
     "compat().__dlpack__()": lambda x: dlbind.from_dlpack(dlbind.compat(x).__dlpack__()),
     "convert(to=numpy)": lambda x: dlbind.convert(x, to="numpy"),
 }

@@ -50,7 +50,8 @@ def sealed(tensor: Tensor, x: Any) -> Tensor:
         if native is not None:
             native.seal(tensor)
         else:
-            tensor._flags = flags | _READ_ONLY
+            fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
+            fill._flags = flags | _READ_ONLY
     return tensor
 
 

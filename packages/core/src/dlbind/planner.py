@@ -16,8 +16,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind import capsule
-from dlbind._libraries import MISSING, TypeCache, library_of
 from dlbind._generated.adapters import ADAPTERS, Adapter
+from dlbind._libraries import MISSING, TypeCache, library_of
 from dlbind.devices import HOST_ACCESSIBLE, parse_device
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
