@@ -176,35 +176,27 @@ def test_a_copy_of_an_immutable_array_is_writable() -> None:
 
 
 def _legacy_class(calls: list[int], *, with_stream: bool) -> type:
-    """A producer of an older spec: ``__dlpack__(stream=None)`` (or no keywords at all), legacy capsules."""
+    """A producer of an older spec: ``__dlpack__(stream=None)`` (or no keywords at all), legacy capsules.
 
-    if with_stream:
+    Every call counts, refused ones too (a keyword it does not know raises TypeError as Python would).
+    """
+    accepted = {"stream"} if with_stream else set()
 
-        class Legacy:
-            def __init__(self) -> None:
-                self.a = np.arange(3.0)
-
-            def __dlpack__(self, stream: Any = None) -> object:
-                calls[0] += 1  # never on the class: that would change its version tag
-                return self.a.__dlpack__(stream=stream)
-
-            def __dlpack_device__(self) -> tuple[int, int]:
-                return (1, 0)
-
-        return Legacy
-
-    class Bare:
+    class Legacy:
         def __init__(self) -> None:
             self.a = np.arange(3.0)
 
-        def __dlpack__(self) -> object:
-            calls[0] += 1
-            return self.a.__dlpack__()
+        def __dlpack__(self, **kwargs: Any) -> object:
+            calls[0] += 1  # never on the class: that would change its version tag
+            for key in kwargs:
+                if key not in accepted:
+                    raise TypeError(f"__dlpack__() got an unexpected keyword argument '{key}'")
+            return self.a.__dlpack__(**kwargs)
 
         def __dlpack_device__(self) -> tuple[int, int]:
             return (1, 0)
 
-    return Bare
+    return Legacy
 
 
 IMPORTS: dict[str, Callable[[Any], object]] = {
