@@ -15,8 +15,11 @@
  * A type without a valid tag (0) is looked up every time.
  *
  * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
- * capsule (or None), emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without
- * bound. An entry holds its capsule, which keeps the table's memory alive while cached. */
+ * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
+ * is (capsule or None, export guards, bits): the capsule keeps the table's memory alive while
+ * cached; the guards and the immutable bit come from dlbind._libraries.type_traits (spec/adapters.toml),
+ * asked once per type; the legacy-call bit is learned when the type's __dlpack__ refused
+ * max_version and the older call worked. None of it refers to the type. */
 #define DLBIND_RECENT_TYPES 8
 #define DLBIND_TAGS_MAX 1024
 static struct {
