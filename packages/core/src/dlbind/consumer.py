@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from dlbind import _capi, exchange
+from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
+from dlbind._libraries import MISSING, TypeCache, immutable, truthy_guard
 from dlbind.devices import check_stream, parse_device, producer_device
 from dlbind.tensor import Tensor, from_capsule
 
@@ -16,6 +18,41 @@ _UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexp
 
 def _keyword_refused(exc: TypeError) -> bool:
     return any(text in str(exc) for text in _UNEXPECTED)
+
+
+# type -> how its __dlpack__ accepted the call once max_version was refused: _STREAM (stream= only) or
+# _BARE (no keywords), so that every later import from the type costs one call (held weakly: types stay
+# collectable)
+_CALL_STYLE = TypeCache()
+_STREAM, _BARE = 1, 2
+
+_READ_ONLY = int(Flags.READ_ONLY)
+_IS_COPIED = int(Flags.IS_COPIED)
+
+
+def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
+    """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
+    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check.
+    """
+    x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+    shown = f"{name}()" if is_method else name
+    raise BufferError(
+        f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
+    )
+
+
+def sealed(tensor: Tensor, x: Any) -> Tensor:
+    """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
+    (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
+    let a consumer change an immutable array. A copy the producer made for us stays writable."""
+    flags = tensor._flags
+    if not flags & (_READ_ONLY | _IS_COPIED) and immutable(x):
+        if native is not None:
+            native.seal(tensor)
+        else:
+            fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
+            fill._flags = flags | _READ_ONLY
+    return tensor
 
 
 def call_dlpack(
@@ -31,7 +68,13 @@ def call_dlpack(
         kwargs["dl_device"] = dl_device
     if copy is not None:
         kwargs["copy"] = copy
-    if first_error is None:
+    style = _CALL_STYLE.get(type(x)) if first_error is None else MISSING
+    if style is not MISSING and (style == _STREAM or stream is None):
+        if "dl_device" in kwargs or "copy" in kwargs:
+            asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
+            raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them")
+        result = method(stream=stream) if style == _STREAM else method()
+    elif first_error is None:
         try:
             result = method(**kwargs)
         except TypeError as exc:
@@ -54,11 +97,16 @@ def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwarg
         asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
         raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them") from error
     try:
-        return method(stream=stream)
+        result = method(stream=stream)
     except TypeError as exc:
         if not _keyword_refused(exc) or stream is not None:
             raise
-    return method()
+    else:
+        _CALL_STYLE.put(type(x), _STREAM)
+        return result
+    result = method()
+    _CALL_STYLE.put(type(x), _BARE)
+    return result
 
 
 # How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
@@ -79,14 +127,14 @@ def after_refusal(x: Any, error: BaseException) -> Tensor:
     and float8), but its buffer protocol or array interface may carry it: exported from there.
     """
     if isinstance(error, TypeError):
-        return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
+        return sealed(from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error)), x)
     fallback = _host_fallback(x)
     if fallback is None:
         try:
             raise error
         finally:  # no cycle error -> traceback -> this frame -> error
             del error
-    return from_capsule(fallback.__dlpack__(max_version=DLPACK_VERSION))
+    return sealed(from_capsule(fallback.__dlpack__(max_version=DLPACK_VERSION)), x)
 
 
 def _host_fallback(x: Any) -> Any:
@@ -127,6 +175,9 @@ def from_dlpack(
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
+    guard = truthy_guard(x)
+    if guard is not None:
+        refuse_guarded(x, *guard)
     target = None if device is None else parse_device(device)
     here = producer_device(x)
     check_stream(here[0], stream)
@@ -137,8 +188,8 @@ def from_dlpack(
         fallback = _host_fallback(x) if stream is None and copy is not False and dl_device is None else None
         if fallback is None:
             raise
-        return from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector)
-    tensor = from_capsule(capsule, allow_vector=allow_vector)
+        return sealed(from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector), x)
+    tensor = sealed(from_capsule(capsule, allow_vector=allow_vector), x)
     if target is not None and tensor.device != target:
         raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
     if copy is False and tensor.flags & Flags.IS_COPIED:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import sys
-import weakref
 from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
+from dlbind._libraries import MISSING, TypeCache, library_of
 from dlbind.devices import HOST_ACCESSIBLE, parse_device
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
@@ -28,66 +28,8 @@ __all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "library_of", "plan", "reso
 # table's), read by the compiled convert
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
 
-_MISSING: Any = object()
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
-
-
-class _TypeCache:
-    """A per-type cache that keeps no class alive (issue 8 defect 6).
-
-    Classes that live as long as the process anyway go in a plain dict, the fastest lookup: static
-    (C) types, which are never freed, and classes their module names (``numpy.ndarray``,
-    ``torch.Tensor``, ``dlbind.Tensor``), which live as long as the module. Every other class (one
-    made at run time, used once and dropped) is held weakly and leaves the cache when it dies.
-    """
-
-    __slots__ = ("lasting", "passing")
-
-    def __init__(self) -> None:
-        self.lasting: dict[type, Any] = {}
-        self.passing: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
-
-    def get(self, kind: type) -> Any:
-        """The value cached for ``kind``, or ``_MISSING``."""
-        found = self.lasting.get(kind, _MISSING)
-        if found is _MISSING:
-            found = self.passing.get(kind, _MISSING)
-        return found
-
-    def put(self, kind: type, value: Any) -> None:
-        if _lasting(kind):
-            self.lasting[kind] = value
-        else:
-            self.passing[kind] = value
-
-
-def _lasting(kind: type) -> bool:
-    if not kind.__flags__ & _HEAPTYPE:
-        return True
-    name = getattr(kind, "__module__", None)
-    module = sys.modules.get(name) if isinstance(name, str) else None
-    return module is not None and getattr(module, kind.__qualname__, None) is kind
-
-
-_BY_TYPE = _TypeCache()  # type -> its library's adapter or None
-
-
-def library_of(x: Any) -> Adapter | None:
-    """The adapter of ``x``'s library, found from its type's name (the library is never imported)."""
-    kind = type(x)
-    found = _BY_TYPE.lasting.get(kind, _MISSING)  # the common case without a method call
-    if found is not _MISSING:
-        return found  # type: ignore[no-any-return]
-    found = _BY_TYPE.passing.get(kind, _MISSING)
-    if found is not _MISSING:
-        return found  # type: ignore[no-any-return]
-    for klass in kind.__mro__:
-        name = f"{klass.__module__}.{klass.__qualname__}"
-        found = next((a for a in ADAPTERS.values() if name in a.array_types), None)
-        if found is not None:
-            break
-    _BY_TYPE.put(kind, found)
-    return found  # type: ignore[no-any-return]
+_MISSING = MISSING
+_TypeCache = TypeCache
 
 
 def resolve(to: Any) -> Adapter:

@@ -15,31 +15,36 @@
  * A type without a valid tag (0) is looked up every time.
  *
  * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
- * capsule (or None), emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without
- * bound. An entry holds its capsule, which keeps the table's memory alive while cached. */
+ * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
+ * is (capsule or None, export guards, bits): the capsule keeps the table's memory alive while
+ * cached; the guards and the immutable bit come from dlbind._libraries.type_traits (spec/adapters.toml),
+ * asked once per type; the legacy-call bit is learned when the type's __dlpack__ refused
+ * max_version and the older call worked. None of it refers to the type. */
 #define DLBIND_RECENT_TYPES 8
 #define DLBIND_TAGS_MAX 1024
 static struct {
     PyTypeObject *type; /* compared, never dereferenced: it may be dead */
     unsigned int tag;   /* 0: empty */
-    PyObject *cap;      /* strong: the capsule the table lives in, or None */
-    const DLPackExchangeAPI *api;
+    PyObject *entry;    /* strong: the (capsule or None, guards, bits) tuple of the type */
+    dlbind_type_info info;
 } dlbind_recent[DLBIND_RECENT_TYPES];
 static unsigned dlbind_recent_next = 0;
-static PyObject *dlbind_tags = NULL; /* tag (int) -> capsule or None */
+static PyObject *dlbind_tags = NULL; /* tag (int) -> (capsule or None, guards, bits) */
 static PyObject *dlbind_str_exchange_api = NULL;
-static PyObject *dlbind_uncached = NULL; /* the capsule of the last type without a tag */
+static PyObject *dlbind_uncached = NULL; /* the entry of the last type without a tag */
 
 void dlbind_exchange_clear(void) {
     Py_CLEAR(dlbind_tags);
     Py_CLEAR(dlbind_uncached);
     for (int i = 0; i < DLBIND_RECENT_TYPES; i++) {
-        PyObject *cap = dlbind_recent[i].cap;
+        PyObject *entry = dlbind_recent[i].entry;
         dlbind_recent[i].type = NULL;
         dlbind_recent[i].tag = 0;
-        dlbind_recent[i].cap = NULL;
-        dlbind_recent[i].api = NULL;
-        Py_XDECREF(cap);
+        dlbind_recent[i].entry = NULL;
+        dlbind_recent[i].info.api = NULL;
+        dlbind_recent[i].info.guards = NULL;
+        dlbind_recent[i].info.bits = 0;
+        Py_XDECREF(entry);
     }
 }
 
@@ -81,25 +86,72 @@ static PyObject *dlbind_table_attr(PyObject *type) {
     return cap;
 }
 
-const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type_obj) {
+/* A new (capsule or None, guards, bits) entry for the type: its table attribute and what
+ * dlbind._libraries.type_traits says of it (export guards, immutable). NULL on error. */
+static PyObject *dlbind_entry_new(PyObject *type) {
+    PyObject *cap = dlbind_table_attr(type);
+    if (cap == NULL) return NULL;
+    PyObject *guards = NULL;
+    int bits = 0;
+    if (dlbind_cfg.type_traits != NULL) {
+        PyObject *traits = PyObject_CallOneArg(dlbind_cfg.type_traits, type);
+        if (traits == NULL) {
+            Py_DECREF(cap);
+            return NULL;
+        }
+        if (!PyTuple_Check(traits) || PyTuple_GET_SIZE(traits) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(traits, 0))) {
+            Py_DECREF(traits);
+            Py_DECREF(cap);
+            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": type_traits must return (guards tuple, immutable)");
+            return NULL;
+        }
+        guards = Py_NewRef(PyTuple_GET_ITEM(traits, 0));
+        int immutable = PyObject_IsTrue(PyTuple_GET_ITEM(traits, 1));
+        Py_DECREF(traits);
+        if (immutable < 0) {
+            Py_DECREF(guards);
+            Py_DECREF(cap);
+            return NULL;
+        }
+        if (immutable) bits |= DLBIND_TYPE_IMMUTABLE;
+    } else {
+        guards = PyTuple_New(0);
+    }
+    if (guards == NULL) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    return Py_BuildValue("(NNi)", cap, guards, bits);
+}
+
+static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
+    info->api = dlbind_table_resolve(PyTuple_GET_ITEM(entry, 0));
+    info->guards = PyTuple_GET_ITEM(entry, 1);
+    info->bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+}
+
+static const dlbind_type_info dlbind_no_info = {NULL, NULL, 0};
+
+/* The cached info of a type (a pointer valid until the next lookup), or NULL with an error set. */
+static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
     PyTypeObject *type = (PyTypeObject *)type_obj;
     unsigned int tag = dlbind_type_tag(type);
     if (tag != 0)
         for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
-            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return dlbind_recent[i].api;
-    PyObject *key = NULL, *cap = NULL;
+            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return &dlbind_recent[i].info;
+    PyObject *key = NULL, *entry = NULL;
     if (tag != 0) {
         if (dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) return NULL;
         if ((key = PyLong_FromUnsignedLong(tag)) == NULL) return NULL;
-        cap = Py_XNewRef(PyDict_GetItemWithError(dlbind_tags, key));
-        if (cap == NULL && PyErr_Occurred()) {
+        entry = Py_XNewRef(PyDict_GetItemWithError(dlbind_tags, key));
+        if (entry == NULL && PyErr_Occurred()) {
             Py_DECREF(key);
             return NULL;
         }
     }
-    if (cap == NULL) {
-        cap = dlbind_table_attr(type_obj);
-        if (cap == NULL) {
+    if (entry == NULL) {
+        entry = dlbind_entry_new(type_obj);
+        if (entry == NULL) {
             Py_XDECREF(key);
             return NULL;
         }
@@ -112,55 +164,139 @@ const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type_obj) {
             Py_CLEAR(key);
             tag = now;
             if (tag != 0 && dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) {
-                Py_DECREF(cap);
+                Py_DECREF(entry);
                 return NULL;
             }
             if (tag != 0 && (key = PyLong_FromUnsignedLong(tag)) == NULL) {
-                Py_DECREF(cap);
+                Py_DECREF(entry);
                 return NULL;
             }
         }
         if (key != NULL) {
             if (PyDict_GET_SIZE(dlbind_tags) >= DLBIND_TAGS_MAX) PyDict_Clear(dlbind_tags);
-            if (PyDict_SetItem(dlbind_tags, key, cap) != 0) {
+            if (PyDict_SetItem(dlbind_tags, key, entry) != 0) {
                 Py_DECREF(key);
-                Py_DECREF(cap);
+                Py_DECREF(entry);
                 return NULL;
             }
         }
     }
     Py_XDECREF(key);
-    const DLPackExchangeAPI *api = dlbind_table_resolve(cap);
+    static dlbind_type_info uncached_info;
     if (tag == 0) { /* not cacheable: held until the next such lookup, so the table outlives this call */
-        Py_XSETREF(dlbind_uncached, cap);
-        return api;
+        Py_XSETREF(dlbind_uncached, entry);
+        dlbind_entry_info(entry, &uncached_info);
+        return &uncached_info;
     }
     unsigned slot = dlbind_recent_next++ % DLBIND_RECENT_TYPES;
-    PyObject *old = dlbind_recent[slot].cap;
+    PyObject *old = dlbind_recent[slot].entry;
     dlbind_recent[slot].type = type;
     dlbind_recent[slot].tag = tag;
-    dlbind_recent[slot].cap = cap; /* the reference we hold */
-    dlbind_recent[slot].api = api;
+    dlbind_recent[slot].entry = entry; /* the reference we hold */
+    dlbind_entry_info(entry, &dlbind_recent[slot].info);
     Py_XDECREF(old);
-    return api;
+    return &dlbind_recent[slot].info;
+}
+
+const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
+    const dlbind_type_info *info = dlbind_info_of_type(type);
+    return info == NULL ? NULL : info->api;
 }
 
 const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) { return dlbind_table_of_type((PyObject *)Py_TYPE(obj)); }
 
+int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {
+    const dlbind_type_info *found = dlbind_info_of_type((PyObject *)Py_TYPE(obj));
+    *info = found == NULL ? dlbind_no_info : *found;
+    return found == NULL ? -1 : 0;
+}
+
+void dlbind_type_mark(PyObject *obj, int bits) {
+    PyTypeObject *type = Py_TYPE(obj);
+    unsigned int tag = dlbind_type_tag(type);
+    if (tag == 0) return;
+    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+        if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) dlbind_recent[i].info.bits |= bits;
+    if (dlbind_tags == NULL) return;
+    PyObject *key = PyLong_FromUnsignedLong(tag);
+    PyObject *entry = key ? PyDict_GetItemWithError(dlbind_tags, key) : NULL;
+    if (entry != NULL) {
+        PyObject *marked = Py_BuildValue("(OOl)", PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1),
+                                         PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) | bits);
+        if (marked == NULL || PyDict_SetItem(dlbind_tags, key, marked) != 0) PyErr_Clear();
+        Py_XDECREF(marked);
+    }
+    Py_XDECREF(key);
+    if (PyErr_Occurred()) PyErr_Clear(); /* a cache that cannot learn only costs a call */
+}
+
+/* The (name, is a method) pair of obj's first truthy export guard (borrowed from guards, which
+ * the caller holds), None when none is, NULL on error. A guard the object lacks (an older release
+ * of its library) does not apply. */
+static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards) {
+    Py_ssize_t n = PyTuple_GET_SIZE(guards);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(guards, i);
+        PyObject *name = PyTuple_GET_ITEM(pair, 0);
+        PyObject *value = PyTuple_GET_ITEM(pair, 1) == Py_True
+                              ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                              : PyObject_GetAttr(obj, name);
+        if (value == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+            PyErr_Clear();
+            continue;
+        }
+        int truthy = value == Py_True ? 1 : value == Py_False || value == Py_None ? 0 : PyObject_IsTrue(value);
+        Py_DECREF(value);
+        if (truthy < 0) return NULL;
+        if (truthy) return pair;
+    }
+    return Py_None;
+}
+
+int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out) {
+    *out = NULL;
+    PyObject *guards = info->guards;
+    if (guards != NULL && PyTuple_GET_SIZE(guards) > 0) {
+        Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
+        PyObject *pair = dlbind_truthy_guard(obj, guards);
+        if (pair != NULL && pair != Py_None) { /* the library's own refusal, or dlbind's: never exported */
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, PyTuple_GET_ITEM(pair, 0),
+                                                         PyTuple_GET_ITEM(pair, 1), NULL);
+            Py_XDECREF(res);
+            if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
+            pair = NULL;
+        }
+        Py_DECREF(guards);
+        if (pair == NULL) return -1;
+    }
+    const DLPackExchangeAPI *api = info->api;
+    if (api == NULL) return 0;
+    DLManagedTensorVersioned *m = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
+        if (PyErr_Occurred()) {
+            /* the table refused (torch: sparse, quantized): __dlpack__ says why in its own words */
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (info->bits & DLBIND_TYPE_IMMUTABLE) m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    *out = m;
+    return 1;
+}
+
 /* exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table */
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     (void)mod;
-    const DLPackExchangeAPI *api = dlbind_table_of(obj);
-    if (api == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
+    dlbind_type_info info;
+    if (dlbind_type_info_of(obj, &info) != 0) return NULL;
     DLManagedTensorVersioned *out = NULL;
-    if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0 || out == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
+    int found = dlbind_table_take(obj, &info, &out);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NONE;
     return PyLong_FromVoidPtr(out);
 }
 
@@ -275,14 +411,12 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
  * synchronise or explain. */
 static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVersioned **out) {
     DLManagedTensorVersioned *m = NULL;
-    const DLPackExchangeAPI *source = dlbind_table_of(x);
-    if (source != NULL) {
-        if (source->managed_tensor_from_py_object_no_sync(x, &m) != 0 || m == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the producer's exchange table failed");
-            return -1;
-        }
-    } else {
-        if (PyErr_Occurred()) return -1;
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return -1;
+    int taken = dlbind_table_take(x, &info, &m);
+    if (taken < 0) return -1;
+    if (taken == 0) {
+        if (info.bits & DLBIND_TYPE_LEGACY_CALL) return 0; /* Python calls it the way it accepts */
         PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
         PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                       dlbind_cfg.kwnames_dlpack);
@@ -301,6 +435,8 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         m = (DLManagedTensorVersioned *)dlbind_take(capsule, &versioned);
         Py_DECREF(capsule);
         if (m == NULL) return -1;
+        if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
+            m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY; /* its library never writes it: nor may the target */
     }
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);

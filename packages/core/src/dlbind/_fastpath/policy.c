@@ -97,13 +97,15 @@ int dlbind_format_dtype(const char *format, DLDataType *out) {
 
 int dlbind_count(const int64_t *shape, int ndim, int64_t *out) {
     int64_t count = 1;
-    for (int i = 0; i < ndim; i++)
+    int empty = 0;
+    for (int i = 0; i < ndim; i++) { /* a negative dimension anywhere is an error, even beside a zero */
         if (shape[i] < 0) return -1;
-    for (int i = 0; i < ndim; i++) /* a zero dimension makes any shape empty, however large the rest */
-        if (shape[i] == 0) {
-            *out = 0;
-            return 0;
-        }
+        if (shape[i] == 0) empty = 1; /* a zero dimension makes any shape empty, however large the rest */
+    }
+    if (empty) {
+        *out = 0;
+        return 0;
+    }
     for (int i = 0; i < ndim; i++)
         if (dlbind_mul_overflow(count, shape[i], &count)) return -1;
     *out = count;

@@ -11,6 +11,7 @@ typedef struct {
     DLTensor *t;
     int64_t *strides; /* t->strides, or computed row-major strides (owned) */
     int own_strides;
+    uint64_t sealed; /* flags added by dlbind: READ_ONLY for arrays of an immutable library */
     PyObject *weakrefs;
 } dlbind_tensor;
 
@@ -96,6 +97,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
     self->versioned = versioned;
     self->t = t;
     self->own_strides = 0;
+    self->sealed = 0;
     self->strides = t->strides;
     if (t->ndim > 0 && t->strides == NULL) { /* NULL strides: compact row-major (allowed before DLPack 1.2) */
         self->strides = (int64_t *)PyMem_Malloc((size_t)t->ndim * sizeof(int64_t));
@@ -129,7 +131,30 @@ static PyObject *dlbind_int64_tuple(const int64_t *values, int n) {
 }
 
 static uint64_t dlbind_tensor_flags(dlbind_tensor *self) {
-    return self->versioned ? ((DLManagedTensorVersioned *)self->managed)->flags : 0;
+    return (self->versioned ? ((DLManagedTensorVersioned *)self->managed)->flags : 0) | self->sealed;
+}
+
+void dlbind_tensor_seal(PyObject *tensor) {
+    ((dlbind_tensor *)tensor)->sealed |= DLPACK_FLAG_BITMASK_READ_ONLY;
+}
+
+PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
+    (void)mod;
+    if (!PyObject_TypeCheck(tensor, &dlbind_tensor_core_type)) {
+        PyErr_Format(PyExc_TypeError, "seal() takes a dlbind.Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
+        return NULL;
+    }
+    dlbind_tensor_seal(tensor);
+    Py_RETURN_NONE;
+}
+
+/* A tensor imported from x: read-only when x's library never writes its arrays (unless the
+ * producer made a copy for us). Steals and returns tensor. */
+static PyObject *dlbind_sealed_if(PyObject *tensor, int bits) {
+    if (tensor != NULL && (bits & DLBIND_TYPE_IMMUTABLE) &&
+        !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLPACK_FLAG_BITMASK_IS_COPIED))
+        dlbind_tensor_seal(tensor);
+    return tensor;
 }
 
 #define DLBIND_GETTER(name, expr)                                  \
@@ -356,14 +381,12 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *x = args[0];
     if (PyCapsule_CheckExact(x)) return dlbind_consume_capsule(x);
-    const DLPackExchangeAPI *api = dlbind_table_of(x);
-    if (api != NULL) {
-        DLManagedTensorVersioned *out = NULL;
-        if (api->managed_tensor_from_py_object_no_sync(x, &out) != 0 || out == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(x)->tp_name);
-            return NULL;
-        }
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return NULL;
+    DLManagedTensorVersioned *out = NULL;
+    int taken = dlbind_table_take(x, &info, &out);
+    if (taken < 0) return NULL;
+    if (taken == 1) {
         if (!dlbind_device_stream_free(out->dl_tensor.device.device_type)) {
             /* NoSync: device work may be queued; let __dlpack__ synchronise instead */
             dlbind_call_deleter(out, 1);
@@ -371,7 +394,8 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         }
         return dlbind_tensor_wrap(out, 1, 0);
     }
-    if (PyErr_Occurred()) return NULL;
+    /* a producer that refused max_version before: Python calls it the way it accepts, once */
+    if (info.bits & DLBIND_TYPE_LEGACY_CALL) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
     PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                   dlbind_cfg.kwnames_dlpack);
@@ -396,11 +420,14 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
             PyErr_Fetch(&type, &value, &tb);
             PyErr_NormalizeException(&type, &value, &tb);
             if (tb != NULL) PyException_SetTraceback(value, tb);
+            int legacy = PyErr_GivenExceptionMatches(value, PyExc_TypeError);
             PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, NULL);
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
-            return res;
+            /* the older call worked: from now on Python asks this type the way it accepts */
+            if (res != NULL && legacy) dlbind_type_mark(x, DLBIND_TYPE_LEGACY_CALL);
+            return res; /* Python sealed it if needed */
         }
         return NULL;
     }
@@ -415,5 +442,5 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     }
     PyObject *res = dlbind_consume_capsule(capsule);
     Py_DECREF(capsule);
-    return res;
+    return dlbind_sealed_if(res, info.bits);
 }
