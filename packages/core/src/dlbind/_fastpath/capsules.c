@@ -62,8 +62,9 @@ static void dlbind_deleter_legacy(DLManagedTensor *self) {
  * points back): a consumer that calls the deleter without renaming the capsule (torch when its import
  * fails after taking the struct) must not make the capsule's destructor call it a second time. The
  * deleter marks the capsule's context "gone" (the destructor then reads nothing of the block); the
- * destructor clears `capsule` (the deleter then leaves the capsule alone). Both run with the GIL.
- * Capsules of other structs (export, Handover) have no context. */
+ * destructor, consumed or not, clears `capsule` through the context, which is that field's address
+ * (the deleter then leaves the capsule alone). Both run with the GIL. Capsules of other structs
+ * (export, Handover) have no context. */
 typedef struct {
     DLManagedTensorVersioned m;
     PyObject *capsule;
@@ -158,27 +159,24 @@ void dlbind_call_deleter(void *managed, int versioned) {
  * Our capsules carry our own name strings, so a pointer test settles the common cases; a rename
  * to another copy of the same text is still found by strcmp. */
 void dlbind_capsule_destructor(PyObject *capsule) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    /* A block of ours links back through the context (the address of its `capsule` field), whatever
+     * the capsule's name now is: unlink it, or learn that the block is gone. */
+    void *link = PyCapsule_GetContext(capsule);
+    int gone = link == (void *)&dlbind_block_gone;
+    if (link != NULL && !gone) *(PyObject **)link = NULL;
     const char *name = PyCapsule_GetName(capsule);
-    int versioned;
+    int versioned = -1;
     if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
         versioned = 1;
     else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
         versioned = 0;
-    else /* consumed (or renamed to NULL, which GetName reports without an error) */
-        return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    void *m = PyCapsule_GetPointer(capsule, name);
-    void *link = m != NULL ? PyCapsule_GetContext(capsule) : NULL;
-    if (link == (void *)&dlbind_block_gone) { /* a block whose deleter a consumer already ran: nothing to read */
-        m = NULL;
-    } else if (link != NULL) { /* a live block of ours: unlink, then release it */
-        if (versioned)
-            ((dlbind_block_v *)m)->capsule = NULL;
-        else
-            ((dlbind_block_l *)m)->capsule = NULL;
+    /* else consumed (or renamed to NULL): the struct is the consumer's */
+    if (versioned >= 0 && !gone) {
+        void *m = PyCapsule_GetPointer(capsule, name);
+        if (m != NULL) dlbind_call_deleter(m, versioned);
     }
-    if (m != NULL) dlbind_call_deleter(m, versioned);
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
 }
@@ -261,12 +259,12 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         dlbind_call_deleter(block, versioned);
         return NULL;
     }
-    if (PyCapsule_SetContext(capsule, block) != 0) { /* cannot fail for a valid capsule */
+    PyObject **link = versioned ? &((dlbind_block_v *)block)->capsule : &((dlbind_block_l *)block)->capsule;
+    if (PyCapsule_SetContext(capsule, link) != 0) { /* cannot fail for a valid capsule */
         Py_DECREF(capsule);
         return NULL;
     }
-    if (versioned) ((dlbind_block_v *)block)->capsule = capsule;
-    else ((dlbind_block_l *)block)->capsule = capsule;
+    *link = capsule;
     return capsule;
 }
 
