@@ -61,10 +61,9 @@ static void dlbind_deleter_legacy(DLManagedTensor *self) {
 /* `capsule` links a block with the capsule that carries it while both live (the capsule's context
  * points back): a consumer that calls the deleter without renaming the capsule (torch when its import
  * fails after taking the struct) must not make the capsule's destructor call it a second time. The
- * deleter marks the capsule's context "gone" (the destructor then reads nothing of the block); the
- * destructor, consumed or not, clears `capsule` through the context, which is that field's address
- * (the deleter then leaves the capsule alone). Both run with the GIL. Capsules of other structs
- * (export, Handover) have no context. */
+ * deleter renames the capsule "released" (its destructor then reads nothing of the block); the
+ * destructor, consumed or not, clears `capsule` (the deleter then leaves the capsule alone). Both run
+ * with the GIL. (Not the capsule's context: a consumer may use that; jaxlib does.) */
 typedef struct {
     DLManagedTensorVersioned m;
     PyObject *capsule;
@@ -95,8 +94,9 @@ static void *dlbind_block_alloc(int ndim, size_t bytes) {
     return PyMem_RawMalloc(bytes);
 }
 
-/* The context of a block's capsule once the block's deleter ran (a consumer that did not rename it). */
-static const char dlbind_block_gone = 0;
+/* The name of a block's capsule once the block's deleter ran while the capsule lived (a consumer that
+ * released the struct but left the capsule unrenamed: torch on a failed import). */
+static const char dlbind_name_released[] = "dltensor_released_by_dlbind";
 
 static void dlbind_block_release(void *block, PyObject **capsule, void *ctx, int ndim) {
     if (dlbind_finalizing()) { /* the owner leaks (nothing may run now); the memory is ours to free */
@@ -105,7 +105,7 @@ static void dlbind_block_release(void *block, PyObject **capsule, void *ctx, int
     }
     PyGILState_STATE state = PyGILState_Ensure();
     if (*capsule != NULL) { /* its capsule is alive and unconsumed-or-not: tell it the block is gone */
-        if (PyCapsule_SetContext(*capsule, (void *)&dlbind_block_gone) != 0) PyErr_Clear();
+        if (PyCapsule_SetName(*capsule, dlbind_name_released) != 0) PyErr_Clear();
         *capsule = NULL;
     }
     if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
@@ -159,27 +159,47 @@ void dlbind_call_deleter(void *managed, int versioned) {
  * Our capsules carry our own name strings, so a pointer test settles the common cases; a rename
  * to another copy of the same text is still found by strcmp. */
 void dlbind_capsule_destructor(PyObject *capsule) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    /* A block of ours links back through the context (the address of its `capsule` field), whatever
-     * the capsule's name now is: unlink it, or learn that the block is gone. */
-    void *link = PyCapsule_GetContext(capsule);
-    int gone = link == (void *)&dlbind_block_gone;
-    if (link != NULL && !gone) *(PyObject **)link = NULL;
     const char *name = PyCapsule_GetName(capsule);
-    int versioned = -1;
+    int versioned;
     if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
         versioned = 1;
     else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
         versioned = 0;
-    /* else consumed (or renamed to NULL): the struct is the consumer's */
-    if (versioned >= 0 && !gone) {
+    else /* consumed (or renamed to NULL, which GetName reports without an error) */
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    void *m = PyCapsule_GetPointer(capsule, name);
+    if (m != NULL) dlbind_call_deleter(m, versioned);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
+/* The destructor of a block's capsule. Renamed "released" by the block's deleter: the block is gone,
+ * nothing of it is read. Otherwise the block is alive (its deleter would have renamed the capsule):
+ * unlink it, and release it when nobody consumed the capsule. */
+static void dlbind_block_capsule_destructor(PyObject *capsule, int versioned) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    const char *name = PyCapsule_GetName(capsule);
+    if (name != dlbind_name_released) {
         void *m = PyCapsule_GetPointer(capsule, name);
-        if (m != NULL) dlbind_call_deleter(m, versioned);
+        if (m != NULL) {
+            if (versioned)
+                ((dlbind_block_v *)m)->capsule = NULL;
+            else
+                ((dlbind_block_l *)m)->capsule = NULL;
+            if (name == DLBIND_NAME_VERSIONED || name == DLBIND_NAME_LEGACY ||
+                (name != NULL && (strcmp(name, DLBIND_NAME_VERSIONED) == 0 || strcmp(name, DLBIND_NAME_LEGACY) == 0)))
+                dlbind_call_deleter(m, versioned);
+        }
     }
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
 }
+
+static void dlbind_block_capsule_destructor_v(PyObject *capsule) { dlbind_block_capsule_destructor(capsule, 1); }
+static void dlbind_block_capsule_destructor_l(PyObject *capsule) { dlbind_block_capsule_destructor(capsule, 0); }
 
 /* export(keepalive, address, versioned) -> capsule: wire our deleter and wrap the struct. */
 PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
@@ -254,17 +274,17 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     }
     Py_INCREF(owner);
     dlbind_export_count++;
-    PyObject *capsule = PyCapsule_New(block, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, dlbind_capsule_destructor);
+    PyObject *capsule =
+        versioned ? PyCapsule_New(block, DLBIND_NAME_VERSIONED, dlbind_block_capsule_destructor_v)
+                  : PyCapsule_New(block, DLBIND_NAME_LEGACY, dlbind_block_capsule_destructor_l);
     if (capsule == NULL) {
         dlbind_call_deleter(block, versioned);
         return NULL;
     }
-    PyObject **link = versioned ? &((dlbind_block_v *)block)->capsule : &((dlbind_block_l *)block)->capsule;
-    if (PyCapsule_SetContext(capsule, link) != 0) { /* cannot fail for a valid capsule */
-        Py_DECREF(capsule);
-        return NULL;
-    }
-    *link = capsule;
+    if (versioned)
+        ((dlbind_block_v *)block)->capsule = capsule;
+    else
+        ((dlbind_block_l *)block)->capsule = capsule;
     return capsule;
 }
 
