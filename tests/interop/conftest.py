@@ -1,0 +1,43 @@
+"""tests/interop/: issue 13's rules per system (see _suite.py).
+
+- Each suite's ``gaps()`` become ``xfail(strict=True, reason="issue 13: ...")`` marks: the run stays
+  green while it lists every gap, and a gap that gets fixed fails until its entry goes.
+- With ``DLBIND_INTEROP_SUMMARY=PATH`` the run's counts (ran, passed, failed, xfailed, ...) are written
+  to PATH as JSON, for the nox session to print.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from typing import Any
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        cls = getattr(item, "cls", None)
+        gaps = getattr(cls, "gaps", None)
+        if gaps is None:
+            continue
+        for pattern, reason in gaps().items():
+            # "*" is the only wildcard: brackets are the parameter ids' own
+            if fnmatch.fnmatchcase(item.name, pattern.replace("[", "[[]")):
+                item.add_marker(pytest.mark.xfail(strict=True, reason=f"issue 13: {reason}"))
+                break
+
+
+def write_summary(reporter: Any, path: str) -> None:
+    keys = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    counts = {key: len(reporter.stats.get(key, [])) for key in keys}
+    counts["ran"] = sum(n for key, n in counts.items() if key != "skipped")
+    with open(path, "w") as f:
+        json.dump(counts, f)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    path = os.environ.get("DLBIND_INTEROP_SUMMARY")
+    if path:
+        write_summary(terminalreporter, path)

@@ -1,0 +1,33 @@
+"""paddle <-> dlbind (paddlepaddle 3.3.1: __dlpack_device__ gives (kDLCPU, None); imports read-only data writable)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from _suite import InteropSuite, compiled, require, version  # noqa: F401
+
+require("paddle")
+
+
+class TestPaddle(InteropSuite):
+    system: ClassVar[str] = "paddle"
+    module: ClassVar[str] = "paddle"
+    dtypes: ClassVar[tuple[str, ...]] = (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "complex64",
+        "complex128",
+    )  # fmt: skip
+
+    def make(self, lib: Any, a: np.ndarray) -> Any:
+        return lib.to_tensor(np.array(a, copy=True), place=lib.CPUPlace())
+
+    def to_numpy(self, lib: Any, x: Any) -> np.ndarray:
+        return np.array(x.numpy(), copy=True)
+
+    def ptr(self, lib: Any, x: Any) -> int | None:
+        return int(x.data_ptr()) if hasattr(x, "data_ptr") else None
+
+    @classmethod
+    def gaps(cls) -> dict[str, str]:
+        gaps: dict[str, str] = {}
+        return gaps
