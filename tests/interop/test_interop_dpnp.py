@@ -23,6 +23,6 @@ class TestDpnp(InteropSuite):
         return np.array(lib.asnumpy(x), copy=True)
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
+    def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps

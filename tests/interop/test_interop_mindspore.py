@@ -23,6 +23,6 @@ class TestMindspore(InteropSuite):
         return np.array(x.asnumpy(), copy=True)
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
+    def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps

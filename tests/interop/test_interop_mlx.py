@@ -25,6 +25,6 @@ class TestMlx(InteropSuite):
         return np.array(x, copy=True)
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
+    def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps

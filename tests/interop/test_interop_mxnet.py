@@ -24,6 +24,6 @@ class TestMxnet(InteropSuite):
         return np.array(x.asnumpy(), copy=True)
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
+    def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps

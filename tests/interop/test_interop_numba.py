@@ -26,6 +26,6 @@ class TestNumba(InteropSuite):
         return np.array(x.copy_to_host(), copy=True)
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
+    def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps

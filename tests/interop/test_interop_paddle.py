@@ -28,6 +28,6 @@ class TestPaddle(InteropSuite):
         return int(x.data_ptr()) if hasattr(x, "data_ptr") else None
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
+    def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -47,15 +48,33 @@ class TestTorch(InteropSuite):
         return int(x.data_ptr())
 
     @classmethod
-    def gaps(cls) -> dict[str, str]:
-        gaps: dict[str, str] = {}
+    def own_gaps(cls) -> dict[str, str]:
+        gaps: dict[str, str] = {
+            "test_from_numpy_device[tuple]": "device (1, 0) is passed raw to torch.from_dlpack (AssertionError)",
+            "test_readonly_copy_false_refused": "convert(read-only, to='torch', copy=False) hands out a writable alias",
+            "test_torch_refusals_kept[neg-*]": "a negative-bit view is exported (its values read un-negated)",
+        }
+        if compiled():
+            # the compiled build goes through torch's C exchange table, which skips torch's export checks
+            table = "the compiled build takes torch's C exchange table, which skips torch's export checks"
+            gaps.update(dict.fromkeys(
+                ["test_torch_refusals_kept[conj-*]", "test_torch_refusals_kept[requires_grad-*]",
+                 "test_conj_value_never_wrong"],
+                table,
+            ))  # fmt: skip
+            gaps.update(dict.fromkeys(
+                ["test_torch_refusals_kept[sparse-*]", "test_torch_refusals_kept[quantized-*]"],
+                "sparse/quantized tensors raise torch's RuntimeError, not BufferError (compiled build)",
+            ))  # fmt: skip
         return gaps
 
     @pytest.mark.parametrize("route", list(ROUTES))
     @pytest.mark.parametrize("kind", list(REFUSED))
     def test_torch_refusals_kept(self, lib: Any, kind: str, route: str) -> None:
         """What torch's own __dlpack__ refuses, dlbind refuses with BufferError on every route."""
-        x = REFUSED[kind](lib)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch deprecates its quantized types
+            x = REFUSED[kind](lib)
         with pytest.raises(BufferError):
             ROUTES[route](x)
 
