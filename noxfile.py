@@ -311,7 +311,7 @@ INTEROP_SYSTEMS = [
     _System("tvm_ffi", "0.1", ["apache-tvm-ffi==0.1.15.post2", "numpy==2.4.6"]),
     _System("array_api_strict", "2.6", ["array-api-strict==2.6.1", "numpy==2.4.6"]),
     _System("paddle", "3.3", ["paddlepaddle==3.3.1"]),
-    _System("mlx", "0.32", ["mlx[cpu]==0.32.4"]),
+    _System("mlx", "0.32", ["mlx[cpu]==0.32.4", "numpy==2.4.6"]),
     _System("tensorflow", "2.21", ["tensorflow-cpu==2.21.0"]),
     _System("onnxruntime", "1.31", ["onnxruntime==1.31.1"]),
     _System("mxnet", "1.9", ["mxnet==1.9.1", "numpy==1.23.5"]),

@@ -25,5 +25,7 @@ class TestTensorflow(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        gaps: dict[str, str] = {}
-        return gaps
+        return {
+            "test_to_numpy_no_writable_alias_of_immutable": "TF exports a writable legacy capsule of an immutable"
+            " EagerTensor; with no adapter, numpy gets a writable alias",
+        }
