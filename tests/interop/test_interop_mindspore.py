@@ -24,5 +24,5 @@ class TestMindspore(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        gaps: dict[str, str] = {}
-        return gaps
+        unknown = "MindSpore has no __dlpack__ (mindspore.utils.dlpack.to_dlpack); dlbind does not know it (TypeError)"
+        return dict.fromkeys(["test_from_dlpack_*", "test_to_numpy_*", "test_to_torch"], unknown)

@@ -25,5 +25,5 @@ class TestMxnet(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        gaps: dict[str, str] = {}
-        return gaps
+        unknown = "MXNet has no __dlpack__ (NDArray.to_dlpack_for_read); dlbind does not know mxnet (TypeError)"
+        return dict.fromkeys(["test_from_dlpack_*", "test_to_numpy_*", "test_to_torch"], unknown)
