@@ -41,6 +41,17 @@ LAYOUTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 DEVICES: dict[str, Any] = {"str": "cpu", "str-index": "cpu:0", "tuple": (1, 0)}
 
 
+def write_summary(reporter: Any, path: str) -> None:
+    """The counts of a finished pytest run (its terminal reporter's) as JSON, for the nox session to print."""
+    import json
+
+    keys = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    counts = {key: len(reporter.stats.get(key, [])) for key in keys}
+    counts["ran"] = sum(n for key, n in counts.items() if key != "skipped")
+    with open(path, "w") as f:
+        json.dump(counts, f)
+
+
 def version(dist: str) -> tuple[int, ...]:
     """The installed version of distribution ``dist`` as a tuple of ints ((0,) when absent)."""
     try:

@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from typing import Any
 
 import pytest
+from _suite import write_summary
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -27,14 +27,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if fnmatch.fnmatchcase(item.name, pattern.replace("[", "[[]")):
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"issue 13: {reason}"))
                 break
-
-
-def write_summary(reporter: Any, path: str) -> None:
-    keys = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
-    counts = {key: len(reporter.stats.get(key, [])) for key in keys}
-    counts["ran"] = sum(n for key, n in counts.items() if key != "skipped")
-    with open(path, "w") as f:
-        json.dump(counts, f)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

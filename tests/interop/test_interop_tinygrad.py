@@ -31,5 +31,5 @@ class TestTinygrad(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        gaps: dict[str, str] = {}
-        return gaps
+        unknown = "tinygrad has no DLPack (Tensor.data() is a memoryview); dlbind does not know it (TypeError)"
+        return dict.fromkeys(["test_from_dlpack_*", "test_to_numpy_*", "test_to_torch"], unknown)
