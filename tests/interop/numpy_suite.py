@@ -22,12 +22,12 @@ import argparse
 import fnmatch
 import os
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 DIFFERENCES = HERE / "numpy_differences.toml"
