@@ -275,14 +275,13 @@ def leaks(session: nox.Session) -> None:
 
 
 def _interpreter(version: str) -> str:
-    """``version`` when nox can find ``python<version>``; else the pyenv interpreter of that version (pyenv's
-    shims answer only the global version, so python-discovery misses the others)."""
+    """pyenv's interpreter of ``version`` where there is one (pyenv's shims answer only the global version,
+    so nox's discovery misses the others); else ``version`` for nox to find."""
     import glob
     import os
 
-    if shutil.which(f"python{version}") and not os.path.islink(str(shutil.which(f"python{version}"))):
-        return version
-    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
     return found[-1] if found else version
 
 

@@ -220,6 +220,8 @@ class InteropSuite:
         assert isinstance(t, dlbind.Tensor)
         assert t.shape == a.shape
         assert t.dtype == dlbind.dtypes.from_numpy(a.dtype)
+        if t.__dlpack_device__()[0] != dlbind.DeviceType.kDLCPU:  # device memory: read through a host copy
+            t = dlbind.from_dlpack(x, device="cpu")
         same(np.array(t), a)
 
     @pytest.mark.parametrize("dtype", ALL_DTYPES)
