@@ -299,6 +299,8 @@ class _System:
 
 
 # Exact pins only (torch: any other spec pulls a multi-GB CUDA build). numpy's newest needs Python 3.12.
+# torch joins the cells where it installs beside the system, for the system <-> torch pairs (tests/interop).
+TORCH = "torch==2.13.0"
 INTEROP_SYSTEMS = [
     _System("numpy", "1.24", ["numpy==1.24.4"], numpy_suite=True),
     _System("numpy", "1.26", ["numpy==1.26.4"], numpy_suite=True),
@@ -309,10 +311,10 @@ INTEROP_SYSTEMS = [
     _System("torch", "2.13", ["torch==2.13.0", "numpy==2.4.6"]),
     _System("tvm_ffi", "0.1", ["apache-tvm-ffi==0.1.15.post2", "numpy==2.4.6"]),
     _System("array_api_strict", "2.6", ["array-api-strict==2.6.1", "numpy==2.4.6"]),
-    _System("paddle", "3.3", ["paddlepaddle==3.3.1"]),
-    _System("mlx", "0.32", ["mlx[cpu]==0.32.4", "numpy==2.4.6"]),
-    _System("tensorflow", "2.21", ["tensorflow-cpu==2.21.0"]),
-    _System("onnxruntime", "1.31", ["onnxruntime==1.31.1"]),
+    _System("paddle", "3.3", ["paddlepaddle==3.3.1", TORCH]),
+    _System("mlx", "0.32", ["mlx[cpu]==0.32.4", "numpy==2.4.6", TORCH]),
+    _System("tensorflow", "2.21", ["tensorflow-cpu==2.21.0", TORCH]),
+    _System("onnxruntime", "1.31", ["onnxruntime==1.31.1", TORCH]),
     _System("mxnet", "1.9", ["mxnet==1.9.1", "numpy==1.23.5"]),
     _System("numba", "0.68", ["numba==0.68.1"], env={"NUMBA_ENABLE_CUDASIM": "1"}),
     _System("mindspore", "2.10", ["mindspore==2.10.0", "numpy==1.26.4"]),
