@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -148,6 +149,8 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/exchange.py", "--json", ".cache/bench/exchange.json", "--markdown", "docs/benchmarks.md",
         *session.posargs,
     )  # fmt: skip
+    copies = ["--json", ".cache/bench/copies.json", "--markdown-append", "docs/benchmarks.md"]
+    session.run("python", "benchmarks/copies.py", *copies)
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
 
 
@@ -193,7 +196,7 @@ def fuzz(session: nox.Session) -> None:
         )  # fmt: skip
     session.run(
         "python", f"{FUZZ}/drive.py", "--count", "1000000", "--chunk", "50000", "--convert-every", "20",
-        "--out", str(out), *session.posargs, success_codes=[0, 1],
+        "--jobs", str(min(2, os.cpu_count() or 1)), "--out", str(out), *session.posargs, success_codes=[0, 1],
     )  # fmt: skip
     findings = sorted(out.glob("atheris-*"))
     summary = json.loads((out / "summary.json").read_text())

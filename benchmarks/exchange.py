@@ -128,6 +128,19 @@ def rows(quick: bool) -> list[dict[str, Any]]:
             lambda: torch.from_dlpack(dlbind.asdlpack(small)),
             "torch.from_dlpack(ndarray)",
         )
+        add("torch.Tensor.__dlpack__()", lambda: tt.__dlpack__())
+        add(
+            "dlbind.from_dlpack(torch.Tensor) (export checks)",
+            lambda: dlbind.from_dlpack(tt),
+            "torch.Tensor.__dlpack__()",
+            "<= 1.5x",
+        )
+        add(
+            "dlbind.asdlpack(torch.Tensor).__dlpack__()",
+            lambda: dlbind.asdlpack(tt).__dlpack__(),
+            "torch.Tensor.__dlpack__()",
+            "<= 1.5x",
+        )
     except ImportError:
         pass
     try:

@@ -114,8 +114,10 @@ def test_torch_ignores_readonly_and_convert_copies() -> None:
     y = dlbind.convert(ro, "torch")  # bridged: torch gets a copy it may write
     y[1] = -1.0
     assert ro.tolist() == [42.0, 1.0, 2.0]
-    shared = dlbind.convert(ro, "torch", copy=False)  # the caller's explicit choice: zero-copy
-    assert shared.data_ptr() == ro.ctypes.data
+    # copy=False: zero-copy would be a writable alias of read-only memory, a copy is forbidden (spec: BufferError)
+    with pytest.raises(BufferError, match=r"imports read-only data writable.*copy=False forbids"):
+        dlbind.convert(ro, "torch", copy=False)
+    assert ro.tolist() == [42.0, 1.0, 2.0]
 
 
 def test_dlbind_always_passes_the_stream_torch_would_default() -> None:

@@ -294,6 +294,29 @@ def test_check_command(tmp_path: Any) -> None:
     assert md.read_text().startswith("# Conformance matrix")
 
 
+@pytest.mark.parametrize("form", [["numpy", "array_api_strict"], ["numpy,array_api_strict"]], ids=["spaces", "comma"])
+def test_check_libs_forms(tmp_path: Any, form: list[str]) -> None:
+    pytest.importorskip("array_api_strict")
+    out = tmp_path / "matrix.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlbind", "check", "--libs", *form, "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(json.loads(out.read_text())["results"]) == ["array_api_strict", "numpy"]
+
+
+def test_check_names_a_library_that_is_not_installed() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlbind", "check", "--libs", "numpy", "cupy"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "not installed here: cupy" in proc.stderr
+
+
 def test_a_consumer_that_copies_may_free_at_once() -> None:
     def copies(p: Any) -> Any:
         return np.array(np.asarray(dlbind.from_dlpack(p)))  # the Tensor (and the producer's data) go at once

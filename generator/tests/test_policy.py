@@ -73,6 +73,17 @@ def test_entries_become_rows(tmp_path: Path, canonical: HeaderModel) -> None:
     assert [d.value for d in policy.devices] == [v for _, v in devices]
 
 
+def test_accepted_widths(tmp_path: Path, canonical: HeaderModel) -> None:
+    policy = _join(tmp_path, canonical, dtypes=DTYPES.replace("bits = [8, 32]", "bits = [8, 32]\naccepts = [32, 4, 8]"))
+    codes = {c.member: c for c in policy.codes}
+    assert codes["kDLInt"].accepts == (4, 8, 32)  # sorted; the named widths stay the named ones
+    assert [t.name for t in policy.dtypes if t.code == 0] == ["int8", "int32"]
+    assert codes["kDLFloat"].accepts == (32,)  # default: the named widths
+    assert codes["kDLBfloat"].accepts is None  # no entry: any width
+    words = [int(w.removesuffix("ULL"), 16) for w in codes["kDLInt"].accept_words]
+    assert [b for b in range(256) if words[b >> 6] >> (b & 63) & 1] == [4, 8, 32]
+
+
 def test_members_without_entry_get_derived_defaults_and_a_decision(tmp_path: Path, canonical: HeaderModel) -> None:
     policy = _join(tmp_path, canonical)
     rocm = next(d for d in policy.devices if d.member == "kDLROCM")
@@ -102,6 +113,12 @@ def test_members_without_entry_get_derived_defaults_and_a_decision(tmp_path: Pat
         (DEVICES, DTYPES + "float64 = ['d']\n", r"\[formats\].float64 is not a dtype named by \[codes\]"),
         (DEVICES.replace("[stream_rules.none]\nnone_only = true\n", ""), DTYPES, r"\[stream_rules.none\].*missing"),
         ("devices = [", DTYPES, r"devices.toml: invalid TOML"),
+        (DEVICES, DTYPES.replace("bits = [8, 32]", "bits = [8, 32]\naccepts = [4, 8]"),
+         r"\[codes.kDLInt\]: accepts must list every named width \(missing \[32\]\)"),
+        (DEVICES, DTYPES.replace("bits = [8, 32]", "bits = [8, 32]\naccepts = [4, 8, 32, 256]"),
+         r"\[codes.kDLInt\]: widths \[256\] do not fit"),
+        (DEVICES, DTYPES + '[codes.kDLOpaqueHandle]\nname = "h{bits}"\naccepts = [64]\n',
+         r"\[codes.kDLOpaqueHandle\]: accepts needs bits"),
     ],
 )  # fmt: skip
 def test_bad_tables_are_errors_naming_the_entry(

@@ -10,6 +10,7 @@ import tomllib
 from .errors import GeneratorError
 
 _KEYS = {"import", "array_types", "from_dlpack", "keywords", "exchange_api", "immutable", "verified", "quirk"}
+_OPTIONAL = {"quirk", "lacks_dtypes", "view_with", "export_guards"}
 _QUIRK_KEYS = {"id", "text", "ref"}
 _KEYWORDS = {"device", "copy"}
 
@@ -32,6 +33,9 @@ class AdapterSpec:
     immutable: bool
     verified: bool
     quirks: tuple[Quirk, ...]
+    lacks_dtypes: tuple[str, ...] = ()
+    view_with: str = ""
+    export_guards: tuple[str, ...] = ()
 
 
 def load_adapters(path: Path) -> list[AdapterSpec]:
@@ -44,8 +48,8 @@ def load_adapters(path: Path) -> list[AdapterSpec]:
         where = f"{path.name} [{name}]"
         if not isinstance(raw, dict):
             raise GeneratorError(f"{where}: expected a table")
-        unknown = set(raw) - _KEYS
-        missing = _KEYS - {"quirk"} - set(raw)
+        unknown = set(raw) - _KEYS - _OPTIONAL
+        missing = _KEYS - _OPTIONAL - set(raw)
         if unknown or missing:
             raise GeneratorError(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
         if set(raw["keywords"]) - _KEYWORDS:
@@ -66,6 +70,14 @@ def load_adapters(path: Path) -> list[AdapterSpec]:
                 immutable=bool(raw["immutable"]),
                 verified=bool(raw["verified"]),
                 quirks=tuple(quirks),
+                lacks_dtypes=tuple(str(p) for p in raw.get("lacks_dtypes", ())),
+                view_with=str(raw.get("view_with", "")),
+                export_guards=tuple(str(g) for g in raw.get("export_guards", ())),
             )
         )
+        if bool(out[-1].lacks_dtypes) != bool(out[-1].view_with):
+            raise GeneratorError(f"{where}: lacks_dtypes and view_with go together")
+        for guard in out[-1].export_guards:
+            if not guard.removesuffix("()").isidentifier():
+                raise GeneratorError(f"{where}: export_guards holds attribute names or 'method()', not {guard!r}")
     return out

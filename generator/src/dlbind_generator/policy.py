@@ -23,7 +23,7 @@ DEVICE_ENUM = "DLDeviceType"
 DTYPE_ENUM = "DLDataTypeCode"
 _DEVICE_KEYS = {"name", "host", "stream", "backend"}
 _RULE_KEYS = {"none_only", "refused", "allowed"}
-_CODE_KEYS = {"name", "bits"}
+_CODE_KEYS = {"name", "bits", "accepts"}
 MAX_REFUSED = 4  # the C table's fixed array size
 
 
@@ -53,6 +53,22 @@ class CodeRow:
     pattern: str  # "int{bits}"
     bits: tuple[int, ...] | None  # None: every width has a name
     derived: bool
+    accepts: tuple[int, ...] | None = None  # widths a tensor may have; None: any width
+
+    @property
+    def accepted(self) -> tuple[int, ...]:
+        """The accepted widths, () for any (what the C table stores)."""
+        return self.accepts or ()
+
+    @property
+    def accept_words(self) -> tuple[str, ...]:
+        """The accepted widths as a 256-bit set in four 64-bit words (C hex literals); all ones: any."""
+        if self.accepts is None:
+            return ("0xffffffffffffffffULL",) * 4
+        words = [0, 0, 0, 0]
+        for b in self.accepts:
+            words[b >> 6] |= 1 << (b & 63)
+        return tuple(f"{w:#018x}ULL" for w in words)
 
 
 @dataclass(frozen=True)
@@ -232,7 +248,23 @@ def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple
         pattern = _typed(entry["name"], str, f"{where}.name", path)
         if "{bits}" not in pattern and (widths is None or len(widths) != 1):
             raise GeneratorError(f"{where}: a name without {{bits}} needs exactly one width in bits", file=str(path))
-        codes.append(CodeRow(member, value, pattern, widths, False))
+        accepts = widths
+        if "accepts" in entry:
+            accepts = tuple(_typed(b, int, f"{where}.accepts", path) for b in entry["accepts"])
+            missing = sorted(set(widths or ()) - set(accepts))
+            if widths is None or missing:
+                raise GeneratorError(
+                    f"{where}: accepts must list every named width (missing {missing})"
+                    if missing
+                    else f"{where}: accepts needs bits (without bits every width is accepted)",
+                    file=str(path),
+                )
+        if accepts is not None:
+            bad = [b for b in accepts if not 1 <= b <= 255]
+            if bad:
+                raise GeneratorError(f"{where}: widths {bad} do not fit DLDataType.bits (1..255)", file=str(path))
+            accepts = tuple(sorted(set(accepts)))
+        codes.append(CodeRow(member, value, pattern, widths, False, accepts))
     dtypes: dict[str, DTypeRow] = {}
     for c in codes:
         for b in c.bits or ():

@@ -193,3 +193,52 @@ def test_vector_dtypes_when_asked_for() -> None:
     assert np.asarray(t).tolist() == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     del t
     assert counter.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("obj", "readonly"), [(memoryview(b"ab"), True), (b"abc", True), (bytearray(b"xyz"), False)], ids=type
+)
+def test_from_dlpack_imports_buffers_zero_copy(obj: Any, readonly: bool) -> None:
+    t = dlbind.from_dlpack(obj)
+    assert (t.shape, t.dtype.name, t.readonly) == ((len(obj),), "uint8", readonly)
+    assert np.asarray(t).tobytes() == bytes(obj)
+    if isinstance(obj, bytearray):
+        np.asarray(t)[0] = ord("X")
+        assert obj == bytearray(b"Xyz")  # the same memory
+
+
+def test_from_dlpack_names_what_it_accepts() -> None:
+    with pytest.raises(TypeError, match="buffer or array interface, not list"):
+        dlbind.from_dlpack([1, 2])
+
+
+class _DeviceIdNone:
+    """A producer whose __dlpack_device__ says (kDLCPU, None), as paddle 3.3.1's does."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __dlpack_device__(self) -> Any:
+        return (1, None)
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        return self.a.__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"device": "cpu"}, {"copy": True}, {"device": (1, 0), "copy": False}])
+def test_device_id_none_is_read_as_zero(kwargs: dict[str, Any]) -> None:
+    a = np.arange(5.0)
+    t = dlbind.from_dlpack(_DeviceIdNone(a), **kwargs)
+    assert t.device == (DeviceType.kDLCPU, 0)
+    assert np.asarray(t).tolist() == a.tolist()
+    assert dlbind.compat(_DeviceIdNone(a)).__dlpack_device__() == (DeviceType.kDLCPU, 0)
+
+
+@pytest.mark.parametrize("dev", [(1,), "cpu", (1, 0.5), (True, 0), None])
+def test_a_malformed_dlpack_device_is_a_buffer_error(dev: Any) -> None:
+    class Odd(_DeviceIdNone):
+        def __dlpack_device__(self) -> Any:
+            return dev
+
+    with pytest.raises(BufferError, match=r"__dlpack_device__\(\) returned"):
+        dlbind.from_dlpack(Odd(np.arange(3.0)), device="cpu")

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind.spec",
         ),
     ),
-    ("dtypes, devices", ("dlbind.dtypes", "dlbind.devices", "dlbind._backends")),
+    ("dtypes, devices, libraries", ("dlbind.dtypes", "dlbind.devices", "dlbind._backends", "dlbind._libraries")),
     ("capsule and export engine", ("dlbind.capsule", "dlbind.export")),
     ("Tensor", ("dlbind.tensor",)),
     ("exchange", ("dlbind.exchange",)),

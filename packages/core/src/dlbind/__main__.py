@@ -71,7 +71,12 @@ def info(as_json: bool) -> int:
 def check(args: argparse.Namespace) -> int:
     from dlbind import check as matrix_check
 
-    libs = matrix_check.installed(args.libs.split(",") if args.libs else None)
+    names = [n for item in args.libs or () for n in item.split(",") if n] or None
+    libs = matrix_check.installed(names)
+    missing = [n for n in names or () if n not in libs]
+    if missing:
+        print(f"not installed here: {', '.join(missing)}", file=sys.stderr)
+        return 2
     if not libs:
         print("no array library dlbind knows is installed (numpy, torch, jax, ...)", file=sys.stderr)
         return 2
@@ -92,7 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_info = sub.add_parser("info", help="print the DLPack version and the generated tables")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
     p_check = sub.add_parser("check", help="run the conformance suite on the installed array libraries")
-    p_check.add_argument("--libs", help="comma-separated library names (default: every installed one dlbind knows)")
+    p_check.add_argument(
+        "--libs", nargs="+", metavar="NAME",
+        help="library names, space- or comma-separated (default: every installed one dlbind knows)",
+    )  # fmt: skip
     p_check.add_argument("--json", help="also write the results as JSON")
     p_check.add_argument("--markdown", help="also write the matrix as a Markdown page")
     p_check.add_argument("--details", action="store_true", help="list every finding with its reason")

@@ -9,7 +9,7 @@ passed here, by name: the C code imports no module.
 
 from __future__ import annotations
 
-from dlbind import consumer, conversion, exchange, export, planner, producer
+from dlbind import _libraries, consumer, conversion, exchange, export, planner, producer
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
 from dlbind.tensor import Tensor, check_managed
@@ -18,7 +18,10 @@ __all__ = ["configure"]
 
 
 def configure() -> None:
-    """Hand the compiled fast path the Python code it delegates to (no-op in the pure build)."""
+    """Hand the lower layers the producers they import through; the compiled fast path the Python code
+    it delegates to."""
+    consumer.export_other = producer.asdlpack
+    consumer.export_host = producer.export_host
     if native is None:
         return
     producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter
@@ -29,10 +32,13 @@ def configure() -> None:
         from_dlpack=consumer.from_dlpack,
         check_managed=check_managed,
         export_view=export.export_view,
-        after_type_error=consumer.after_type_error,
+        after_refusal=consumer.after_refusal,
         managed_from_object=exchange.managed_from_object,
         object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,
         convert=conversion.convert,
         convert_routes=planner.C_ROUTES,
+        target_error=conversion.target_error,
+        type_traits=_libraries.type_traits,
+        refuse_guarded=consumer.refuse_guarded,
     )

@@ -245,7 +245,7 @@ def export_args(args: tuple[Any, ...]) -> object:
                 device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
             ))  # fmt: skip
             packer.pack_into(buffer, 0, *values, *shape, *strides)
-        _LIVE[address] = (block, owner)
+        _LIVE[address] = _Export((block, owner))
     else:
         managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
         address = int(ffi.cast("uintptr_t", managed))
@@ -253,71 +253,129 @@ def export_args(args: tuple[Any, ...]) -> object:
             return native.export((managed, dims, owner), address, versioned)
         pointer_type = "void (*)(DLManagedTensorVersioned *)" if versioned else "void (*)(DLManagedTensor *)"
         managed.deleter = ffi.cast(pointer_type, _DELETER_V)
-        _LIVE[address] = ((managed, dims), owner)
+        _LIVE[address] = _Export(((managed, dims), owner))
     _COUNTS["exports"] += 1
-    return _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
+    made = _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
+    key = id(made)
+    _CAPSULES[key] = _Capsule((key, address))
+    return made
 
 
-# -- the pure build's deleters: Python callbacks --------------------------------------------
-# Limitation of the pure build (none in the compiled one): a Python callback cannot run while an
-# exception is pending, so a consumer that frees a tensor during exception unwinding replaces that
-# exception with a SystemError. The compiled build's C deleter keeps the pending exception intact.
-_LIVE: dict[int, tuple[Any, ...]] = {}
+# -- the pure build's deleters and capsule destructor: Python callbacks --------------------------
+# C code calls them, and may do so while an exception is pending: a consumer that refuses a capsule
+# drops it with its own exception set (numpy: "Unsupported dtype"), and PyCapsule's deallocator calls
+# the destructor without saving that exception (issue 8, defect 1). Python code cannot run correctly
+# then: any call (a ctypes call, a method) raises or reports the pending exception, which the callback
+# machinery then swallows. So the callbacks themselves only delete a dict entry (opcodes that call
+# nothing and do not look at the error indicator), and the real work runs in the ``__del__`` of the
+# entry they drop: CPython saves the pending exception around a finalizer and restores it afterwards,
+# exactly what a C destructor does with PyErr_Fetch/PyErr_Restore. What remains: cffi still enters the
+# callback with the exception set, which a debug build of CPython (Py_DEBUG) asserts against; release
+# builds run these few opcodes unharmed (checked on 3.11 and 3.13; only the compiled build's C destructor
+# avoids it).
+# Everything they use is bound as a default, not looked up in the module: a consumer may free a tensor
+# during interpreter teardown, after this module's globals were cleared (issue 8, defect 2).
 
 
-def _release(
-    address: int,
-    _live: dict[int, tuple[Any, ...]] = _LIVE,
-    _counts: dict[str, int] = _COUNTS,
-    _pools: dict[int, list[tuple[Any, int, Any, int]]] = _POOLS,
-    _pool_max: int = _POOL_MAX,
-) -> None:
-    # Everything it uses is bound here, not looked up in the module: a consumer may free a tensor
-    # during interpreter teardown, after this module's globals were cleared (issue 8, defect 2).
-    # dict.pop is atomic under the GIL. The entry is dropped after the pop: freeing the owner may
-    # run another of our deleters (re-exports).
-    entry = _live.pop(address, None)
-    if entry is not None:
+class _Export(list):  # type: ignore[type-arg]
+    """[block, owner] of one export, alive until its deleter runs; ``__del__`` does the accounting.
+
+    A list, not a tuple: :func:`adopt` moves the owner out (``owner`` becomes None) when a dlbind
+    Tensor takes the struct, leaving the entry only the block to release.
+    """
+
+    __slots__ = ()
+
+    def __del__(
+        self,
+        _counts: dict[str, int] = _COUNTS,
+        _pools: dict[int, list[tuple[Any, int, Any, int]]] = _POOLS,
+        _pool_max: int = _POOL_MAX,
+    ) -> None:
         _counts["deleted"] += 1
-        block = entry[0]
+        block = self[0]
         if len(block) == 4:  # a packed block: keep it for the next export of the same size
             pool = _pools.setdefault(block[3], [])
             if len(pool) < _pool_max:
                 pool.append(block)
-    del entry
 
 
-# The callbacks take the pointer as an integer (uintptr_t: the same register on every supported
-# ABI), which saves a conversion per call; they are handed to C as plain function addresses.
-_deleter_versioned = ffi.callback("void(uintptr_t)", _release)
-_deleter_legacy = _deleter_versioned
-_DELETER_V = _DELETER_L = int(ffi.cast("uintptr_t", _deleter_versioned))
+# struct address -> its _Export, from export until the deleter runs.
+_LIVE: dict[int, _Export] = {}
+
+
+def adopt(address: int) -> object:
+    """The owner of the struct at ``address`` if dlbind exported it (None otherwise), moved out of
+    the registry: the caller, a pure-build Tensor that consumed the struct and calls its deleter,
+    keeps it from now on.
+
+    A reference the registry holds is invisible to the garbage collector, so a cycle through the
+    owner (``b.t = from_dlpack(asdlpack(b))``) could never be collected; a Tensor's attribute is
+    traversed (the compiled build's Tensor reports the owner from C instead). The entry keeps the
+    block, which the deleter still releases exactly once: when the Tensor's Owner is freed, also
+    when the collector finalizes a cycle (finalizers run before any attribute is cleared, and the
+    deleter needs only the entry, never the owner). A struct a foreign consumer (numpy, torch) took
+    never comes here: its entry keeps the owner until that consumer calls the deleter.
+    """
+    entry = _LIVE.get(address)
+    if entry is None:
+        return None
+    owner, entry[1] = entry[1], None
+    return owner
+
+
+def _release(address: int, _live: dict[int, _Export] = _LIVE) -> None:
+    # The deleter (a consumer may call it with an exception pending): dropping the entry runs
+    # _Export.__del__, then frees the owner. `in` then `del`, not dict.pop: a method call would see the
+    # pending exception. The dict is consistent before the entry is freed, and freeing the owner may
+    # run another of our deleters (re-exports).
+    if address in _live:
+        del _live[address]  # noqa: RUF051 (dict.pop is a call: it would see the pending exception)
+
+
 # The addresses of our capsule names as PyCapsule_New receives them (ctypes passes a bytes object's
 # own buffer): a consumer renames the capsule to a string of its own, so comparing addresses is enough.
 _NAME_ADDRESSES = frozenset(ctypes.cast(ctypes.c_char_p(n), ctypes.c_void_p).value for n in (VERSIONED, LEGACY))
 
 
-def _capsule_destructor(
-    address: int,
-    _get_name: Any = _capi.capsule_get_name_raw,
-    _get_pointer: Any = _capi.capsule_get_pointer_raw,
-    _err_clear: Any = _capi.err_clear,
-    _ours: frozenset[int | None] = _NAME_ADDRESSES,
-    _release: Any = _release,
-) -> None:
-    # Runs while the capsule is being freed: only raw calls, never revive the object. Like _release,
-    # it reads no module global (capsules may die during interpreter teardown).
-    name = _get_name(address)
-    if name not in _ours:
-        return  # consumed: the consumer calls the deleter
-    pointer = _get_pointer(address, name)
-    if pointer:
-        _release(pointer)
-    else:
-        _err_clear()
+# capsule address -> its _Capsule, from export until the capsule is freed.
+_CAPSULES: dict[int, _Capsule] = {}
 
 
-# A cffi callback (half the cost of a ctypes one), handed to PyCapsule_New as a C function pointer.
+class _Capsule(tuple):  # type: ignore[type-arg]
+    """(capsule address, struct address) of one capsule we made, alive as long as the capsule."""
+
+    __slots__ = ()
+
+    def __del__(
+        self,
+        _get_name: Any = _capi.capsule_get_name_raw,
+        _ours: frozenset[int | None] = _NAME_ADDRESSES,
+        _capsules: dict[int, _Capsule] = _CAPSULES,
+        _live: dict[int, _Export] = _LIVE,
+    ) -> None:
+        # Runs from the capsule's destructor, with any pending exception saved by CPython. The capsule
+        # is being freed: raw calls only, never revive it.
+        if self[0] in _capsules:
+            # Not from the destructor: a new capsule at the same address replaced this entry, so this
+            # capsule died without its destructor (a consumer removed it): the consumer owns the tensor.
+            return
+        if _get_name(self[0]) in _ours:  # not consumed: nobody else will call the deleter
+            _live.pop(self[1], None)
+
+
+def _capsule_destructor(address: int, _capsules: dict[int, _Capsule] = _CAPSULES) -> None:
+    # The capsule's destructor, maybe with an exception pending: see above.
+    if address in _capsules:
+        del _capsules[address]  # noqa: RUF051 (as in _release)
+
+
+# The callbacks take pointers as integers (uintptr_t: the same register on every supported ABI),
+# which saves a conversion per call; they are handed to C as plain function addresses. A cffi callback
+# costs half a ctypes one.
+_deleter_versioned = ffi.callback("void(uintptr_t)", _release)
+_deleter_legacy = _deleter_versioned
+_DELETER_V = _DELETER_L = int(ffi.cast("uintptr_t", _deleter_versioned))
 _DESTRUCTOR_CALLBACK = ffi.callback("void(uintptr_t)", _capsule_destructor)
 _DESTRUCTOR = _capi.CapsuleDestructor(int(ffi.cast("uintptr_t", _DESTRUCTOR_CALLBACK)))
 # C code (capsules, consumers' tensors) keeps these function pointers for as long as the process

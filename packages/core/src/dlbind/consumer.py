@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from dlbind import _capi, exchange
+from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
-from dlbind.devices import check_stream, parse_device
+from dlbind._libraries import MISSING, TypeCache, immutable, truthy_guard
+from dlbind.devices import check_stream, parse_device, producer_device
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["from_dlpack"]
@@ -16,6 +18,41 @@ _UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexp
 
 def _keyword_refused(exc: TypeError) -> bool:
     return any(text in str(exc) for text in _UNEXPECTED)
+
+
+# type -> how its __dlpack__ accepted the call once max_version was refused: _STREAM (stream= only) or
+# _BARE (no keywords), so that every later import from the type costs one call (held weakly: types stay
+# collectable)
+_CALL_STYLE = TypeCache()
+_STREAM, _BARE = 1, 2
+
+_READ_ONLY = int(Flags.READ_ONLY)
+_IS_COPIED = int(Flags.IS_COPIED)
+
+
+def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
+    """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
+    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check.
+    """
+    x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+    shown = f"{name}()" if is_method else name
+    raise BufferError(
+        f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
+    )
+
+
+def sealed(tensor: Tensor, x: Any) -> Tensor:
+    """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
+    (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
+    let a consumer change an immutable array. A copy the producer made for us stays writable."""
+    flags = tensor._flags
+    if not flags & (_READ_ONLY | _IS_COPIED) and immutable(x):
+        if native is not None:
+            native.seal(tensor)
+        else:
+            fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
+            fill._flags = flags | _READ_ONLY
+    return tensor
 
 
 def call_dlpack(
@@ -31,32 +68,83 @@ def call_dlpack(
         kwargs["dl_device"] = dl_device
     if copy is not None:
         kwargs["copy"] = copy
-    try:
-        if first_error is not None:
-            raise first_error
-        result = method(**kwargs)
-    except TypeError as exc:
-        if not _keyword_refused(exc):
-            raise
-        if dl_device is not None or copy is not None:
+    style = _CALL_STYLE.get(type(x)) if first_error is None else MISSING
+    if style is not MISSING and (style == _STREAM or stream is None):
+        if "dl_device" in kwargs or "copy" in kwargs:
             asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
-            raise BufferError(
-                f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them"
-            ) from exc
+            raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them")
+        result = method(stream=stream) if style == _STREAM else method()
+    elif first_error is None:
         try:
-            result = method(stream=stream)
-        except TypeError as exc2:
-            if not _keyword_refused(exc2) or stream is not None:
-                raise
-            result = method()
+            result = method(**kwargs)
+        except TypeError as exc:
+            result = _older_call(x, method, exc, stream, kwargs)
+    else:  # never raised again here: a traceback through this frame would keep x in a cycle
+        result = _older_call(x, method, first_error, stream, kwargs)
     if type(result) is not _capi.PyCapsuleType:
         raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
     return result
 
 
-def after_type_error(x: Any, error: TypeError) -> Tensor:
-    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``."""
-    return from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error))
+def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwargs: dict[str, Any]) -> object:
+    """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
+    if not _keyword_refused(error):
+        try:
+            raise error
+        finally:
+            del error
+    if "dl_device" in kwargs or "copy" in kwargs:
+        asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
+        raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them") from error
+    try:
+        result = method(stream=stream)
+    except TypeError as exc:
+        if not _keyword_refused(exc) or stream is not None:
+            raise
+    else:
+        _CALL_STYLE.put(type(x), _STREAM)
+        return result
+    result = method()
+    _CALL_STYLE.put(type(x), _BARE)
+    return result
+
+
+# How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
+# the array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
+export_other: Any = None
+
+
+# How a host producer whose __dlpack__ refuses is exported instead (dlbind.producer.export_host: its buffer
+# protocol or array interface); set with export_other.
+export_host: Any = None
+
+
+def after_refusal(x: Any, error: BaseException) -> Tensor:
+    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``.
+
+    A TypeError: an older producer, asked with fewer keywords. A BufferError: the producer cannot
+    export this array (numpy before 2.1 refuses read-only arrays; numpy refuses ml_dtypes' bfloat16
+    and float8), but its buffer protocol or array interface may carry it: exported from there.
+    """
+    if isinstance(error, TypeError):
+        return sealed(from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error)), x)
+    fallback = _host_fallback(x)
+    if fallback is None:
+        try:
+            raise error
+        finally:  # no cycle error -> traceback -> this frame -> error
+            del error
+    return sealed(from_capsule(fallback.__dlpack__(max_version=DLPACK_VERSION)), x)
+
+
+def _host_fallback(x: Any) -> Any:
+    """``x`` exported through its buffer protocol or array interface, or None."""
+    if export_host is None:
+        return None
+    try:
+        return export_host(x)
+    except (TypeError, ValueError, BufferError):
+        return None
 
 
 def from_dlpack(
@@ -76,20 +164,32 @@ def from_dlpack(
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream, allow_vector=allow_vector)
     if not hasattr(x, "__dlpack__"):
-        raise TypeError(
-            f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__) or a "
-            f"DLPack capsule, not {type(x).__name__}"
-        )
+        try:
+            x = export_other(x)  # a buffer or array interface: exported zero-copy by dlbind itself
+        except TypeError:
+            raise TypeError(
+                f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
+                f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
+            ) from None
     if device is None and copy is None and stream is None and not allow_vector:
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
+    guard = truthy_guard(x)
+    if guard is not None:
+        refuse_guarded(x, *guard)
     target = None if device is None else parse_device(device)
-    here = parse_device(tuple(x.__dlpack_device__()))
+    here = producer_device(x)
     check_stream(here[0], stream)
     dl_device = target if target is not None and target != here else None
-    capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
-    tensor = from_capsule(capsule, allow_vector=allow_vector)
+    try:
+        capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
+    except BufferError:
+        fallback = _host_fallback(x) if stream is None and copy is not False and dl_device is None else None
+        if fallback is None:
+            raise
+        return sealed(from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector), x)
+    tensor = sealed(from_capsule(capsule, allow_vector=allow_vector), x)
     if target is not None and tensor.device != target:
         raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
     if copy is False and tensor.flags & Flags.IS_COPIED:

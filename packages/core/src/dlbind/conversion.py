@@ -25,6 +25,7 @@ from typing import Any
 
 from dlbind import consumer
 from dlbind._ffi import native
+from dlbind.devices import device_name
 from dlbind.planner import ROUTES, bridged, library_of, plan
 from dlbind.producer import Exporter, asdlpack
 from dlbind.tensor import Tensor
@@ -44,23 +45,57 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     route = ROUTES.get((to,)) if isinstance(to, str) else None
     if route is None:
         route = plan(to)
-    plain = device is None and copy is None and stream is None
-    if plain:
-        if library_of(x) is route.adapter:
-            return x
-        if native is not None:
-            if route.table_type is not None:
-                out = native.convert_to(x, route.table_type, route.refuse)
-            elif route.handover_type is not None:
-                out = native.convert_to(x, route.handover_type, route.refuse, route.from_dlpack)
-            else:
-                out = NotImplemented
-            if out is not NotImplemented:
-                return out
-    tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
-    if plain and not route.bridges:
-        return route.from_dlpack(tensor)
-    return bridged(route, tensor, device, copy)
+    try:
+        plain = device is None and copy is None and stream is None
+        if plain:
+            if library_of(x) is route.adapter:
+                return x
+            if native is not None:
+                if route.table_type is not None:
+                    out = native.convert_to(x, route.table_type, route.refuse)
+                elif route.handover_type is not None:
+                    out = native.convert_to(x, route.handover_type, route.refuse, route.from_dlpack)
+                else:
+                    out = NotImplemented
+                if out is not NotImplemented:
+                    return out
+        tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
+        if plain and not route.bridges:
+            return route.from_dlpack(tensor)
+        return bridged(route, tensor, device, copy)
+    except _PASSED_ON:
+        raise
+    except Exception as exc:
+        raise target_error(x, route.adapter.name, exc) from exc
+
+
+# what a target may raise as it is; anything else it raises becomes a BufferError naming it
+_PASSED_ON = (BufferError, TypeError, ValueError, MemoryError, SystemError)
+
+
+def target_error(x: Any, to: str, exc: BaseException) -> BaseException:
+    """The exception :func:`convert` raises when target ``to`` failed to import ``x`` with ``exc``.
+
+    A target's own refusal of what it cannot import (a device, dtype or layout it lacks) comes as its
+    ``RuntimeError``, ``AssertionError``, ...; the spec's type for it is ``BufferError``, naming the
+    target and keeping the original as ``__cause__``. The spec's own types pass unchanged. Called by
+    the compiled build's convert too.
+    """
+    if isinstance(exc, _PASSED_ON) or not isinstance(exc, Exception):
+        return exc
+    name = ROUTES[(to,)].adapter.name if (to,) in ROUTES else to
+    first = str(exc).strip().partition("\n")[0]  # torch appends a C++ backtrace
+    err = BufferError(f"{name} cannot import {_described(x)}: {type(exc).__name__}: {first}")
+    err.__cause__ = exc
+    return err
+
+
+def _described(x: Any) -> str:
+    try:
+        kind, index = x.__dlpack_device__()
+        return f"a {type(x).__name__} on {device_name(int(kind))}:{int(index)}"
+    except Exception:
+        return f"a {type(x).__name__}"
 
 
 def compat(x: Any) -> Any:

@@ -9,6 +9,7 @@ per-thread default, -1 "do not synchronize", 0 is refused; ROCm ``None``/0 is th
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from dlbind._generated.enums import DeviceType
@@ -52,6 +53,28 @@ def parse_device(device: Any) -> Device:
         except ValueError:
             raise BufferError(f"unknown DLPack device type {kind}") from None
     raise TypeError(f"a device is 'cpu', 'cuda:0', or a (device_type, device_id) tuple, not {device!r}")
+
+
+def producer_device(x: Any) -> Device:
+    """What ``x.__dlpack_device__()`` says, as ``(DeviceType, id)``.
+
+    A device id of ``None`` is read as 0 (paddle 3.3.1 reports ``(kDLCPU, None)``); anything that is
+    not a pair of integers is a ``BufferError`` naming the producer.
+    """
+    dev = x.__dlpack_device__()
+    try:
+        kind, index = dev
+    except (TypeError, ValueError):
+        raise BufferError(f"{type(x).__name__}.__dlpack_device__() returned {dev!r}, not (device_type, id)") from None
+    if index is None:
+        index = 0
+    try:
+        if isinstance(kind, bool) or isinstance(index, bool):
+            raise TypeError
+        kind, index = operator.index(kind), operator.index(index)
+    except TypeError:
+        raise BufferError(f"{type(x).__name__}.__dlpack_device__() returned {dev!r}, not two integers") from None
+    return parse_device((kind, index))
 
 
 def check_stream(device_type: int, stream: object) -> None:

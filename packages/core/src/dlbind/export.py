@@ -8,13 +8,17 @@ Below :mod:`dlbind.tensor`, which re-exports through :func:`export_view`; the pr
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
+import os
+import sys
 from typing import Any, NamedTuple
 
 from dlbind import _backends, capsule
+from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
-from dlbind.dtypes import DType
+from dlbind.dtypes import INT64_MAX, DType
 
 __all__ = ["CPU", "Memory", "contiguous_strides", "copy_host", "export_memory", "export_view"]
 
@@ -41,59 +45,138 @@ class Memory(NamedTuple):
         return math.prod(self.shape)
 
 
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct)."""
+def contiguous_strides(shape: tuple[int, ...], *, saturate: bool = False) -> tuple[int, ...]:
+    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct).
+
+    ``saturate``: strides past int64 become 0 (for a zero-size copy: no element is addressed).
+    """
     strides: list[int] = []
     acc = 1
     for d in reversed(shape):
         strides.append(acc)
         acc *= max(d, 1)
+        if saturate and acc > INT64_MAX:
+            acc = 0
     return tuple(reversed(strides))
 
 
 def copy_host(mem: Memory) -> Memory:
-    """A compact row-major copy of host memory, owned by a bytearray."""
+    """A compact row-major copy of host memory, in a buffer dlbind allocates (not zero-filled first)."""
     if mem.device[0] not in HOST_ACCESSIBLE:
         raise BufferError(f"copying {device_name(mem.device[0])} memory needs its dlbind backend")
     padded = bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
     nbytes = mem.dtype.nbytes(mem.size, padded=padded)
-    out = bytearray(nbytes)
+    out, address = _allocate(nbytes)
+    data = 0
     if mem.size:
-        dst = ctypes.addressof((ctypes.c_char * nbytes).from_buffer(out))
+        data = address
         src = mem.data + mem.byte_offset
         item = mem.dtype.itemsize
-        contiguous = contiguous_strides(mem.shape)
-        if mem.strides == contiguous or mem.size == 1 or (item * 8 != mem.dtype.bits * mem.dtype.lanes and not padded):
-            if mem.strides != contiguous and mem.size != 1:
-                raise BufferError(f"cannot copy strided packed {mem.dtype.name} data")
-            ctypes.memmove(dst, src, nbytes)
+        if mem.size == 1 or _compact(mem.shape, mem.strides):
+            ctypes.memmove(data, src, nbytes)
+        elif item * 8 != mem.dtype.bits * mem.dtype.lanes and not padded:
+            raise BufferError(f"cannot copy strided packed {mem.dtype.name} data")
         else:
-            # Copy the innermost contiguous run at a time, walking every outer index.
-            ndim = len(mem.shape)
-            inner = ndim
-            run = 1
-            while inner > 0 and mem.strides[inner - 1] == run:
-                inner -= 1
-                run *= mem.shape[inner]
-            outer_shape = mem.shape[:inner]
-            index = [0] * inner
-            offset_out = 0
-            for _ in range(math.prod(outer_shape)):
-                offset_in = sum(i * s for i, s in zip(index, mem.strides[:inner], strict=True)) * item
-                ctypes.memmove(dst + offset_out, src + offset_in, run * item)
-                offset_out += run * item
-                for axis in reversed(range(inner)):
-                    index[axis] += 1
-                    if index[axis] < outer_shape[axis]:
-                        break
-                    index[axis] = 0
-        data = dst
-    else:
-        data = 0
+            # a dimension of one never moves the pointer, whatever its stride says (2**63 included)
+            strides = tuple(s * item if d != 1 else 0 for d, s in zip(mem.shape, mem.strides, strict=True))
+            for s, s_items in zip(strides, mem.strides, strict=True):  # the buffer protocol's check and message
+                if not -INT64_MAX - 1 <= s <= INT64_MAX:
+                    raise BufferError(f"stride {s_items} of {item}-byte items does not fit in int64 bytes")
+            _copy_strided(data, src, mem.shape, strides, item)
     return Memory(
-        data, mem.shape, contiguous_strides(mem.shape), mem.dtype, CPU, 0, False, out,
+        data, mem.shape, contiguous_strides(mem.shape, saturate=not mem.size), mem.dtype, CPU, 0, False, out,
         Flags.IS_COPIED | (mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
     )  # fmt: skip
+
+
+_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
+_HUGE = 4 << 20  # from here on: 2 MiB-aligned memory the kernel may back with huge pages (as numpy does)
+
+
+class _HostBlock:
+    """Memory from ``posix_memalign``, freed with the object: large copies, not zero-filled first."""
+
+    __slots__ = ("__weakref__", "address")
+
+    def __init__(self, nbytes: int) -> None:
+        libc = _libc()
+        p = ctypes.c_void_p()
+        if libc.posix_memalign(ctypes.byref(p), 2 << 20, nbytes) != 0 or not p.value:
+            raise MemoryError(f"cannot allocate {nbytes} bytes for a copy")
+        self.address: int = p.value
+        if sys.platform.startswith("linux"):
+            libc.madvise(p, nbytes, 14)  # MADV_HUGEPAGE: a page fault per 2 MiB, not per 4 KiB
+
+    def __del__(self) -> None:
+        _libc().free(self.address)
+
+
+@functools.cache
+def _libc() -> Any:
+    libc = ctypes.CDLL(None)
+    libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.free.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def _allocate(nbytes: int) -> tuple[object, int]:
+    """``(owner, address)`` of ``nbytes`` of uninitialised host memory that lives as long as ``owner``."""
+    if nbytes >= _HUGE and os.name == "posix":
+        block = _HostBlock(nbytes)
+        return block, block.address
+    buf = _uncleared("char[]", max(nbytes, 1))
+    return buf, int(ffi.cast("uintptr_t", buf))
+
+
+def _compact(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Row-major without gaps (dimensions of one may have any stride)."""
+    expected = 1
+    for d, s in zip(reversed(shape), reversed(strides), strict=True):
+        if d != 1 and s != expected:
+            return False
+        expected *= d
+    return True
+
+
+def _copy_strided_numpy(dst: int, src: int, shape: tuple[int, ...], strides: tuple[int, ...], item: int) -> None:
+    """The pure build's strided copy: numpy's, over the raw memory (numpy is imported only here)."""
+    try:
+        import numpy as np
+    except ImportError:
+        _copy_strided_python(dst, src, shape, strides, item)
+        return
+    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0)
+    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0) + item
+    dtype = np.dtype({1: "u1", 2: "u2", 4: "u4", 8: "u8"}.get(item, f"V{item}"))
+    source_memory = memoryview((ctypes.c_char * (high - low)).from_address(src + low)).cast("B")
+    target_memory = memoryview((ctypes.c_char * (math.prod(shape) * item)).from_address(dst)).cast("B")
+    source = np.ndarray(shape, dtype, buffer=source_memory, offset=-low, strides=strides)
+    target = np.ndarray(shape, dtype, buffer=target_memory)
+    np.copyto(target, source, casting="no")
+
+
+def _copy_strided_python(dst: int, src: int, shape: tuple[int, ...], strides: tuple[int, ...], item: int) -> None:
+    """Without numpy or the compiled build: the innermost contiguous run at a time (slow for small runs)."""
+    inner, run = len(shape), item
+    while inner > 0 and strides[inner - 1] == run:
+        inner -= 1
+        run *= shape[inner]
+    outer_shape = shape[:inner]
+    index = [0] * inner
+    offset_out = 0
+    for _ in range(math.prod(outer_shape)):
+        offset_in = sum(i * s for i, s in zip(index, strides[:inner], strict=True))
+        ctypes.memmove(dst + offset_out, src + offset_in, run)
+        offset_out += run
+        for axis in reversed(range(inner)):
+            index[axis] += 1
+            if index[axis] < outer_shape[axis]:
+                break
+            index[axis] = 0
+
+
+_copy_strided = native.copy_strided if native is not None else _copy_strided_numpy
 
 
 def export_memory(

@@ -9,6 +9,7 @@ a legacy capsule for immutable consumers, or a ``BufferError`` when ``copy=False
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import sys
 from types import ModuleType
@@ -16,6 +17,8 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
+from dlbind._libraries import MISSING, TypeCache, library_of
+from dlbind.devices import HOST_ACCESSIBLE, parse_device
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
@@ -24,24 +27,9 @@ __all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "library_of", "plan", "reso
 # to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
 # table's), read by the compiled convert
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
-_BY_TYPE: dict[type, Adapter | None] = {}
 
-
-def library_of(x: Any) -> Adapter | None:
-    """The adapter of ``x``'s library, found from its type's name (the library is never imported)."""
-    kind = type(x)
-    try:
-        return _BY_TYPE[kind]
-    except KeyError:
-        pass
-    found = None
-    for klass in kind.__mro__:
-        name = f"{klass.__module__}.{klass.__qualname__}"
-        found = next((a for a in ADAPTERS.values() if name in a.array_types), None)
-        if found is not None:
-            break
-    _BY_TYPE[kind] = found
-    return found
+_MISSING = MISSING
+_TypeCache = TypeCache
 
 
 def resolve(to: Any) -> Adapter:
@@ -78,10 +66,11 @@ class Route(NamedTuple):
     legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
     ignores_readonly: bool  # the target imports read-only data writable: copy it first
     keywords: frozenset[str]  # what the installed from_dlpack accepts (read from its signature)
+    viewer: Any = None  # views a Tensor of a dtype its from_dlpack lacks (adapter.lacks_dtypes)
 
     @property
     def bridges(self) -> bool:
-        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly
+        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly or self.viewer is not None
 
     @property
     def refuse(self) -> int:
@@ -89,8 +78,9 @@ class Route(NamedTuple):
         return int(self.refuse_negative_strides) | 2 * int(self.ignores_readonly)
 
 
-# (to,) or (id(to),) -> its route; convert looks names up here before calling plan
+# (to,) -> its route, for library names and modules; convert looks names up here before calling plan
 ROUTES: dict[tuple[Any, ...], Route] = {}
+_ROUTES_BY_TYPE = _TypeCache()  # array type -> its route (kept no longer than the type)
 
 
 def _array_type(adapter: Adapter) -> type | None:
@@ -110,7 +100,13 @@ def _array_type(adapter: Adapter) -> type | None:
 
 def plan(to: Any) -> Route:
     """The route to library ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
-    key = (to,) if isinstance(to, str | type | ModuleType) else (id(to),)
+    if isinstance(to, type):
+        route = _ROUTES_BY_TYPE.get(to)
+        if route is _MISSING:
+            route = plan(resolve(to).name)  # a type's route is its library's
+            _ROUTES_BY_TYPE.put(to, route)
+        return route  # type: ignore[no-any-return]
+    key = (to,) if isinstance(to, str | ModuleType) else (id(to),)
     route = ROUTES.get(key)
     if route is None:
         adapter = resolve(to)
@@ -127,9 +123,7 @@ def plan(to: Any) -> Route:
         # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
         # Only for consumers whose row the tests verified against the installed library, that ask for
         # versioned capsules, and that have no exchange table (that route is faster still).
-        handover_type = (
-            _array_type(adapter) if table_type is None and adapter.verified and not legacy_only else None
-        )
+        handover_type = _array_type(adapter) if table_type is None and adapter.verified and not legacy_only else None
         route = ROUTES[key] = Route(
             adapter,
             fn,
@@ -139,6 +133,7 @@ def plan(to: Any) -> Route:
             legacy_only,
             "readonly_ignored" in quirks,
             _keywords(fn, adapter),
+            _function(adapter.view_with) if adapter.lacks_dtypes else None,
         )
         if isinstance(to, str):
             if table_type is not None:
@@ -146,6 +141,15 @@ def plan(to: Any) -> Route:
             elif handover_type is not None:
                 C_ROUTES[to] = (handover_type, route.refuse, fn)
     return route
+
+
+def _function(dotted: str) -> Any:
+    module_name, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _lacks(adapter: Adapter, dtype_name: str) -> bool:
+    return any(fnmatch.fnmatchcase(dtype_name, pattern) for pattern in adapter.lacks_dtypes)
 
 
 def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
@@ -190,6 +194,8 @@ class _LegacyReadOnly:
 
 def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
     """Hand ``tensor`` to the route's ``from_dlpack`` after bridging what the target gets wrong."""
+    if route.viewer is not None and _lacks(route.adapter, tensor.dtype.name):
+        return _viewed(route, tensor, device, copy)
     producer: Any = tensor
     kwargs: dict[str, Any] = {}
     if copy is not None:
@@ -205,7 +211,11 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         if copy is False:
             raise BufferError(f"{route.adapter.name} cannot take negative strides and copy=False forbids a copy")
         producer = tensor = tensor.copy()
-    if route.ignores_readonly and tensor.readonly and copy is not False:
+    if route.ignores_readonly and tensor.readonly:
+        if copy is False:  # the target would hand out a writable alias of read-only memory
+            raise BufferError(
+                f"{route.adapter.name} imports read-only data writable, so it needs a copy and copy=False forbids it"
+            )
         producer = tensor = tensor.copy()  # writes through the result must not reach read-only memory
     if route.legacy_only and tensor.readonly:
         if route.adapter.immutable:
@@ -215,3 +225,12 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         else:
             producer = tensor.copy()
     return route.from_dlpack(producer, **kwargs)
+
+
+def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+    """A dtype the target's from_dlpack lacks (numpy and ml_dtypes' bfloat16): its viewer makes the array."""
+    if device is not None and parse_device(device) != tensor.device:
+        raise BufferError(f"{route.adapter.view_with} views {tensor.dtype.name} data where it is, not on {device}")
+    if tensor.device[0] not in HOST_ACCESSIBLE:
+        raise BufferError(f"{route.adapter.name} views {tensor.dtype.name} data in host memory only")
+    return route.viewer(tensor.copy() if copy else tensor)

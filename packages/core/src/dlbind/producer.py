@@ -14,10 +14,10 @@ from abc import ABCMeta
 from typing import Any
 
 from dlbind import _capi, capsule
-from dlbind._ffi import ffi
+from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.consumer import from_dlpack
-from dlbind.devices import Device, device_name, parse_device
+from dlbind.devices import Device, device_name, parse_device, producer_device
 from dlbind.dtypes import INT64_MAX, DType, byte_size, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
 
@@ -25,6 +25,14 @@ __all__ = ["Exporter", "asdlpack", "from_pointer"]
 
 _READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
+
+
+_BUFFER_EXPORTER: Any = native.BufferExporter if native is not None else None
+
+
+def _import_plain(x: Any) -> Any:
+    """``from_dlpack(x)``: in C in the compiled build (configured by the time anything is exported)."""
+    return native.from_dlpack(x) if native is not None else from_dlpack(x)
 
 
 class Exporter(metaclass=ABCMeta):
@@ -53,8 +61,7 @@ class Exporter(metaclass=ABCMeta):
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         if self._memory is not None:
             return self._memory.device
-        dev = self._source.__dlpack_device__()
-        return parse_device(tuple(dev))
+        return producer_device(self._source)
 
     def __dlpack__(
         self,
@@ -70,6 +77,8 @@ class Exporter(metaclass=ABCMeta):
         if self._memory is not None:
             return export_memory(self._memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         # import as the source can (it may not know the newer keywords), then answer them here
+        if plain:  # the Tensor's own export (C in the compiled build) answers max_version
+            return _import_plain(self._source).__dlpack__(max_version=max_version)
         tensor = from_dlpack(self._source, stream=stream)
         return export_view(tensor, max_version=max_version, dl_device=dl_device, copy=copy)
 
@@ -174,11 +183,13 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     """
     try:
         view: memoryview | None = memoryview(obj)
-    except (TypeError, ValueError):  # numpy refuses buffers of dtypes it cannot format (bfloat16, ...)
+    except (TypeError, ValueError, BufferError):  # numpy and jax refuse buffers of dtypes they cannot format
         view = None
-        # checked only here: an Exporter has no buffer, and the ABC check costs the buffer path nothing
-        if isinstance(obj, Exporter):
-            return obj
+        # checked only here: an Exporter has no buffer, and the check costs the buffer path nothing (by
+        # type, not the ABC's isinstance: a virtual subclass is wrapped as any other producer)
+        kind = type(obj)
+        if kind is _BUFFER_EXPORTER or Exporter in kind.__mro__:
+            return obj  # type: ignore[no-any-return]
     if view is not None:
         try:
             return Exporter(_readonly(_from_buffer(obj, view), readonly))
@@ -205,6 +216,28 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
         f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
         "__dlpack__ or __cuda_array_interface__ (use dlbind.from_pointer for raw memory)"
     )
+
+
+def export_host(obj: Any) -> Exporter:
+    """``obj`` through its buffer protocol or ``__array_interface__`` only (never its ``__dlpack__``).
+
+    What :func:`dlbind.from_dlpack` falls back to when a host producer's ``__dlpack__`` refuses an
+    array its buffer protocol carries. TypeError when ``obj`` has neither.
+    """
+    try:
+        view: memoryview | None = memoryview(obj)
+    except (TypeError, ValueError, BufferError):
+        view = None
+    if view is not None:
+        try:
+            return Exporter(_from_buffer(obj, view))
+        except BufferError:
+            if not hasattr(obj, "__array_interface__"):
+                raise
+    iface = getattr(obj, "__array_interface__", None)
+    if isinstance(iface, dict):
+        return Exporter(_from_interface(iface, obj, CPU, None))
+    raise TypeError(f"{type(obj).__name__} has no buffer protocol or __array_interface__")
 
 
 def from_pointer(

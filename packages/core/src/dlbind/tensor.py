@@ -15,7 +15,7 @@ from typing import Any
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
-from dlbind._generated.tables import KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
+from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, DType, byte_size
 from dlbind.export import export_view
@@ -24,6 +24,7 @@ __all__ = ["Tensor", "from_capsule", "from_managed"]
 
 _KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
 _KNOWN_DEVICES = KNOWN_DEVICE_TYPES
+_ACCEPTED_WIDTHS = DTYPE_ACCEPTED_WIDTHS
 MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 
@@ -40,6 +41,7 @@ class _PureCore:
         "_flags",
         "_lanes",
         "_owner",
+        "_source",
         "byte_offset",
         "data_ptr",
         "shape",
@@ -158,12 +160,16 @@ class Tensor(_Core):  # type: ignore[misc]
             raise BufferError(f"numpy needs host memory; this tensor is on {device_name(self._device_type)}")
         if self.dtype.is_subbyte and not self._flags & Flags.IS_SUBBYTE_TYPE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
+        strides = tuple(s * itemsize for s in self.strides)
+        for s in strides:  # the C buffer protocol's checks and messages
+            if not -INT64_MAX - 1 <= s <= INT64_MAX:
+                raise BufferError(f"stride {s // itemsize} of {itemsize}-byte items does not fit in int64 bytes")
         return {
             "version": 3,
             "shape": self.shape,
             "typestr": typestr,
             "data": (self.data_ptr + self.byte_offset if self.size else 0, self.readonly),
-            "strides": tuple(s * itemsize for s in self.strides),
+            "strides": strides,
         }
 
     @property
@@ -227,11 +233,17 @@ def check_managed(
         raise BufferError(f"unknown DLPack dtype code {code} (bits={bits})")
     if lanes < 1 or (lanes != 1 and not allow_vector):
         raise BufferError(f"vector dtypes (lanes={lanes}) are refused unless from_dlpack(..., allow_vector=True)")
-    if bits == 0:
-        raise BufferError("invalid dtype: bits=0")
+    widths = _ACCEPTED_WIDTHS[code]
+    if bits == 0 or (widths is not None and bits not in widths):
+        raise BufferError(
+            f"invalid dtype: {DType(code, bits)} (code={code}, bits={bits}) is not defined by DLPack"
+            + (f"; this code takes bits {', '.join(map(str, sorted(widths)))}" if widths else "")
+        )
     device_type = int(t.device.device_type)
     if device_type not in _KNOWN_DEVICES:
         raise BufferError(f"unknown DLPack device type {device_type}")
+    if int(t.device.device_id) < 0:
+        raise BufferError(f"invalid device id {int(t.device.device_id)}: device ids are >= 0")
     if ndim and t.shape == ffi.NULL:
         raise BufferError(f"the DLPack tensor has ndim={ndim} but a NULL shape")
     shape = tuple(ffi.unpack(t.shape, ndim)) if ndim else ()
@@ -281,6 +293,9 @@ def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -
     fill._code, fill._bits, fill._lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
     fill._device_type, fill._device_id = int(t.device.device_type), int(t.device.device_id)
     fill._owner = _capsule.Owner(managed)  # from here on the deleter runs exactly once
+    # A struct dlbind exported: its owner moves here from the registry, where the garbage collector
+    # cannot see it (a cycle through it would never be collected); None for a foreign producer's.
+    fill._source = _capsule.adopt(int(ffi.cast("uintptr_t", managed)))
     return tensor
 
 

@@ -12,6 +12,7 @@ Exit status 0 only with zero crashes, zero property violations and zero divergen
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -129,6 +130,7 @@ def main() -> int:
     parser.add_argument("--out", default=".cache/fuzz")
     parser.add_argument("--show", type=int, default=20, help="how many divergent inputs to print in full")
     parser.add_argument("--builds", default="compiled,pure")
+    parser.add_argument("--jobs", type=int, default=1, help="builds run at once (each in its own subprocesses)")
     parser.add_argument("--no-convert", action="store_true")
     parser.add_argument("--convert-every", type=int, default=1, help="convert every k-th input (conversions are slow)")
     args = parser.parse_args()
@@ -137,8 +139,10 @@ def main() -> int:
     extra = ["--no-convert"] if args.no_convert else ["--convert-every", str(args.convert_every)]
     total_crashes = total_violations = 0
     builds = args.builds.split(",")
-    for build in builds:
-        crashes, violations = run_build(build, args.seed, args.count, args.chunk, out, extra)
+    jobs = max(1, min(args.jobs, len(builds)))
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:  # each build runs in its own subprocesses
+        results = list(pool.map(lambda b: run_build(b, args.seed, args.count, args.chunk, out, extra), builds))
+    for build, (crashes, violations) in zip(builds, results, strict=True):
         total_crashes += len(crashes)
         total_violations += violations
         for i in [c for c in crashes if c >= 0][: args.show]:

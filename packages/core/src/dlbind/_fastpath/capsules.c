@@ -58,12 +58,21 @@ static void dlbind_deleter_legacy(DLManagedTensor *self) {
 }
 
 /* Deleters of the blocks make_capsule allocates: one allocation, the struct then shape and strides. */
+/* `capsule` links a block with the capsule that carries it while both live (the capsule's context
+ * points back): a consumer that calls the deleter without renaming the capsule (torch when its import
+ * fails after taking the struct) must not make the capsule's destructor call it a second time. The
+ * deleter marks the capsule's context "gone" (the destructor then reads nothing of the block); the
+ * destructor, consumed or not, clears `capsule` through the context, which is that field's address
+ * (the deleter then leaves the capsule alone). Both run with the GIL. Capsules of other structs
+ * (export, Handover) have no context. */
 typedef struct {
     DLManagedTensorVersioned m;
+    PyObject *capsule;
     int64_t dims[];
 } dlbind_block_v;
 typedef struct {
     DLManagedTensor m;
+    PyObject *capsule;
     int64_t dims[];
 } dlbind_block_l;
 
@@ -86,12 +95,19 @@ static void *dlbind_block_alloc(int ndim, size_t bytes) {
     return PyMem_RawMalloc(bytes);
 }
 
-static void dlbind_block_release(void *block, void *ctx, int ndim) {
+/* The context of a block's capsule once the block's deleter ran (a consumer that did not rename it). */
+static const char dlbind_block_gone = 0;
+
+static void dlbind_block_release(void *block, PyObject **capsule, void *ctx, int ndim) {
     if (dlbind_finalizing()) { /* the owner leaks (nothing may run now); the memory is ours to free */
         PyMem_RawFree(block);
         return;
     }
     PyGILState_STATE state = PyGILState_Ensure();
+    if (*capsule != NULL) { /* its capsule is alive and unconsumed-or-not: tell it the block is gone */
+        if (PyCapsule_SetContext(*capsule, (void *)&dlbind_block_gone) != 0) PyErr_Clear();
+        *capsule = NULL;
+    }
     if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
     if (ndim <= DLBIND_INLINE_NDIM && dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX)
         dlbind_block_free[dlbind_block_nfree++] = block;
@@ -104,14 +120,29 @@ static void dlbind_block_deleter_v(DLManagedTensorVersioned *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
+    dlbind_block_release(self, &((dlbind_block_v *)self)->capsule, ctx, self->dl_tensor.ndim);
 }
 
 static void dlbind_block_deleter_l(DLManagedTensor *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
+    dlbind_block_release(self, &((dlbind_block_l *)self)->capsule, ctx, self->dl_tensor.ndim);
+}
+
+/* The Python owner a struct holds through manager_ctx when its deleter is one of ours (export and
+ * make_capsule: one reference, dropped by the deleter), else NULL: a foreign struct's context is
+ * opaque. Borrowed; for tp_traverse of the objects that own such a struct. */
+PyObject *dlbind_managed_owner(void *managed, int versioned) {
+    if (managed == NULL) return NULL;
+    if (versioned) {
+        DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
+        if (m->deleter == dlbind_block_deleter_v || m->deleter == dlbind_deleter_versioned) return (PyObject *)m->manager_ctx;
+    } else {
+        DLManagedTensor *m = (DLManagedTensor *)managed;
+        if (m->deleter == dlbind_block_deleter_l || m->deleter == dlbind_deleter_legacy) return (PyObject *)m->manager_ctx;
+    }
+    return NULL;
 }
 
 void dlbind_call_deleter(void *managed, int versioned) {
@@ -128,18 +159,24 @@ void dlbind_call_deleter(void *managed, int versioned) {
  * Our capsules carry our own name strings, so a pointer test settles the common cases; a rename
  * to another copy of the same text is still found by strcmp. */
 void dlbind_capsule_destructor(PyObject *capsule) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    /* A block of ours links back through the context (the address of its `capsule` field), whatever
+     * the capsule's name now is: unlink it, or learn that the block is gone. */
+    void *link = PyCapsule_GetContext(capsule);
+    int gone = link == (void *)&dlbind_block_gone;
+    if (link != NULL && !gone) *(PyObject **)link = NULL;
     const char *name = PyCapsule_GetName(capsule);
-    int versioned;
+    int versioned = -1;
     if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
         versioned = 1;
     else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
         versioned = 0;
-    else /* consumed (or renamed to NULL, which GetName reports without an error) */
-        return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    void *m = PyCapsule_GetPointer(capsule, name);
-    if (m != NULL) dlbind_call_deleter(m, versioned);
+    /* else consumed (or renamed to NULL): the struct is the consumer's */
+    if (versioned >= 0 && !gone) {
+        void *m = PyCapsule_GetPointer(capsule, name);
+        if (m != NULL) dlbind_call_deleter(m, versioned);
+    }
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
 }
@@ -190,6 +227,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_v;
         b->m.flags = flags;
+        b->capsule = NULL;
         t = &b->m.dl_tensor;
         t->shape = ndim > 0 ? b->dims : NULL;
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
@@ -199,6 +237,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         if (b == NULL) return PyErr_NoMemory();
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_l;
+        b->capsule = NULL;
         t = &b->m.dl_tensor;
         t->shape = ndim > 0 ? b->dims : NULL;
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
@@ -216,7 +255,16 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     Py_INCREF(owner);
     dlbind_export_count++;
     PyObject *capsule = PyCapsule_New(block, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, dlbind_capsule_destructor);
-    if (capsule == NULL) dlbind_call_deleter(block, versioned);
+    if (capsule == NULL) {
+        dlbind_call_deleter(block, versioned);
+        return NULL;
+    }
+    PyObject **link = versioned ? &((dlbind_block_v *)block)->capsule : &((dlbind_block_l *)block)->capsule;
+    if (PyCapsule_SetContext(capsule, link) != 0) { /* cannot fail for a valid capsule */
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    *link = capsule;
     return capsule;
 }
 

@@ -6,22 +6,55 @@
  * objects goes to the dlbind.exchange helpers configure() handed over. */
 #include "fastpath.h"
 
-static PyObject *dlbind_api_cache = NULL; /* type -> capsule or None */
-
-/* The last few types looked up, with their resolved tables (NULL: none usable), in front of the
- * dict: a pointer test instead of a hash lookup, a capsule check and the version walk. The dict
- * holds a reference to each type, so a type here stays alive (and its address its own) until
- * dlbind_exchange_clear empties both. */
-#define DLBIND_RECENT_TYPES 4
+/* The exchange table of each type, cached without keeping any type alive (a class made, used once
+ * and dropped must be collectable). The key is the type's version tag: CPython gives a type a tag
+ * when its attributes are looked up, drops it when the type or one of its bases changes, and never
+ * hands the same tag to two types (a counter; 3.10 alone wraps it, after 2**32 assignments), so a
+ * tag names one type in one state for the life of the process. A freed type's address may be
+ * reused by a new type, but never with its tag: an entry of a dead type is never matched again.
+ * A type without a valid tag (0) is looked up every time.
+ *
+ * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
+ * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
+ * is (capsule or None, export guards, bits): the capsule keeps the table's memory alive while
+ * cached; the guards and the immutable bit come from dlbind._libraries.type_traits (spec/adapters.toml),
+ * asked once per type; the legacy-call bit is learned when the type's __dlpack__ refused
+ * max_version and the older call worked. None of it refers to the type. */
+#define DLBIND_RECENT_TYPES 8
+#define DLBIND_TAGS_MAX 1024
 static struct {
-    PyObject *type;
-    const DLPackExchangeAPI *api;
+    PyTypeObject *type; /* compared, never dereferenced: it may be dead */
+    unsigned int tag;   /* 0: empty */
+    PyObject *entry;    /* strong: the (capsule or None, guards, bits) tuple of the type */
+    dlbind_type_info info;
 } dlbind_recent[DLBIND_RECENT_TYPES];
 static unsigned dlbind_recent_next = 0;
+static PyObject *dlbind_tags = NULL; /* tag (int) -> (capsule or None, guards, bits) */
+static PyObject *dlbind_str_exchange_api = NULL;
+static PyObject *dlbind_uncached = NULL; /* the entry of the last type without a tag */
 
 void dlbind_exchange_clear(void) {
-    Py_CLEAR(dlbind_api_cache);
-    memset(dlbind_recent, 0, sizeof dlbind_recent);
+    Py_CLEAR(dlbind_tags);
+    Py_CLEAR(dlbind_uncached);
+    for (int i = 0; i < DLBIND_RECENT_TYPES; i++) {
+        PyObject *entry = dlbind_recent[i].entry;
+        dlbind_recent[i].type = NULL;
+        dlbind_recent[i].tag = 0;
+        dlbind_recent[i].entry = NULL;
+        dlbind_recent[i].info.api = NULL;
+        dlbind_recent[i].info.guards = NULL;
+        dlbind_recent[i].info.bits = 0;
+        Py_XDECREF(entry);
+    }
+}
+
+/* The type's valid version tag, or 0. */
+static unsigned int dlbind_type_tag(PyTypeObject *type) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return type->tp_version_tag; /* 0 when not valid */
+#else
+    return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+#endif
 }
 
 static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
@@ -40,48 +73,230 @@ static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
     return api;
 }
 
-const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
-    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
-        if (dlbind_recent[i].type == type) return dlbind_recent[i].api;
-    if (dlbind_api_cache == NULL && (dlbind_api_cache = PyDict_New()) == NULL) return NULL;
-    PyObject *cap = PyDict_GetItemWithError(dlbind_api_cache, type);
+/* type.__dlpack_c_exchange_api__ (a new reference; None when absent), or NULL on error. */
+static PyObject *dlbind_table_attr(PyObject *type) {
+    if (dlbind_str_exchange_api == NULL &&
+        (dlbind_str_exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) == NULL)
+        return NULL;
+    PyObject *cap = PyObject_GetAttr(type, dlbind_str_exchange_api);
     if (cap == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        cap = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
-        if (cap == NULL) {
-            PyErr_Clear();
-            cap = Py_None;
-            Py_INCREF(cap);
-        }
-        if (PyDict_SetItem(dlbind_api_cache, type, cap) != 0) {
+        PyErr_Clear();
+        cap = Py_NewRef(Py_None);
+    }
+    return cap;
+}
+
+/* A new (capsule or None, guards, bits) entry for the type: its table attribute and what
+ * dlbind._libraries.type_traits says of it (export guards, immutable). NULL on error. */
+static PyObject *dlbind_entry_new(PyObject *type) {
+    PyObject *cap = dlbind_table_attr(type);
+    if (cap == NULL) return NULL;
+    PyObject *guards = NULL;
+    int bits = 0;
+    if (dlbind_cfg.type_traits != NULL) {
+        PyObject *traits = PyObject_CallOneArg(dlbind_cfg.type_traits, type);
+        if (traits == NULL) {
             Py_DECREF(cap);
             return NULL;
         }
-        Py_DECREF(cap); /* the dict holds it */
+        if (!PyTuple_Check(traits) || PyTuple_GET_SIZE(traits) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(traits, 0))) {
+            Py_DECREF(traits);
+            Py_DECREF(cap);
+            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": type_traits must return (guards tuple, immutable)");
+            return NULL;
+        }
+        guards = Py_NewRef(PyTuple_GET_ITEM(traits, 0));
+        int immutable = PyObject_IsTrue(PyTuple_GET_ITEM(traits, 1));
+        Py_DECREF(traits);
+        if (immutable < 0) {
+            Py_DECREF(guards);
+            Py_DECREF(cap);
+            return NULL;
+        }
+        if (immutable) bits |= DLBIND_TYPE_IMMUTABLE;
+    } else {
+        guards = PyTuple_New(0);
     }
-    const DLPackExchangeAPI *api = dlbind_table_resolve(cap);
+    if (guards == NULL) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    return Py_BuildValue("(NNi)", cap, guards, bits);
+}
+
+static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
+    info->api = dlbind_table_resolve(PyTuple_GET_ITEM(entry, 0));
+    info->guards = PyTuple_GET_ITEM(entry, 1);
+    info->bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+}
+
+static const dlbind_type_info dlbind_no_info = {NULL, NULL, 0};
+
+/* The cached info of a type (a pointer valid until the next lookup), or NULL with an error set. */
+static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
+    PyTypeObject *type = (PyTypeObject *)type_obj;
+    unsigned int tag = dlbind_type_tag(type);
+    if (tag != 0)
+        for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return &dlbind_recent[i].info;
+    PyObject *key = NULL, *entry = NULL;
+    if (tag != 0) {
+        if (dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) return NULL;
+        if ((key = PyLong_FromUnsignedLong(tag)) == NULL) return NULL;
+        entry = Py_XNewRef(PyDict_GetItemWithError(dlbind_tags, key));
+        if (entry == NULL && PyErr_Occurred()) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    if (entry == NULL) {
+        entry = dlbind_entry_new(type_obj);
+        if (entry == NULL) {
+            Py_XDECREF(key);
+            return NULL;
+        }
+        /* the lookup gave the type a tag if it had none (3.12+ can be asked directly) */
+#if PY_VERSION_HEX >= 0x030C0000
+        (void)PyUnstable_Type_AssignVersionTag(type);
+#endif
+        unsigned int now = dlbind_type_tag(type);
+        if (now != tag) { /* a tag came (or changed) during the lookup: key by the new one */
+            Py_CLEAR(key);
+            tag = now;
+            if (tag != 0 && dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) {
+                Py_DECREF(entry);
+                return NULL;
+            }
+            if (tag != 0 && (key = PyLong_FromUnsignedLong(tag)) == NULL) {
+                Py_DECREF(entry);
+                return NULL;
+            }
+        }
+        if (key != NULL) {
+            if (PyDict_GET_SIZE(dlbind_tags) >= DLBIND_TAGS_MAX) PyDict_Clear(dlbind_tags);
+            if (PyDict_SetItem(dlbind_tags, key, entry) != 0) {
+                Py_DECREF(key);
+                Py_DECREF(entry);
+                return NULL;
+            }
+        }
+    }
+    Py_XDECREF(key);
+    static dlbind_type_info uncached_info;
+    if (tag == 0) { /* not cacheable: held until the next such lookup, so the table outlives this call */
+        Py_XSETREF(dlbind_uncached, entry);
+        dlbind_entry_info(entry, &uncached_info);
+        return &uncached_info;
+    }
     unsigned slot = dlbind_recent_next++ % DLBIND_RECENT_TYPES;
+    PyObject *old = dlbind_recent[slot].entry;
     dlbind_recent[slot].type = type;
-    dlbind_recent[slot].api = api;
-    return api;
+    dlbind_recent[slot].tag = tag;
+    dlbind_recent[slot].entry = entry; /* the reference we hold */
+    dlbind_entry_info(entry, &dlbind_recent[slot].info);
+    Py_XDECREF(old);
+    return &dlbind_recent[slot].info;
+}
+
+const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
+    const dlbind_type_info *info = dlbind_info_of_type(type);
+    return info == NULL ? NULL : info->api;
 }
 
 const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) { return dlbind_table_of_type((PyObject *)Py_TYPE(obj)); }
 
+int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {
+    const dlbind_type_info *found = dlbind_info_of_type((PyObject *)Py_TYPE(obj));
+    *info = found == NULL ? dlbind_no_info : *found;
+    return found == NULL ? -1 : 0;
+}
+
+void dlbind_type_mark(PyObject *obj, int bits) {
+    PyTypeObject *type = Py_TYPE(obj);
+    unsigned int tag = dlbind_type_tag(type);
+    if (tag == 0) return;
+    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+        if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) dlbind_recent[i].info.bits |= bits;
+    if (dlbind_tags == NULL) return;
+    PyObject *key = PyLong_FromUnsignedLong(tag);
+    PyObject *entry = key ? PyDict_GetItemWithError(dlbind_tags, key) : NULL;
+    if (entry != NULL) {
+        PyObject *marked = Py_BuildValue("(OOl)", PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1),
+                                         PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) | bits);
+        if (marked == NULL || PyDict_SetItem(dlbind_tags, key, marked) != 0) PyErr_Clear();
+        Py_XDECREF(marked);
+    }
+    Py_XDECREF(key);
+    if (PyErr_Occurred()) PyErr_Clear(); /* a cache that cannot learn only costs a call */
+}
+
+/* The (name, is a method) pair of obj's first truthy export guard (borrowed from guards, which
+ * the caller holds), None when none is, NULL on error. A guard the object lacks (an older release
+ * of its library) does not apply. */
+static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards) {
+    Py_ssize_t n = PyTuple_GET_SIZE(guards);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(guards, i);
+        PyObject *name = PyTuple_GET_ITEM(pair, 0);
+        PyObject *value = PyTuple_GET_ITEM(pair, 1) == Py_True
+                              ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                              : PyObject_GetAttr(obj, name);
+        if (value == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+            PyErr_Clear();
+            continue;
+        }
+        int truthy = value == Py_True ? 1 : value == Py_False || value == Py_None ? 0 : PyObject_IsTrue(value);
+        Py_DECREF(value);
+        if (truthy < 0) return NULL;
+        if (truthy) return pair;
+    }
+    return Py_None;
+}
+
+int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out) {
+    *out = NULL;
+    PyObject *guards = info->guards;
+    if (guards != NULL && PyTuple_GET_SIZE(guards) > 0) {
+        Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
+        PyObject *pair = dlbind_truthy_guard(obj, guards);
+        if (pair != NULL && pair != Py_None) { /* the library's own refusal, or dlbind's: never exported */
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, PyTuple_GET_ITEM(pair, 0),
+                                                         PyTuple_GET_ITEM(pair, 1), NULL);
+            Py_XDECREF(res);
+            if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
+            pair = NULL;
+        }
+        Py_DECREF(guards);
+        if (pair == NULL) return -1;
+    }
+    const DLPackExchangeAPI *api = info->api;
+    if (api == NULL) return 0;
+    DLManagedTensorVersioned *m = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
+        if (PyErr_Occurred()) {
+            /* the table refused (torch: sparse, quantized): __dlpack__ says why in its own words */
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (info->bits & DLBIND_TYPE_IMMUTABLE) m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    *out = m;
+    return 1;
+}
+
 /* exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table */
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     (void)mod;
-    const DLPackExchangeAPI *api = dlbind_table_of(obj);
-    if (api == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
+    dlbind_type_info info;
+    if (dlbind_type_info_of(obj, &info) != 0) return NULL;
     DLManagedTensorVersioned *out = NULL;
-    if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0 || out == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
+    int found = dlbind_table_take(obj, &info, &out);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NONE;
     return PyLong_FromVoidPtr(out);
 }
 
@@ -196,20 +411,20 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
  * synchronise or explain. */
 static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVersioned **out) {
     DLManagedTensorVersioned *m = NULL;
-    const DLPackExchangeAPI *source = dlbind_table_of(x);
-    if (source != NULL) {
-        if (source->managed_tensor_from_py_object_no_sync(x, &m) != 0 || m == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the producer's exchange table failed");
-            return -1;
-        }
-    } else {
-        if (PyErr_Occurred()) return -1;
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return -1;
+    int taken = dlbind_table_take(x, &info, &m);
+    if (taken < 0) return -1;
+    if (taken == 0) {
+        if (info.bits & DLBIND_TYPE_LEGACY_CALL) return 0; /* Python calls it the way it accepts */
         PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
         PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                       dlbind_cfg.kwnames_dlpack);
         if (capsule == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-            PyErr_Clear(); /* the general route says what is wrong */
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
+                !PyErr_ExceptionMatches(PyExc_BufferError))
+                return -1;
+            PyErr_Clear(); /* the general route bridges it (an older producer, a buffer protocol) or says why not */
             return 0;
         }
         if (!PyCapsule_CheckExact(capsule) || PyCapsule_IsValid(capsule, DLBIND_NAME_LEGACY)) {
@@ -220,6 +435,8 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         m = (DLManagedTensorVersioned *)dlbind_take(capsule, &versioned);
         Py_DECREF(capsule);
         if (m == NULL) return -1;
+        if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
+            m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY; /* its library never writes it: nor may the target */
     }
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);
@@ -247,11 +464,22 @@ typedef struct {
     DLDevice device;
 } dlbind_handover;
 
+/* Freed handovers are kept for the next convert, untracked by the garbage collector until reused. */
 #define DLBIND_HANDOVER_FREE_MAX 8
 static dlbind_handover *dlbind_handover_free[DLBIND_HANDOVER_FREE_MAX];
 static int dlbind_handover_nfree = 0;
 
+/* Garbage collection: a consumer that keeps its producer can make a cycle through the owner the
+ * struct holds (when the struct is dlbind's own) or through the Tensor. No tp_clear: whatever a
+ * cycle through a Handover passes through (the consumer's containers) clears. */
+static int dlbind_handover_traverse(dlbind_handover *self, visitproc visit, void *arg) {
+    Py_VISIT(self->tensor);
+    Py_VISIT(dlbind_managed_owner(self->m, 1));
+    return 0;
+}
+
 static void dlbind_handover_dealloc(dlbind_handover *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
     DLManagedTensorVersioned *m = self->m;
     self->m = NULL;
     if (m != NULL) dlbind_call_deleter(m, 1);
@@ -259,7 +487,7 @@ static void dlbind_handover_dealloc(dlbind_handover *self) {
     if (dlbind_handover_nfree < DLBIND_HANDOVER_FREE_MAX)
         dlbind_handover_free[dlbind_handover_nfree++] = self;
     else
-        Py_TYPE(self)->tp_free((PyObject *)self);
+        PyObject_GC_Del(self);
 }
 
 static PyTypeObject dlbind_handover_type;
@@ -271,7 +499,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
         self = dlbind_handover_free[--dlbind_handover_nfree];
         (void)PyObject_Init((PyObject *)self, &dlbind_handover_type);
     } else {
-        self = PyObject_New(dlbind_handover, &dlbind_handover_type);
+        self = PyObject_GC_New(dlbind_handover, &dlbind_handover_type);
         if (self == NULL) {
             dlbind_call_deleter(m, 1);
             return NULL;
@@ -280,6 +508,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
     self->m = m;
     self->tensor = NULL;
     self->device = m->dl_tensor.device;
+    PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
 }
 
@@ -336,24 +565,57 @@ static PyTypeObject dlbind_handover_type = {
     .tp_name = DLBIND_MODULE ".Handover",
     .tp_basicsize = sizeof(dlbind_handover),
     .tp_dealloc = (destructor)dlbind_handover_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_handover_traverse,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "A DLPack producer of one imported tensor (dlbind.convert's C route to consumers without an exchange table).",
     .tp_methods = dlbind_handover_methods,
 };
 
 int dlbind_exchange_init(void) { return PyType_Ready(&dlbind_handover_type); }
 
-/* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. */
+typedef struct {
+    void *ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *);
+    int called;
+} dlbind_inflight;
+
+/* The deleter of a struct while a target's exchange table imports it (dlbind_convert_table). */
+static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
+    dlbind_inflight *rec = (dlbind_inflight *)m->manager_ctx;
+    rec->called = 1;
+    m->manager_ctx = rec->ctx;
+    m->deleter = rec->deleter;
+    if (m->deleter != NULL) m->deleter(m);
+}
+
+/* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
+ * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
+ * library's own error for the same call, so both builds raise the same. */
 static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *target, long refuse) {
     DLManagedTensorVersioned *m = NULL;
     int found = dlbind_import_for_convert(x, refuse, &m);
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NOTIMPLEMENTED;
     void *out = NULL;
-    if (target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL) {
-        dlbind_call_deleter(m, 1);
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_BufferError, "the consumer's exchange table failed");
-        return NULL;
+    /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
+     * (it calls the deleter when its checks run after taking the struct: "numel ... overflow", not for
+     * an unknown dtype code). The struct goes in with a trampoline deleter that records the call, so it
+     * is released exactly once either way; the original deleter is back in place when we return
+     * (torch reads m->deleter when it releases, not when it imports). */
+    dlbind_inflight rec = {m->manager_ctx, m->deleter, 0};
+    m->manager_ctx = &rec;
+    m->deleter = dlbind_inflight_deleter;
+    int failed = target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL;
+    if (!rec.called) { /* m is alive: put its own deleter back */
+        m->manager_ctx = rec.ctx;
+        m->deleter = rec.deleter;
+    }
+    if (failed) {
+        if (!rec.called) dlbind_call_deleter(m, 1);
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt stands */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
     }
     return (PyObject *)out;
 }
@@ -401,6 +663,37 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return dlbind_convert_table(args[0], target, refuse);
 }
 
+/* The pending exception of a failed C route to `to`, as dlbind.conversion.target_error makes it
+ * (a target's RuntimeError etc. becomes a BufferError naming it); always returns NULL. */
+static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) { /* nothing raised: leave it to the caller's SystemError */
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.target_error, x, to, value, NULL);
+    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
+        if (made != NULL && made != value) /* a hook returning a non-exception: keep the original */
+            Py_DECREF(made);
+        else if (made == NULL) { /* the hook failed: the original matters more */
+            PyErr_Clear();
+        } else {
+            Py_DECREF(made);
+        }
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
+    Py_DECREF(made);
+    return NULL;
+}
+
 /* convert(x, to, *, device=None, copy=None, stream=None): the C routes when dlbind.convert has
  * cached one for `to` (convert_routes: to -> (target type, refuse, from_dlpack or None)); every
  * other call in Python. */
@@ -442,6 +735,7 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
                 else
                     out = Py_NewRef(Py_NotImplemented);
             }
+            if (out == NULL) return dlbind_target_error(args[0], to);
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);
         }

@@ -14,19 +14,44 @@ typedef struct {
     int64_t inline_dims[2 * DLBIND_INLINE_NDIM];
 } dlbind_exporter;
 
-/* Freed exporters are kept for the next asdlpack (GIL-protected, like every Python object). */
+/* Freed exporters are kept for the next asdlpack (GIL-protected, like every Python object). An
+ * exporter on this list is untracked by the garbage collector; reuse tracks it again. */
 #define DLBIND_EXPORTER_FREE_MAX 16
 static dlbind_exporter *dlbind_exporter_free[DLBIND_EXPORTER_FREE_MAX];
 static int dlbind_exporter_nfree = 0;
 
-static void dlbind_exporter_dealloc(dlbind_exporter *self) {
-    if (self->view.obj != NULL) PyBuffer_Release(&self->view);
-    if (self->dims != self->inline_dims) PyMem_Free(self->dims);
+/* Garbage collection: the exporter owns a reference to its source object (view.obj, through the
+ * buffer view) and to the Python Exporter made for unusual keywords (slow), so
+ * `b.e = asdlpack(b)` (b a bytearray subclass) is a cycle the collector must see.
+ *
+ * Every capsule struct exported from here holds its own reference to the exporter (manager_ctx),
+ * so while a consumer may still read the data, the exporter stays alive and its view held. The
+ * collector clears an exporter only when everything referring to it is unreachable too (the
+ * consumers of its structs included: a struct the collector cannot see inside keeps the exporter
+ * reachable), so releasing the view in tp_clear cannot pull memory from under a live consumer.
+ * The view is released exactly once: tp_clear or dealloc, whichever comes first (PyBuffer_Release
+ * sets view.obj to NULL). */
+static int dlbind_exporter_traverse(dlbind_exporter *self, visitproc visit, void *arg) {
+    Py_VISIT(self->view.obj);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int dlbind_exporter_clear(dlbind_exporter *self) {
     Py_CLEAR(self->slow);
+    if (self->view.obj != NULL) PyBuffer_Release(&self->view);
+    return 0;
+}
+
+static void dlbind_exporter_dealloc(dlbind_exporter *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
+    (void)dlbind_exporter_clear(self);
+    if (self->dims != self->inline_dims) PyMem_Free(self->dims);
+    self->dims = self->inline_dims;
     if (dlbind_exporter_nfree < DLBIND_EXPORTER_FREE_MAX)
         dlbind_exporter_free[dlbind_exporter_nfree++] = self;
     else
-        Py_TYPE(self)->tp_free((PyObject *)self);
+        PyObject_GC_Del(self);
 }
 
 /* NULL without an exception: not a buffer this path takes (the caller asks Python, which either
@@ -38,11 +63,14 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
         self = dlbind_exporter_free[--dlbind_exporter_nfree];
         (void)PyObject_Init((PyObject *)self, &dlbind_exporter_type);
     } else {
-        self = PyObject_New(dlbind_exporter, &dlbind_exporter_type);
+        self = PyObject_GC_New(dlbind_exporter, &dlbind_exporter_type);
         if (self == NULL) return NULL;
     }
+    /* untracked until every field is set (the buffer call below may run Python code, and a
+     * collection) */
     self->dims = self->inline_dims;
     self->slow = NULL;
+    self->view.obj = NULL;
     if (PyObject_GetBuffer(obj, &self->view, PyBUF_RECORDS_RO) != 0) {
         PyErr_Clear();
         self->view.obj = NULL;
@@ -79,13 +107,22 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
             }
         }
     }
+    PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
 refuse:
     Py_DECREF(self);
     return NULL;
 }
 
+/* An exporter the garbage collector cleared (only reachable then from other garbage, by a
+ * finalizer) exports nothing. */
+static PyObject *dlbind_exporter_released(void) {
+    PyErr_SetString(PyExc_BufferError, "this dlbind.Exporter was released by the garbage collector");
+    return NULL;
+}
+
 static PyObject *dlbind_exporter_slow(dlbind_exporter *self) {
+    if (self->view.obj == NULL) return dlbind_exporter_released();
     if (self->slow == NULL) {
         PyObject *kw = Py_BuildValue("{s:O}", "readonly", self->readonly ? Py_True : Py_False);
         if (kw == NULL) return NULL;
@@ -112,6 +149,7 @@ static PyObject *dlbind_exporter_dlpack(dlbind_exporter *self, PyObject *const *
         Py_DECREF(method);
         return res;
     }
+    if (self->view.obj == NULL) return dlbind_exporter_released();
     if (!parsed.versioned && self->readonly) return dlbind_readonly_legacy_error();
     return dlbind_make_capsule((PyObject *)self, self->view.buf, self->ndim, self->dims, self->dims + self->ndim,
                                cpu, self->dtype, 0, parsed.versioned, self->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
@@ -156,7 +194,10 @@ PyTypeObject dlbind_exporter_type = {
     .tp_basicsize = sizeof(dlbind_exporter),
     .tp_dealloc = (destructor)dlbind_exporter_dealloc,
     .tp_repr = (reprfunc)dlbind_exporter_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_exporter_traverse,
+    .tp_clear = (inquiry)dlbind_exporter_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "A dlbind.Exporter over an object's buffer (what dlbind.asdlpack returns for buffers).",
     .tp_methods = dlbind_exporter_methods,
 };

@@ -54,11 +54,14 @@ typedef struct {
     PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
     PyObject *check_managed;     /* dlbind.tensor.check_managed: raises the precise BufferError */
     PyObject *export_view;       /* dlbind.producer.export_view */
-    PyObject *after_type_error;  /* dlbind.consumer.after_type_error */
+    PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
                                     by dlbind.planner.plan */
+    PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
+    PyObject *type_traits;       /* dlbind._libraries.type_traits: type -> (export guards, immutable), once per type */
+    PyObject *refuse_guarded;    /* dlbind.consumer.refuse_guarded(x, name, is_method): raises x's BufferError */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
@@ -100,6 +103,7 @@ int dlbind_device_known(int64_t device_type);
 int dlbind_device_host(int64_t device_type);          /* the CPU reads its memory directly */
 int dlbind_device_stream_free(int64_t device_type);   /* its stream rule: stream must be None */
 int dlbind_dtype_code_known(int64_t code);
+int dlbind_dtype_width_accepted(int code, int bits);
 const char *dlbind_dtype_name(int code, int bits);    /* NULL: no name */
 const char *dlbind_dtype_format(int code, int bits);  /* NULL: the buffer protocol cannot name it */
 /* buffer format (byte-order prefix included) -> (code, bits); 0 when the table has no entry or
@@ -120,6 +124,8 @@ PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
 /* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
 void *dlbind_take(PyObject *capsule, int *versioned);
 void dlbind_call_deleter(void *managed, int versioned);
+/* The owner our deleter will drop (borrowed), or NULL when the struct is not ours (for tp_traverse). */
+PyObject *dlbind_managed_owner(void *managed, int versioned);
 /* The destructor of every capsule the C code makes: runs the struct's deleter unless consumed. */
 void dlbind_capsule_destructor(PyObject *capsule);
 /* A capsule over memory described by the arguments; owner gets one reference until the deleter. */
@@ -150,14 +156,37 @@ PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector);
 PyObject *dlbind_consume_capsule(PyObject *capsule);
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+/* Mark a Tensor read-only (its library's arrays are immutable; a legacy capsule cannot say so). */
+void dlbind_tensor_seal(PyObject *tensor);
+PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
 
 /* ---- exchange.c ----------------------------------------------------------------------------- */
 /* The usable exchange table of a type (cached), or NULL (an error is set only on failure). */
 const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type);
 const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
+/* What dlbind knows of a producer's type, cached per type with its table (exchange.c). */
+#define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
+#define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
+typedef struct {
+    const DLPackExchangeAPI *api; /* its usable exchange table, or NULL */
+    PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */
+    int bits;                     /* DLBIND_TYPE_* */
+} dlbind_type_info;
+/* Fills *info for type(obj); 0, or -1 with an error set. */
+int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info);
+/* Sets bits on the cached entry of type(obj) (no error: a type not cached stays unmarked). */
+void dlbind_type_mark(PyObject *obj, int bits);
+/* obj through its type's exchange table: 1 with *out (an owned struct), 0 when the table does not
+ * apply (none, or the table raised an Exception: __dlpack__ then answers, with the producer's own
+ * checks), -1 on error. An object whose export guard is truthy is refused (-1, BufferError) whether
+ * its type has a table or not: its library's own refusal, or dlbind's when __dlpack__ has none. */
+int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* 3 or 4 args */
+
+/* ---- copy.c ---- */
+PyObject *dlbind_py_copy_strided(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 void dlbind_exchange_clear(void);
 int dlbind_exchange_init(void); /* once, at module init (the Handover type) */

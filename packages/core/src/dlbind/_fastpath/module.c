@@ -58,14 +58,14 @@ static int dlbind_require_callable(PyObject *value, const char *name) {
 static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kwargs) {
     (void)mod;
     static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
-                               "export_view", "after_type_error", "managed_from_object", "object_from_managed",
-                               "allocate", "convert", "convert_routes", NULL};
-    PyObject *v[12];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3], &v[4],
-                                     &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11]))
+                               "export_view", "after_refusal", "managed_from_object", "object_from_managed",
+                               "allocate", "convert", "convert_routes", "target_error", "type_traits", "refuse_guarded", NULL};
+    PyObject *v[15];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3], &v[4],
+                                     &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14]))
         return NULL;
     /* all required: parsed as optional keyword-only only to name the missing one */
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 15; i++) {
         if (kwargs == NULL || PyDict_GetItemString(kwargs, keywords[i]) == NULL) {
             PyErr_Format(PyExc_TypeError, "configure() missing required keyword argument '%s'", keywords[i]);
             return NULL;
@@ -81,13 +81,17 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
         PyErr_SetString(PyExc_TypeError, "configure(): convert_routes must be a dict");
         return NULL;
     }
-    PyObject **slots[12] = {
+    for (int i = 12; i < 15; i++)
+        if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
+    PyObject **slots[15] = {
         (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
         &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
-        &dlbind_cfg.after_type_error,         &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
+        &dlbind_cfg.after_refusal,           &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
         &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.convert_routes,
+        &dlbind_cfg.target_error,             &dlbind_cfg.type_traits,
+        &dlbind_cfg.refuse_guarded,
     };
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 15; i++) {
         Py_INCREF(v[i]);
         Py_XSETREF(*slots[i], v[i]);
     }
@@ -97,9 +101,11 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
 
 static PyMethodDef dlbind_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_type_error, "
-     "managed_from_object, object_from_managed, allocate, convert, convert_routes): the Python pieces the C code "
+     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
+     "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, type_traits, refuse_guarded): the Python pieces the C code "
      "uses (dlbind passes them at import)"},
+    {"seal", (PyCFunction)dlbind_py_seal, METH_O,
+     "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
     {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL, "export(keepalive, address, versioned) -> capsule"},
     {"take", (PyCFunction)dlbind_py_take, METH_O, "take(capsule) -> (address, versioned)"},
@@ -113,6 +119,8 @@ static PyMethodDef dlbind_methods[] = {
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
     {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
      "convert_to(x, target_type, refuse[, from_dlpack]): see dlbind.convert"},
+    {"copy_strided", (PyCFunction)(void (*)(void))dlbind_py_copy_strided, METH_FASTCALL,
+     "copy_strided(dst, src, shape, byte_strides, itemsize): row-major copy of strided host memory (GIL released)"},
     {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
      "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
     {NULL, NULL, 0, NULL},

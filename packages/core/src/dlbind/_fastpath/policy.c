@@ -27,6 +27,12 @@ int dlbind_dtype_code_known(int64_t code) {
     return code >= 0 && code < DLBIND_DTYPE_CODE_LIMIT && DLBIND_DTYPE_CODE_KNOWN[code];
 }
 
+/* bits is a width the spec defines for this (known) code; never 0 */
+int dlbind_dtype_width_accepted(int code, int bits) {
+    if (bits <= 0 || bits > 255) return 0;
+    return (int)((DLBIND_DTYPE_ACCEPTS[code][bits >> 6] >> (bits & 63)) & 1ULL);
+}
+
 static const dlbind_dtype_row *dlbind_dtype_row_of(int code, int bits) {
     for (size_t i = 0; i < DLBIND_DTYPE_COUNT; i++)
         if (DLBIND_DTYPES[i].code == code && DLBIND_DTYPES[i].bits == bits) return &DLBIND_DTYPES[i];
@@ -91,13 +97,17 @@ int dlbind_format_dtype(const char *format, DLDataType *out) {
 
 int dlbind_count(const int64_t *shape, int ndim, int64_t *out) {
     int64_t count = 1;
-    for (int i = 0; i < ndim; i++) /* a zero dimension makes any shape empty, however large the rest */
-        if (shape[i] == 0) {
-            *out = 0;
-            return 0;
-        }
+    int empty = 0;
+    for (int i = 0; i < ndim; i++) { /* a negative dimension anywhere is an error, even beside a zero */
+        if (shape[i] < 0) return -1;
+        if (shape[i] == 0) empty = 1; /* a zero dimension makes any shape empty, however large the rest */
+    }
+    if (empty) {
+        *out = 0;
+        return 0;
+    }
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0 || dlbind_mul_overflow(count, shape[i], &count)) return -1;
+        if (dlbind_mul_overflow(count, shape[i], &count)) return -1;
     *out = count;
     return 0;
 }

@@ -11,10 +11,24 @@ typedef struct {
     DLTensor *t;
     int64_t *strides; /* t->strides, or computed row-major strides (owned) */
     int own_strides;
+    uint64_t sealed; /* flags added by dlbind: READ_ONLY for arrays of an immutable library */
     PyObject *weakrefs;
 } dlbind_tensor;
 
+/* Garbage collection: a struct exported by dlbind itself holds a reference to its owner (an
+ * exporter, another Tensor, or the object Python's export keeps alive), which the tensor owns
+ * through the struct; visiting it lets the collector see cycles such as
+ * `b.t = from_dlpack(asdlpack(b))`. A foreign struct's context is opaque: its owner is not visited
+ * (the collector then treats what it holds as reachable, never the reverse). No tp_clear: running
+ * the deleter early would leave the tensor's shape and data dangling; every such cycle passes
+ * through an object that clears (an instance dict, a list, an exporter's view). */
+static int dlbind_tensor_traverse(dlbind_tensor *self, visitproc visit, void *arg) {
+    Py_VISIT(dlbind_managed_owner(self->managed, self->versioned));
+    return 0;
+}
+
 static void dlbind_tensor_dealloc(dlbind_tensor *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
     if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
     if (self->own_strides) PyMem_Free(self->strides);
     void *m = self->managed;
@@ -34,9 +48,9 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
     if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) return 0;
     if (t->ndim < 0 || t->ndim > DLBIND_MAX_NDIM) return 0;
     if (!dlbind_dtype_code_known(t->dtype.code) || t->dtype.lanes == 0 || (t->dtype.lanes != 1 && !allow_vector) ||
-        t->dtype.bits == 0)
+        !dlbind_dtype_width_accepted(t->dtype.code, t->dtype.bits))
         return 0;
-    if (!dlbind_device_known(t->device.device_type)) return 0;
+    if (!dlbind_device_known(t->device.device_type) || t->device.device_id < 0) return 0;
     if (t->ndim > 0 && t->shape == NULL) return 0;
     int64_t count, nbytes;
     if (dlbind_count(t->shape, t->ndim, &count) != 0) return 0; /* negative, or >= 2**63 elements */
@@ -83,6 +97,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
     self->versioned = versioned;
     self->t = t;
     self->own_strides = 0;
+    self->sealed = 0;
     self->strides = t->strides;
     if (t->ndim > 0 && t->strides == NULL) { /* NULL strides: compact row-major (allowed before DLPack 1.2) */
         self->strides = (int64_t *)PyMem_Malloc((size_t)t->ndim * sizeof(int64_t));
@@ -116,7 +131,30 @@ static PyObject *dlbind_int64_tuple(const int64_t *values, int n) {
 }
 
 static uint64_t dlbind_tensor_flags(dlbind_tensor *self) {
-    return self->versioned ? ((DLManagedTensorVersioned *)self->managed)->flags : 0;
+    return (self->versioned ? ((DLManagedTensorVersioned *)self->managed)->flags : 0) | self->sealed;
+}
+
+void dlbind_tensor_seal(PyObject *tensor) {
+    ((dlbind_tensor *)tensor)->sealed |= DLPACK_FLAG_BITMASK_READ_ONLY;
+}
+
+PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
+    (void)mod;
+    if (!PyObject_TypeCheck(tensor, &dlbind_tensor_core_type)) {
+        PyErr_Format(PyExc_TypeError, "seal() takes a dlbind.Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
+        return NULL;
+    }
+    dlbind_tensor_seal(tensor);
+    Py_RETURN_NONE;
+}
+
+/* A tensor imported from x: read-only when x's library never writes its arrays (unless the
+ * producer made a copy for us). Steals and returns tensor. */
+static PyObject *dlbind_sealed_if(PyObject *tensor, int bits) {
+    if (tensor != NULL && (bits & DLBIND_TYPE_IMMUTABLE) &&
+        !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLPACK_FLAG_BITMASK_IS_COPIED))
+        dlbind_tensor_seal(tensor);
+    return tensor;
 }
 
 #define DLBIND_GETTER(name, expr)                                  \
@@ -291,7 +329,9 @@ PyTypeObject dlbind_tensor_core_type = {
     .tp_name = DLBIND_MODULE ".TensorCore",
     .tp_basicsize = sizeof(dlbind_tensor),
     .tp_dealloc = (destructor)dlbind_tensor_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_tensor_traverse,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "The C core of dlbind.Tensor: owns a consumed DLPack tensor.",
     .tp_methods = dlbind_tensor_methods,
     .tp_getset = dlbind_tensor_getset,
@@ -341,14 +381,12 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *x = args[0];
     if (PyCapsule_CheckExact(x)) return dlbind_consume_capsule(x);
-    const DLPackExchangeAPI *api = dlbind_table_of(x);
-    if (api != NULL) {
-        DLManagedTensorVersioned *out = NULL;
-        if (api->managed_tensor_from_py_object_no_sync(x, &out) != 0 || out == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(x)->tp_name);
-            return NULL;
-        }
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return NULL;
+    DLManagedTensorVersioned *out = NULL;
+    int taken = dlbind_table_take(x, &info, &out);
+    if (taken < 0) return NULL;
+    if (taken == 1) {
         if (!dlbind_device_stream_free(out->dl_tensor.device.device_type)) {
             /* NoSync: device work may be queued; let __dlpack__ synchronise instead */
             dlbind_call_deleter(out, 1);
@@ -356,7 +394,8 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         }
         return dlbind_tensor_wrap(out, 1, 0);
     }
-    if (PyErr_Occurred()) return NULL;
+    /* a producer that refused max_version before: Python calls it the way it accepts, once */
+    if (info.bits & DLBIND_TYPE_LEGACY_CALL) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
     PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                   dlbind_cfg.kwnames_dlpack);
@@ -375,16 +414,20 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
             PyErr_Restore(type, value, tb);
             return NULL;
         }
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* maybe an older producer: Python goes on */
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+            /* maybe an older producer, or one whose buffer protocol carries what __dlpack__ refuses */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             PyErr_NormalizeException(&type, &value, &tb);
             if (tb != NULL) PyException_SetTraceback(value, tb);
-            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_type_error, x, value, NULL);
+            int legacy = PyErr_GivenExceptionMatches(value, PyExc_TypeError);
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, NULL);
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
-            return res;
+            /* the older call worked: from now on Python asks this type the way it accepts */
+            if (res != NULL && legacy) dlbind_type_mark(x, DLBIND_TYPE_LEGACY_CALL);
+            return res; /* Python sealed it if needed */
         }
         return NULL;
     }
@@ -399,5 +442,5 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     }
     PyObject *res = dlbind_consume_capsule(capsule);
     Py_DECREF(capsule);
-    return res;
+    return dlbind_sealed_if(res, info.bits);
 }

@@ -1,0 +1,130 @@
+"""Which library an array belongs to, and what dlbind knows of its type, cached per type (weakly).
+
+Low in the layers (below the consumer) so that every route can ask: :func:`library_of` (the adapter
+of an array's library, from ``spec/adapters.toml``), :func:`type_traits` (what the compiled fast path
+caches per producer type: the export guards and whether the library's arrays are immutable), and
+:class:`TypeCache`, the per-type cache that keeps no class alive.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any
+
+from dlbind._generated.adapters import ADAPTERS, Adapter
+
+__all__ = ["MISSING", "TypeCache", "library_of", "type_traits"]
+
+MISSING: Any = object()
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
+class TypeCache:
+    """A per-type cache that keeps no class alive (issue 8 defect 6).
+
+    Classes that live as long as the process anyway go in a plain dict, the fastest lookup: static
+    (C) types, which are never freed, and classes their module names (``numpy.ndarray``,
+    ``torch.Tensor``, ``dlbind.Tensor``), which live as long as the module. Every other class (one
+    made at run time, used once and dropped) is held weakly and leaves the cache when it dies.
+    """
+
+    __slots__ = ("lasting", "passing")
+
+    def __init__(self) -> None:
+        self.lasting: dict[type, Any] = {}
+        self.passing: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
+
+    def get(self, kind: type) -> Any:
+        """The value cached for ``kind``, or :data:`MISSING`."""
+        found = self.lasting.get(kind, MISSING)
+        if found is MISSING:
+            found = self.passing.get(kind, MISSING)
+        return found
+
+    def put(self, kind: type, value: Any) -> None:
+        if _lasting(kind):
+            self.lasting[kind] = value
+        else:
+            self.passing[kind] = value
+
+
+def _lasting(kind: type) -> bool:
+    if not kind.__flags__ & _HEAPTYPE:
+        return True
+    name = getattr(kind, "__module__", None)
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is not None and getattr(module, kind.__qualname__, None) is kind
+
+
+_BY_TYPE = TypeCache()  # type -> its library's adapter or None
+
+
+def library_of(x: Any) -> Adapter | None:
+    """The adapter of ``x``'s library, found from its type's name (the library is never imported)."""
+    kind = type(x)
+    found = _BY_TYPE.lasting.get(kind, MISSING)  # the common case without a method call
+    if found is not MISSING:
+        return found  # type: ignore[no-any-return]
+    found = _BY_TYPE.passing.get(kind, MISSING)
+    if found is not MISSING:
+        return found  # type: ignore[no-any-return]
+    return _find(kind)
+
+
+def adapter_of_type(kind: type) -> Adapter | None:
+    """:func:`library_of` for a type."""
+    found = _BY_TYPE.get(kind)
+    return _find(kind) if found is MISSING else found
+
+
+def _find(kind: type) -> Adapter | None:
+    found = None
+    for klass in kind.__mro__:
+        name = f"{klass.__module__}.{klass.__qualname__}"
+        found = next((a for a in ADAPTERS.values() if name in a.array_types), None)
+        if found is not None:
+            break
+    _BY_TYPE.put(kind, found)
+    return found
+
+
+def immutable(x: Any) -> bool:
+    """``x``'s library never writes its arrays: what is imported from it must be read-only."""
+    adapter = library_of(x)
+    return adapter is not None and adapter.immutable
+
+
+_TRAITS = TypeCache()  # type -> type_traits(type)
+
+
+def type_traits(kind: type) -> tuple[tuple[tuple[str, bool], ...], bool]:
+    """What the compiled fast path keeps per producer type: its library's export guards as
+    ``(name, is a method)`` pairs, and whether its arrays are immutable."""
+    found = _TRAITS.get(kind)
+    if found is MISSING:
+        adapter = adapter_of_type(kind)
+        if adapter is None:
+            found = ((), False)
+        else:
+            guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in adapter.export_guards)
+            found = (guards, adapter.immutable)
+        _TRAITS.put(kind, found)
+    return found  # type: ignore[no-any-return]
+
+
+def truthy_guard(x: Any) -> tuple[str, bool] | None:
+    """The first export guard of ``x``'s library that is truthy for ``x`` (``(name, is a method)``), or None.
+
+    Such an array must never be exported: its library's ``__dlpack__`` refuses it, or (a library that
+    forgets a check) would export it with the wrong values."""
+    for name, call in type_traits(type(x))[0]:
+        try:
+            value = getattr(x, name)
+        except AttributeError:  # an older release without it: the guard does not apply
+            continue
+        if call:
+            value = value()
+        if value:
+            return name, call
+    return None
