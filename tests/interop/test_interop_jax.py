@@ -48,11 +48,6 @@ class TestJax(InteropSuite):
             "test_from_numpy_device[*]": "device 'cpu', 'cpu:0', (1, 0) are passed raw to jax (it wants a jax.Device)",
         }
         gaps["test_from_numpy_copy_true"] = "convert(a, to='jax', copy=True) gives a jax array sharing numpy's memory"
-        if version("jax") < (0, 12):
-            gaps["test_to_numpy_no_writable_alias_of_immutable"] = (
-                "jax<0.12 exports legacy capsules with no read-only flag: numpy gets a writable alias of a jax array"
-            )
-            gaps["test_no_writable_alias_to[*]"] = "jax<0.12's legacy capsules reach the target as a writable alias"
         return gaps
 
     @pytest.mark.parametrize("target", ["torch", "tvm_ffi", "array_api_strict"])

@@ -49,24 +49,7 @@ class TestTorch(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        gaps: dict[str, str] = {
-            "test_from_numpy_device[tuple]": "device (1, 0) is passed raw to torch.from_dlpack (AssertionError)",
-            "test_readonly_copy_false_refused": "convert(read-only, to='torch', copy=False) hands out a writable alias",
-            "test_torch_refusals_kept[neg-*]": "a negative-bit view is exported (its values read un-negated)",
-        }
-        if compiled():
-            # the compiled build goes through torch's C exchange table, which skips torch's export checks
-            table = "the compiled build takes torch's C exchange table, which skips torch's export checks"
-            gaps.update(dict.fromkeys(
-                ["test_torch_refusals_kept[conj-*]", "test_torch_refusals_kept[requires_grad-*]",
-                 "test_conj_value_never_wrong"],
-                table,
-            ))  # fmt: skip
-            gaps.update(dict.fromkeys(
-                ["test_torch_refusals_kept[sparse-*]", "test_torch_refusals_kept[quantized-*]"],
-                "sparse/quantized tensors raise torch's RuntimeError, not BufferError (compiled build)",
-            ))  # fmt: skip
-        return gaps
+        return {"test_from_numpy_device[tuple]": "device (1, 0) is passed raw to torch.from_dlpack (AssertionError)"}
 
     @pytest.mark.parametrize("route", list(ROUTES))
     @pytest.mark.parametrize("kind", list(REFUSED))
