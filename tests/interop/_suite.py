@@ -182,6 +182,11 @@ class InteropSuite:
         return {}
 
     @classmethod
+    def crashes(cls) -> dict[str, str]:
+        """Test-name patterns -> gaps where dlbind crashes the interpreter today (not run: xfail(run=False))."""
+        return {}
+
+    @classmethod
     def gaps(cls) -> dict[str, str]:
         """Every gap of this suite: numpy's as a target (its version decides), then the system's own."""
         gaps = {}

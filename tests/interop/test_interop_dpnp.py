@@ -43,5 +43,4 @@ class TestDpnp(InteropSuite):
             ["test_to_numpy_device[str]", "test_to_numpy_copy_true"],
             "a host copy of oneAPI memory is not asked of dpnp (dl_device=(kDLCPU, 0)): 'needs its dlbind backend'",
         ))  # fmt: skip
-        gaps["test_to_numpy_copy_false"] = host
         return gaps

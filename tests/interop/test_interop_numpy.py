@@ -37,14 +37,13 @@ class TestNumpy(InteropSuite):
         if version("numpy") < (2, 1):
             no_keywords = "numpy<2.1's from_dlpack takes no device/copy; convert passes them raw (TypeError)"
             gaps.update(dict.fromkeys(
-                ["test_*_numpy_device[*]", "test_to_numpy_copy_*", "test_from_numpy_copy_*"],
+                ["test_*_numpy_device[*]", "test_to_numpy_copy_*", "test_from_numpy_copy_*",
+                 "test_from_numpy_readonly_copy_false"],
                 no_keywords,
             ))  # fmt: skip
-            refuses = "numpy<2.1 refuses to export read-only arrays; dlbind does not fall back to the buffer protocol"
-            gaps.update(dict.fromkeys(["test_readonly_from_dlpack", "test_readonly_compat"], refuses))
-        if version("numpy") < (1, 24):
-            gaps["test_from_numpy_readonly_copy_false"] = (
-                "numpy<1.24 refuses read-only export with TypeError, passed through (not BufferError)"
+            gaps["test_readonly_compat"] = (
+                "numpy<2.1 refuses to export read-only arrays; compat's __dlpack__ does not fall back to the buffer"
+                " protocol"
             )
         if version("numpy") < (1, 25):
             gaps.update(dict.fromkeys(
