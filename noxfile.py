@@ -272,3 +272,144 @@ def leaks(session: nox.Session) -> None:
     tests = ["packages/core/tests/test_leaks.py", "packages/core/tests/test_threads_exit.py", "-s", "-q"]
     session.run("pytest", *tests, *session.posargs, env={**env, "DLBIND_PURE": "0"})
     session.run("pytest", *tests, *session.posargs, env={**env, "DLBIND_PURE": "1"})
+
+
+# -- the interop version matrix (issue 13) ------------------------------------------------------------------
+
+
+def _interpreter(version: str) -> str:
+    """pyenv's interpreter of ``version`` where there is one (pyenv's shims answer only the global version,
+    so nox's discovery misses the others); else ``version`` for nox to find."""
+    import glob
+    import os
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
+    return found[-1] if found else version
+
+
+class _System:
+    """One cell of the matrix: a system at one version, the pins that install it and how to run it."""
+
+    def __init__(
+        self, system: str, version: str, pins: list[str], *, python: str = "3.11", check: str | None = None,
+        env: dict[str, str] | None = None, numpy_suite: bool = False,
+    ) -> None:  # fmt: skip
+        self.system, self.version, self.pins, self.python = system, version, pins, python
+        self.check = check if check is not None else system  # the name given to `python -m dlbind check --libs`
+        self.env = env or {}  # "{venv}" is replaced by the session's virtualenv
+        self.numpy_suite = numpy_suite  # run numpy's own test_dlpack.py with dlbind in both roles
+
+
+# Exact pins only (torch: any other spec pulls a multi-GB CUDA build). numpy's newest needs Python 3.12.
+# torch joins the cells where it installs beside the system, for the system <-> torch pairs (tests/interop).
+TORCH = "torch==2.13.0"
+INTEROP_SYSTEMS = [
+    _System("numpy", "1.24", ["numpy==1.24.4"], numpy_suite=True),
+    _System("numpy", "1.26", ["numpy==1.26.4"], numpy_suite=True),
+    _System("numpy", "2.0", ["numpy==2.0.2"], numpy_suite=True),
+    _System("numpy", "newest", ["numpy==2.5.5"], python="3.12", numpy_suite=True),
+    _System("jax", "0.10", ["jax==0.10.2", "jaxlib==0.10.2"]),
+    _System("jax", "newest", ["jax==0.12.0.1", "jaxlib==0.12.0.1"], python="3.12"),
+    _System("torch", "2.13", ["torch==2.13.0", "numpy==2.4.6"]),
+    _System("tvm_ffi", "0.1", ["apache-tvm-ffi==0.1.15.post2", "numpy==2.4.6"]),
+    _System("array_api_strict", "2.6", ["array-api-strict==2.6.1", "numpy==2.4.6"]),
+    _System("paddle", "3.3", ["paddlepaddle==3.3.1", TORCH]),
+    _System("mlx", "0.32", ["mlx[cpu]==0.32.4", "numpy==2.4.6", TORCH]),
+    _System("tensorflow", "2.21", ["tensorflow-cpu==2.21.0", TORCH]),
+    _System("onnxruntime", "1.31", ["onnxruntime==1.31.1", TORCH]),
+    _System("mxnet", "1.9", ["mxnet==1.9.1", "numpy==1.23.5"]),
+    _System("numba", "0.68", ["numba==0.68.1"], env={"NUMBA_ENABLE_CUDASIM": "1"}),
+    _System("mindspore", "2.10", ["mindspore==2.10.0", "numpy==1.26.4"]),
+    _System("tinygrad", "0.14", ["tinygrad==0.14.0", "numpy==2.4.6"], env={"DEV": "PYTHON"}),
+    _System("dpnp", "0.20", ["dpnp==0.20.0"], env={"OCL_ICD_FILENAMES": "{venv}/lib/libintelocl.so"}),
+]
+INTEROP_TESTS = "tests/interop"
+
+
+@nox.session(tags=["interop"])
+@nox.parametrize(
+    "python,cell",
+    [
+        nox.param(_interpreter(c.python), c, id=f"system={c.system!r}, version={c.version!r}")
+        for c in INTEROP_SYSTEMS
+    ],
+)
+def interop(session: nox.Session, cell: _System) -> None:
+    """One system at one version (issue 13): tests/interop/ and `dlbind check --libs NAME` on both builds.
+
+    numpy sessions also run numpy's own test_dlpack.py from the installed wheel with dlbind as producer
+    and as consumer (tests/interop/numpy_suite.py). ``nox -s interop`` runs every cell; ``-- ARGS`` go
+    to pytest. Prints each run's test counts and the session's wall time.
+    """
+    import time
+
+    start = time.monotonic()
+    venv = str(session.virtualenv.location)
+    env = {k: v.replace("{venv}", venv) for k, v in cell.env.items()}
+    session.install("pytest>=8", "cffi>=1.17", *cell.pins)
+    # The core from this tree (its compiled module comes from the generated code), as a wheel built once
+    # per interpreter and source state, so the cells do not compile it 18 times; --no-deps: the pins stay.
+    session.install("--force-reinstall", "--no-deps", _core_wheel(session))
+    out = ROOT / ".cache" / "interop" / f"{cell.system}-{cell.version}"
+    out.mkdir(parents=True, exist_ok=True)
+    session.run("python", "-m", "pip", "check")
+    counts: list[str] = []
+    for pure in ("0", "1"):
+        summary = out / f"tests-pure{pure}.json"
+        session.run(
+            "python", "-m", "pytest", INTEROP_TESTS, "-q", "-p", "no:cacheprovider", *session.posargs,
+            env={**env, "DLBIND_PURE": pure, "DLBIND_INTEROP_SUMMARY": str(summary),
+                 "DLBIND_INTEROP_SYSTEM": cell.system},
+        )  # fmt: skip
+        counts.append(f"tests/interop, pure={pure}: {_counts(summary)}")
+        session.run(
+            "python", f"{INTEROP_TESTS}/run_check.py", cell.check, env={**env, "DLBIND_PURE": pure}
+        )  # fmt: skip
+        if cell.numpy_suite:
+            for role in ("producer", "consumer"):
+                summary = out / f"numpy-suite-{role}-pure{pure}.json"
+                session.run(
+                    "python", f"{INTEROP_TESTS}/numpy_suite.py", "--role", role, "--summary", str(summary),
+                    env={**env, "DLBIND_PURE": pure},
+                )  # fmt: skip
+                counts.append(f"numpy's test_dlpack.py, dlbind as {role}, pure={pure}: {_counts(summary)}")
+    for line in counts:
+        session.log(line)
+    session.log(f"interop {cell.system} {cell.version}: {time.monotonic() - start:.1f} s wall")
+
+
+def _core_wheel(session: nox.Session) -> str:
+    """The core's wheel for the session's interpreter, built from the current sources (cached by their hash)."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256()
+    core = ROOT / CORE
+    for path in sorted(core.rglob("*")):
+        rel = path.relative_to(core)
+        if not path.is_file() or rel.parts[0] == "build" or path.suffix in (".so", ".pyc", ".o"):
+            continue
+        if any(part.endswith(".egg-info") or part == "__pycache__" for part in rel.parts):
+            continue
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes())
+    tag = session.run_install("python", "-c", "import sys; print('cp%d%d' % sys.version_info[:2])", silent=True)
+    out = ROOT / ".cache" / "interop" / "wheels" / f"{digest.hexdigest()[:16]}-{str(tag).strip()}"
+    if not list(out.glob("*.whl")):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            session.run_install("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, CORE)
+            shutil.rmtree(out, ignore_errors=True)
+            Path(tmp).rename(out)
+            Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+    return str(next(out.glob("*.whl")))
+
+
+def _counts(summary: Path) -> str:
+    import json
+
+    if not summary.exists():  # --install-only: nothing ran
+        return "not run"
+    data = json.loads(summary.read_text())
+    parts = ", ".join(f"{n} {k}" for k, n in sorted(data.items()) if k != "ran" and n)
+    return f"{data.get('ran', 0)} ran: {parts}"

@@ -1,0 +1,89 @@
+"""numpy <-> dlbind at the installed numpy version (1.24, 1.26, 2.0, newest in the matrix)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from _suite import InteropSuite, compiled, ndarray_ptr, require, version
+
+import dlbind
+
+require("numpy")
+
+
+class TestNumpy(InteropSuite):
+    system: ClassVar[str] = "numpy"
+    module: ClassVar[str] = "numpy"
+
+    def make(self, lib: Any, a: np.ndarray) -> Any:
+        return np.array(a, copy=True)
+
+    def to_numpy(self, lib: Any, x: Any) -> np.ndarray:
+        return np.array(x, copy=True)
+
+    def ptr(self, lib: Any, x: Any) -> int | None:
+        return ndarray_ptr(x)
+
+    @classmethod
+    def own_gaps(cls) -> dict[str, str]:
+        gaps: dict[str, str] = {}
+        if version("numpy") >= (2, 1):
+            gaps.update(dict.fromkeys(
+                ["test_from_numpy_device[str-index]", "test_from_numpy_device[tuple]"],
+                "device 'cpu:0' and (1, 0) are passed raw to numpy.from_dlpack, which takes only 'cpu' (ValueError)",
+            ))  # fmt: skip
+        if version("numpy") < (2, 1):
+            no_keywords = "numpy<2.1's from_dlpack takes no device/copy; convert passes them raw (TypeError)"
+            gaps.update(dict.fromkeys(
+                ["test_*_numpy_device[*]", "test_to_numpy_copy_*", "test_from_numpy_copy_*",
+                 "test_from_numpy_readonly_copy_false"],
+                no_keywords,
+            ))  # fmt: skip
+            gaps["test_readonly_compat"] = (
+                "numpy<2.1 refuses to export read-only arrays; compat's __dlpack__ does not fall back to the buffer"
+                " protocol"
+            )
+        if version("numpy") < (1, 24):
+            gaps["test_readonly_from_dlpack"] = (
+                "numpy<1.24 refuses read-only export with TypeError (not BufferError); from_dlpack does not fall back"
+                " to the buffer protocol then"
+            )
+        if version("numpy") < (1, 25):
+            refuses_bool = "numpy<1.25's __dlpack__ refuses bool; dlbind does not fall back to the buffer protocol"
+            gaps["test_from_tensor_values[bool]"] = refuses_bool
+            # the pure build's from_dlpack falls back to the buffer protocol on numpy's BufferError (1.24), not
+            # on its TypeError (numpy<1.24)
+            if compiled() or version("numpy") < (1, 24):
+                gaps["test_from_dlpack_values[bool]"] = f"{refuses_bool} (from_dlpack; pure build: numpy<1.24)"
+        return gaps
+
+    # read-only sources: numpy before 2.1 refuses to export them, yet the buffer protocol carries them
+    def _readonly(self) -> np.ndarray:
+        a = np.arange(6.0).reshape(2, 3)
+        a.flags.writeable = False
+        return a
+
+    def test_readonly_from_dlpack(self, lib: Any) -> None:
+        a = self._readonly()
+        t = dlbind.from_dlpack(a)
+        assert t.readonly
+        np.testing.assert_array_equal(np.array(t), a)
+
+    def test_readonly_compat(self, lib: Any) -> None:
+        a = self._readonly()
+        y = np.from_dlpack(dlbind.compat(a))
+        assert not y.flags.writeable
+        np.testing.assert_array_equal(y, a)
+
+    @pytest.mark.parametrize("target", ["torch", "jax", "tvm_ffi", "array_api_strict"])
+    def test_readonly_convert(self, lib: Any, target: str) -> None:
+        """A read-only ndarray reaches every installed target: as a non-writable view or as a copy."""
+        pytest.importorskip(target)
+        a = self._readonly()
+        y = dlbind.convert(a, to=target)
+        back = y.numpy() if target == "torch" else np.array(y) if target == "jax" else np.from_dlpack(y)
+        np.testing.assert_array_equal(back, a)
+        if back.flags.writeable and np.shares_memory(back, a):
+            raise AssertionError(f"convert(read-only, to={target!r}) gave a writable alias")

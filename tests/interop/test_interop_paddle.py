@@ -1,0 +1,40 @@
+"""paddle <-> dlbind (paddlepaddle 3.3.1: __dlpack_device__ gives (kDLCPU, None), which dlbind reads as 0;
+imports read-only data writable)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from _suite import InteropSuite, compiled, require, version  # noqa: F401
+
+require("paddle")
+
+
+class TestPaddle(InteropSuite):
+    system: ClassVar[str] = "paddle"
+    module: ClassVar[str] = "paddle"
+    dtypes: ClassVar[tuple[str, ...]] = (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "complex64",
+        "complex128",
+    )  # fmt: skip
+
+    def make(self, lib: Any, a: np.ndarray) -> Any:
+        return lib.to_tensor(np.array(a, copy=True), place=lib.CPUPlace())
+
+    def to_numpy(self, lib: Any, x: Any) -> np.ndarray:
+        return np.array(x.numpy(), copy=True)
+
+    def ptr(self, lib: Any, x: Any) -> int | None:
+        return int(x.data_ptr()) if hasattr(x, "data_ptr") else None
+
+    @classmethod
+    def own_gaps(cls) -> dict[str, str]:
+        negative = "negative strides are handed to paddle as they are (paddle: MemoryError); no bridge copy"
+        gaps: dict[str, str] = {
+            "test_from_numpy_layout[reversed]": negative,
+            "test_from_tensor_layout[reversed]": negative,
+            "test_from_numpy_device[str-index]": "device 'cpu:0' is passed raw to paddle.from_dlpack (ValueError)",
+            "test_from_numpy_device[tuple]": "device (1, 0) is passed raw to paddle.from_dlpack (ValueError)",
+        }
+        return gaps
