@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from _suite import InteropSuite, compiled, load_module, require, version
+from _suite import InteropSuite, load_module, require
 
 import dlbind
 
@@ -49,19 +49,6 @@ class TestJax(InteropSuite):
         }
         gaps["test_from_numpy_copy_true"] = "convert(a, to='jax', copy=True) gives a jax array sharing numpy's memory"
         return gaps
-
-    @classmethod
-    def crashes(cls) -> dict[str, str]:
-        if not compiled() or version("jax") < (0, 12):
-            return {}
-        # found merging main (wrapped target errors): convert(a.T, to='jax') (zero-copy), then a refused
-        # convert(a[::-1], to='jax') (BufferError from jax's JaxRuntimeError), then gc.collect(): SIGSEGV
-        # while garbage-collecting (compiled build, jax 0.12.0.1; the pure build and the earlier core do not);
-        # in the suite the crash also comes after the refused tests are left out, so the transposed ones go too
-        crash = "compiled build: gc segfaults after zero-copy jax imports of transposed data and refused imports"
-        layouts = ("transposed", "reversed", "offset", "step")
-        names = [f"test_from_{src}_layout[{lay}]" for src in ("numpy", "tensor") for lay in layouts]
-        return dict.fromkeys([*names, "test_from_numpy_device[*]"], crash)
 
     @pytest.mark.parametrize("target", ["torch", "tvm_ffi", "array_api_strict"])
     def test_no_writable_alias_to(self, lib: Any, target: str) -> None:
