@@ -58,20 +58,12 @@ static void dlbind_deleter_legacy(DLManagedTensor *self) {
 }
 
 /* Deleters of the blocks make_capsule allocates: one allocation, the struct then shape and strides. */
-/* `capsule` links a block with the capsule that carries it while both live (the capsule's context
- * points back): a consumer that calls the deleter without renaming the capsule (torch when its import
- * fails after taking the struct) must not make the capsule's destructor call it a second time. The
- * deleter renames the capsule "released" (its destructor then reads nothing of the block); the
- * destructor, consumed or not, clears `capsule` (the deleter then leaves the capsule alone). Both run
- * with the GIL. (Not the capsule's context: a consumer may use that; jaxlib does.) */
 typedef struct {
     DLManagedTensorVersioned m;
-    PyObject *capsule;
     int64_t dims[];
 } dlbind_block_v;
 typedef struct {
     DLManagedTensor m;
-    PyObject *capsule;
     int64_t dims[];
 } dlbind_block_l;
 
@@ -94,20 +86,12 @@ static void *dlbind_block_alloc(int ndim, size_t bytes) {
     return PyMem_RawMalloc(bytes);
 }
 
-/* The name of a block's capsule once the block's deleter ran while the capsule lived (a consumer that
- * released the struct but left the capsule unrenamed: torch on a failed import). */
-static const char dlbind_name_released[] = "dltensor_released_by_dlbind";
-
-static void dlbind_block_release(void *block, PyObject **capsule, void *ctx, int ndim) {
+static void dlbind_block_release(void *block, void *ctx, int ndim) {
     if (dlbind_finalizing()) { /* the owner leaks (nothing may run now); the memory is ours to free */
         PyMem_RawFree(block);
         return;
     }
     PyGILState_STATE state = PyGILState_Ensure();
-    if (*capsule != NULL) { /* its capsule is alive and unconsumed-or-not: tell it the block is gone */
-        if (PyCapsule_SetName(*capsule, dlbind_name_released) != 0) PyErr_Clear();
-        *capsule = NULL;
-    }
     if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
     if (ndim <= DLBIND_INLINE_NDIM && dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX)
         dlbind_block_free[dlbind_block_nfree++] = block;
@@ -120,14 +104,14 @@ static void dlbind_block_deleter_v(DLManagedTensorVersioned *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_block_release(self, &((dlbind_block_v *)self)->capsule, ctx, self->dl_tensor.ndim);
+    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
 }
 
 static void dlbind_block_deleter_l(DLManagedTensor *self) {
     if (self == NULL) return;
     void *ctx = self->manager_ctx;
     self->manager_ctx = NULL;
-    dlbind_block_release(self, &((dlbind_block_l *)self)->capsule, ctx, self->dl_tensor.ndim);
+    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
 }
 
 /* The Python owner a struct holds through manager_ctx when its deleter is one of ours (export and
@@ -175,32 +159,6 @@ void dlbind_capsule_destructor(PyObject *capsule) {
     PyErr_Restore(type, value, tb);
 }
 
-/* The destructor of a block's capsule. Renamed "released" by the block's deleter: the block is gone,
- * nothing of it is read. Otherwise the block is alive (its deleter would have renamed the capsule):
- * unlink it, and release it when nobody consumed the capsule. */
-static void dlbind_block_capsule_destructor(PyObject *capsule, int versioned) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    const char *name = PyCapsule_GetName(capsule);
-    if (name != dlbind_name_released) {
-        void *m = PyCapsule_GetPointer(capsule, name);
-        if (m != NULL) {
-            if (versioned)
-                ((dlbind_block_v *)m)->capsule = NULL;
-            else
-                ((dlbind_block_l *)m)->capsule = NULL;
-            if (name == DLBIND_NAME_VERSIONED || name == DLBIND_NAME_LEGACY ||
-                (name != NULL && (strcmp(name, DLBIND_NAME_VERSIONED) == 0 || strcmp(name, DLBIND_NAME_LEGACY) == 0)))
-                dlbind_call_deleter(m, versioned);
-        }
-    }
-    PyErr_Clear();
-    PyErr_Restore(type, value, tb);
-}
-
-static void dlbind_block_capsule_destructor_v(PyObject *capsule) { dlbind_block_capsule_destructor(capsule, 1); }
-static void dlbind_block_capsule_destructor_l(PyObject *capsule) { dlbind_block_capsule_destructor(capsule, 0); }
-
 /* export(keepalive, address, versioned) -> capsule: wire our deleter and wrap the struct. */
 PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
@@ -247,7 +205,6 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_v;
         b->m.flags = flags;
-        b->capsule = NULL;
         t = &b->m.dl_tensor;
         t->shape = ndim > 0 ? b->dims : NULL;
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
@@ -257,7 +214,6 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
         if (b == NULL) return PyErr_NoMemory();
         b->m.manager_ctx = owner;
         b->m.deleter = dlbind_block_deleter_l;
-        b->capsule = NULL;
         t = &b->m.dl_tensor;
         t->shape = ndim > 0 ? b->dims : NULL;
         t->strides = ndim > 0 ? b->dims + ndim : NULL;
@@ -274,17 +230,8 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     }
     Py_INCREF(owner);
     dlbind_export_count++;
-    PyObject *capsule =
-        versioned ? PyCapsule_New(block, DLBIND_NAME_VERSIONED, dlbind_block_capsule_destructor_v)
-                  : PyCapsule_New(block, DLBIND_NAME_LEGACY, dlbind_block_capsule_destructor_l);
-    if (capsule == NULL) {
-        dlbind_call_deleter(block, versioned);
-        return NULL;
-    }
-    if (versioned)
-        ((dlbind_block_v *)block)->capsule = capsule;
-    else
-        ((dlbind_block_l *)block)->capsule = capsule;
+    PyObject *capsule = PyCapsule_New(block, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, dlbind_capsule_destructor);
+    if (capsule == NULL) dlbind_call_deleter(block, versioned);
     return capsule;
 }
 
