@@ -20,7 +20,7 @@ from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
 from dlbind.dtypes import INT64_MAX, DType
 
-__all__ = ["CPU", "Memory", "contiguous_strides", "copy_host", "export_memory", "export_view"]
+__all__ = ["CPU", "Memory", "byte_strides", "contiguous_strides", "copy_host", "export_memory", "export_view"]
 
 CPU: Device = (DeviceType.kDLCPU, 0)
 _READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
@@ -78,15 +78,21 @@ def copy_host(mem: Memory) -> Memory:
             raise BufferError(f"cannot copy strided packed {mem.dtype.name} data")
         else:
             # a dimension of one never moves the pointer, whatever its stride says (2**63 included)
-            strides = tuple(s * item if d != 1 else 0 for d, s in zip(mem.shape, mem.strides, strict=True))
-            for s, s_items in zip(strides, mem.strides, strict=True):  # the buffer protocol's check and message
-                if not -INT64_MAX - 1 <= s <= INT64_MAX:
-                    raise BufferError(f"stride {s_items} of {item}-byte items does not fit in int64 bytes")
-            _copy_strided(data, src, mem.shape, strides, item)
+            strides = tuple(s if d != 1 else 0 for d, s in zip(mem.shape, mem.strides, strict=True))
+            _copy_strided(data, src, mem.shape, byte_strides(strides, item), item)
     return Memory(
         data, mem.shape, contiguous_strides(mem.shape, saturate=not mem.size), mem.dtype, CPU, 0, False, out,
         Flags.IS_COPIED | (mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
     )  # fmt: skip
+
+
+def byte_strides(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Element strides in bytes; BufferError past int64 (the C buffer protocol's check and message)."""
+    out = tuple(s * itemsize for s in strides)
+    for s in out:
+        if not -INT64_MAX - 1 <= s <= INT64_MAX:
+            raise BufferError(f"stride {s // itemsize} of {itemsize}-byte items does not fit in int64 bytes")
+    return out
 
 
 _uncleared = ffi.new_allocator(should_clear_after_alloc=False)

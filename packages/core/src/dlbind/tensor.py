@@ -18,7 +18,7 @@ from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, Device
 from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, DType, byte_size
-from dlbind.export import export_view
+from dlbind.export import byte_strides, export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
@@ -160,10 +160,7 @@ class Tensor(_Core):  # type: ignore[misc]
             raise BufferError(f"numpy needs host memory; this tensor is on {device_name(self._device_type)}")
         if self.dtype.is_subbyte and not self._flags & Flags.IS_SUBBYTE_TYPE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
-        strides = tuple(s * itemsize for s in self.strides)
-        for s in strides:  # the C buffer protocol's checks and messages
-            if not -INT64_MAX - 1 <= s <= INT64_MAX:
-                raise BufferError(f"stride {s // itemsize} of {itemsize}-byte items does not fit in int64 bytes")
+        strides = byte_strides(self.strides, itemsize)
         return {
             "version": 3,
             "shape": self.shape,
