@@ -42,77 +42,158 @@ static void dlbind_drop(void *manager_ctx) {
     PyGILState_Release(state);
 }
 
-/* Deleters of structs the Python side laid out (export): the struct's memory is the owner's. */
-static void dlbind_deleter_versioned(DLManagedTensorVersioned *self) {
-    if (self == NULL) return;
-    void *ctx = self->manager_ctx;
-    self->manager_ctx = NULL;
-    dlbind_drop(ctx);
-}
+/* Export blocks: every struct dlbind's C code exports lives in a block, with its shape and strides
+ * (inline up to DLBIND_INLINE_NDIM dimensions, else one more allocation). The deleter drops the
+ * owner's reference; the capsule destructor runs the deleter unless the capsule was consumed.
+ *
+ * A consumer may run the deleter and leave the capsule unrenamed (torch does when its own checks
+ * fail after it took the pointer: issue 8, defect 16); the capsule's destructor must then not
+ * delete again, and must not read memory that was freed. A consumer may also null the capsule's
+ * destructor (tvm-ffi does when it consumes), so the capsule can die without telling us, and may
+ * write the capsule's context (jaxlib does), so nothing can be kept there. What is certain: the
+ * capsule's pointer is the block. So blocks know the capsule made for them (by address, never
+ * dereferenced), whether their deleter ran and whether that capsule's destructor ran:
+ *
+ *   - the destructor acts only when the block's capsule is this capsule and the deleter has not
+ *     run; a capsule whose block was deleted (and perhaps reused for another export) does nothing;
+ *   - a block's memory goes back to the system only when no capsule can still point at it: its own
+ *     capsule's destructor ran. A block deleted while its capsule may still live is "pinned": it is
+ *     reused by later exports (first, before any other block) but never freed, so a late destructor
+ *     always reads live memory. Pinned blocks are never more than the most exports alive at once.
+ *
+ * Lists and flags are touched only with the GIL held. */
+typedef struct dlbind_block {
+    union { /* first: the capsule's pointer is the block */
+        DLManagedTensorVersioned v;
+        DLManagedTensor l;
+    } m;
+    PyObject *capsule; /* the capsule made for this export: compared, never dereferenced */
+    struct dlbind_block *next; /* on a free list */
+    int64_t *dims;             /* shape then strides: inline_dims, or allocated */
+    unsigned char live;        /* the deleter has not run */
+    unsigned char capsule_gone; /* the capsule's destructor ran */
+    unsigned char pinned;      /* a capsule may point here: the memory is never freed */
+    int64_t inline_dims[2 * DLBIND_INLINE_NDIM];
+} dlbind_block;
 
-static void dlbind_deleter_legacy(DLManagedTensor *self) {
-    if (self == NULL) return;
-    void *ctx = self->manager_ctx;
-    self->manager_ctx = NULL;
-    dlbind_drop(ctx);
-}
-
-/* Deleters of the blocks make_capsule allocates: one allocation, the struct then shape and strides. */
-typedef struct {
-    DLManagedTensorVersioned m;
-    int64_t dims[];
-} dlbind_block_v;
-typedef struct {
-    DLManagedTensor m;
-    int64_t dims[];
-} dlbind_block_l;
-
-/* Blocks with room for DLBIND_INLINE_NDIM dimensions are kept on a free list when their deleter
- * runs and reused by the next export (a malloc/free pair saved per exchange). The list is only
- * touched with the GIL held; every block comes from PyMem_RawMalloc, so one can always be freed
- * without it (at interpreter exit blocks are freed, never listed). */
-#define DLBIND_BLOCK_BYTES \
-    ((sizeof(dlbind_block_v) > sizeof(dlbind_block_l) ? sizeof(dlbind_block_v) : sizeof(dlbind_block_l)) + \
-     2 * DLBIND_INLINE_NDIM * sizeof(int64_t))
 #define DLBIND_BLOCK_FREE_MAX 64
-static void *dlbind_block_free[DLBIND_BLOCK_FREE_MAX];
+static dlbind_block *dlbind_pinned_free = NULL; /* deleted pinned blocks: any number, reused first */
+static dlbind_block *dlbind_block_free = NULL;  /* deleted blocks no capsule points at: up to FREE_MAX */
 static int dlbind_block_nfree = 0;
+static unsigned long long dlbind_pinned_count = 0; /* for the tests: blocks ever pinned */
 
-static void *dlbind_block_alloc(int ndim, size_t bytes) {
-    if (ndim <= DLBIND_INLINE_NDIM) {
-        if (dlbind_block_nfree > 0) return dlbind_block_free[--dlbind_block_nfree];
-        return PyMem_RawMalloc(DLBIND_BLOCK_BYTES);
+static dlbind_block *dlbind_block_alloc(int ndim) {
+    dlbind_block *b;
+    if (dlbind_pinned_free != NULL) {
+        b = dlbind_pinned_free;
+        dlbind_pinned_free = b->next;
+    } else if (dlbind_block_free != NULL) {
+        b = dlbind_block_free;
+        dlbind_block_free = b->next;
+        dlbind_block_nfree--;
+    } else {
+        b = (dlbind_block *)PyMem_RawMalloc(sizeof(dlbind_block));
+        if (b == NULL) return NULL;
+        b->pinned = 0;
     }
-    return PyMem_RawMalloc(bytes);
+    if (ndim > DLBIND_INLINE_NDIM) {
+        b->dims = (int64_t *)PyMem_RawMalloc((size_t)ndim * 2 * sizeof(int64_t));
+        if (b->dims == NULL) { /* back where it came from */
+            b->dims = b->inline_dims;
+            b->live = 0;
+            b->capsule_gone = 1;
+            if (b->pinned) {
+                b->next = dlbind_pinned_free;
+                dlbind_pinned_free = b;
+            } else {
+                PyMem_RawFree(b);
+            }
+            return NULL;
+        }
+    } else {
+        b->dims = b->inline_dims;
+    }
+    b->capsule = NULL;
+    b->next = NULL;
+    b->live = 1;
+    b->capsule_gone = 0;
+    return b;
 }
 
-static void dlbind_block_release(void *block, void *ctx, int ndim) {
-    if (dlbind_finalizing()) { /* the owner leaks (nothing may run now); the memory is ours to free */
-        PyMem_RawFree(block);
+/* The deleter ran (GIL held): keep or free the block's memory as the rules above say. */
+static void dlbind_block_recycle(dlbind_block *b) {
+    if (b->dims != b->inline_dims) {
+        PyMem_RawFree(b->dims);
+        b->dims = b->inline_dims;
+    }
+    if (!b->capsule_gone && !b->pinned) {
+        b->pinned = 1;
+        dlbind_pinned_count++;
+    }
+    if (b->pinned) {
+        b->next = dlbind_pinned_free;
+        dlbind_pinned_free = b;
+    } else if (dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX) {
+        b->next = dlbind_block_free;
+        dlbind_block_free = b;
+        dlbind_block_nfree++;
+    } else {
+        PyMem_RawFree(b);
+    }
+}
+
+static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
+    if (dlbind_finalizing()) {
+        /* nothing may run now: the owner leaks; the memory is freed when no capsule can read it */
+        if (b->live && b->capsule_gone && !b->pinned) {
+            if (b->dims != b->inline_dims) PyMem_RawFree(b->dims);
+            PyMem_RawFree(b);
+        }
         return;
     }
     PyGILState_STATE state = PyGILState_Ensure();
-    if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
-    if (ndim <= DLBIND_INLINE_NDIM && dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX)
-        dlbind_block_free[dlbind_block_nfree++] = block;
-    else
-        PyMem_RawFree(block);
+    if (b->live) { /* a second call of the deleter does nothing */
+        void *ctx = *manager_ctx;
+        *manager_ctx = NULL;
+        b->live = 0;
+        if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
+        dlbind_block_recycle(b);
+    }
     PyGILState_Release(state);
 }
 
 static void dlbind_block_deleter_v(DLManagedTensorVersioned *self) {
     if (self == NULL) return;
-    void *ctx = self->manager_ctx;
-    self->manager_ctx = NULL;
-    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
+    dlbind_block_delete((dlbind_block *)self, &self->manager_ctx);
 }
 
 static void dlbind_block_deleter_l(DLManagedTensor *self) {
     if (self == NULL) return;
-    void *ctx = self->manager_ctx;
-    self->manager_ctx = NULL;
-    dlbind_block_release(self, ctx, self->dl_tensor.ndim);
+    dlbind_block_delete((dlbind_block *)self, &self->manager_ctx);
 }
+
+/* The destructor of block capsules: the rules above. */
+static void dlbind_block_capsule_destructor(PyObject *capsule) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    const char *name = PyCapsule_GetName(capsule);
+    dlbind_block *b = (dlbind_block *)PyCapsule_GetPointer(capsule, name);
+    if (b != NULL && b->capsule == capsule) {
+        b->capsule = NULL;
+        b->capsule_gone = 1;
+        int versioned = -1;
+        if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
+            versioned = 1;
+        else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
+            versioned = 0;
+        if (b->live && versioned >= 0) /* unconsumed: the tensor is ours to free */
+            dlbind_call_deleter(b, versioned);
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
+unsigned long long dlbind_blocks_pinned(void) { return dlbind_pinned_count; }
 
 /* The Python owner a struct holds through manager_ctx when its deleter is one of ours (export and
  * make_capsule: one reference, dropped by the deleter), else NULL: a foreign struct's context is
@@ -121,10 +202,10 @@ PyObject *dlbind_managed_owner(void *managed, int versioned) {
     if (managed == NULL) return NULL;
     if (versioned) {
         DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
-        if (m->deleter == dlbind_block_deleter_v || m->deleter == dlbind_deleter_versioned) return (PyObject *)m->manager_ctx;
+        if (m->deleter == dlbind_block_deleter_v) return (PyObject *)m->manager_ctx;
     } else {
         DLManagedTensor *m = (DLManagedTensor *)managed;
-        if (m->deleter == dlbind_block_deleter_l || m->deleter == dlbind_deleter_legacy) return (PyObject *)m->manager_ctx;
+        if (m->deleter == dlbind_block_deleter_l) return (PyObject *)m->manager_ctx;
     }
     return NULL;
 }
@@ -159,7 +240,8 @@ void dlbind_capsule_destructor(PyObject *capsule) {
     PyErr_Restore(type, value, tb);
 }
 
-/* export(keepalive, address, versioned) -> capsule: wire our deleter and wrap the struct. */
+/* export(keepalive, address, versioned) -> capsule: the struct the Python side laid out at address
+ * is copied into a block (its deleter and context ignored); keepalive is the block's owner. */
 PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     if (nargs != 3) {
@@ -173,52 +255,32 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
     }
     int versioned = PyObject_IsTrue(args[2]);
     if (versioned < 0) return NULL;
-    PyObject *keepalive = args[0];
-    Py_INCREF(keepalive);
-    dlbind_export_count++;
-    PyObject *capsule;
-    if (versioned) {
-        DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)address;
-        m->manager_ctx = keepalive;
-        m->deleter = dlbind_deleter_versioned;
-        capsule = PyCapsule_New(m, DLBIND_NAME_VERSIONED, dlbind_capsule_destructor);
-    } else {
-        DLManagedTensor *m = (DLManagedTensor *)address;
-        m->manager_ctx = keepalive;
-        m->deleter = dlbind_deleter_legacy;
-        capsule = PyCapsule_New(m, DLBIND_NAME_LEGACY, dlbind_capsule_destructor);
-    }
-    if (capsule == NULL) dlbind_call_deleter(address, versioned);
-    return capsule;
+    uint64_t flags = versioned ? ((DLManagedTensorVersioned *)address)->flags : 0;
+    DLTensor *t = versioned ? &((DLManagedTensorVersioned *)address)->dl_tensor : &((DLManagedTensor *)address)->dl_tensor;
+    return dlbind_make_capsule(args[0], t->data, t->ndim, t->shape, t->strides, t->device, t->dtype, t->byte_offset,
+                               versioned, flags);
 }
 
 PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64_t *shape, const int64_t *strides,
                               DLDevice device, DLDataType dtype, uint64_t byte_offset, int versioned, uint64_t flags) {
-    size_t dims_bytes = (size_t)(ndim > 0 ? ndim : 0) * 2 * sizeof(int64_t);
+    if (ndim < 0) ndim = 0;
+    dlbind_block *b = dlbind_block_alloc(ndim);
+    if (b == NULL) return PyErr_NoMemory();
     DLTensor *t;
-    void *block;
     if (versioned) {
-        dlbind_block_v *b = (dlbind_block_v *)dlbind_block_alloc(ndim, sizeof(dlbind_block_v) + dims_bytes);
-        if (b == NULL) return PyErr_NoMemory();
-        b->m.version.major = DLPACK_MAJOR_VERSION;
-        b->m.version.minor = DLPACK_MINOR_VERSION;
-        b->m.manager_ctx = owner;
-        b->m.deleter = dlbind_block_deleter_v;
-        b->m.flags = flags;
-        t = &b->m.dl_tensor;
-        t->shape = ndim > 0 ? b->dims : NULL;
-        t->strides = ndim > 0 ? b->dims + ndim : NULL;
-        block = b;
+        b->m.v.version.major = DLPACK_MAJOR_VERSION;
+        b->m.v.version.minor = DLPACK_MINOR_VERSION;
+        b->m.v.manager_ctx = owner;
+        b->m.v.deleter = dlbind_block_deleter_v;
+        b->m.v.flags = flags;
+        t = &b->m.v.dl_tensor;
     } else {
-        dlbind_block_l *b = (dlbind_block_l *)dlbind_block_alloc(ndim, sizeof(dlbind_block_l) + dims_bytes);
-        if (b == NULL) return PyErr_NoMemory();
-        b->m.manager_ctx = owner;
-        b->m.deleter = dlbind_block_deleter_l;
-        t = &b->m.dl_tensor;
-        t->shape = ndim > 0 ? b->dims : NULL;
-        t->strides = ndim > 0 ? b->dims + ndim : NULL;
-        block = b;
+        b->m.l.manager_ctx = owner;
+        b->m.l.deleter = dlbind_block_deleter_l;
+        t = &b->m.l.dl_tensor;
     }
+    t->shape = ndim > 0 ? b->dims : NULL;
+    t->strides = ndim > 0 ? b->dims + ndim : NULL;
     t->data = data;
     t->device = device;
     t->ndim = ndim;
@@ -226,12 +288,45 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     t->byte_offset = byte_offset;
     if (ndim > 0) {
         memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
-        memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
+        if (strides != NULL) {
+            memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
+        } else { /* compact row-major (unsigned: a product past int64 wraps, never undefined) */
+            uint64_t step = 1;
+            for (int i = ndim - 1; i >= 0; i--) {
+                t->strides[i] = (int64_t)step;
+                step *= shape[i] > 0 ? (uint64_t)shape[i] : 1u;
+            }
+        }
     }
     Py_INCREF(owner);
     dlbind_export_count++;
-    PyObject *capsule = PyCapsule_New(block, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, dlbind_capsule_destructor);
-    if (capsule == NULL) dlbind_call_deleter(block, versioned);
+    return dlbind_capsule_of(b, versioned);
+}
+
+/* A capsule handing over m: for one of our blocks, the block's capsule (see the rules above); for
+ * a foreign struct, a capsule whose destructor runs its deleter unless it was consumed. Takes m
+ * (its deleter runs on failure). */
+PyObject *dlbind_capsule_of(void *m, int versioned) {
+    PyCapsule_Destructor destructor = dlbind_capsule_destructor;
+    dlbind_block *b = NULL;
+    if (versioned ? ((DLManagedTensorVersioned *)m)->deleter == dlbind_block_deleter_v
+                  : ((DLManagedTensor *)m)->deleter == dlbind_block_deleter_l) {
+        b = (dlbind_block *)m;
+        destructor = dlbind_block_capsule_destructor;
+    }
+    PyObject *capsule = PyCapsule_New(m, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, destructor);
+    if (capsule == NULL) {
+        dlbind_call_deleter(m, versioned);
+        return NULL;
+    }
+    if (b != NULL) {
+        if (b->capsule != NULL && !b->capsule_gone && !b->pinned) { /* an earlier capsule may still point here */
+            b->pinned = 1;
+            dlbind_pinned_count++;
+        }
+        b->capsule = capsule;
+        b->capsule_gone = 0;
+    }
     return capsule;
 }
 

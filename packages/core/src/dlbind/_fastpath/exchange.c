@@ -531,9 +531,9 @@ static PyObject *dlbind_handover_dlpack(dlbind_handover *self, PyObject *const *
     int fast = dlbind_parse_dlpack("Handover", args, nargs, kwnames, self->device, &parsed);
     if (fast < 0) return NULL;
     if (fast && parsed.versioned && self->m != NULL) {
-        PyObject *capsule = PyCapsule_New(self->m, DLBIND_NAME_VERSIONED, dlbind_capsule_destructor);
-        if (capsule != NULL) self->m = NULL; /* the capsule owns it now */
-        return capsule;
+        DLManagedTensorVersioned *m = self->m;
+        self->m = NULL; /* the capsule owns it now (or its deleter ran) */
+        return dlbind_capsule_of(m, 1);
     }
     PyObject *tensor = dlbind_handover_tensor(self);
     if (tensor == NULL) return NULL;

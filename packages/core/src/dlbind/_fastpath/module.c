@@ -49,6 +49,12 @@ static PyObject *dlbind_py_counts(PyObject *mod, PyObject *unused) {
     return Py_BuildValue("(KK)", dlbind_export_count, dlbind_deleter_count);
 }
 
+static PyObject *dlbind_py_pinned(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(dlbind_blocks_pinned());
+}
+
 static int dlbind_require_callable(PyObject *value, const char *name) {
     if (PyCallable_Check(value)) return 0;
     PyErr_Format(PyExc_TypeError, "configure(): %s must be callable, not %.200s", name, Py_TYPE(value)->tp_name);
@@ -107,6 +113,8 @@ static PyMethodDef dlbind_methods[] = {
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
+    {"pinned", (PyCFunction)dlbind_py_pinned, METH_NOARGS,
+     "export blocks ever pinned (deleted while their capsule may live; kept for reuse, never freed)"},
     {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL, "export(keepalive, address, versioned) -> capsule"},
     {"take", (PyCFunction)dlbind_py_take, METH_O, "take(capsule) -> (address, versioned)"},
     {"asdlpack", (PyCFunction)(void (*)(void))dlbind_py_asdlpack, METH_FASTCALL | METH_KEYWORDS,
