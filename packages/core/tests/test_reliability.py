@@ -388,6 +388,61 @@ def test_defect5_exporter_cycle_collection_in_dev_mode() -> None:
     assert "ok" in proc.stdout
 
 
+MEMORYVIEW_FIRST_SCRIPT = """
+    import gc, weakref
+    import dlbind
+
+    class B(bytearray):
+        pass
+
+    def memoryviews(root, depth=4):
+        # the memoryviews among the objects the tensor keeps (its owner and what that holds)
+        seen, level, found = {id(root)}, [root], []
+        for _ in range(depth):
+            nxt = []
+            for obj in level:
+                for ref in gc.get_referents(obj):
+                    if id(ref) in seen or isinstance(ref, type) or type(ref).__name__ == "module":
+                        continue
+                    seen.add(id(ref))
+                    (found if type(ref) is memoryview else nxt).append(ref)
+            level = nxt
+        return found
+
+    def main():
+        gc.disable()
+        keep = []  # older than everything below
+        b = B(bytes(range(64)))
+        t = dlbind.from_dlpack(dlbind.asdlpack(b))
+        keep.extend(memoryviews(t))
+        alive = weakref.ref(b)
+        del b
+        gc.collect()  # b is rescued through the memoryview, which now comes first in the collector's list
+        keep.clear()
+        b = alive()
+        b.t = t  # b -> t -> its owner -> memoryview -> managed buffer -> b
+        del b, t
+        gc.collect()  # clears the cycle's memoryview first
+        assert alive() is None, "the cycle was not collected"
+        print("ok")
+
+    main()
+    """
+
+
+def test_defect5_cycle_whose_memoryview_is_cleared_first() -> None:
+    # CPython < 3.12.7 (gh-77894): a memoryview the collector clears while something holds a buffer
+    # export of it drops its managed buffer, then crashes when freed. The pure build kept a buffer
+    # exporter's memory through a cffi from_buffer pointer on a memoryview of it (an export), and that
+    # pointer is the owner in b.t = from_dlpack(asdlpack(b)): whether the collector cleared the
+    # memoryview first depended on the order of its list (a segfault in the defect 1 + 5 tests).
+    # The memoryview is made to precede the cycle's other objects, deterministically.
+    proc = _run(MEMORYVIEW_FIRST_SCRIPT)
+    _assert_clean_exit(proc)
+    assert "ok" in proc.stdout
+    assert "exported buffer" not in proc.stderr, proc.stderr[-3000:]
+
+
 # -- defect 6: types seen are not kept forever -------------------------------------------------------
 
 

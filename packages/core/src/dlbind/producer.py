@@ -105,9 +105,15 @@ def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
     strides = tuple([s // itemsize for s in byte_strides])
     if not view.c_contiguous and any(s % itemsize for s in byte_strides):
         raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
-    if view.c_contiguous:  # cffi reads the address (and keeps the buffer) cheaply
-        pointer = ffi.from_buffer(view, require_writable=False)
-        return Memory(int(ffi.cast("uintptr_t", pointer)), shape, strides, dtype, CPU, 0, view.readonly, pointer)
+    if view.c_contiguous:
+        # cffi reads the address cheaply; the memoryview itself is the owner, never cffi's pointer. The
+        # pointer holds a buffer export *of the memoryview*, and a memoryview cleared by the garbage
+        # collector while exported loses its managed buffer, then crashes when freed (CPython
+        # gh-77894, fixed in 3.12.7 and 3.13.1 only): the owner sits in collectable cycles
+        # (b.t = from_dlpack(asdlpack(b))), where the collector may clear the memoryview first. The
+        # memoryview keeps the object's buffer (and so the address) until it is freed, with no export.
+        address = int(ffi.cast("uintptr_t", ffi.from_buffer(view, require_writable=False)))
+        return Memory(address, shape, strides, dtype, CPU, 0, view.readonly, view)
     info = _capi.Py_buffer()
     if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
         raise BufferError("the buffer refused a second request")
