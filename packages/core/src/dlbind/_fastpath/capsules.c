@@ -35,13 +35,6 @@ static void dlbind_drop_held(PyObject *owner) {
         PyErr_Clear();
 }
 
-static void dlbind_drop(void *manager_ctx) {
-    if (manager_ctx == NULL || dlbind_finalizing()) return;
-    PyGILState_STATE state = PyGILState_Ensure();
-    dlbind_drop_held((PyObject *)manager_ctx);
-    PyGILState_Release(state);
-}
-
 /* Export blocks: every struct dlbind's C code exports lives in a block, with its shape and strides
  * (inline up to DLBIND_INLINE_NDIM dimensions, else one more allocation). The deleter drops the
  * owner's reference; the capsule destructor runs the deleter unless the capsule was consumed.
@@ -70,6 +63,9 @@ typedef struct dlbind_block {
     PyObject *capsule; /* the capsule made for this export: compared, never dereferenced */
     struct dlbind_block *next; /* on a free list */
     int64_t *dims;             /* shape then strides: inline_dims, or allocated */
+    void *foreign;             /* a foreign struct this block hands over (its deleter runs once), or NULL */
+    unsigned char versioned;   /* which member of m */
+    unsigned char foreign_versioned;
     unsigned char live;        /* the deleter has not run */
     unsigned char capsule_gone; /* the capsule's destructor ran */
     unsigned char pinned;      /* a capsule may point here: the memory is never freed */
@@ -115,6 +111,7 @@ static dlbind_block *dlbind_block_alloc(int ndim) {
     }
     b->capsule = NULL;
     b->next = NULL;
+    b->foreign = NULL;
     b->live = 1;
     b->capsule_gone = 0;
     return b;
@@ -131,6 +128,15 @@ static void dlbind_block_recycle(dlbind_block *b) {
         dlbind_pinned_count++;
     }
     if (b->pinned) {
+        /* a consumer may retry the capsule it left unrenamed: it must find nothing it can import */
+        DLTensor *t = b->versioned ? &b->m.v.dl_tensor : &b->m.l.dl_tensor;
+        if (b->versioned) b->m.v.version.major = UINT32_MAX; /* newer than any consumer: refused */
+        t->data = NULL;
+        t->ndim = 0;
+        t->shape = NULL;
+        t->strides = NULL;
+        t->dtype.code = UINT8_MAX; /* no such dtype code */
+        t->dtype.bits = 0;
         b->next = dlbind_pinned_free;
         dlbind_pinned_free = b;
     } else if (dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX) {
@@ -144,10 +150,12 @@ static void dlbind_block_recycle(dlbind_block *b) {
 
 static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
     if (dlbind_finalizing()) {
-        /* nothing may run now: the owner leaks; the memory is freed when no capsule can read it */
-        if (b->live && b->capsule_gone && !b->pinned) {
-            if (b->dims != b->inline_dims) PyMem_RawFree(b->dims);
-            PyMem_RawFree(b);
+        /* no Python may run now: the owner leaks, and so does the block, unless our capsule's
+         * destructor is the caller (it frees the block when this returns: no capsule is left) */
+        if (b->live) {
+            b->live = 0;
+            if (b->foreign != NULL) dlbind_call_deleter(b->foreign, b->foreign_versioned);
+            b->foreign = NULL;
         }
         return;
     }
@@ -156,6 +164,11 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         void *ctx = *manager_ctx;
         *manager_ctx = NULL;
         b->live = 0;
+        if (b->foreign != NULL) { /* a handed-over foreign struct: released once, by its own deleter */
+            void *foreign = b->foreign;
+            b->foreign = NULL;
+            dlbind_call_deleter(foreign, b->foreign_versioned);
+        }
         if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
         dlbind_block_recycle(b);
     }
@@ -186,8 +199,14 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
             versioned = 1;
         else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
             versioned = 0;
-        if (b->live && versioned >= 0) /* unconsumed: the tensor is ours to free */
+        if (b->live && versioned >= 0) { /* unconsumed: the tensor is ours to free */
             dlbind_call_deleter(b, versioned);
+            /* at exit the deleter leaves the block: no capsule points here any more, so free it */
+            if (dlbind_finalizing() && !b->pinned) {
+                if (b->dims != b->inline_dims) PyMem_RawFree(b->dims);
+                PyMem_RawFree(b);
+            }
+        }
     }
     PyErr_Clear();
     PyErr_Restore(type, value, tb);
@@ -267,6 +286,7 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     dlbind_block *b = dlbind_block_alloc(ndim);
     if (b == NULL) return PyErr_NoMemory();
     DLTensor *t;
+    b->versioned = (unsigned char)(versioned != 0);
     if (versioned) {
         b->m.v.version.major = DLPACK_MAJOR_VERSION;
         b->m.v.version.minor = DLPACK_MINOR_VERSION;
@@ -303,30 +323,50 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     return dlbind_capsule_of(b, versioned);
 }
 
-/* A capsule handing over m: for one of our blocks, the block's capsule (see the rules above); for
- * a foreign struct, a capsule whose destructor runs its deleter unless it was consumed. Takes m
- * (its deleter runs on failure). */
+/* A capsule handing over m, always a block's (see the rules above): one of our blocks, or a new
+ * block around a foreign struct whose deleter runs once, when the block's does (a consumer that
+ * deletes without renaming cannot make it run twice). Takes m (its deleter runs on failure). */
 PyObject *dlbind_capsule_of(void *m, int versioned) {
-    PyCapsule_Destructor destructor = dlbind_capsule_destructor;
-    dlbind_block *b = NULL;
+    dlbind_block *b;
     if (versioned ? ((DLManagedTensorVersioned *)m)->deleter == dlbind_block_deleter_v
                   : ((DLManagedTensor *)m)->deleter == dlbind_block_deleter_l) {
         b = (dlbind_block *)m;
-        destructor = dlbind_block_capsule_destructor;
+    } else { /* a foreign struct goes into a block of its own, which releases it once */
+        b = dlbind_block_alloc(0);
+        if (b == NULL) {
+            dlbind_call_deleter(m, versioned);
+            return PyErr_NoMemory();
+        }
+        b->versioned = (unsigned char)(versioned != 0);
+        b->foreign = m;
+        b->foreign_versioned = (unsigned char)(versioned != 0);
+        if (versioned) {
+            DLManagedTensorVersioned *f = (DLManagedTensorVersioned *)m;
+            b->m.v.version = f->version;
+            b->m.v.flags = f->flags;
+            b->m.v.dl_tensor = f->dl_tensor; /* shape and strides stay the foreign struct's: it lives */
+            b->m.v.manager_ctx = NULL;
+            b->m.v.deleter = dlbind_block_deleter_v;
+        } else {
+            DLManagedTensor *f = (DLManagedTensor *)m;
+            b->m.l.dl_tensor = f->dl_tensor;
+            b->m.l.manager_ctx = NULL;
+            b->m.l.deleter = dlbind_block_deleter_l;
+        }
     }
-    PyObject *capsule = PyCapsule_New(m, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, destructor);
+    PyObject *capsule =
+        PyCapsule_New(b, versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY, dlbind_block_capsule_destructor);
     if (capsule == NULL) {
-        dlbind_call_deleter(m, versioned);
+        if (b->capsule == NULL) b->capsule_gone = 1; /* no capsule ever pointed here: nothing to pin for */
+        dlbind_call_deleter(b, versioned);
         return NULL;
     }
-    if (b != NULL) {
-        if (b->capsule != NULL && !b->capsule_gone && !b->pinned) { /* an earlier capsule may still point here */
-            b->pinned = 1;
-            dlbind_pinned_count++;
-        }
-        b->capsule = capsule;
-        b->capsule_gone = 0;
+    if (b->capsule != NULL && !b->capsule_gone && !b->pinned) { /* an earlier capsule may still point here */
+        b->pinned = 1;
+        dlbind_pinned_count++;
     }
+    b->capsule = capsule;
+    b->capsule_gone = 0;
     return capsule;
 }
 
