@@ -1,18 +1,50 @@
-"""Reads ``spec/adapters.toml`` (array libraries and their DLPack quirks) for the adapters target."""
+"""Reads ``spec/adapters.toml`` (the array systems, their export and import capabilities, per release).
+
+Each system is a table with ``export`` and ``import`` sub-tables, ``[[when]]`` entries that override
+facts for a range of releases and ``[[quirk]]`` entries for the docs. The loader checks every key and
+value against :data:`_FIELDS` (so a typo is an error, never a silently ignored fact) and flattens a
+system into one :class:`AdapterSpec`, rendered as ``dlbind._generated.adapters.Adapter``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
 from .errors import GeneratorError
 
-_KEYS = {"import", "array_types", "from_dlpack", "keywords", "exchange_api", "immutable", "verified", "quirk"}
-_OPTIONAL = {"quirk", "lacks_dtypes", "view_with", "export_guards"}
+_TOP = {"module", "array_types", "immutable", "verified", "import"}
+_OPTIONAL_TOP = {"export", "when", "quirk"}
 _QUIRK_KEYS = {"id", "text", "ref"}
 _KEYWORDS = {"device", "copy"}
+
+# (section, key) -> (field, kind, allowed values or None, default)
+_FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
+    ("export", "via"): ("export_via", str, None, "__dlpack__"),
+    ("export", "guards"): ("export_guards", list, None, ()),
+    ("import", "function"): ("from_dlpack", str, None, None),
+    ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
+    ("import", "asks"): ("asks", str, frozenset({"versioned", "legacy", "bare"}), "versioned"),
+    ("import", "keywords"): ("keywords", list, None, ()),
+    ("import", "exchange_api"): ("exchange_api", bool, None, False),
+    ("import", "devices"): ("devices", list, None, ("cpu",)),
+    ("import", "device"): ("device_form", str, None, "none"),
+    ("import", "device_names"): ("device_names", dict, None, ()),
+    ("import", "namespace"): ("namespace", str, None, ""),
+    ("import", "layout"): ("layout", str, frozenset({"any", "nonnegative", "compact"}), "any"),
+    ("import", "byte_offset"): ("byte_offset", bool, None, True),
+    ("import", "readonly"): ("readonly", str, frozenset({"honoured", "ignored"}), "honoured"),
+    ("import", "copy"): ("copy", str, frozenset({"honoured", "always", "ignored"}), "honoured"),
+    ("import", "alignment"): ("alignment", int, None, 0),
+    ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
+    ("import", "view_with"): ("view_with", str, None, ""),
+}
+_TOP_FIELDS = {"immutable": ("immutable", bool)}  # top-level facts a [[when]] may override
+_VERSIONS = re.compile(r"^(<=|>=|<|>|==)\d+(\.\d+)*$")
 
 
 @dataclass(frozen=True)
@@ -27,18 +59,74 @@ class AdapterSpec:
     name: str
     import_name: str
     array_types: tuple[str, ...]
-    from_dlpack: str
-    keywords: tuple[str, ...]
-    exchange_api: bool
     immutable: bool
     verified: bool
     quirks: tuple[Quirk, ...]
-    lacks_dtypes: tuple[str, ...] = ()
-    view_with: str = ""
-    export_guards: tuple[str, ...] = ()
+    facts: dict[str, Any] = field(default_factory=dict)  # field -> value (every _FIELDS field)
+    when: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # (versions, ((field, value), ...))
+
+    def __getattr__(self, name: str) -> Any:  # the flattened facts read as attributes in the template
+        facts = self.__dict__.get("facts", {})
+        if name in facts:
+            return facts[name]
+        raise AttributeError(name)
 
 
-def load_adapters(path: Path) -> list[AdapterSpec]:
+def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> Any:
+    if kind is list:
+        if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+            raise GeneratorError(f"{where}: expected a list of strings, not {raw!r}")
+        return tuple(raw)
+    if kind is dict:
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise GeneratorError(f"{where}: expected a table of strings, not {raw!r}")
+        return tuple(sorted(raw.items()))
+    if kind is int and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 0):
+        raise GeneratorError(f"{where}: expected a non-negative integer, not {raw!r}")
+    if kind is not int and not isinstance(raw, kind):
+        raise GeneratorError(f"{where}: expected {kind.__name__}, not {raw!r}")
+    if allowed is not None and raw not in allowed:
+        raise GeneratorError(f"{where}: {raw!r} is not one of {sorted(allowed)}")
+    return raw
+
+
+def _fact(section: str, key: str, raw: Any, where: str) -> tuple[str, Any]:
+    if section == "" and key in _TOP_FIELDS:
+        name, kind = _TOP_FIELDS[key]
+        return name, _value(raw, kind, None, where)
+    spec = _FIELDS.get((section, key))
+    if spec is None:
+        raise GeneratorError(f"{where}: unknown key {section + '.' if section else ''}{key}")
+    name, kind, allowed, _ = spec
+    return name, _value(raw, kind, allowed, where)
+
+
+def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
+    if bool(facts["lacks_dtypes"]) != bool(facts["view_with"]):
+        raise GeneratorError(f"{where}: lacks_dtypes and view_with go together")
+    if set(facts["keywords"]) - _KEYWORDS:
+        raise GeneratorError(f"{where}: import.keywords may only be {sorted(_KEYWORDS)}")
+    for guard in facts["export_guards"]:
+        if not guard.removesuffix("()").isidentifier():
+            raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
+    via = facts["export_via"]
+    if via != "__dlpack__" and not (via.endswith("()") and via[:-2].isidentifier()) and "." not in via:
+        raise GeneratorError(f"{where}: export.via is '__dlpack__', 'method()' or a dotted function, not {via!r}")
+    form = facts["device_form"]
+    if form not in ("none", "namespace") and "{name}" not in form:
+        raise GeneratorError(f"{where}: import.device is 'none', 'namespace' or a template with {{name}}, not {form!r}")
+    if (form == "namespace") != bool(facts["namespace"]):
+        raise GeneratorError(f"{where}: import.device = 'namespace' and import.namespace go together")
+    if device_names is not None:
+        unknown = (set(facts["devices"]) | {k for k, _ in facts["device_names"]}) - device_names
+        if unknown:
+            raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
+    if not facts["devices"]:
+        raise GeneratorError(f"{where}: import.devices is empty")
+
+
+def load_adapters(path: Path, device_names: set[str] | None = None) -> list[AdapterSpec]:
+    """The systems of ``path``; ``device_names`` (spec/devices.toml's names) checks ``import.devices``."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -48,36 +136,59 @@ def load_adapters(path: Path) -> list[AdapterSpec]:
         where = f"{path.name} [{name}]"
         if not isinstance(raw, dict):
             raise GeneratorError(f"{where}: expected a table")
-        unknown = set(raw) - _KEYS - _OPTIONAL
-        missing = _KEYS - _OPTIONAL - set(raw)
+        unknown = set(raw) - _TOP - _OPTIONAL_TOP
+        missing = _TOP - set(raw)
         if unknown or missing:
             raise GeneratorError(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
-        if set(raw["keywords"]) - _KEYWORDS:
-            raise GeneratorError(f"{where}: keywords may only be {sorted(_KEYWORDS)}")
-        quirks = []
-        for q in raw.get("quirk", []):
-            if set(q) != _QUIRK_KEYS:
-                raise GeneratorError(f"{where} quirk: needs exactly {sorted(_QUIRK_KEYS)}")
-            quirks.append(Quirk(str(q["id"]), str(q["text"]), str(q["ref"])))
-        out.append(
-            AdapterSpec(
-                name=name,
-                import_name=str(raw["import"]),
-                array_types=tuple(str(t) for t in raw["array_types"]),
-                from_dlpack=str(raw["from_dlpack"]),
-                keywords=tuple(str(k) for k in raw["keywords"]),
-                exchange_api=bool(raw["exchange_api"]),
-                immutable=bool(raw["immutable"]),
-                verified=bool(raw["verified"]),
-                quirks=tuple(quirks),
-                lacks_dtypes=tuple(str(p) for p in raw.get("lacks_dtypes", ())),
-                view_with=str(raw.get("view_with", "")),
-                export_guards=tuple(str(g) for g in raw.get("export_guards", ())),
-            )
-        )
-        if bool(out[-1].lacks_dtypes) != bool(out[-1].view_with):
-            raise GeneratorError(f"{where}: lacks_dtypes and view_with go together")
-        for guard in out[-1].export_guards:
-            if not guard.removesuffix("()").isidentifier():
-                raise GeneratorError(f"{where}: export_guards holds attribute names or 'method()', not {guard!r}")
+        facts = {f: default for (f, _, _, default) in _FIELDS.values()}
+        for section in ("export", "import"):
+            table = raw.get(section, {})
+            if not isinstance(table, dict):
+                raise GeneratorError(f"{where}: [{name}.{section}] must be a table")
+            for key, value in table.items():
+                f, v = _fact(section, key, value, f"{where} {section}.{key}")
+                facts[f] = v
+        out.append(_finish(name, raw, facts, where, device_names))
     return out
+
+
+def _finish(
+    name: str, raw: dict[str, Any], facts: dict[str, Any], where: str, device_names: set[str] | None
+) -> AdapterSpec:
+    if facts["from_dlpack"] is None:
+        raise GeneratorError(f"{where}: import.function is required")
+    _check(name, facts, where, device_names)
+    quirks = []
+    for q in raw.get("quirk", []):
+        if set(q) != _QUIRK_KEYS:
+            raise GeneratorError(f"{where} quirk: needs exactly {sorted(_QUIRK_KEYS)}")
+        quirks.append(Quirk(str(q["id"]), str(q["text"]), str(q["ref"])))
+    when = []
+    for i, entry in enumerate(raw.get("when", [])):
+        w = f"{where} when[{i}]"
+        versions = entry.get("versions")
+        if not isinstance(versions, str) or not all(_VERSIONS.match(p.strip()) for p in versions.split(",")):
+            raise GeneratorError(f"{w}: versions is like '<2.1' or '>=1.2,<2', not {versions!r}")
+        overrides = []
+        for key, value in entry.items():
+            if key == "versions":
+                continue
+            if key in ("export", "import") and isinstance(value, dict):  # import.keywords = [] (dotted keys)
+                overrides.extend(_fact(key, leaf, v, f"{w} {key}.{leaf}") for leaf, v in value.items())
+            else:
+                overrides.append(_fact("", key, value, f"{w} {key}"))
+        if not overrides:
+            raise GeneratorError(f"{w}: overrides nothing")
+        merged = dict(facts, **dict(overrides))
+        _check(name, merged, w, device_names)
+        when.append((versions, tuple(overrides)))
+    return AdapterSpec(
+        name=name,
+        import_name=str(raw["module"]),
+        array_types=tuple(str(t) for t in raw["array_types"]),
+        immutable=bool(raw["immutable"]),
+        verified=bool(raw["verified"]),
+        quirks=tuple(quirks),
+        facts=facts,
+        when=tuple(when),
+    )

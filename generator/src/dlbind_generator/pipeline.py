@@ -199,7 +199,7 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
         seal(banner(hv, hs, f"cffi {cffi.__version__} ABI-mode module (the pure build).") + "\n\n" + abi),
     )
     python("_abi.pyi", "Type stubs of _abi.py.")
-    adapters = load_adapters(paths.adapters)
+    adapters = load_adapters(paths.adapters, {d.name for d in policy.devices})
     ctx["adapters"] = adapters
     python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
     targets.append(

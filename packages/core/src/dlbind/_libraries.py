@@ -14,7 +14,7 @@ from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter
 
-__all__ = ["MISSING", "TypeCache", "library_of", "type_traits"]
+__all__ = ["MISSING", "TypeCache", "dotted", "for_release", "library_export", "library_of", "type_traits"]
 
 MISSING: Any = object()
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
@@ -92,7 +92,7 @@ def _find(kind: type) -> Adapter | None:
 def immutable(x: Any) -> bool:
     """``x``'s library never writes its arrays: what is imported from it must be read-only."""
     adapter = library_of(x)
-    return adapter is not None and adapter.immutable
+    return adapter is not None and for_release(adapter).immutable
 
 
 _TRAITS = TypeCache()  # type -> type_traits(type)
@@ -107,6 +107,7 @@ def type_traits(kind: type) -> tuple[tuple[tuple[str, bool], ...], bool]:
         if adapter is None:
             found = ((), False)
         else:
+            adapter = for_release(adapter)
             guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in adapter.export_guards)
             found = (guards, adapter.immutable)
         _TRAITS.put(kind, found)
@@ -128,3 +129,88 @@ def truthy_guard(x: Any) -> tuple[str, bool] | None:
         if value:
             return name, call
     return None
+
+
+def dotted(path: str) -> Any:
+    """The object at a dotted path (``pkg.mod.fn`` or ``pkg.mod.Class.method``), importing its module."""
+    import importlib
+
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"cannot import {path}")
+
+
+def library_export(x: Any) -> Any:
+    """What ``x``'s system gives for it when it exports without ``__dlpack__`` (``export.via`` in
+    spec/adapters.toml: a method or function giving a DLPack capsule or a buffer), or None."""
+    adapter = library_of(x)
+    if adapter is None:
+        return None
+    via = for_release(adapter).export_via
+    if via == "__dlpack__":
+        return None
+    if via.endswith("()"):
+        return getattr(x, via[:-2])()
+    return dotted(via)(x)
+
+
+_RELEASES: dict[str, Adapter] = {}  # system name -> its row resolved for the installed release
+
+
+def for_release(adapter: Adapter) -> Adapter:
+    """``adapter`` with the ``when`` entries that match the installed release applied.
+
+    The release is the ``__version__`` of the system's top-level package (imported already: its
+    arrays exist, or it is a conversion target). An unreadable version applies no entry.
+    """
+    if not adapter.when:
+        return adapter
+    found = _RELEASES.get(adapter.name)
+    if found is None:
+        module = sys.modules.get(adapter.import_name.partition(".")[0])
+        version = _release(getattr(module, "__version__", None))
+        found = adapter
+        if version is not None:
+            for versions, overrides in adapter.when:
+                if all(_matches(version, part.strip()) for part in versions.split(",")):
+                    found = found._replace(**dict(overrides))
+        if module is not None:
+            _RELEASES[adapter.name] = found
+    return found
+
+
+def _release(text: Any) -> tuple[int, ...] | None:
+    """``"2.0.2"``, ``"2.13.0+cpu"``, ``"0.12.0.1"``, ``"2.1.0rc1"`` -> the leading numbers; None if unreadable."""
+    if not isinstance(text, str):
+        return None
+    numbers = []
+    for part in text.split("+")[0].split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if len(digits) != len(part):  # "0rc1": the pre-release ends the number
+            break
+    return tuple(numbers) or None
+
+
+def _matches(version: tuple[int, ...], bound: str) -> bool:
+    for op in ("<=", ">=", "==", "<", ">"):
+        if bound.startswith(op):
+            other = tuple(int(p) for p in bound[len(op) :].split("."))
+            width = max(len(version), len(other))
+            a = version + (0,) * (width - len(version))
+            b = other + (0,) * (width - len(other))
+            return {"<=": a <= b, ">=": a >= b, "==": a == b, "<": a < b, ">": a > b}[op]
+    raise ValueError(f"bad version bound {bound!r}")

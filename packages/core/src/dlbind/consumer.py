@@ -7,7 +7,7 @@ from typing import Any
 from dlbind import _capi, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
-from dlbind._libraries import MISSING, TypeCache, immutable, truthy_guard
+from dlbind._libraries import MISSING, TypeCache, immutable, library_export, truthy_guard
 from dlbind.devices import check_stream, parse_device, producer_device
 from dlbind.tensor import Tensor, from_capsule
 
@@ -147,6 +147,25 @@ def _host_fallback(x: Any) -> Any:
         return None
 
 
+def import_library_export(
+    x: Any,
+    given: Any,
+    device: Any = None,
+    copy: bool | None = None,
+    stream: int | None = None,
+    allow_vector: bool = False,
+) -> Tensor:
+    """Import what ``x``'s system gave for it (a capsule or a buffer), with from_dlpack's keywords."""
+    if type(given) is not _capi.PyCapsuleType:
+        return sealed(from_dlpack(given, device=device, copy=copy, stream=stream, allow_vector=allow_vector), x)
+    tensor = sealed(from_capsule(given, stream=stream, allow_vector=allow_vector), x)
+    if device is not None and parse_device(device) != tensor.device:
+        raise BufferError(f"{type(x).__name__} exports on {tensor.device} only; import it there and move it")
+    if copy and not tensor.flags & Flags.IS_COPIED:
+        tensor = tensor.copy()
+    return tensor
+
+
 def from_dlpack(
     x: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None, allow_vector: bool = False
 ) -> Tensor:
@@ -164,6 +183,9 @@ def from_dlpack(
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream, allow_vector=allow_vector)
     if not hasattr(x, "__dlpack__"):
+        given = library_export(x)  # a system that exports through a method or function of its own
+        if given is not None:
+            return import_library_export(x, given, device, copy, stream, allow_vector)
         try:
             x = export_other(x)  # a buffer or array interface: exported zero-copy by dlbind itself
         except TypeError:

@@ -25,6 +25,7 @@ from typing import Any
 
 from dlbind import consumer
 from dlbind._ffi import native
+from dlbind._libraries import library_export
 from dlbind.devices import device_name
 from dlbind.planner import ROUTES, bridged, library_of, plan
 from dlbind.producer import Exporter, asdlpack
@@ -48,7 +49,8 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     try:
         plain = device is None and copy is None and stream is None
         if plain:
-            if library_of(x) is route.adapter:
+            lib = library_of(x)
+            if lib is not None and lib.name == route.adapter.name:
                 return x
             if native is not None:
                 if route.table_type is not None:
@@ -60,6 +62,16 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
                 if out is not NotImplemented:
                     return out
         tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
+        if device is None and device_name(tensor.device[0]) not in route.adapter.devices:
+            # the target cannot import from this device: the producer is asked for host memory
+            if "cpu" not in route.adapter.devices:
+                raise BufferError(f"{route.adapter.name} imports from {', '.join(route.adapter.devices)} only")
+            if copy is False:
+                raise BufferError(
+                    f"{route.adapter.name} imports host memory only, and copy=False forbids a copy from "
+                    f"{device_name(tensor.device[0])}"
+                )
+            tensor, copy = from_dlpack(x, device="cpu", stream=stream), None
         if plain and not route.bridges:
             return route.from_dlpack(tensor)
         return bridged(route, tensor, device, copy)
@@ -106,4 +118,7 @@ def compat(x: Any) -> Any:
     """
     if hasattr(x, "__dlpack__") and not isinstance(x, Exporter):
         return Exporter(None, x)
+    given = library_export(x)  # a system exporting through a method or function of its own
+    if given is not None:
+        return consumer.import_library_export(x, given)
     return asdlpack(x)

@@ -17,12 +17,13 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
-from dlbind._libraries import MISSING, TypeCache, library_of
-from dlbind.devices import HOST_ACCESSIBLE, parse_device
+from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
+from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
-__all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "library_of", "plan", "resolve"]
+__all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "device_arg", "host_needed", "importer", "library_of", "plan", "resolve"]
 
 # to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
 # table's), read by the compiled convert
@@ -56,21 +57,27 @@ def resolve(to: Any) -> Adapter:
 
 
 class Route(NamedTuple):
-    """How :func:`dlbind.convert` reaches one target library (from its row of spec/adapters.toml)."""
+    """How :func:`dlbind.convert` reaches one target system (its row of spec/adapters.toml, resolved for
+    the installed release)."""
 
     adapter: Adapter
     from_dlpack: Any
     table_type: type | None  # the target array type, when it has an exchange table
     handover_type: type | None  # the target array type, when the compiled build may hand over in C (below)
-    refuse_negative_strides: bool  # the target crashes on them: copy first
-    legacy_only: bool  # the target never asks for versioned capsules: read-only data needs a bridge
-    ignores_readonly: bool  # the target imports read-only data writable: copy it first
-    keywords: frozenset[str]  # what the installed from_dlpack accepts (read from its signature)
-    viewer: Any = None  # views a Tensor of a dtype its from_dlpack lacks (adapter.lacks_dtypes)
+    refuse_negative_strides: bool  # layout: the target cannot take negative strides (torch aborts on them)
+    legacy_only: bool  # asks: the target never asks for versioned capsules: read-only data needs a bridge
+    ignores_readonly: bool  # readonly: the target imports read-only data writable: copy it first
+    keywords: frozenset[str]  # what the installed importer accepts (read from its signature)
+    viewer: Any = None  # views a Tensor of a dtype its importer lacks (lacks_dtypes)
+    devices: dict[Any, Any] | None = None  # (type, id) -> the target's device object (device "namespace")
 
     @property
     def bridges(self) -> bool:
-        return self.refuse_negative_strides or self.legacy_only or self.ignores_readonly or self.viewer is not None
+        a = self.adapter
+        return (
+            self.refuse_negative_strides or self.legacy_only or self.ignores_readonly or self.viewer is not None
+            or a.layout == "compact" or not a.byte_offset or a.takes != "producer"
+        )  # fmt: skip
 
     @property
     def refuse(self) -> int:
@@ -99,7 +106,7 @@ def _array_type(adapter: Adapter) -> type | None:
 
 
 def plan(to: Any) -> Route:
-    """The route to library ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
+    """The route to system ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
     if isinstance(to, type):
         route = _ROUTES_BY_TYPE.get(to)
         if route is _MISSING:
@@ -109,31 +116,36 @@ def plan(to: Any) -> Route:
     key = (to,) if isinstance(to, str | ModuleType) else (id(to),)
     route = ROUTES.get(key)
     if route is None:
-        adapter = resolve(to)
+        named = resolve(to)
         try:
-            importlib.import_module(adapter.import_name)
+            importlib.import_module(named.import_name)
         except ImportError as exc:
-            raise ImportError(f"dlbind.convert(..., to={adapter.name!r}) needs {adapter.import_name}: {exc}") from None
-        module_name, _, attr = adapter.from_dlpack.rpartition(".")
-        fn = getattr(importlib.import_module(module_name), attr)
-        table_type = _array_type(adapter) if adapter.exchange_api else None
-        quirks = {q.id for q in adapter.quirks}
-        legacy_only = bool(quirks & {"no_max_version", "legacy_call"})
+            raise ImportError(f"dlbind.convert(..., to={named.name!r}) needs {named.import_name}: {exc}") from None
+        adapter = for_release(named)  # the facts of the installed release
+        fn = _function(adapter.from_dlpack)
+        simple = (
+            adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
+            and adapter.copy == "honoured" and not adapter.alignment
+        )  # fmt: skip
+        table_type = _array_type(adapter) if adapter.exchange_api and simple else None
+        legacy_only = adapter.asks != "versioned"
         # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
         # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
-        # Only for consumers whose row the tests verified against the installed library, that ask for
+        # Only for consumers whose row the tests verified against the installed release, that ask for
         # versioned capsules, and that have no exchange table (that route is faster still).
-        handover_type = _array_type(adapter) if table_type is None and adapter.verified and not legacy_only else None
+        verified_simple = simple and adapter.verified and not legacy_only
+        handover_type = _array_type(adapter) if table_type is None and verified_simple else None
         route = ROUTES[key] = Route(
             adapter,
             fn,
             table_type,
             handover_type,
-            "negative_strides_abort" in quirks,
+            adapter.layout != "any",
             legacy_only,
-            "readonly_ignored" in quirks,
+            adapter.readonly == "ignored",
             _keywords(fn, adapter),
             _function(adapter.view_with) if adapter.lacks_dtypes else None,
+            {} if adapter.device_form == "namespace" else None,
         )
         if isinstance(to, str):
             if table_type is not None:
@@ -143,9 +155,22 @@ def plan(to: Any) -> Route:
     return route
 
 
-def _function(dotted: str) -> Any:
-    module_name, _, attr = dotted.rpartition(".")
-    return getattr(importlib.import_module(module_name), attr)
+_function = dotted
+
+
+def importer(adapter: Adapter) -> Any:
+    """The system's importer as a function of a DLPack producer, given what its row says it takes
+    (a producer, a capsule it asks for as its row says, or a numpy array); for ``python -m dlbind check``."""
+    adapter = for_release(adapter)
+    fn = _function(adapter.from_dlpack)
+    if adapter.takes == "capsule":
+        legacy = adapter.asks != "versioned"
+        return lambda x: fn(x.__dlpack__() if legacy else x.__dlpack__(max_version=DLPACK_VERSION))
+    if adapter.takes == "ndarray":
+        import numpy
+
+        return lambda x: fn(numpy.from_dlpack(x))
+    return fn
 
 
 def _lacks(adapter: Adapter, dtype_name: str) -> bool:
@@ -153,7 +178,7 @@ def _lacks(adapter: Adapter, dtype_name: str) -> bool:
 
 
 def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
-    """The keywords the installed version's from_dlpack takes; the table's when it cannot be read."""
+    """The keywords the installed release's importer takes; the table's when it cannot be read."""
     import inspect
 
     try:
@@ -162,7 +187,7 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
         return frozenset(adapter.keywords)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return frozenset(adapter.keywords)
-    return frozenset(k for k in ("device", "copy") if k in params)
+    return frozenset(k for k in ("device", "copy") if k in params and k in adapter.keywords)
 
 
 class _LegacyReadOnly:
@@ -192,39 +217,106 @@ class _LegacyReadOnly:
         )  # fmt: skip
 
 
+def device_arg(route: Route, device: Any) -> Any:
+    """``device`` (``"cpu"``, ``"cpu:0"``, ``(type, id)``, ...) in the form the target's importer takes."""
+    adapter = route.adapter
+    dev = parse_device(device)
+    if route.devices is not None:  # "namespace": one of its array API namespace's device objects
+        found = route.devices.get(dev, _MISSING)
+        if found is _MISSING:
+            found = route.devices[dev] = _namespace_device(adapter, dev)
+        if found is None:
+            raise BufferError(f"{adapter.name} has no device {device_name(dev[0])}:{dev[1]}")
+        return found
+    name = device_name(dev[0])
+    name = dict(adapter.device_names).get(name, name)
+    return adapter.device_form.format(name=name, index=dev[1])
+
+
+def _namespace_device(adapter: Adapter, dev: Any) -> Any:
+    namespace = importlib.import_module(adapter.namespace)
+    for candidate in namespace.__array_namespace_info__().devices():
+        if candidate is None:
+            continue
+        try:
+            where = namespace.empty((0,), device=candidate).__dlpack_device__()
+        except Exception:  # a device that cannot hold an array here
+            continue
+        if parse_device(tuple(where)) == dev:
+            return candidate
+    return None
+
+
+def host_needed(route: Route, x: Any) -> bool:
+    """``x`` lives on a device the target cannot import from: convert asks its producer for host memory."""
+    try:
+        kind, _ = producer_device(x)
+    except (AttributeError, BufferError):
+        return False
+    return device_name(kind) not in route.adapter.devices and "cpu" in route.adapter.devices
+
+
 def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
-    """Hand ``tensor`` to the route's ``from_dlpack`` after bridging what the target gets wrong."""
-    if route.viewer is not None and _lacks(route.adapter, tensor.dtype.name):
+    """Hand ``tensor`` to the route's importer after bridging what the target cannot take.
+
+    Every bridge is a fact of the target's row: the layout it views, ``byte_offset``, read-only
+    data, whether it asks for versioned capsules, what its ``copy=`` does, the device form it
+    takes, what it takes (a producer, a capsule, a numpy array). A bridge copies once (and the copy
+    serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
+    """
+    adapter = route.adapter
+    if route.viewer is not None and _lacks(adapter, tensor.dtype.name):
         return _viewed(route, tensor, device, copy)
-    producer: Any = tensor
     kwargs: dict[str, Any] = {}
-    if copy is not None:
-        if "copy" in route.keywords:
-            kwargs["copy"] = copy
-        elif copy:
-            producer = tensor = tensor.copy()
     if device is not None:
-        if "device" not in route.keywords:
-            raise BufferError(f"{route.adapter.from_dlpack} takes no device=: convert on the source's device")
-        kwargs["device"] = device
-    if route.refuse_negative_strides and any(s < 0 for s in tensor.strides):
+        dev = parse_device(device)
+        if "device" in route.keywords and adapter.device_form != "none":
+            kwargs["device"] = device_arg(route, dev)
+        elif dev != tensor.device:
+            raise BufferError(f"{adapter.from_dlpack} takes no device=: convert on the source's device")
+    copied = False
+    if copy and not (adapter.copy == "honoured" and "copy" in route.keywords) and adapter.copy != "always":
+        tensor, copied = tensor.copy(), True  # the importer cannot be asked for a copy: dlbind makes it
+    elif copy is False and adapter.copy == "always":
+        raise BufferError(f"{adapter.name} copies on every import ({adapter.from_dlpack}), and copy=False forbids it")
+    elif copy is not None and "copy" in route.keywords and adapter.copy == "honoured":
+        kwargs["copy"] = copy
+    why = None if copied else _needs_copy(route, tensor)
+    if why is not None:
         if copy is False:
-            raise BufferError(f"{route.adapter.name} cannot take negative strides and copy=False forbids a copy")
-        producer = tensor = tensor.copy()
-    if route.ignores_readonly and tensor.readonly:
-        if copy is False:  # the target would hand out a writable alias of read-only memory
-            raise BufferError(
-                f"{route.adapter.name} imports read-only data writable, so it needs a copy and copy=False forbids it"
-            )
-        producer = tensor = tensor.copy()  # writes through the result must not reach read-only memory
+            raise BufferError(f"{adapter.name} cannot import {why}, so it needs a copy and copy=False forbids it")
+        tensor, copied = tensor.copy(), True
+    elif copy is False and adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment:
+        raise BufferError(
+            f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
+        )
+    producer: Any = tensor
     if route.legacy_only and tensor.readonly:
-        if route.adapter.immutable:
-            producer = _LegacyReadOnly(tensor)
-        elif copy is False:
-            raise BufferError(f"{route.adapter.name} cannot import read-only data and copy=False forbids a copy")
-        else:
-            producer = tensor.copy()
+        producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
+    if adapter.takes == "capsule":
+        producer = producer.__dlpack__() if route.legacy_only else producer.__dlpack__(max_version=DLPACK_VERSION)
+    elif adapter.takes == "ndarray":
+        import numpy
+
+        producer = numpy.asarray(producer)
     return route.from_dlpack(producer, **kwargs)
+
+
+def _needs_copy(route: Route, tensor: Tensor) -> str | None:
+    """Why the target cannot view ``tensor`` as it is (a copy can), or None."""
+    adapter = route.adapter
+    if adapter.layout == "nonnegative" and any(s < 0 for s in tensor.strides):
+        return "negative strides"
+    if adapter.layout == "compact" and not tensor.is_contiguous():
+        return "strides that are not compact (row-major)"
+    if not adapter.byte_offset and tensor.byte_offset:
+        return "a byte_offset (it ignores it)"
+    if tensor.readonly:
+        if route.ignores_readonly:
+            return "read-only data (it imports read-only data writable)"
+        if route.legacy_only and not adapter.immutable:
+            return "read-only data (it asks for legacy capsules, which cannot say read-only)"
+    return None
 
 
 def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:

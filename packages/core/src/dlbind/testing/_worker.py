@@ -22,8 +22,9 @@ def subject(name: str) -> tuple[Any, Any]:
     if name == "jax":
         jax: Any = importlib.import_module("jax")  # optional: only when jax is being checked
         jax.config.update("jax_enable_x64", True)  # else int64/float64 arrays narrow to 32 bits
-    module_name, _, attr = adapter.from_dlpack.rpartition(".")
-    consume = getattr(importlib.import_module(module_name), attr)
+    from dlbind.planner import importer
+
+    consume = importer(adapter)
     if name == "numpy":
         return (lambda a: a.copy() if a.ndim == 0 else a), consume
     return (lambda a: dlbind.convert(a, name)), consume
