@@ -54,18 +54,43 @@ def test_facts_hold_for_the_installed_library(name: str) -> None:
     x = _sample(name)
     assert library_of(x) is adapter, f"{type(x)} not recognised as {name}"
     assert resolve(name) is adapter and resolve(module) is adapter and resolve(type(x)) is adapter
-    module_name, _, attr = adapter.from_dlpack.rpartition(".")
-    fn = getattr(importlib.import_module(module_name), attr)
-    params = inspect.signature(fn).parameters
+    from dlbind._libraries import for_release
+    from dlbind.planner import _function
+
+    release = for_release(adapter)
+    params = inspect.signature(_function(release.from_dlpack)).parameters
     for keyword in ("device", "copy"):
-        assert (keyword in params) == (keyword in adapter.keywords), f"{name}.from_dlpack {keyword}="
-    assert hasattr(type(x), "__dlpack_c_exchange_api__") == adapter.exchange_api
+        assert (keyword in params) == (keyword in release.keywords), f"{name}.from_dlpack {keyword}="
+    assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.exchange_api
 
 
 def test_unknown_libraries() -> None:
-    with pytest.raises(ValueError, match="unknown array library 'tensorflow'"):
-        dlbind.convert(np.arange(3), "tensorflow")
+    with pytest.raises(ValueError, match="unknown array library 'nosuchlib'"):
+        dlbind.convert(np.arange(3), "nosuchlib")
     assert library_of(object()) is None
+
+
+@pytest.mark.parametrize("name", [n for n in ADAPTERS if n not in INSTALLED])
+def test_known_but_absent_systems_say_what_to_install(name: str) -> None:
+    try:
+        importlib.import_module(ADAPTERS[name].import_name)
+    except ImportError:
+        pass
+    else:
+        pytest.skip(f"{name} is installed")
+    with pytest.raises(ImportError, match=f"needs {ADAPTERS[name].import_name}"):
+        dlbind.convert(np.arange(3), name)
+
+
+def test_release_facts_follow_the_installed_version() -> None:
+    from dlbind._libraries import _matches, _release, for_release
+
+    assert _release("2.0.2") == (2, 0, 2) and _release("2.13.0+cpu") == (2, 13, 0) and _release("2.1.0rc1") == (2, 1, 0)
+    assert _release(None) is None and _release("dev") is None
+    assert _matches((2, 0, 2), "<2.1") and not _matches((2, 1), "<2.1") and _matches((0, 12, 0, 1), ">=0.12")
+    numpy_row = for_release(ADAPTERS["numpy"])
+    old = tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1)
+    assert (numpy_row.asks == "legacy") == old and (numpy_row.keywords == ()) == old
 
 
 # -- numpy: legacy imports are read-only --------------------------------------------------------
@@ -100,7 +125,7 @@ def test_torch_aborts_on_negative_strides_and_convert_copies() -> None:
     assert proc.returncode < 0  # killed by a signal (SIGABRT): the deviation
     bridged = dlbind.convert(np.arange(4.0)[::-1], "torch")
     assert bridged.tolist() == [3.0, 2.0, 1.0, 0.0]
-    with pytest.raises(BufferError, match="cannot take negative strides and copy=False"):
+    with pytest.raises(BufferError, match="negative strides, so it needs a copy and copy=False"):
         dlbind.convert(np.arange(4.0)[::-1], "torch", copy=False)
 
 
@@ -159,7 +184,7 @@ def test_tvm_ffi_legacy_call_and_convert_copies_readonly() -> None:
     t = dlbind.convert(ro, "tvm_ffi")  # tvm-ffi tensors are writable: a copy, never shared read-only memory
     assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0]
     assert not np.shares_memory(np.from_dlpack(t), ro)
-    with pytest.raises(BufferError, match="cannot import read-only data and copy=False"):
+    with pytest.raises(BufferError, match=r"read-only data \(it asks for legacy capsules.*copy=False forbids"):
         dlbind.convert(ro, "tvm_ffi", copy=False)
 
 
@@ -190,8 +215,10 @@ def test_keywords() -> None:
     a = np.arange(4.0)
     c = dlbind.convert(a, "torch", copy=True)
     assert c.data_ptr() != a.ctypes.data and c.tolist() == a.tolist()
+    # tvm_ffi.from_dlpack takes no device=: the source's own device needs no move, any other is refused
+    assert np.from_dlpack(dlbind.convert(a, "tvm_ffi", device="cpu:0")).tolist() == a.tolist()
     with pytest.raises(BufferError, match="takes no device="):
-        dlbind.convert(a, "tvm_ffi", device="cpu")
+        dlbind.convert(a, "tvm_ffi", device="cuda:0")
 
 
 def test_compat_answers_every_keyword() -> None:

@@ -124,15 +124,7 @@ def poke(a: np.ndarray) -> Any:
 
 def numpy_target_gaps() -> dict[str, str]:
     """Gaps of convert(..., to="numpy") at the installed numpy version, shared by every suite."""
-    if version("numpy") < (2, 1):
-        return dict.fromkeys(
-            ["test_to_numpy_device[*]", "test_to_numpy_copy_*"],
-            "numpy<2.1's from_dlpack takes no device/copy; convert passes them raw (TypeError)",
-        )
-    return dict.fromkeys(
-        ["test_to_numpy_device[str-index]", "test_to_numpy_device[tuple]"],
-        "device 'cpu:0' and (1, 0) are passed raw to numpy.from_dlpack, which takes only 'cpu' (ValueError)",
-    )
+    return {}  # none left: device forms and numpy<2.1's keyword-less from_dlpack are bridged
 
 
 class InteropSuite:
@@ -213,6 +205,36 @@ class InteropSuite:
     def _dtype(self, dtype: str) -> None:
         if dtype not in self.dtypes:
             pytest.skip(f"{self.system} has no {dtype}")
+
+    # -- its row of spec/adapters.toml against the installed release -------------------------------
+
+    def test_adapter_row_holds(self, lib: Any) -> None:
+        """The facts dlbind reads from the system's row hold for the installed release."""
+        import inspect
+
+        from dlbind._generated.adapters import ADAPTERS
+        from dlbind._libraries import dotted, for_release, library_of
+
+        x = self._make(lib, values("float32"))
+        row = ADAPTERS[self.system]
+        assert library_of(x) is row, f"{type(x)} is not recognised as {self.system}"
+        release = for_release(row)
+        fn = dotted(release.from_dlpack)
+        assert callable(fn)
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = None  # a builtin without a signature: the row's keywords stand
+        if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            for keyword in ("device", "copy"):
+                assert (keyword in params) == (keyword in release.keywords), f"{release.from_dlpack} {keyword}="
+        assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.exchange_api
+        if release.export_via == "__dlpack__":
+            assert hasattr(x, "__dlpack__")
+        elif release.export_via.endswith("()"):
+            assert callable(getattr(x, release.export_via[:-2]))
+        else:
+            assert callable(dotted(release.export_via))
 
     # -- system -> dlbind / numpy -----------------------------------------------------------------
 

@@ -29,7 +29,4 @@ class TestArrayApiStrict(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        return {
-            "test_from_numpy_device[*]": "device 'cpu', 'cpu:0', (1, 0) are passed raw to array_api_strict, which"
-            " wants its own Device (ValueError)",
-        }
+        return {}

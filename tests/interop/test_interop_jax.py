@@ -37,18 +37,7 @@ class TestJax(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        strides = "non-compact or negative strides are handed to jax as they are; jax refuses them (no bridge copy)"
-        gaps: dict[str, str] = {
-            "test_from_numpy_layout[reversed]": strides,
-            "test_from_numpy_layout[offset]": strides,
-            "test_from_numpy_layout[step]": strides,
-            "test_from_tensor_layout[reversed]": strides,
-            "test_from_tensor_layout[offset]": strides,
-            "test_from_tensor_layout[step]": strides,
-            "test_from_numpy_device[*]": "device 'cpu', 'cpu:0', (1, 0) are passed raw to jax (it wants a jax.Device)",
-        }
-        gaps["test_from_numpy_copy_true"] = "convert(a, to='jax', copy=True) gives a jax array sharing numpy's memory"
-        return gaps
+        return {}
 
     @pytest.mark.parametrize("target", ["torch", "tvm_ffi", "array_api_strict"])
     def test_no_writable_alias_to(self, lib: Any, target: str) -> None:

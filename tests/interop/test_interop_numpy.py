@@ -29,18 +29,7 @@ class TestNumpy(InteropSuite):
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
-        if version("numpy") >= (2, 1):
-            gaps.update(dict.fromkeys(
-                ["test_from_numpy_device[str-index]", "test_from_numpy_device[tuple]"],
-                "device 'cpu:0' and (1, 0) are passed raw to numpy.from_dlpack, which takes only 'cpu' (ValueError)",
-            ))  # fmt: skip
         if version("numpy") < (2, 1):
-            no_keywords = "numpy<2.1's from_dlpack takes no device/copy; convert passes them raw (TypeError)"
-            gaps.update(dict.fromkeys(
-                ["test_*_numpy_device[*]", "test_to_numpy_copy_*", "test_from_numpy_copy_*",
-                 "test_from_numpy_readonly_copy_false"],
-                no_keywords,
-            ))  # fmt: skip
             gaps["test_readonly_compat"] = (
                 "numpy<2.1 refuses to export read-only arrays; compat's __dlpack__ does not fall back to the buffer"
                 " protocol"

@@ -1,5 +1,5 @@
 """tensorflow <-> dlbind (tensorflow-cpu 2.21: __dlpack__ ignores max_version; its importer takes only a
-legacy capsule of compact data). EagerTensors are immutable. Not known to dlbind today."""
+legacy capsule of compact data). EagerTensors are immutable."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ class TestTensorflow(InteropSuite):
     system: ClassVar[str] = "tensorflow"
     module: ClassVar[str] = "tensorflow"
     immutable: ClassVar[bool] = True
-    known: ClassVar[bool] = False
 
     def make(self, lib: Any, a: np.ndarray) -> Any:
         return lib.constant(np.array(a, copy=True))
@@ -25,7 +24,4 @@ class TestTensorflow(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        return {
-            "test_to_numpy_no_writable_alias_of_immutable": "TF exports a writable legacy capsule of an immutable"
-            " EagerTensor; with no adapter, numpy gets a writable alias",
-        }
+        return {}

@@ -49,7 +49,7 @@ class TestTorch(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        return {"test_from_numpy_device[tuple]": "device (1, 0) is passed raw to torch.from_dlpack (AssertionError)"}
+        return {}
 
     @pytest.mark.parametrize("route", list(ROUTES))
     @pytest.mark.parametrize("kind", list(REFUSED))

@@ -35,7 +35,4 @@ class TestTvmFfi(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        return {
-            "test_from_numpy_device[*]": "device='cpu' for a CPU source is refused (tvm_ffi.from_dlpack has no device=)"
-            " though nothing needs to move",
-        }
+        return {}
