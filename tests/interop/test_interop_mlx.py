@@ -29,11 +29,4 @@ class TestMlx(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        negative = "negative strides are handed to mlx as they are (mlx: ValueError); no bridge copy"
-        return {
-            "test_from_numpy_layout[reversed]": negative,
-            "test_from_tensor_layout[reversed]": negative,
-            "test_from_numpy_device[*]": "device='cpu' for a CPU source is refused (mlx.core.array has no device=)"
-            " though nothing needs to move",
-            "test_from_numpy_copy_false": "convert(a, to='mlx', copy=False) silently copies (mlx.core.array copies)",
-        }
+        return {}

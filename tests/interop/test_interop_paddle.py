@@ -30,11 +30,5 @@ class TestPaddle(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        negative = "negative strides are handed to paddle as they are (paddle: MemoryError); no bridge copy"
-        gaps: dict[str, str] = {
-            "test_from_numpy_layout[reversed]": negative,
-            "test_from_tensor_layout[reversed]": negative,
-            "test_from_numpy_device[str-index]": "device 'cpu:0' is passed raw to paddle.from_dlpack (ValueError)",
-            "test_from_numpy_device[tuple]": "device (1, 0) is passed raw to paddle.from_dlpack (ValueError)",
-        }
+        gaps: dict[str, str] = {}
         return gaps

@@ -26,6 +26,7 @@ _KEYWORDS = {"device", "copy"}
 _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "via"): ("export_via", str, None, "__dlpack__"),
     ("export", "guards"): ("export_guards", list, None, ()),
+    ("export", "refusal"): ("export_refusal", str, frozenset({"BufferError", "TypeError"}), "BufferError"),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
     ("import", "asks"): ("asks", str, frozenset({"versioned", "legacy", "bare"}), "versioned"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter
 
-__all__ = ["MISSING", "TypeCache", "dotted", "for_release", "library_export", "library_of", "type_traits"]
+__all__ = ["MISSING", "TypeCache", "dotted", "for_release", "library_export", "library_of", "refuses_with", "type_traits"]
 
 MISSING: Any = object()
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
@@ -87,6 +87,15 @@ def _find(kind: type) -> Adapter | None:
             break
     _BY_TYPE.put(kind, found)
     return found
+
+
+def refuses_with(x: Any) -> type[Exception]:
+    """The exception ``x``'s ``__dlpack__`` raises when it cannot export an array (``export.refusal``):
+    BufferError as the spec says, or TypeError (numpy before 1.24)."""
+    adapter = library_of(x)
+    if adapter is None:
+        return BufferError
+    return TypeError if for_release(adapter).export_refusal == "TypeError" else BufferError
 
 
 def immutable(x: Any) -> bool:

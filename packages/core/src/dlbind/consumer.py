@@ -7,7 +7,7 @@ from typing import Any
 from dlbind import _capi, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
-from dlbind._libraries import MISSING, TypeCache, immutable, library_export, truthy_guard
+from dlbind._libraries import MISSING, TypeCache, immutable, library_export, refuses_with, truthy_guard
 from dlbind.devices import check_stream, parse_device, producer_device
 from dlbind.tensor import Tensor, from_capsule
 
@@ -73,7 +73,12 @@ def call_dlpack(
         if "dl_device" in kwargs or "copy" in kwargs:
             asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
             raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them")
-        result = method(stream=stream) if style == _STREAM else method()
+        try:
+            result = method(stream=stream) if style == _STREAM else method()
+        except TypeError as exc:
+            if refuses_with(x) is TypeError and not _keyword_refused(exc):
+                raise BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}") from exc
+            raise
     elif first_error is None:
         try:
             result = method(**kwargs)
@@ -89,6 +94,8 @@ def call_dlpack(
 def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwargs: dict[str, Any]) -> object:
     """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
     if not _keyword_refused(error):
+        if refuses_with(x) is TypeError:  # its system's way to refuse an array: the spec's type is BufferError
+            raise BufferError(f"{type(x).__name__}.__dlpack__ refused: {error}") from error
         try:
             raise error
         finally:
@@ -99,6 +106,9 @@ def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwarg
     try:
         result = method(stream=stream)
     except TypeError as exc:
+        if not _keyword_refused(exc) and refuses_with(x) is TypeError:
+            _CALL_STYLE.put(type(x), _STREAM)  # it took the keywords; it refused the array
+            raise BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}") from exc
         if not _keyword_refused(exc) or stream is not None:
             raise
     else:
@@ -127,7 +137,10 @@ def after_refusal(x: Any, error: BaseException) -> Tensor:
     and float8), but its buffer protocol or array interface may carry it: exported from there.
     """
     if isinstance(error, TypeError):
-        return sealed(from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error)), x)
+        try:
+            return sealed(from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error)), x)
+        except BufferError as refusal:  # a refusal its system raises as TypeError (export.refusal)
+            error = refusal
     fallback = _host_fallback(x)
     if fallback is None:
         try:

@@ -290,6 +290,10 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         raise BufferError(
             f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
         )
+    if copied and route.viewer is not None and not kwargs:
+        # dlbind's own copy is writable: its viewer hands it over as such (a legacy import would
+        # be read-only in numpy<2.1: numpy/numpy#28600)
+        return route.viewer(tensor)
     producer: Any = tensor
     if route.legacy_only and tensor.readonly:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
