@@ -14,7 +14,16 @@ from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter
 
-__all__ = ["MISSING", "TypeCache", "dotted", "for_release", "library_export", "library_of", "refuses_with", "type_traits"]
+__all__ = [
+    "MISSING",
+    "TypeCache",
+    "dotted",
+    "for_release",
+    "library_export",
+    "library_of",
+    "refuses_with",
+    "type_traits",
+]
 
 MISSING: Any = object()
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE

@@ -23,7 +23,18 @@ from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
-__all__ = ["C_ROUTES", "ROUTES", "Route", "bridged", "device_arg", "host_needed", "importer", "library_of", "plan", "resolve"]
+__all__ = [
+    "C_ROUTES",
+    "ROUTES",
+    "Route",
+    "bridged",
+    "device_arg",
+    "host_needed",
+    "importer",
+    "library_of",
+    "plan",
+    "resolve",
+]
 
 # to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
 # table's), read by the compiled convert
