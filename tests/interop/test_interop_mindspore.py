@@ -1,5 +1,5 @@
 """mindspore <-> dlbind (2.10 with numpy 1.26.4: no __dlpack__, mindspore.utils.dlpack functions, legacy
-capsules, crashes on NULL strides, refuses byte_offset). Not known to dlbind today."""
+capsules, crashes on NULL strides, refuses byte_offset)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ require("mindspore")
 class TestMindspore(InteropSuite):
     system: ClassVar[str] = "mindspore"
     module: ClassVar[str] = "mindspore"
-    known: ClassVar[bool] = False
 
     def make(self, lib: Any, a: np.ndarray) -> Any:
         return lib.Tensor(np.array(a, copy=True))
@@ -24,5 +23,4 @@ class TestMindspore(InteropSuite):
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
-        unknown = "MindSpore has no __dlpack__ (mindspore.utils.dlpack.to_dlpack); dlbind does not know it (TypeError)"
-        return dict.fromkeys(["test_from_dlpack_*", "test_to_numpy_*", "test_to_torch"], unknown)
+        return {}

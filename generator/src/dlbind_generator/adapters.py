@@ -26,6 +26,7 @@ _KEYWORDS = {"device", "copy"}
 _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "via"): ("export_via", str, None, "__dlpack__"),
     ("export", "guards"): ("export_guards", list, None, ()),
+    ("export", "host"): ("export_host", str, None, ""),
     ("export", "refusal"): ("export_refusal", str, frozenset({"BufferError", "TypeError"}), "BufferError"),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
@@ -43,6 +44,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "alignment"): ("alignment", int, None, 0),
     ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
     ("import", "view_with"): ("view_with", str, None, ""),
+    ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
 }
 _TOP_FIELDS = {"immutable": ("immutable", bool)}  # top-level facts a [[when]] may override
 _VERSIONS = re.compile(r"^(<=|>=|<|>|==)\d+(\.\d+)*$")
@@ -110,6 +112,9 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     for guard in facts["export_guards"]:
         if not guard.removesuffix("()").isidentifier():
             raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
+    host = facts["export_host"]
+    if host and not (host.endswith("()") and host[:-2].isidentifier()):
+        raise GeneratorError(f"{where}: export.host is a method 'name()', not {host!r}")
     via = facts["export_via"]
     if via != "__dlpack__" and not (via.endswith("()") and via[:-2].isidentifier()) and "." not in via:
         raise GeneratorError(f"{where}: export.via is '__dlpack__', 'method()' or a dotted function, not {via!r}")

@@ -171,12 +171,16 @@ def library_export(x: Any) -> Any:
     adapter = library_of(x)
     if adapter is None:
         return None
-    via = for_release(adapter).export_via
+    row = for_release(adapter)
+    via = row.export_via
     if via == "__dlpack__":
         return None
-    if via.endswith("()"):
-        return getattr(x, via[:-2])()
-    return dotted(via)(x)
+    try:
+        return getattr(x, via[:-2])() if via.endswith("()") else dotted(via)(x)
+    except Exception as exc:  # its export refused this array (a dtype it cannot export, ...)
+        if not row.export_host:
+            raise BufferError(f"{type(x).__name__} cannot be exported by {via}: {type(exc).__name__}: {exc}") from exc
+        return getattr(x, row.export_host[:-2])()  # a host copy by the system's own method
 
 
 _RELEASES: dict[str, Adapter] = {}  # system name -> its row resolved for the installed release

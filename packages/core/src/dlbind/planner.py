@@ -304,7 +304,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     if copied and route.viewer is not None and not kwargs:
         # dlbind's own copy is writable: its viewer hands it over as such (a legacy import would
         # be read-only in numpy<2.1: numpy/numpy#28600)
-        return route.viewer(tensor)
+        return _view(route, tensor)
     producer: Any = tensor
     if route.legacy_only and tensor.readonly:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
@@ -340,4 +340,13 @@ def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         raise BufferError(f"{route.adapter.view_with} views {tensor.dtype.name} data where it is, not on {device}")
     if tensor.device[0] not in HOST_ACCESSIBLE:
         raise BufferError(f"{route.adapter.name} views {tensor.dtype.name} data in host memory only")
-    return route.viewer(tensor.copy() if copy else tensor)
+    return _view(route, tensor.copy() if copy else tensor)
+
+
+def _view(route: Route, tensor: Tensor) -> Any:
+    """The target's array of ``tensor`` made by its ``view_with`` (given the tensor or a numpy view of it)."""
+    if route.adapter.view_takes == "ndarray":
+        import numpy
+
+        return route.viewer(numpy.asarray(tensor))
+    return route.viewer(tensor)
