@@ -1,5 +1,5 @@
 """numba <-> dlbind (0.68, NUMBA_ENABLE_CUDASIM=1: simulator device arrays, host memory underneath; no DLPack
-of its own). Not known to dlbind today."""
+of its own)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 class TestNumba(InteropSuite):
     system: ClassVar[str] = "numba"
     module: ClassVar[str] = "numba.cuda"
-    known: ClassVar[bool] = False
 
     def make(self, lib: Any, a: np.ndarray) -> Any:
         return lib.to_device(np.array(a, copy=True))
