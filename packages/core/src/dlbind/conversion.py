@@ -26,7 +26,7 @@ from typing import Any
 from dlbind import consumer
 from dlbind._ffi import native
 from dlbind._libraries import library_export
-from dlbind.devices import device_name
+from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
 from dlbind.planner import ROUTES, bridged, library_of, plan
 from dlbind.producer import Exporter, asdlpack
 from dlbind.tensor import Tensor
@@ -62,7 +62,12 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
                 if out is not NotImplemented:
                     return out
         tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
-        if device is None and device_name(tensor.device[0]) not in route.adapter.devices:
+        if device is not None and tensor.device[0] not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE:
+            # host memory of device data is the producer's to make (dl_device): it knows its device
+            if copy is False:
+                raise BufferError(f"device={device!r} needs a copy from {device_name(tensor.device[0])}, copy=False")
+            tensor, copy = from_dlpack(x, device=device, stream=stream), None
+        elif device is None and device_name(tensor.device[0]) not in route.adapter.devices:
             # the target cannot import from this device: the producer is asked for host memory
             if "cpu" not in route.adapter.devices:
                 raise BufferError(f"{route.adapter.name} imports from {', '.join(route.adapter.devices)} only")
