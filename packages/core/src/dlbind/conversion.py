@@ -62,7 +62,8 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
                 if out is not NotImplemented:
                     return out
         tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
-        if device is not None and tensor.device[0] not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE:
+        on_device = tensor.device[0] not in HOST_ACCESSIBLE
+        if device is not None and on_device and parse_device(device)[0] in HOST_ACCESSIBLE:
             # host memory of device data is the producer's to make (dl_device): it knows its device
             if copy is False:
                 raise BufferError(f"device={device!r} needs a copy from {device_name(tensor.device[0])}, copy=False")
