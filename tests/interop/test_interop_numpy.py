@@ -29,13 +29,6 @@ class TestNumpy(InteropSuite):
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
-        if version("numpy") < (1, 25):
-            refuses_bool = "numpy<1.25's __dlpack__ refuses bool; dlbind does not fall back to the buffer protocol"
-            gaps["test_from_tensor_values[bool]"] = refuses_bool
-            # numpy<1.24 refuses with TypeError (export.refusal: read as a refusal, the buffer protocol
-            # follows); numpy 1.24's BufferError is not yet followed by the compiled build
-            if compiled() and version("numpy") >= (1, 24):
-                gaps["test_from_dlpack_values[bool]"] = f"{refuses_bool} (from_dlpack, compiled build)"
         return gaps
 
     # read-only sources: numpy before 2.1 refuses to export them, yet the buffer protocol carries them
