@@ -405,11 +405,22 @@ def _core_wheel(session: nox.Session) -> str:
     return str(next(out.glob("*.whl")))
 
 
+@nox.session(name="interop_report", python=False)
+def interop_report(session: nox.Session) -> None:
+    """Write docs/interop.md from spec/adapters.toml and the last matrix run (.cache/interop); `-- --check` diffs.
+
+    Fails when a cell of the matrix has not run (run `nox -t interop` first) or, with --check, when the
+    committed page differs from what the run gives.
+    """
+    cells = [f"{c.system}|{c.version}|{' '.join(c.pins)}" for c in INTEROP_SYSTEMS]
+    session.run("python3", "tests/interop/report.py", "--cells", *cells, "--", *session.posargs)
+
+
 def _counts(summary: Path) -> str:
     import json
 
     if not summary.exists():  # --install-only: nothing ran
         return "not run"
     data = json.loads(summary.read_text())
-    parts = ", ".join(f"{n} {k}" for k, n in sorted(data.items()) if k != "ran" and n)
+    parts = ", ".join(f"{n} {k}" for k, n in sorted(data.items()) if k not in ("ran", "gaps") and n)
     return f"{data.get('ran', 0)} ran: {parts}"
