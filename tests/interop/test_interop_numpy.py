@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from _suite import InteropSuite, compiled, ndarray_ptr, require, version
+from _suite import InteropSuite, compiled, ndarray_ptr, require, version  # noqa: F401
 
 import dlbind
 
