@@ -239,8 +239,9 @@ def test_a_legacy_producer_still_refuses_what_it_cannot_honour() -> None:
     calls = [0]
     kind = _legacy_class(calls, with_stream=True)
     dlbind.from_dlpack(kind())
-    with pytest.raises(BufferError, match="does not accept copy"):
-        dlbind.from_dlpack(kind(), copy=False)
+    with pytest.raises(BufferError, match="does not accept dl_device"):
+        dlbind.from_dlpack(kind(), device="cuda:0")
+    assert dlbind.from_dlpack(kind(), copy=True).flags & dlbind.Flags.IS_COPIED  # dlbind copies
 
 
 def test_the_call_cache_keeps_no_class_alive() -> None:

@@ -136,10 +136,16 @@ def test_legacy_producer_gets_the_fallback() -> None:
     assert p.calls == [{"stream": None, "max_version": dlbind.DLPACK_VERSION}, {"stream": None}]
 
 
-def test_legacy_producer_cannot_honour_copy() -> None:
-    p = Producer(np.arange(3.0), legacy=True)
-    with pytest.raises(BufferError, match="does not accept copy, so it cannot honour them"):
-        dlbind.from_dlpack(p, copy=False)
+def test_legacy_producer_gets_copy_from_dlbind_and_cannot_move() -> None:
+    # issue 13: copy= is honoured for producers that do not take it (a copy of the plain import, or
+    # the plain import itself); dl_device cannot be: the producer alone can move its data
+    a = np.arange(3.0)
+    t = dlbind.from_dlpack(Producer(a, legacy=True), copy=True)
+    assert t.flags & dlbind.Flags.IS_COPIED and not np.shares_memory(np.from_dlpack(t), a)
+    t = dlbind.from_dlpack(Producer(a, legacy=True), copy=False)
+    assert np.shares_memory(np.from_dlpack(t), a)
+    with pytest.raises(BufferError, match="does not accept dl_device"):
+        dlbind.from_dlpack(Producer(a, legacy=True), device="cuda:0")
 
 
 def test_real_type_errors_are_not_swallowed() -> None:

@@ -70,9 +70,8 @@ def call_dlpack(
         kwargs["copy"] = copy
     style = _CALL_STYLE.get(type(x)) if first_error is None else MISSING
     if style is not MISSING and (style == _STREAM or stream is None):
-        if "dl_device" in kwargs or "copy" in kwargs:
-            asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
-            raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them")
+        if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
+            raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data")
         try:
             result = method(stream=stream) if style == _STREAM else method()
         except TypeError as exc:
@@ -100,9 +99,10 @@ def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwarg
             raise error
         finally:
             del error
-    if "dl_device" in kwargs or "copy" in kwargs:
-        asked = ", ".join(k for k in ("dl_device", "copy") if k in kwargs)
-        raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept {asked}, so it cannot honour them") from error
+    if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
+        raise BufferError(
+            f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data"
+        ) from error
     try:
         result = method(stream=stream)
     except TypeError as exc:
