@@ -175,7 +175,7 @@ def _finish(
         versions = entry.get("versions")
         if not isinstance(versions, str) or not all(_VERSIONS.match(p.strip()) for p in versions.split(",")):
             raise GeneratorError(f"{w}: versions is like '<2.1' or '>=1.2,<2', not {versions!r}")
-        overrides = []
+        overrides: list[tuple[str, Any]] = []
         for key, value in entry.items():
             if key == "versions":
                 continue
