@@ -64,8 +64,7 @@ typedef struct dlbind_block {
     struct dlbind_block *next; /* on a free list */
     int64_t *dims;             /* shape then strides: inline_dims, or allocated */
     void *foreign;             /* a foreign struct this block hands over (its deleter runs once), or NULL */
-    unsigned char versioned;   /* which member of m */
-    unsigned char foreign_versioned;
+    unsigned char versioned;   /* which member of m (and which kind a foreign struct is) */
     unsigned char live;        /* the deleter has not run */
     unsigned char capsule_gone; /* the capsule's destructor ran */
     unsigned char pinned;      /* a capsule may point here: the memory is never freed */
@@ -117,16 +116,21 @@ static dlbind_block *dlbind_block_alloc(int ndim) {
     return b;
 }
 
+/* A capsule may still point at b: its memory is never freed from now on (GIL held). */
+static void dlbind_block_pin(dlbind_block *b) {
+    if (!b->pinned) {
+        b->pinned = 1;
+        dlbind_pinned_count++;
+    }
+}
+
 /* The deleter ran (GIL held): keep or free the block's memory as the rules above say. */
 static void dlbind_block_recycle(dlbind_block *b) {
     if (b->dims != b->inline_dims) {
         PyMem_RawFree(b->dims);
         b->dims = b->inline_dims;
     }
-    if (!b->capsule_gone && !b->pinned) {
-        b->pinned = 1;
-        dlbind_pinned_count++;
-    }
+    if (!b->capsule_gone) dlbind_block_pin(b);
     if (b->pinned) {
         /* a consumer may retry the capsule it left unrenamed: it must find nothing it can import */
         DLTensor *t = b->versioned ? &b->m.v.dl_tensor : &b->m.l.dl_tensor;
@@ -154,7 +158,7 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
          * destructor is the caller (it frees the block when this returns: no capsule is left) */
         if (b->live) {
             b->live = 0;
-            if (b->foreign != NULL) dlbind_call_deleter(b->foreign, b->foreign_versioned);
+            if (b->foreign != NULL) dlbind_call_deleter(b->foreign, b->versioned);
             b->foreign = NULL;
         }
         return;
@@ -167,7 +171,7 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         if (b->foreign != NULL) { /* a handed-over foreign struct: released once, by its own deleter */
             void *foreign = b->foreign;
             b->foreign = NULL;
-            dlbind_call_deleter(foreign, b->foreign_versioned);
+            dlbind_call_deleter(foreign, b->versioned);
         }
         if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
         dlbind_block_recycle(b);
@@ -194,13 +198,11 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
     if (b != NULL && b->capsule == capsule) {
         b->capsule = NULL;
         b->capsule_gone = 1;
-        int versioned = -1;
-        if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
-            versioned = 1;
-        else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
-            versioned = 0;
-        if (b->live && versioned >= 0) { /* unconsumed: the tensor is ours to free */
-            dlbind_call_deleter(b, versioned);
+        /* our names are our own strings: a pointer test settles the common case, strcmp a copy */
+        const char *ours = b->versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY;
+        int unconsumed = name == ours || (name != NULL && strcmp(name, ours) == 0);
+        if (b->live && unconsumed) { /* the tensor is ours to free */
+            dlbind_call_deleter(b, b->versioned);
             /* at exit the deleter leaves the block: no capsule points here any more, so free it */
             if (dlbind_finalizing() && !b->pinned) {
                 if (b->dims != b->inline_dims) PyMem_RawFree(b->dims);
@@ -237,26 +239,6 @@ void dlbind_call_deleter(void *managed, int versioned) {
         DLManagedTensor *m = (DLManagedTensor *)managed;
         if (m->deleter) m->deleter(m);
     }
-}
-
-/* An unconsumed capsule frees its tensor; a consumed one (renamed used_*) belongs to the consumer.
- * Our capsules carry our own name strings, so a pointer test settles the common cases; a rename
- * to another copy of the same text is still found by strcmp. */
-void dlbind_capsule_destructor(PyObject *capsule) {
-    const char *name = PyCapsule_GetName(capsule);
-    int versioned;
-    if (name == DLBIND_NAME_VERSIONED || (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0))
-        versioned = 1;
-    else if (name == DLBIND_NAME_LEGACY || (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0))
-        versioned = 0;
-    else /* consumed (or renamed to NULL, which GetName reports without an error) */
-        return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    void *m = PyCapsule_GetPointer(capsule, name);
-    if (m != NULL) dlbind_call_deleter(m, versioned);
-    PyErr_Clear();
-    PyErr_Restore(type, value, tb);
 }
 
 /* export(keepalive, address, versioned) -> capsule: the struct the Python side laid out at address
@@ -339,7 +321,6 @@ PyObject *dlbind_capsule_of(void *m, int versioned) {
         }
         b->versioned = (unsigned char)(versioned != 0);
         b->foreign = m;
-        b->foreign_versioned = (unsigned char)(versioned != 0);
         if (versioned) {
             DLManagedTensorVersioned *f = (DLManagedTensorVersioned *)m;
             b->m.v.version = f->version;
@@ -361,10 +342,7 @@ PyObject *dlbind_capsule_of(void *m, int versioned) {
         dlbind_call_deleter(b, versioned);
         return NULL;
     }
-    if (b->capsule != NULL && !b->capsule_gone && !b->pinned) { /* an earlier capsule may still point here */
-        b->pinned = 1;
-        dlbind_pinned_count++;
-    }
+    if (b->capsule != NULL && !b->capsule_gone) dlbind_block_pin(b); /* an earlier capsule may still point here */
     b->capsule = capsule;
     b->capsule_gone = 0;
     return capsule;

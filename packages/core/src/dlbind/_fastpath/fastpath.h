@@ -126,8 +126,6 @@ void *dlbind_take(PyObject *capsule, int *versioned);
 void dlbind_call_deleter(void *managed, int versioned);
 /* The owner our deleter will drop (borrowed), or NULL when the struct is not ours (for tp_traverse). */
 PyObject *dlbind_managed_owner(void *managed, int versioned);
-/* The destructor of capsules over foreign structs: runs the struct's deleter unless consumed. */
-void dlbind_capsule_destructor(PyObject *capsule);
 /* A capsule handing over m (ours or foreign, see capsules.c); takes m: its deleter runs on failure. */
 PyObject *dlbind_capsule_of(void *m, int versioned);
 /* How many export blocks were ever pinned (a consumer deleted while the capsule lived). */
