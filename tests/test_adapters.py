@@ -55,10 +55,10 @@ def test_facts_hold_for_the_installed_library(name: str) -> None:
     assert library_of(x) is adapter, f"{type(x)} not recognised as {name}"
     assert resolve(name) is adapter and resolve(module) is adapter and resolve(type(x)) is adapter
     from dlbind._libraries import for_release
-    from dlbind.planner import _function
+    from dlbind._libraries import dotted
 
     release = for_release(adapter)
-    params = inspect.signature(_function(release.from_dlpack)).parameters
+    params = inspect.signature(dotted(release.from_dlpack)).parameters
     for keyword in ("device", "copy"):
         assert (keyword in params) == (keyword in release.keywords), f"{name}.from_dlpack {keyword}="
     assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.exchange_api

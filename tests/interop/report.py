@@ -14,46 +14,43 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "interop.md"
 CACHE = ROOT / ".cache" / "interop"
+sys.path.insert(0, str(ROOT / "generator" / "src"))  # the generator's reader: the rows with their defaults
+
+from dlbind_generator.adapters import load_adapters  # noqa: E402
 
 
-def _import_rules(imp: dict[str, Any], immutable: bool) -> list[str]:
-    rules = []
-    takes = imp.get("takes", "producer")
-    asks = imp.get("asks", "versioned")
-    rules.append(
-        {"producer": "takes a producer", "capsule": "takes a capsule only", "ndarray": "takes a numpy array"}[takes]
+def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
+    takes = {"producer": "takes a producer", "capsule": "takes a capsule only", "ndarray": "takes a numpy array"}
+    rules = [
+        takes[f["takes"]]
         + {"versioned": ", asks for versioned capsules", "legacy": ", never sends max_version (legacy capsules)",
-           "bare": ", calls `__dlpack__()` with no keywords"}[asks]
-    )  # fmt: skip
-    layout = imp.get("layout", "any")
-    if layout == "compact":
+           "bare": ", calls `__dlpack__()` with no keywords"}[f["asks"]]
+    ]  # fmt: skip
+    if f["layout"] == "compact":
         rules.append("copy: strides that are not compact row-major")
-    elif layout == "nonnegative":
+    elif f["layout"] == "nonnegative":
         rules.append("copy: negative strides")
-    if imp.get("byte_offset", True) is False:
+    if not f["byte_offset"]:
         rules.append("copy: a nonzero `byte_offset` (it ignores or refuses it)")
-    if imp.get("readonly", "honoured") == "ignored":
+    if f["readonly"] == "ignored":
         rules.append("copy: read-only data (it would import it writable)")
-    if asks != "versioned":
+    if f["asks"] != "versioned":
         rules.append(
             "read-only data: a legacy capsule (its arrays are immutable)" if immutable
             else "copy: read-only data (a legacy capsule cannot say read-only)"
         )  # fmt: skip
-    copy = imp.get("copy", "honoured")
-    if copy == "always":
+    if f["copy"] == "always":
         rules.append("always copies: `copy=False` refused (BufferError)")
-    elif copy == "ignored":
+    elif f["copy"] == "ignored":
         rules.append("`copy=True`: dlbind copies (its own `copy=True` shares)")
-    if imp.get("alignment"):
-        rules.append(f"`copy=False` refused for data not {imp['alignment']}-byte aligned")
-    if imp.get("lacks_dtypes"):
-        rules.append(f"through `{imp['view_with']}`: {', '.join(imp['lacks_dtypes'])}")
-    device = imp.get("device", "none")
+    if f["alignment"]:
+        rules.append(f"`copy=False` refused for data not {f['alignment']}-byte aligned")
+    if f["lacks_dtypes"]:
+        rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
+    device = f["device_form"]
     rules.append(
         "`device=`: none (only the source's device)" if device == "none"
         else "`device=`: its array API namespace's device object" if device == "namespace"
@@ -62,20 +59,20 @@ def _import_rules(imp: dict[str, Any], immutable: bool) -> list[str]:
     return rules
 
 
-def _export_rules(exp: dict[str, Any], immutable: bool) -> list[str]:
-    via = exp.get("via", "__dlpack__")
+def _export_rules(f: dict[str, Any], immutable: bool) -> list[str]:
+    via = f["export_via"]
     rules = ["`__dlpack__`" if via == "__dlpack__" else f"`{via}`" + (" (a method)" if via.endswith("()") else "")]
-    if exp.get("host"):
-        rules.append(f"a host copy by `{exp['host']}` where that refuses")
-    if exp.get("guards"):
-        rules.append(f"refused (its own BufferError) when {', '.join(f'`{g}`' for g in exp['guards'])}")
+    if f["export_host"]:
+        rules.append(f"a host copy by `{f['export_host']}` where that refuses")
+    if f["export_guards"]:
+        rules.append(f"refused (its own BufferError) when {', '.join(f'`{g}`' for g in f['export_guards'])}")
     if immutable:
         rules.append("imported read-only (its arrays are immutable)")
     return rules
 
 
-def render(cells: list[tuple[str, str, str]], check_cache: bool = True) -> str:
-    spec = tomllib.loads((ROOT / "spec" / "adapters.toml").read_text(encoding="utf-8"))
+def render(cells: list[tuple[str, str, str]]) -> str:
+    rows = load_adapters(ROOT / "spec" / "adapters.toml")
     lines = [
         "# Interop: every system, every version the matrix runs",
         "",
@@ -92,22 +89,18 @@ def render(cells: list[tuple[str, str, str]], check_cache: bool = True) -> str:
         "| system | its arrays to DLPack | DLPack to its arrays | verified | quirks (upstream) |",
         "|---|---|---|---|---|",
     ]
-    for name, row in spec.items():
-        immutable = bool(row.get("immutable"))
-        quirks = "; ".join(f"{q['text']} ({q['ref']})" for q in row.get("quirk", [])) or "none"
+    for row in rows:
+        quirks = "; ".join(f"{q.text} ({q.ref})" for q in row.quirks) or "none"
         when = "; ".join(
-            f"{w['versions']}: " + ", ".join(
-                f"{k}.{kk} = {vv!r}" if isinstance(v, dict) else f"{k} = {v!r}"
-                for k, v in w.items() if k != "versions" for kk, vv in (v.items() if isinstance(v, dict) else [(k, v)])
-            )
-            for w in row.get("when", [])
-        )  # fmt: skip
-        imp = "<br>".join(_import_rules(row["import"], immutable))
+            f"{versions}: " + ", ".join(f"{key} = {value!r}" for key, value in overrides)
+            for versions, overrides in row.when
+        )
+        imp = "<br>".join(_import_rules(row.facts, row.immutable))
         if when:
             imp += f"<br>releases {when}"
         lines.append(
-            f"| {name} (`{row['module']}`) | {'<br>'.join(_export_rules(row.get('export', {}), immutable))} | "
-            f"`{row['import']['function']}`: {imp} | {'yes' if row.get('verified') else 'no'} | {quirks} |"
+            f"| {row.name} (`{row.import_name}`) | {'<br>'.join(_export_rules(row.facts, row.immutable))} | "
+            f"`{row.facts['from_dlpack']}`: {imp} | {'yes' if row.verified else 'no'} | {quirks} |"
         )
     lines += [
         "",
@@ -132,7 +125,7 @@ def render(cells: list[tuple[str, str, str]], check_cache: bool = True) -> str:
             for test, why in data.get("gaps", {}).items():
                 gaps.setdefault(f"{system} {version}", {})[test] = why
         lines.append(f"| {system} | {version} | `{pins}` | {runs[0]} | {runs[1]} |")
-    if check_cache and missing:
+    if missing:
         sys.exit(f"interop_report: no run of {', '.join(sorted(set(missing)))}: run `nox -t interop` first")
     lines += ["", "## Gaps that remain (strict xfails: a fixed gap fails its cell until it is removed)", ""]
     if not gaps:

@@ -68,12 +68,6 @@ class AdapterSpec:
     facts: dict[str, Any] = field(default_factory=dict)  # field -> value (every _FIELDS field)
     when: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # (versions, ((field, value), ...))
 
-    def __getattr__(self, name: str) -> Any:  # the flattened facts read as attributes in the template
-        facts = self.__dict__.get("facts", {})
-        if name in facts:
-            return facts[name]
-        raise AttributeError(name)
-
 
 def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> Any:
     if kind is list:

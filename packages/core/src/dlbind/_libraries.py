@@ -210,21 +210,10 @@ def for_release(adapter: Adapter) -> Adapter:
 
 def _release(text: Any) -> tuple[int, ...] | None:
     """``"2.0.2"``, ``"2.13.0+cpu"``, ``"0.12.0.1"``, ``"2.1.0rc1"`` -> the leading numbers; None if unreadable."""
-    if not isinstance(text, str):
-        return None
-    numbers = []
-    for part in text.split("+")[0].split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        numbers.append(int(digits))
-        if len(digits) != len(part):  # "0rc1": the pre-release ends the number
-            break
-    return tuple(numbers) or None
+    import re
+
+    found = re.match(r"\d+(?:\.\d+)*", text) if isinstance(text, str) else None
+    return tuple(int(p) for p in found.group().split(".")) if found else None
 
 
 def _matches(version: tuple[int, ...], bound: str) -> bool:

@@ -20,6 +20,16 @@ def _keyword_refused(exc: TypeError) -> bool:
     return any(text in str(exc) for text in _UNEXPECTED)
 
 
+def _refusal(x: Any, exc: TypeError) -> BufferError | None:
+    """``exc`` as the spec's BufferError when it is how ``x``'s system refuses an array (its row's
+    ``export.refusal`` is TypeError and ``exc`` is not about keywords), else None."""
+    if _keyword_refused(exc) or refuses_with(x) is not TypeError:
+        return None
+    refusal = BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}")
+    refusal.__cause__ = exc
+    return refusal
+
+
 # type -> how its __dlpack__ accepted the call once max_version was refused: _STREAM (stream= only) or
 # _BARE (no keywords), so that every later import from the type costs one call (held weakly: types stay
 # collectable)
@@ -75,8 +85,9 @@ def call_dlpack(
         try:
             result = method(stream=stream) if style == _STREAM else method()
         except TypeError as exc:
-            if refuses_with(x) is TypeError and not _keyword_refused(exc):
-                raise BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}") from exc
+            refusal = _refusal(x, exc)
+            if refusal is not None:
+                raise refusal from exc
             raise
     elif first_error is None:
         try:
@@ -93,8 +104,9 @@ def call_dlpack(
 def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwargs: dict[str, Any]) -> object:
     """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
     if not _keyword_refused(error):
-        if refuses_with(x) is TypeError:  # its system's way to refuse an array: the spec's type is BufferError
-            raise BufferError(f"{type(x).__name__}.__dlpack__ refused: {error}") from error
+        refusal = _refusal(x, error)
+        if refusal is not None:
+            raise refusal from error
         try:
             raise error
         finally:
@@ -106,9 +118,10 @@ def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwarg
     try:
         result = method(stream=stream)
     except TypeError as exc:
-        if not _keyword_refused(exc) and refuses_with(x) is TypeError:
+        refusal = _refusal(x, exc)
+        if refusal is not None:
             _CALL_STYLE.put(type(x), _STREAM)  # it took the keywords; it refused the array
-            raise BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}") from exc
+            raise refusal from exc
         if not _keyword_refused(exc) or stream is not None:
             raise
     else:

@@ -62,22 +62,19 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
                 if out is not NotImplemented:
                     return out
         tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
-        on_device = tensor.device[0] not in HOST_ACCESSIBLE
-        if device is not None and on_device and parse_device(device)[0] in HOST_ACCESSIBLE:
-            # host memory of device data is the producer's to make (dl_device): it knows its device
-            if copy is False:
-                raise BufferError(f"device={device!r} needs a copy from {device_name(tensor.device[0])}, copy=False")
-            tensor, copy = from_dlpack(x, device=device, stream=stream), None
-        elif device is None and device_name(tensor.device[0]) not in route.adapter.devices:
-            # the target cannot import from this device: the producer is asked for host memory
-            if "cpu" not in route.adapter.devices:
+        # host memory of device data is the producer's to make (dl_device: it knows its device), when
+        # device= names the host or, without device=, when the target cannot import from that device
+        here = device_name(tensor.device[0])
+        if device is not None:
+            host = tensor.device[0] not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE
+        else:
+            host = here not in route.adapter.devices
+            if host and "cpu" not in route.adapter.devices:
                 raise BufferError(f"{route.adapter.name} imports from {', '.join(route.adapter.devices)} only")
+        if host:
             if copy is False:
-                raise BufferError(
-                    f"{route.adapter.name} imports host memory only, and copy=False forbids a copy from "
-                    f"{device_name(tensor.device[0])}"
-                )
-            tensor, copy = from_dlpack(x, device="cpu", stream=stream), None
+                raise BufferError(f"{route.adapter.name} needs a host copy of {here} data, and copy=False forbids it")
+            tensor, copy = from_dlpack(x, device=device or "cpu", stream=stream), None
         if plain and not route.bridges:
             return route.from_dlpack(tensor)
         return bridged(route, tensor, device, copy)

@@ -19,7 +19,7 @@ from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
-from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device
+from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
@@ -29,7 +29,6 @@ __all__ = [
     "Route",
     "bridged",
     "device_arg",
-    "host_needed",
     "importer",
     "library_of",
     "plan",
@@ -133,7 +132,7 @@ def plan(to: Any) -> Route:
         except ImportError as exc:
             raise ImportError(f"dlbind.convert(..., to={named.name!r}) needs {named.import_name}: {exc}") from None
         adapter = for_release(named)  # the facts of the installed release
-        fn = _function(adapter.from_dlpack)
+        fn = dotted(adapter.from_dlpack)
         simple = (
             adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
             and adapter.copy == "honoured" and not adapter.alignment
@@ -155,7 +154,7 @@ def plan(to: Any) -> Route:
             legacy_only,
             adapter.readonly == "ignored",
             _keywords(fn, adapter),
-            _function(adapter.view_with) if adapter.lacks_dtypes else None,
+            dotted(adapter.view_with) if adapter.lacks_dtypes else None,
             {} if adapter.device_form == "namespace" else None,
         )
         if isinstance(to, str):
@@ -166,22 +165,23 @@ def plan(to: Any) -> Route:
     return route
 
 
-_function = dotted
-
-
 def importer(adapter: Adapter) -> Any:
     """The system's importer as a function of a DLPack producer, given what its row says it takes
     (a producer, a capsule it asks for as its row says, or a numpy array); for ``python -m dlbind check``."""
     adapter = for_release(adapter)
-    fn = _function(adapter.from_dlpack)
+    fn = dotted(adapter.from_dlpack)
     if adapter.takes == "capsule":
-        legacy = adapter.asks != "versioned"
-        return lambda x: fn(x.__dlpack__() if legacy else x.__dlpack__(max_version=DLPACK_VERSION))
+        return lambda x: fn(_capsule_for(adapter, x))
     if adapter.takes == "ndarray":
         import numpy
 
         return lambda x: fn(numpy.from_dlpack(x))
     return fn
+
+
+def _capsule_for(adapter: Adapter, producer: Any) -> object:
+    """The capsule an importer that takes only capsules gets: asked for as its row's ``asks`` says."""
+    return producer.__dlpack__() if adapter.asks != "versioned" else producer.__dlpack__(max_version=DLPACK_VERSION)
 
 
 def _lacks(adapter: Adapter, dtype_name: str) -> bool:
@@ -258,15 +258,6 @@ def _namespace_device(adapter: Adapter, dev: Any) -> Any:
     return None
 
 
-def host_needed(route: Route, x: Any) -> bool:
-    """``x`` lives on a device the target cannot import from: convert asks its producer for host memory."""
-    try:
-        kind, _ = producer_device(x)
-    except (AttributeError, BufferError):
-        return False
-    return device_name(kind) not in route.adapter.devices and "cpu" in route.adapter.devices
-
-
 def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
     """Hand ``tensor`` to the route's importer after bridging what the target cannot take.
 
@@ -309,11 +300,11 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     if route.legacy_only and tensor.readonly:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
     if adapter.takes == "capsule":
-        producer = producer.__dlpack__() if route.legacy_only else producer.__dlpack__(max_version=DLPACK_VERSION)
+        producer = _capsule_for(adapter, producer)
     elif adapter.takes == "ndarray":
         import numpy
 
-        producer = numpy.asarray(producer)
+        producer = numpy.asarray(producer)  # a zero-copy view of the Tensor
     return route.from_dlpack(producer, **kwargs)
 
 
