@@ -54,8 +54,7 @@ def test_facts_hold_for_the_installed_library(name: str) -> None:
     x = _sample(name)
     assert library_of(x) is adapter, f"{type(x)} not recognised as {name}"
     assert resolve(name) is adapter and resolve(module) is adapter and resolve(type(x)) is adapter
-    from dlbind._libraries import for_release
-    from dlbind._libraries import dotted
+    from dlbind._libraries import dotted, for_release
 
     release = for_release(adapter)
     params = inspect.signature(dotted(release.from_dlpack)).parameters
