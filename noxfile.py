@@ -293,12 +293,13 @@ class _System:
 
     def __init__(
         self, system: str, version: str, pins: list[str], *, python: str = "3.11", check: str | None = None,
-        env: dict[str, str] | None = None, numpy_suite: bool = False,
+        env: dict[str, str] | None = None, numpy_suite: bool = False, tools: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
         self.system, self.version, self.pins, self.python = system, version, pins, python
         self.check = check if check is not None else system  # the name given to `python -m dlbind check --libs`
         self.env = env or {}  # "{venv}" is replaced by the session's virtualenv
         self.numpy_suite = numpy_suite  # run numpy's own test_dlpack.py with dlbind in both roles
+        self.tools = tools  # programs the system runs (.ci/run installs them with apt-get)
 
 
 # Exact pins only (torch: any other spec pulls a multi-GB CUDA build). numpy's newest needs Python 3.12.
@@ -321,7 +322,7 @@ INTEROP_SYSTEMS = [
     _System("mxnet", "1.9", ["mxnet==1.9.1", "numpy==1.23.5"]),
     _System("numba", "0.68", ["numba==0.68.1"], env={"NUMBA_ENABLE_CUDASIM": "1"}),
     _System("mindspore", "2.10", ["mindspore==2.10.0", "numpy==1.26.4"]),
-    _System("tinygrad", "0.14", ["tinygrad==0.14.0", "numpy==2.4.6"], env={"DEV": "PYTHON"}),
+    _System("tinygrad", "0.14", ["tinygrad==0.14.0", "numpy==2.4.6"], env={"DEV": "PYTHON"}, tools=("clang",)),
     _System("dpnp", "0.20", ["dpnp==0.20.0"], env={"OCL_ICD_FILENAMES": "{venv}/lib/libintelocl.so"}),
 ]
 INTEROP_TESTS = "tests/interop"
@@ -342,9 +343,13 @@ def interop(session: nox.Session, cell: _System) -> None:
     and as consumer (tests/interop/numpy_suite.py). ``nox -s interop`` runs every cell; ``-- ARGS`` go
     to pytest. Prints each run's test counts and the session's wall time.
     """
+    import shutil
     import time
 
     start = time.monotonic()
+    missing = [tool for tool in cell.tools if shutil.which(tool) is None]
+    if missing:
+        session.error(f"{cell.system} needs {', '.join(missing)} on PATH: apt-get install {' '.join(missing)}")
     venv = str(session.virtualenv.location)
     env = {k: v.replace("{venv}", venv) for k, v in cell.env.items()}
     session.install("pytest>=8", "cffi>=1.17", *cell.pins)

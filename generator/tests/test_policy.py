@@ -43,6 +43,13 @@ bits = [32]
 int32 = ["i"]
 float32 = ["f"]
 """
+LEGACY = """\
+[[legacy]]
+code = "kDLUInt"
+bits = 1
+reads_as = "int8"
+ref = "a test"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +105,13 @@ def test_members_without_entry_get_derived_defaults_and_a_decision(tmp_path: Pat
     assert derived_name("kDLOneAPI") == "oneapi"
 
 
+def test_legacy_readings_become_rows(tmp_path: Path, canonical: HeaderModel) -> None:
+    (row,) = _join(tmp_path, canonical, dtypes=DTYPES + LEGACY).legacy
+    codes = dict(canonical.enum("DLDataTypeCode").members)
+    assert (row.code, row.bits, row.as_code, row.as_bits) == (codes["kDLUInt"], 1, codes["kDLInt"], 8)
+    assert _join(tmp_path, canonical).legacy == ()
+
+
 @pytest.mark.parametrize(
     ("devices", "dtypes", "message"),
     [
@@ -119,6 +133,11 @@ def test_members_without_entry_get_derived_defaults_and_a_decision(tmp_path: Pat
          r"\[codes.kDLInt\]: widths \[256\] do not fit"),
         (DEVICES, DTYPES + '[codes.kDLOpaqueHandle]\nname = "h{bits}"\naccepts = [64]\n',
          r"\[codes.kDLOpaqueHandle\]: accepts needs bits"),
+        (DEVICES, DTYPES + LEGACY.replace('"int8"', '"float32"'), r"entry 1.reads_as must name an 8-bit"),
+        (DEVICES, DTYPES + LEGACY.replace("bits = 1", "bits = 8"), r"entry 1.bits = 8: only sub-byte widths"),
+        (DEVICES, DTYPES + LEGACY.replace('code = "kDLUInt"', 'code = "kDLNope"'), r"code = 'kDLNope' is no member"),
+        (DEVICES, DTYPES + LEGACY.replace('ref = "a test"\n', ""), r"entry 1: missing ref"),
+        (DEVICES, DTYPES + LEGACY + LEGACY, r"entry 2: kDLUInt 1 bits is listed twice"),
     ],
 )  # fmt: skip
 def test_bad_tables_are_errors_naming_the_entry(

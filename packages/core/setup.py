@@ -71,7 +71,8 @@ def _options() -> dict[str, object]:
         "dlbind._fastpath",
         sources=sorted(str(p) for p in FASTPATH.glob("*.c")),
         depends=[str(p) for p in (*FASTPATH.glob("*.h"), GENERATED / "dlpack_types.h", GENERATED / "tables.h")],
-        extra_compile_args=["-std=c11"] if os.name != "nt" else [],
+        # a missing declaration is an error, not a module that fails at import and falls back to pure
+        extra_compile_args=["-std=c11", "-Werror=implicit-function-declaration"] if os.name != "nt" else [],
     )
     return {"cffi_modules": [f"{GENERATED}/build_api.py:ffibuilder"], "ext_modules": [fastpath]}
 

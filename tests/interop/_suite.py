@@ -241,6 +241,29 @@ class InteropSuite:
             assert callable(getattr(x, release.export_via[:-2]))
         else:
             assert callable(dotted(release.export_via))
+        if "bool" in self.dtypes:
+            self._bool_encoding_holds(lib, release)
+
+    def _bool_encoding_holds(self, lib: Any, release: Any) -> None:
+        """``export.bool``: the dtype its own export of a bool array puts in the capsule."""
+        from dlbind import _capi, capsule
+        from dlbind._libraries import library_export
+        from dlbind.tensor import from_managed
+
+        x = self._make(lib, values("bool"))
+        try:
+            raw = x.__dlpack__() if release.export_via == "__dlpack__" else library_export(x)
+        except Exception:  # an exporter without bool (its host copy serves it): nothing to read
+            return
+        if type(raw) is _capi.PyCapsuleType:  # not a buffer
+            managed, versioned = capsule.take(raw)
+            dtype = managed.dl_tensor.dtype
+            found = (int(dtype.code), int(dtype.bits), int(dtype.lanes))
+            from_managed(managed, versioned, allow_vector=True)  # runs the deleter when dropped
+            expected = {"bool": (6, 8, 1), "uint1": (1, 1, 1), "uint8": (1, 8, 1)}[release.export_bool]
+            assert found == expected, f"export.bool = {release.export_bool!r}, but its capsule says {found}"
+            if release.export_bool == "uint8":
+                assert str(getattr(x, release.export_dtype[:-2])()) == release.export_bool_name
 
     # -- system -> dlbind / numpy -----------------------------------------------------------------
 

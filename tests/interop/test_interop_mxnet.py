@@ -21,14 +21,3 @@ class TestMxnet(InteropSuite):
 
     def to_numpy(self, lib: Any, x: Any) -> np.ndarray:
         return np.array(x.asnumpy(), copy=True)
-
-    @classmethod
-    def own_gaps(cls) -> dict[str, str]:
-        bool_as_uint1 = "MXNet exports bool as 1-bit kDLUInt stored a byte per element; dlbind reads packed bits"
-        takes_uint1 = "MXNet imports bool only as its own 1-bit kDLUInt (Unknown DLDataType for kDLBool)"
-        return {
-            "test_from_dlpack_values[bool]": bool_as_uint1,
-            "test_to_numpy_values[bool]": bool_as_uint1,
-            "test_from_numpy_values[bool]": takes_uint1,
-            "test_from_tensor_values[bool]": takes_uint1,
-        }

@@ -33,14 +33,3 @@ class TestOnnxruntime(InteropSuite):
 
     def view(self, lib: Any, x: Any) -> Any:
         return None
-
-    @classmethod
-    def own_gaps(cls) -> dict[str, str]:
-        bool_as_uint8 = "ORT exports bool as uint8 (the capsule cannot say bool); dlbind reads uint8"
-        refuses_bool = "ORT's importer refuses kDLBool (code 6): it takes bool only as uint8 with is_bool_tensor"
-        return {
-            "test_from_dlpack_values[bool]": bool_as_uint8,
-            "test_to_numpy_values[bool]": bool_as_uint8,
-            "test_from_numpy_values[bool]": refuses_bool,
-            "test_from_tensor_values[bool]": refuses_bool,
-        }

@@ -27,10 +27,3 @@ class TestTinygrad(InteropSuite):
 
     def to_numpy(self, lib: Any, x: Any) -> np.ndarray:
         return np.array(x.numpy(), copy=True)
-
-    @classmethod
-    def own_gaps(cls) -> dict[str, str]:
-        clang = "tinygrad 0.14 (DEV=PYTHON) compiles 0-d tensors with clang, which is not installed here"
-        return dict.fromkeys(
-            ["test_to_numpy_edge_shapes[0-d]", "test_from_numpy_layout[0-d]", "test_from_tensor_layout[0-d]"], clang
-        )

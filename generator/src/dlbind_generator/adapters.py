@@ -28,6 +28,9 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "guards"): ("export_guards", list, None, ()),
     ("export", "host"): ("export_host", str, None, ""),
     ("export", "refusal"): ("export_refusal", str, frozenset({"BufferError", "TypeError"}), "BufferError"),
+    ("export", "bool"): ("export_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
+    ("export", "dtype"): ("export_dtype", str, None, ""),
+    ("export", "bool_name"): ("export_bool_name", str, None, ""),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
     ("import", "asks"): ("asks", str, frozenset({"versioned", "legacy", "bare"}), "versioned"),
@@ -45,6 +48,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
+    ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
 }
 _TOP_FIELDS = {"immutable": ("immutable", bool)}  # top-level facts a [[when]] may override
 _VERSIONS = re.compile(r"^(<=|>=|<|>|==)\d+(\.\d+)*$")
@@ -109,6 +113,13 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     host = facts["export_host"]
     if host and not (host.endswith("()") and host[:-2].isidentifier()):
         raise GeneratorError(f"{where}: export.host is a method 'name()', not {host!r}")
+    dtype = facts["export_dtype"]
+    if (facts["export_bool"] == "uint8") != bool(dtype and facts["export_bool_name"]):
+        raise GeneratorError(f"{where}: export.bool = 'uint8' goes with export.dtype and export.bool_name")
+    if dtype and not (dtype.endswith("()") and dtype[:-2].isidentifier()):
+        raise GeneratorError(f"{where}: export.dtype is a method 'name()', not {dtype!r}")
+    if facts["import_bool"] == "uint1" and facts["asks"] != "legacy":
+        raise GeneratorError(f"{where}: import.bool = 'uint1' is a legacy capsule's encoding: it needs asks = 'legacy'")
     via = facts["export_via"]
     if via != "__dlpack__" and not (via.endswith("()") and via[:-2].isidentifier()) and "." not in via:
         raise GeneratorError(f"{where}: export.via is '__dlpack__', 'method()' or a dotted function, not {via!r}")

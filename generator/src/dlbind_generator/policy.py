@@ -24,6 +24,7 @@ DTYPE_ENUM = "DLDataTypeCode"
 _DEVICE_KEYS = {"name", "host", "stream", "backend"}
 _RULE_KEYS = {"none_only", "refused", "allowed"}
 _CODE_KEYS = {"name", "bits", "accepts"}
+_LEGACY_KEYS = {"code", "bits", "reads_as", "ref"}
 MAX_REFUSED = 4  # the C table's fixed array size
 
 
@@ -80,11 +81,25 @@ class DTypeRow:
 
 
 @dataclass(frozen=True)
+class LegacyRow:
+    """A dtype of legacy capsules read as another, one element per byte (``[[legacy]]``)."""
+
+    code: int
+    bits: int
+    as_code: int
+    as_bits: int
+    member: str
+    reads_as: str
+    ref: str
+
+
+@dataclass(frozen=True)
 class Policy:
     stream_rules: tuple[StreamRule, ...]
     devices: tuple[DeviceRow, ...]
     codes: tuple[CodeRow, ...]
     dtypes: tuple[DTypeRow, ...]  # every named (code, bits)
+    legacy: tuple[LegacyRow, ...]  # dtypes of legacy capsules read one element per byte
     decisions: tuple[str, ...]  # derived defaults a maintainer should confirm
 
     @property
@@ -225,7 +240,7 @@ def _devices(
 
 def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
     data = _load(path)
-    _check_keys(data, {"codes", "formats"}, "the top level", path)
+    _check_keys(data, {"codes", "formats", "legacy"}, "the top level", path)
     members = _members(model, DTYPE_ENUM)
     entries = _entries(data, "codes", members, DTYPE_ENUM, path)
     codes = []
@@ -287,9 +302,39 @@ def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple
     return tuple(codes), tuple(sorted(dtypes.values(), key=lambda r: (r.code, r.bits)))
 
 
+def _legacy(path: Path, members: tuple[tuple[str, int], ...], dtypes: tuple[DTypeRow, ...]) -> tuple[LegacyRow, ...]:
+    entries = _load(path).get("legacy", [])
+    if not isinstance(entries, list):
+        raise GeneratorError("[[legacy]] must be an array of tables", file=str(path))
+    values = dict(members)
+    by_name = {t.name: t for t in dtypes}
+    rows: list[LegacyRow] = []
+    for i, raw in enumerate(entries):
+        where = f"[[legacy]] entry {i + 1}"
+        entry = _check_keys(raw, _LEGACY_KEYS, where, path)
+        missing = sorted(_LEGACY_KEYS - set(entry))
+        if missing:
+            raise GeneratorError(f"{where}: missing {', '.join(missing)}", file=str(path))
+        member = _typed(entry["code"], str, f"{where}.code", path)
+        if member not in values:
+            raise GeneratorError(f"{where}.code = {member!r} is no member of {DTYPE_ENUM}", file=str(path))
+        bits = _typed(entry["bits"], int, f"{where}.bits", path)
+        if not 1 <= bits < 8:
+            raise GeneratorError(f"{where}.bits = {bits}: only sub-byte widths have a legacy reading", file=str(path))
+        target = by_name.get(_typed(entry["reads_as"], str, f"{where}.reads_as", path))
+        if target is None or target.bits != 8:
+            raise GeneratorError(f"{where}.reads_as must name an 8-bit dtype of [codes]", file=str(path))
+        if any(r.code == values[member] and r.bits == bits for r in rows):
+            raise GeneratorError(f"{where}: {member} {bits} bits is listed twice", file=str(path))
+        ref = _typed(entry["ref"], str, f"{where}.ref", path)
+        rows.append(LegacyRow(values[member], bits, target.code, target.bits, member, target.name, ref))
+    return tuple(rows)
+
+
 def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path) -> Policy:
     """The policy tables joined with ``model``'s enums (the canonical header)."""
     decisions: list[str] = []
     rules, devices = _devices(model, devices_toml, decisions)
     codes, dtypes = _dtypes(model, dtypes_toml, decisions)
-    return Policy(rules, devices, codes, dtypes, tuple(decisions))
+    legacy = _legacy(dtypes_toml, _members(model, DTYPE_ENUM), dtypes)
+    return Policy(rules, devices, codes, dtypes, legacy, tuple(decisions))

@@ -56,3 +56,76 @@ def test_numpy_refusals() -> None:
         dtypes.from_numpy(np.dtype("U3"))
     with pytest.raises(ValueError, match="unknown DLPack dtype name"):
         dtypes.lookup("float128")
+
+
+# -- the legacy reading of sub-byte dtypes (spec/dtypes.toml [[legacy]]) ----------------------------------
+
+
+def _raw_capsule(
+    data: np.ndarray, dtype: tuple[int, int, int], *, versioned: bool, flags: int = 0, count: int | None = None
+) -> object:
+    """A capsule over ``data``'s bytes that says ``dtype`` (as a foreign producer would make it), of
+    ``count`` elements (default: one per byte)."""
+    from dlbind import capsule
+
+    shape = (data.size if count is None else count,)
+    strides = (1,)
+    address = data.__array_interface__["data"][0]
+    return capsule.export(address, shape, strides, dtype, (1, 0), 0, data, versioned=versioned, flags=flags)
+
+
+def test_a_legacy_one_bit_uint_is_one_bool_per_byte() -> None:
+    import dlbind
+
+    stored = np.array([1, 0, 0, 1, 1, 0, 1, 0, 1], dtype=np.uint8)  # MXNet's bool: a byte per element
+    t = dlbind.from_dlpack(_raw_capsule(stored, (DataTypeCode.kDLUInt, 1, 1), versioned=False))
+    assert t.dtype == DType(DataTypeCode.kDLBool, 8)
+    assert t.nbytes == 9
+    got = np.from_dlpack(t)
+    assert got.dtype == np.bool_
+    assert got.tolist() == stored.astype(bool).tolist()
+    assert np.shares_memory(got, stored)
+
+
+def test_a_versioned_one_bit_uint_follows_the_header() -> None:
+    import dlbind
+
+    packed = np.array([0b1001_1001, 0b1], dtype=np.uint8)
+    t = dlbind.from_dlpack(_raw_capsule(packed, (DataTypeCode.kDLUInt, 1, 1), versioned=True, count=9))
+    assert t.dtype == DType(DataTypeCode.kDLUInt, 1)
+    assert t.nbytes == 2  # nine packed bits
+
+
+def test_a_legacy_capsule_of_packed_one_bit_data_is_refused() -> None:
+    import dlbind
+
+    packed = np.array([0b1001_1001, 0b1], dtype=np.uint8)
+    t = dlbind.from_dlpack(_raw_capsule(packed, (DataTypeCode.kDLUInt, 1, 1), versioned=True, count=9))
+    with pytest.raises(BufferError, match=r"packed kDLUInt:1 data .* 'dltensor' capsule: .*one element per byte"):
+        t.__dlpack__()
+    again = dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3)))  # a versioned capsule says it as it is
+    assert (again.dtype, again.shape, again.nbytes) == (t.dtype, (9,), 2)
+
+
+def test_one_bit_data_stored_a_byte_per_element_goes_in_a_legacy_capsule_as_bool() -> None:
+    import dlbind
+    from dlbind import Flags
+
+    stored = np.array([0, 1, 1], dtype=np.uint8)
+    padded = int(Flags.IS_SUBBYTE_TYPE_PADDED)
+    t = dlbind.from_dlpack(_raw_capsule(stored, (DataTypeCode.kDLUInt, 1, 1), versioned=True, flags=padded))
+    assert t.dtype == DType(DataTypeCode.kDLUInt, 1) and t.nbytes == 3
+    back = dlbind.from_dlpack(t.__dlpack__())  # legacy: read one bool per byte
+    assert back.dtype == DType(DataTypeCode.kDLBool, 8)
+    assert np.from_dlpack(back).tolist() == [False, True, True]
+
+
+def test_other_subbyte_data_stored_a_byte_per_element_stays_out_of_legacy_capsules() -> None:
+    import dlbind
+
+    t = dlbind.from_dlpack(dlbind.asdlpack(np.array([1, -2, 3], dtype=ml_dtypes.float4_e2m1fn)))
+    assert t.dtype.bits == 4 and t.nbytes == 3
+    with pytest.raises(BufferError, match=r"float4_e2m1fn data stored one element per byte cannot .* legacy"):
+        t.__dlpack__()
+    again = dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3)))
+    assert again.flags & dlbind.Flags.IS_SUBBYTE_TYPE_PADDED and again.nbytes == 3

@@ -17,6 +17,7 @@ from dlbind._generated.adapters import ADAPTERS, Adapter
 __all__ = [
     "MISSING",
     "TypeCache",
+    "bool_query",
     "dotted",
     "for_release",
     "library_export",
@@ -116,20 +117,33 @@ def immutable(x: Any) -> bool:
 _TRAITS = TypeCache()  # type -> type_traits(type)
 
 
-def type_traits(kind: type) -> tuple[tuple[tuple[str, bool], ...], bool]:
+def type_traits(kind: type) -> tuple[tuple[tuple[str, bool], ...], bool, bool]:
     """What the compiled fast path keeps per producer type: its library's export guards as
-    ``(name, is a method)`` pairs, and whether its arrays are immutable."""
+    ``(name, is a method)`` pairs, whether its arrays are immutable, and whether Python must import
+    them (a fact of its row the C path does not apply: bool that its capsules call uint8)."""
     found = _TRAITS.get(kind)
     if found is MISSING:
         adapter = adapter_of_type(kind)
         if adapter is None:
-            found = ((), False)
+            found = ((), False, False)
         else:
             adapter = for_release(adapter)
             guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in adapter.export_guards)
-            found = (guards, adapter.immutable)
+            found = (guards, adapter.immutable, adapter.export_bool == "uint8")
         _TRAITS.put(kind, found)
     return found  # type: ignore[no-any-return]
+
+
+def bool_query(x: Any) -> tuple[str, str] | None:
+    """For an array whose capsules say uint8 for bool (``export.bool = "uint8"``): the method naming its
+    dtype and the name that means bool; None otherwise."""
+    if not type_traits(type(x))[2]:
+        return None
+    adapter = library_of(x)
+    if adapter is None:
+        return None
+    row = for_release(adapter)
+    return row.export_dtype.removesuffix("()"), row.export_bool_name
 
 
 def truthy_guard(x: Any) -> tuple[str, bool] | None:

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import _capi, exchange
+from dlbind import _capi, capsule, exchange
 from dlbind._ffi import native
-from dlbind._generated.enums import DLPACK_VERSION, Flags
-from dlbind._libraries import MISSING, TypeCache, immutable, library_export, refuses_with, truthy_guard
+from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, Flags
+from dlbind._libraries import (
+    MISSING,
+    TypeCache,
+    bool_query,
+    immutable,
+    library_export,
+    refuses_with,
+    truthy_guard,
+)
 from dlbind.devices import check_stream, parse_device, producer_device
+from dlbind.dtypes import DType
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["from_dlpack"]
@@ -54,7 +63,8 @@ def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
 def sealed(tensor: Tensor, x: Any) -> Tensor:
     """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
     (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
-    let a consumer change an immutable array. A copy the producer made for us stays writable."""
+    let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
+    ``x``'s capsules call uint8 (``export.bool``) is read as bool."""
     flags = tensor._flags
     if not flags & (_READ_ONLY | _IS_COPIED) and immutable(x):
         if native is not None:
@@ -62,7 +72,23 @@ def sealed(tensor: Tensor, x: Any) -> Tensor:
         else:
             fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
             fill._flags = flags | _READ_ONLY
+    query = bool_query(x)
+    if query is not None and tensor.dtype == _UINT8 and str(getattr(x, query[0])()) == query[1]:
+        return _retyped(tensor, _BOOL)
     return tensor
+
+
+_UINT8 = DType(DataTypeCode.kDLUInt, 8)
+_BOOL = DType(DataTypeCode.kDLBool, 8)
+
+
+def _retyped(tensor: Tensor, dtype: DType) -> Tensor:
+    """A zero-copy Tensor of ``tensor``'s memory read as ``dtype`` (of the same width); it keeps ``tensor``."""
+    made = capsule.export(
+        tensor.data_ptr, tensor.shape, tensor.strides, dtype, tensor.device, tensor.byte_offset, tensor,
+        versioned=True, flags=_READ_ONLY if tensor.readonly else 0,
+    )  # fmt: skip
+    return from_capsule(made)
 
 
 def call_dlpack(

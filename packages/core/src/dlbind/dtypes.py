@@ -18,6 +18,7 @@ from dlbind._generated.tables import (
     DTYPE_FORMATS,
     DTYPE_NAMES,
     FORMAT_DTYPES,
+    LEGACY_READINGS,
 )
 
 __all__ = [
@@ -54,6 +55,25 @@ class DType(NamedTuple):
     def itemsize(self) -> int:
         """Bytes per element when each element fills whole bytes (packed sub-byte types: 1)."""
         return max(1, (self.bits * self.lanes + 7) // 8)
+
+    def legacy_refusal(self, *, padded: bool) -> str | None:
+        """Why data of this dtype, stored packed or one element per byte (``padded``), cannot go in a
+        legacy ``"dltensor"`` capsule (no flags; spec/dtypes.toml ``[[legacy]]``), or None."""
+        if self.bits * self.lanes % 8 == 0:
+            return None
+        reads_as = LEGACY_READINGS.get((self.code, self.bits)) if self.lanes == 1 else None
+        if reads_as is not None and not padded:
+            return (
+                f"packed {self.name} data cannot be exported in a legacy 'dltensor' capsule: there this dtype "
+                f"means one element per byte ({_name(*reads_as)}); "
+                "the consumer must ask for max_version=(1, 2) or newer"
+            )
+        if reads_as is None and padded:
+            return (
+                f"{self.name} data stored one element per byte cannot be exported in a legacy 'dltensor' capsule "
+                "(it has no IS_SUBBYTE_TYPE_PADDED flag); the consumer must ask for max_version=(1, 2) or newer"
+            )
+        return None
 
     def nbytes(self, count: int, *, padded: bool = False) -> int:
         """Bytes that ``count`` elements take: sub-byte types are packed unless ``padded``."""

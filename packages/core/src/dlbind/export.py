@@ -225,6 +225,10 @@ def export_memory(
             "read-only data cannot be exported in a legacy 'dltensor' capsule (it has no read-only flag); "
             "the consumer must ask for max_version=(1, 0) or newer"
         )
+    if not versioned:
+        why = mem.dtype.legacy_refusal(padded=bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
+        if why is not None:
+            raise BufferError(why)
     flags = mem.flags | (_READ_ONLY if mem.readonly else 0)
     return capsule.export(
         mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,

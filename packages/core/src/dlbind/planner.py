@@ -17,9 +17,10 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
-from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, Flags
 from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
+from dlbind.dtypes import DType
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
@@ -135,7 +136,7 @@ def plan(to: Any) -> Route:
         fn = dotted(adapter.from_dlpack)
         simple = (
             adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
-            and adapter.copy == "honoured" and not adapter.alignment
+            and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
         )  # fmt: skip
         table_type = _array_type(adapter) if adapter.exchange_api and simple else None
         legacy_only = adapter.asks != "versioned"
@@ -223,9 +224,48 @@ class _LegacyReadOnly:
         if max_version is not None or dl_device is not None or copy:
             return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         t = self.tensor
+        why = t.dtype.legacy_refusal(padded=bool(t.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
+        if why is not None:
+            raise BufferError(why)
         return capsule.export(
             t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.byte_offset, t, versioned=False,
         )  # fmt: skip
+
+
+class _BoolAs:
+    """Serves bool data to an importer that takes bool under another dtype (``import.bool``):
+    ``"uint1"``, a legacy capsule of ``(kDLUInt, 1, 1)`` a byte per element; ``"uint8"``, a capsule that
+    says uint8 from a producer whose ``dtype.name`` is ``"bool"`` (the importer reads it there)."""
+
+    __slots__ = ("encoding", "tensor")
+
+    def __init__(self, tensor: Tensor, encoding: str) -> None:
+        self.tensor, self.encoding = tensor, encoding
+
+    @property
+    def dtype(self) -> DType:
+        return self.tensor.dtype
+
+    def __dlpack_device__(self) -> Any:
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> object:
+        t = self.tensor
+        versioned = max_version is not None and max_version[0] >= 1
+        if dl_device is not None or copy or (versioned and self.encoding == "uint1") or (t.readonly and not versioned):
+            raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
+        dtype = _UINT1 if self.encoding == "uint1" else _UINT8
+        flags = int(Flags.READ_ONLY) if t.readonly else 0
+        return capsule.export(
+            t.data_ptr, t.shape, t.strides, dtype, t.device, t.byte_offset, t, versioned=versioned, flags=flags,
+        )  # fmt: skip
+
+
+_UINT1 = DType(DataTypeCode.kDLUInt, 1)
+_UINT8 = DType(DataTypeCode.kDLUInt, 8)
+_BOOL = DType(DataTypeCode.kDLBool, 8)
 
 
 def device_arg(route: Route, device: Any) -> Any:
@@ -297,7 +337,9 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         # be read-only in numpy<2.1: numpy/numpy#28600)
         return _view(route, tensor)
     producer: Any = tensor
-    if route.legacy_only and tensor.readonly:
+    if adapter.import_bool != "bool" and tensor.dtype == _BOOL:
+        producer = _BoolAs(tensor, adapter.import_bool)
+    elif route.legacy_only and tensor.readonly:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
     if adapter.takes == "capsule":
         producer = _capsule_for(adapter, producer)

@@ -15,7 +15,7 @@ from typing import Any
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
-from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES
+from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES, LEGACY_READINGS
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, DType, byte_size
 from dlbind.export import byte_strides, export_view
@@ -268,14 +268,28 @@ def check_managed(
     return t, shape, strides
 
 
+def legacy_reading(managed: Any) -> None:
+    """A legacy struct's dtype that means one element per byte there (``(kDLUInt, 1, 1)``: MXNet's and
+    old TVM's bool), rewritten to the dtype it is read as (spec/dtypes.toml ``[[legacy]]``). The
+    consumer owns the struct from the moment it took the capsule; the C fast path does the same."""
+    dtype = managed.dl_tensor.dtype
+    if int(dtype.lanes) == 1:
+        found = LEGACY_READINGS.get((int(dtype.code), int(dtype.bits)))
+        if found is not None:
+            dtype.code, dtype.bits = found
+
+
 def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -> Tensor:
     """Take ownership of a consumed ``DLManagedTensor(Versioned)*`` as a Tensor.
 
-    On invalid content the deleter runs (exactly once), then BufferError says what was wrong.
+    A legacy struct's dtype is read as spec/dtypes.toml's ``[[legacy]]`` says. On invalid content the
+    deleter runs (exactly once), then BufferError says what was wrong.
     """
     if native is not None:
         tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector)
         return tensor
+    if not versioned:
+        legacy_reading(managed)
     try:
         t, shape, strides = check_managed(managed, versioned, allow_vector)
     except BaseException:

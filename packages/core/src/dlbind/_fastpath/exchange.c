@@ -17,7 +17,7 @@
  * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
  * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
  * is (capsule or None, export guards, bits): the capsule keeps the table's memory alive while
- * cached; the guards and the immutable bit come from dlbind._libraries.type_traits (spec/adapters.toml),
+ * cached; the guards, the immutable and Python bits come from dlbind._libraries.type_traits (spec/adapters.toml),
  * asked once per type; the legacy-call bit is learned when the type's __dlpack__ refused
  * max_version and the older call worked. None of it refers to the type. */
 #define DLBIND_RECENT_TYPES 8
@@ -99,21 +99,23 @@ static PyObject *dlbind_entry_new(PyObject *type) {
             Py_DECREF(cap);
             return NULL;
         }
-        if (!PyTuple_Check(traits) || PyTuple_GET_SIZE(traits) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(traits, 0))) {
+        if (!PyTuple_Check(traits) || PyTuple_GET_SIZE(traits) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(traits, 0))) {
             Py_DECREF(traits);
             Py_DECREF(cap);
-            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": type_traits must return (guards tuple, immutable)");
+            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": type_traits must return (guards tuple, immutable, python)");
             return NULL;
         }
         guards = Py_NewRef(PyTuple_GET_ITEM(traits, 0));
         int immutable = PyObject_IsTrue(PyTuple_GET_ITEM(traits, 1));
+        int python = PyObject_IsTrue(PyTuple_GET_ITEM(traits, 2));
         Py_DECREF(traits);
-        if (immutable < 0) {
+        if (immutable < 0 || python < 0) {
             Py_DECREF(guards);
             Py_DECREF(cap);
             return NULL;
         }
         if (immutable) bits |= DLBIND_TYPE_IMMUTABLE;
+        if (python) bits |= DLBIND_TYPE_PYTHON;
     } else {
         guards = PyTuple_New(0);
     }
@@ -271,7 +273,7 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
         if (pair == NULL) return -1;
     }
     const DLPackExchangeAPI *api = info->api;
-    if (api == NULL) return 0;
+    if (api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return 0;
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
         if (PyErr_Occurred()) {
@@ -416,7 +418,7 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     int taken = dlbind_table_take(x, &info, &m);
     if (taken < 0) return -1;
     if (taken == 0) {
-        if (info.bits & DLBIND_TYPE_LEGACY_CALL) return 0; /* Python calls it the way it accepts */
+        if (info.bits & (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_PYTHON)) return 0; /* Python's to import */
         PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
         PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                       dlbind_cfg.kwnames_dlpack);

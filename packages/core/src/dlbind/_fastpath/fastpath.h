@@ -104,6 +104,7 @@ int dlbind_device_host(int64_t device_type);          /* the CPU reads its memor
 int dlbind_device_stream_free(int64_t device_type);   /* its stream rule: stream must be None */
 int dlbind_dtype_code_known(int64_t code);
 int dlbind_dtype_width_accepted(int code, int bits);
+int dlbind_legacy_reading(DLDataType *dt);
 const char *dlbind_dtype_name(int code, int bits);    /* NULL: no name */
 const char *dlbind_dtype_format(int code, int bits);  /* NULL: the buffer protocol cannot name it */
 /* buffer format (byte-order prefix included) -> (code, bits); 0 when the table has no entry or
@@ -169,6 +170,7 @@ const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
 /* What dlbind knows of a producer's type, cached per type with its table (exchange.c). */
 #define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
+#define DLBIND_TYPE_PYTHON 4      /* a fact of its row only Python applies (export.bool = "uint8") */
 typedef struct {
     const DLPackExchangeAPI *api; /* its usable exchange table, or NULL */
     PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */

@@ -27,6 +27,9 @@ int dlbind_dtype_code_known(int64_t code) {
     return code >= 0 && code < DLBIND_DTYPE_CODE_LIMIT && DLBIND_DTYPE_CODE_KNOWN[code];
 }
 
+/* A legacy capsule's dtype read one element per byte (spec/dtypes.toml [[legacy]]); 1 when rewritten */
+int dlbind_legacy_reading(DLDataType *dt) { return dlbind_table_legacy_reading(dt); }
+
 /* bits is a width the spec defines for this (known) code; never 0 */
 int dlbind_dtype_width_accepted(int code, int bits) {
     if (bits <= 0 || bits > 255) return 0;

@@ -71,6 +71,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
         dlbind_call_deleter(m, versioned);
         return NULL;
     }
+    if (!versioned) dlbind_legacy_reading(&((DLManagedTensor *)m)->dl_tensor.dtype); /* spec/dtypes.toml [[legacy]] */
     if (!dlbind_valid(m, versioned, allow_vector)) {
         PyObject *res = PyObject_CallFunction(dlbind_cfg.check_managed, "NOO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False,
                                               allow_vector ? Py_True : Py_False);
@@ -203,7 +204,9 @@ static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args
     dlbind_dlpack_args parsed;
     int fast = dlbind_parse_dlpack("Tensor", args, nargs, kwnames, t->device, &parsed);
     if (fast < 0) return NULL;
-    if (fast == 0) { /* export_view(self, **kwargs): the parser checked there are only known keywords */
+    /* export_view(self, **kwargs): the parser checked there are only known keywords; a legacy capsule of
+     * a sub-byte dtype goes there too (DType.legacy_refusal) */
+    if (fast == 0 || (!parsed.versioned && (t->dtype.bits * t->dtype.lanes) % 8 != 0)) {
         PyObject *stack[5];
         Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
         if (n > 4) {
@@ -394,8 +397,10 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         }
         return dlbind_tensor_wrap(out, 1, 0);
     }
-    /* a producer that refused max_version before: Python calls it the way it accepts, once */
-    if (info.bits & DLBIND_TYPE_LEGACY_CALL) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+    /* a producer that refused max_version before (Python calls it the way it accepts, once), or one
+     * whose row Python applies (DLBIND_TYPE_PYTHON) */
+    if (info.bits & (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_PYTHON))
+        return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
     PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                   dlbind_cfg.kwnames_dlpack);
