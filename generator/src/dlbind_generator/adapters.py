@@ -18,7 +18,7 @@ import tomllib
 from .errors import GeneratorError
 
 _TOP = {"module", "array_types", "immutable", "verified", "import"}
-_OPTIONAL_TOP = {"export", "when", "quirk"}
+_OPTIONAL_TOP = {"export", "check", "when", "quirk"}
 _QUIRK_KEYS = {"id", "text", "ref"}
 _KEYWORDS = {"device", "copy"}
 
@@ -49,6 +49,8 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
     ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
+    ("check", "setup"): ("check_setup", str, None, ""),
+    ("check", "setup_args"): ("check_setup_args", "args", None, ()),
 }
 _TOP_FIELDS = {"immutable": ("immutable", bool)}  # top-level facts a [[when]] may override
 _VERSIONS = re.compile(r"^(<=|>=|<|>|==)\d+(\.\d+)*$")
@@ -74,6 +76,10 @@ class AdapterSpec:
 
 
 def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> Any:
+    if kind == "args":
+        if not isinstance(raw, list) or not all(isinstance(v, str | bool | int) for v in raw):
+            raise GeneratorError(f"{where}: expected a list of strings, booleans and integers, not {raw!r}")
+        return tuple(raw)
     if kind is list:
         if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
             raise GeneratorError(f"{where}: expected a list of strings, not {raw!r}")
@@ -120,6 +126,10 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
         raise GeneratorError(f"{where}: export.dtype is a method 'name()', not {dtype!r}")
     if facts["import_bool"] == "uint1" and facts["asks"] != "legacy":
         raise GeneratorError(f"{where}: import.bool = 'uint1' is a legacy capsule's encoding: it needs asks = 'legacy'")
+    if bool(facts["check_setup_args"]) and not facts["check_setup"]:
+        raise GeneratorError(f"{where}: check.setup_args needs check.setup")
+    if facts["check_setup"] and "." not in facts["check_setup"]:
+        raise GeneratorError(f"{where}: check.setup is a dotted function, not {facts['check_setup']!r}")
     via = facts["export_via"]
     if via != "__dlpack__" and not (via.endswith("()") and via[:-2].isidentifier()) and "." not in via:
         raise GeneratorError(f"{where}: export.via is '__dlpack__', 'method()' or a dotted function, not {via!r}")
@@ -152,7 +162,7 @@ def load_adapters(path: Path, device_names: set[str] | None = None) -> list[Adap
         if unknown or missing:
             raise GeneratorError(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
         facts = {f: default for (f, _, _, default) in _FIELDS.values()}
-        for section in ("export", "import"):
+        for section in ("export", "import", "check"):
             table = raw.get(section, {})
             if not isinstance(table, dict):
                 raise GeneratorError(f"{where}: [{name}.{section}] must be a table")

@@ -22,6 +22,7 @@ __all__ = [
     "for_release",
     "library_export",
     "library_of",
+    "prepare_for_check",
     "refuses_with",
     "type_traits",
 ]
@@ -161,6 +162,16 @@ def truthy_guard(x: Any) -> tuple[str, bool] | None:
         if value:
             return name, call
     return None
+
+
+def prepare_for_check(adapter: Adapter) -> None:
+    """What ``python -m dlbind check`` does first for the system (``check.setup`` in spec/adapters.toml)."""
+    import importlib
+
+    importlib.import_module(adapter.import_name)
+    row = for_release(adapter)
+    if row.check_setup:
+        dotted(row.check_setup)(*row.check_setup_args)
 
 
 def dotted(path: str) -> Any:

@@ -109,11 +109,11 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
     import numpy as np
 
     import dlbind
+    from dlbind._libraries import prepare_for_check
     from dlbind.planner import library_of
 
-    if "jax" in libs:
-        jax: Any = importlib.import_module("jax")  # optional: only when jax is being checked
-        jax.config.update("jax_enable_x64", True)
+    for name in libs:
+        prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)
     out: dict[str, dict[str, dict[str, str]]] = {}
     for src in libs:
         for dst in libs:
@@ -125,7 +125,7 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
                 if case == "read-only":
                     a.flags.writeable = False
                 try:
-                    x = a if src == "numpy" else dlbind.convert(a, src)
+                    x = dlbind.convert(a, src)
                     y = dlbind.convert(x, dst)
                     if library_of(y) is not ADAPTERS[dst]:
                         raise TypeError(f"got a {type(y).__name__}")

@@ -6,7 +6,6 @@ which check killed the process if the library crashes, and start a new worker af
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from typing import Any
@@ -16,18 +15,12 @@ def subject(name: str) -> tuple[Any, Any]:
     """(make_array, from_dlpack) for a library of spec/adapters.toml."""
     import dlbind
     from dlbind._generated.adapters import ADAPTERS
-
-    adapter = ADAPTERS[name]
-    importlib.import_module(adapter.import_name)
-    if name == "jax":
-        jax: Any = importlib.import_module("jax")  # optional: only when jax is being checked
-        jax.config.update("jax_enable_x64", True)  # else int64/float64 arrays narrow to 32 bits
+    from dlbind._libraries import prepare_for_check
     from dlbind.planner import importer
 
-    consume = importer(adapter)
-    if name == "numpy":
-        return (lambda a: a.copy() if a.ndim == 0 else a), consume
-    return (lambda a: dlbind.convert(a, name)), consume
+    adapter = ADAPTERS[name]
+    prepare_for_check(adapter)  # its check.setup: jax enables its 64-bit dtypes
+    return (lambda a: dlbind.convert(a, name)), importer(adapter)
 
 
 def main(argv: list[str]) -> int:

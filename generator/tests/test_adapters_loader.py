@@ -1,0 +1,70 @@
+"""spec/adapters.toml's loader: every key and value is checked, so a typo is an error naming the entry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlbind_generator.adapters import load_adapters
+from dlbind_generator.errors import GeneratorError
+
+ROW = """\
+[lib]
+module = "lib"
+array_types = ["lib.Array"]
+immutable = false
+verified = false
+
+[lib.export]
+via = "__dlpack__"
+
+[lib.import]
+function = "lib.from_dlpack"
+asks = "legacy"
+"""
+
+
+def _load(tmp_path: Path, text: str) -> dict[str, Any]:
+    path = tmp_path / "adapters.toml"
+    path.write_text(text)
+    (spec,) = load_adapters(path, {"cpu"})
+    return spec.facts
+
+
+def test_the_repository_table_loads(root: Path) -> None:
+    specs = load_adapters(root / "spec/adapters.toml")
+    assert {"numpy", "torch", "jax", "onnxruntime", "mxnet"} <= {s.name for s in specs}
+
+
+def test_bool_encodings_and_check_setup(tmp_path: Path) -> None:
+    facts = _load(
+        tmp_path,
+        ROW.replace('via = "__dlpack__"', 'via = "__dlpack__"\nbool = "uint8"\ndtype = "kind()"\nbool_name = "b"')
+        + 'bool = "uint1"\n[lib.check]\nsetup = "lib.config.set"\nsetup_args = ["wide", true, 3]\n',
+    )
+    assert (facts["export_bool"], facts["export_dtype"], facts["export_bool_name"]) == ("uint8", "kind()", "b")
+    assert facts["import_bool"] == "uint1"
+    assert (facts["check_setup"], facts["check_setup_args"]) == ("lib.config.set", ("wide", True, 3))
+    assert _load(tmp_path, ROW)["export_bool"] == "bool"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('via = "__dlpack__"', 'via = "__dlpack__"\nbool = "uint8"'),
+         r"export.bool = 'uint8' goes with export.dtype and export.bool_name"),
+        (lambda t: t.replace('via = "__dlpack__"', 'via = "__dlpack__"\nbool = "int8"'), r"'int8' is not one of"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "versioned"\nbool = "uint1"'),
+         r"import.bool = 'uint1' .* legacy"),
+        (lambda t: t + '[lib.check]\nsetup_args = ["x"]\n', r"check.setup_args needs check.setup"),
+        (lambda t: t + '[lib.check]\nsetup = "configure"\n', r"check.setup is a dotted function"),
+        (lambda t: t + '[lib.check]\nsetup = "lib.f"\nsetup_args = [1.5]\n', r"strings, booleans and integers"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\ncolour = "red"'), r"unknown key import.colour"),
+    ],
+)  # fmt: skip
+def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:
+    with pytest.raises(GeneratorError, match=message):
+        _load(tmp_path, edit(ROW))
