@@ -50,6 +50,10 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         rules.append(f"`copy=False` refused for data not {f['alignment']}-byte aligned")
     if f["lacks_dtypes"]:
         rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
+    if f["import_bool"] == "uint1":
+        rules.append("bool handed over as its legacy `(kDLUInt, 1, 1)`, a byte per element (zero-copy)")
+    elif f["import_bool"] == "uint8":
+        rules.append("bool handed over as uint8 from a producer whose `dtype.name` is `bool` (zero-copy)")
     device = f["device_form"]
     rules.append(
         "`device=`: none (only the source's device)" if device == "none"
@@ -66,6 +70,10 @@ def _export_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         rules.append(f"a host copy by `{f['export_host']}` where that refuses")
     if f["export_guards"]:
         rules.append(f"refused (its own BufferError) when {', '.join(f'`{g}`' for g in f['export_guards'])}")
+    if f["export_bool"] == "uint1":
+        rules.append("bool as a legacy `(kDLUInt, 1, 1)`: read as bool, a byte per element")
+    elif f["export_bool"] == "uint8":
+        rules.append(f"bool as uint8: read as bool when `{f['export_dtype']}` is `{f['export_bool_name']}`")
     if immutable:
         rules.append("imported read-only (its arrays are immutable)")
     return rules
