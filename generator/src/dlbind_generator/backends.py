@@ -185,7 +185,8 @@ def _preprocess(spec: BackendSpec, root: Path) -> tuple[str, str]:
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
         raise GeneratorError(f"the C preprocessor failed on <{spec.include}>: {first}", file=str(spec.file))
-    decls, probes = [], []
+    decls: list[str] = []
+    probes: list[str] = []
     for line in proc.stdout.split("\n"):
         (probes if line.startswith(_PROBE) else decls).append(line)
     return "\n".join(decls), "\n".join(probes)
@@ -340,7 +341,11 @@ class _Selector:
     def render(self) -> tuple[str, dict[str, int]]:
         gen = c_generator.CGenerator()
         counts = {"functions": len(self.spec.functions), "complete types": 0, "opaque types": len(self.opaque)}
-        forward, scalars, enums, pointers, bodies = [], [], [], [], []
+        forward: list[str] = []
+        scalars: list[str] = []
+        enums: list[str] = []
+        pointers: list[str] = []
+        bodies: list[str] = []
         for name in sorted(self.opaque):
             forward.append(f"typedef struct {name} {name};")
         for name in self.order:
@@ -429,6 +434,8 @@ def evaluate_macros(probes: str, spec: BackendSpec, typedef_source: str) -> dict
         if not m:
             continue
         name, text = m.groups()
+        if text.strip() == f"({name})":  # not a macro: the preprocessor left the name as it was
+            continue
         try:
             ast = parser.parse(f"{typedef_source}\nstatic const long long __dlbind_value = {text};")
             node = ast.ext[-1].init

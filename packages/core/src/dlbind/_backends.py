@@ -165,10 +165,10 @@ def for_device(device_type: int, need: str = "") -> Any:
             if not p.available:
                 raise BufferError(f"{need} needs dlbind-{name}, which is installed but unavailable: {p.reason}")
             return backend
-    name = DISTRIBUTIONS.get(device_type)
-    if name in _BROKEN:
-        raise BufferError(f"{need} needs dlbind-{name}, which is installed but {_BROKEN[name][2]}")
-    hint = f"pip install 'dlbind[{name}]'" if name else "no dlbind backend exists for it yet"
+    serving = DISTRIBUTIONS.get(device_type)
+    if serving in _BROKEN:
+        raise BufferError(f"{need} needs dlbind-{serving}, which is installed but {_BROKEN[serving][2]}")
+    hint = f"pip install 'dlbind[{serving}]'" if serving else "no dlbind backend exists for it yet"
     raise BufferError(f"{need} needs a dlbind backend: {hint}")
 
 

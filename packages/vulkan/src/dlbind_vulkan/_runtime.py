@@ -10,16 +10,20 @@ no queued work writes it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from dlbind._backends import Probe, find_library
+from dlbind_vulkan._generated import _abi
 from dlbind_vulkan._generated import declarations as decl
-from dlbind_vulkan._generated._abi import ffi
 
-__all__ = ["BufferInfo", "Context", "Runtime", "Unavailable", "VulkanError", "lookup", "runtime"]
+__all__ = ["BufferInfo", "Context", "Runtime", "Unavailable", "VulkanError", "ffi", "lookup", "runtime"]
+
+#: The ABI-mode FFI of the selected declarations (typed loosely: its structs are Vulkan's).
+ffi: Any = _abi.ffi
 
 M = decl.MACROS
 _TIMEOUT_NS = 60 * 10**9  # a copy that takes a minute is a hung device
@@ -465,7 +469,7 @@ def register(ctx: Context, info: BufferInfo, keep: object) -> _Record:
         existing = old() if old is not None else None
         if existing is not None and existing.info.device != info.device:
             raise ValueError(f"VkBuffer {handle:#x} is registered already, on another VkDevice")
-        _REGISTRY[handle] = weakref.ref(record, lambda _ref, h=handle: _forget(h, _ref))
+        _REGISTRY[handle] = weakref.ref(record, functools.partial(_forget, handle))
     return record
 
 

@@ -123,7 +123,8 @@ def wrap(
     """
     dt, shape_t = _dtype(dtype), _shape(shape)
     handle = _address(buffer)
-    if not handle and math.prod(shape_t):
+    elements: int = math.prod(shape_t)
+    if not handle and elements:
         raise ValueError("a VK_NULL_HANDLE buffer can only describe an empty tensor")
     strides_t = contiguous_strides(shape_t) if strides is None else tuple(int(s) for s in strides)
     if len(strides_t) != len(shape_t):
