@@ -111,3 +111,12 @@ def test_import_scans_no_entry_point_and_loads_no_vendor_library(tmp_path: Path)
         """,
     )
     assert out.strip() == "[] False False"
+
+
+def test_cli_lists_the_backends(tmp_path: Path) -> None:
+    out = _run(tmp_path, "import dlbind.__main__ as m; m.main(['backends']); m.main(['backends', '--json'])")
+    text, _, data = out.partition("{")
+    assert "rocm: unavailable: runtime library not found: tried libamdhip64.so.6" in text
+    assert "[dlbind-fake 1.0]" in text
+    listing = json.loads("{" + data)
+    assert listing["rocm"]["available"] is False and listing["rocm"]["device_types"] == ["rocm"]

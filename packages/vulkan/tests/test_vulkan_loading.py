@@ -69,3 +69,9 @@ def test_host_copy_routes_through_the_entry_point() -> None:
         "print(dlbind.from_dlpack(t, device='cpu').shape, np.from_dlpack(t, device='cpu', copy=True).sum())"
     )
     assert run(code) == "(4,) 6.0"
+
+
+@pytest.mark.vulkan
+def test_cli_says_vulkan_is_available() -> None:
+    out = run("import dlbind.__main__ as m; m.main(['backends'])")
+    assert out.startswith("vulkan: available (Vulkan loader 1.") and out.endswith("[dlbind-vulkan 0.1.0]")
