@@ -105,15 +105,53 @@ def docs(session: nox.Session) -> None:
     session.run("sphinx-build", "-W", "-q", "-b", "doctest", "docs", "docs/_build/doctest")
 
 
+# Every distribution: the core, each backend under packages/, the generator.
+BACKENDS = sorted(
+    p.parent.relative_to(ROOT).as_posix()
+    for p in (ROOT / "packages").glob("*/pyproject.toml")
+    if p.parent.name != "core"
+)
+DISTRIBUTIONS = [CORE, *BACKENDS, GENERATOR]
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build the sdist and the wheel (from the sdist) of core and generator into dist/, then check them installed."""
+    """Build the sdist and the wheel (from the sdist) of every distribution into dist/, then check them installed."""
     session.install(*_group("build"))
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)  # only this run's files, so the check sees one of each
-    for project in (CORE, GENERATOR):
+    for project in DISTRIBUTIONS:
         session.run("python", "-m", "build", "--outdir", str(dist), project)
     session.run("python", ".ci/check_dist.py", str(dist))
+
+
+VULKAN_DEBS = ["mesa-vulkan-drivers", "libvulkan1", "libvulkan-dev"]
+
+
+def _install_debs(session: nox.Session, debs: list[str]) -> None:
+    """Install Debian packages that are missing (as root, with apt-get update first); say so otherwise."""
+    import subprocess
+
+    missing = [d for d in debs if subprocess.run(["dpkg", "-s", d], capture_output=True).returncode != 0]
+    if not missing:
+        return
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        session.warn(f"not installing {missing} (needs apt-get as root): tests that need them will skip")
+        return
+    session.run("apt-get", "update", "-qq", external=True)
+    session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, external=True,
+                env={"DEBIAN_FRONTEND": "noninteractive"})  # fmt: skip
+
+
+@nox.session
+def backends(session: nox.Session) -> None:
+    """The device backends' tests on both core builds; installs Mesa's lavapipe (Vulkan on the CPU) first."""
+    _install_debs(session, VULKAN_DEBS)
+    session.install(*_group("backends"))
+    session.install("--force-reinstall", "--no-deps", CORE)
+    session.install(CORE, *BACKENDS)
+    tests = [f"{b}/tests" for b in BACKENDS] + ["packages/core/tests/test_backends.py"]
+    for pure in ("0", "1"):
+        session.run("pytest", *tests, *session.posargs, env={"DLBIND_PURE": pure})
 
 
 DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "array-api-strict==2.6.1",

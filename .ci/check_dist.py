@@ -11,6 +11,10 @@ distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/
    ``spec/`` and the headers and reports the generated files up to date.
 3. The core's sdist, installed in another fresh venv with ``CC=/bin/false`` (no working C compiler), gives
    the pure build: ``dlbind.ffi_build() == "pure"``.
+4. Every backend under ``packages/`` (``dlbind-<name>``): its sdist and wheel carry the license, ``py.typed``
+   and the sealed ``_generated/`` files, its wheel the ``dlbind.backends`` entry point and a pin of this
+   core's version; ``pip install --find-links DIST "dlbind[<name>]"`` in a fresh venv installs the core and
+   that backend only, imports it without loading the vendor library, and ``dlbind.backends()`` lists it.
 
 Exit status 0 when every check passes; otherwise 1, after printing every failure.
 """
@@ -147,6 +151,45 @@ def check_pure_sdist(dist_dir: Path, tmp: Path, f: Failures) -> None:
          cwd=tmp, env=env, expect="pure")  # fmt: skip
 
 
+def _backends() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core")
+
+
+def check_backends(dist_dir: Path, tmp: Path, f: Failures) -> None:
+    core_version = _one(dist_dir, "dlbind-*.whl").name.split("-")[1]
+    for name in _backends():
+        print(f"backend {name}", flush=True)
+        module = f"dlbind_{name}"
+        sdist, wheel = _one(dist_dir, f"dlbind_{name}-*.tar.gz"), _one(dist_dir, f"dlbind_{name}-*.whl")
+        src = ROOT / "packages" / name / "src" / module
+        generated = {p.relative_to(src.parent).as_posix() for p in (src / "_generated").glob("*.py*")}
+        f.check("LICENSE" in _sdist_names(sdist), f"{sdist.name} carries LICENSE")
+        names = _wheel_names(wheel)
+        f.check(any(n.endswith(".dist-info/licenses/LICENSE") for n in names), f"{wheel.name} carries LICENSE")
+        f.check(f"{module}/py.typed" in names, f"{wheel.name} carries py.typed")
+        f.check(bool(generated) and generated <= names, f"{wheel.name} carries its {len(generated)} generated files")
+        with zipfile.ZipFile(wheel) as zf:
+            info = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            metadata = zf.read(info).decode()
+            eps = zf.read(info.replace("METADATA", "entry_points.txt")).decode()
+        f.check(f"Requires-Dist: dlbind=={core_version}" in metadata, f"{wheel.name} pins dlbind=={core_version}")
+        f.check(f"[dlbind.backends]\n{name} = " in eps, f"{wheel.name} registers under dlbind.backends")
+        py = str(_venv(tmp / f"extra-{name}"))
+        _run(f, f'pip install --find-links dist "dlbind[{name}]"',
+             [py, "-m", "pip", "install", "--quiet", "--find-links", str(dist_dir), f"dlbind[{name}]"])  # fmt: skip
+        listed = _run(f, "installed: the core and this backend only",
+                      [py, "-m", "pip", "list", "--format", "freeze"], cwd=tmp)  # fmt: skip
+        ours = sorted(line.split("==")[0] for line in listed.splitlines() if line.startswith("dlbind"))
+        f.check(ours == ["dlbind", f"dlbind-{name}"], f"dlbind distributions installed: {ours}")
+        probe = (
+            f"import dlbind, {module}; maps = open('/proc/self/maps').read() if __import__('sys').platform == "
+            f"'linux' else ''; print('vendor-free' if 'lib{name}' not in maps else 'LOADED'); "
+            f"print(dlbind.backends()['{name}'])"
+        )
+        _run(f, f"import {module}: no vendor library loaded; dlbind.backends() lists it", [py, "-c", probe],
+             cwd=tmp, expect="vendor-free")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dist_dir", nargs="?", type=Path, default=ROOT / "dist")
@@ -157,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dlbind-dist-") as tmp:
         check_wheels(args.dist_dir.resolve(), Path(tmp), f)
         check_pure_sdist(args.dist_dir.resolve(), Path(tmp), f)
+        check_backends(args.dist_dir.resolve(), Path(tmp), f)
     print(f"check_dist: {len(f.messages)} failed ({time.perf_counter() - start:.0f} s)", flush=True)
     for m in f.messages:
         print(f"  FAILED: {m}", file=sys.stderr)

@@ -12,7 +12,12 @@ import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-DISTRIBUTIONS = ["packages/core", "generator"]
+BACKENDS = sorted(p.parent.name for p in ROOT.glob("packages/*/pyproject.toml") if p.parent.name != "core")
+DISTRIBUTIONS = ["packages/core", *(f"packages/{b}" for b in BACKENDS), "generator"]
+
+
+def _project(dist: str) -> dict:
+    return tomllib.loads((ROOT / dist / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
 def test_root_license_is_apache_2() -> None:
@@ -34,3 +39,23 @@ def test_pyproject_names_the_license(dist: str) -> None:
     project = tomllib.loads((ROOT / dist / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["license"] == "Apache-2.0"
     assert project["license-files"] == ["LICENSE"]
+
+
+def test_core_declares_one_extra_per_backend_pinning_the_same_release() -> None:
+    core = _project("packages/core")
+    extras = core["optional-dependencies"]
+    names = {"cuda", "rocm", "vulkan", "metal"}
+    assert set(extras) == names | {"all"}
+    for name in names:
+        assert extras[name] == [f"dlbind-{name}=={core['version']}"]
+    assert sorted(extras["all"]) == sorted(f"dlbind-{n}=={core['version']}" for n in names)
+    assert "dependencies" in core and not any("dlbind-" in d for d in core["dependencies"])  # core alone: no backend
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_pins_the_core_and_registers(backend: str) -> None:
+    core, project = _project("packages/core"), _project(f"packages/{backend}")
+    assert project["name"] == f"dlbind-{backend}" and project["version"] == core["version"]
+    assert f"dlbind=={core['version']}" in project["dependencies"]
+    assert project["entry-points"]["dlbind.backends"] == {backend: f"dlbind_{backend}._backend:backend"}
+    assert (ROOT / "packages" / backend / "src" / f"dlbind_{backend}" / "py.typed").is_file()

@@ -89,9 +89,9 @@ def _tree(tmp_path: Path, root: Path, headers: dict) -> Path:
     """A copy of the repository parts the generator reads and writes, with the header cache."""
     tree = tmp_path / "repo"
     shutil.copytree(root / "spec", tree / "spec")
-    shutil.copytree(
-        root / "packages/core/src", tree / "packages/core/src", ignore=shutil.ignore_patterns("*.so", "__pycache__")
-    )
+    for src in sorted(root.glob("packages/*/src")):  # the core's and every backend's generated files
+        rel = src.relative_to(root)
+        shutil.copytree(src, tree / rel, ignore=shutil.ignore_patterns("*.so", "__pycache__", "*.egg-info"))
     (tree / "generator").mkdir()
     shutil.copy(root / "generator/REPORT.md", tree / "generator/REPORT.md")
     (tree / ".cache/headers").mkdir(parents=True)

@@ -15,6 +15,7 @@ import cffi
 
 from . import __version__
 from .adapters import load_adapters
+from .backends import BackendSpec, HeaderUnavailable, load_backend_specs, select
 from .emit import FileSet, banner, seal
 from .errors import GeneratorError
 from .fetch import fetch_all
@@ -57,6 +58,10 @@ class Paths:
         return self.root / "spec" / "dtypes.toml"
 
     @property
+    def backends(self) -> Path:
+        return self.root / "spec" / "backends"
+
+    @property
     def ledger(self) -> Path:
         return self.root / MODELS / "ledger.toml"
 
@@ -85,11 +90,12 @@ def load_models(paths: Paths, progress: Progress, *, offline: bool = False) -> t
     return sources, models
 
 
-def abi_module(cdef: str) -> str:
-    """The pure build: cffi's out-of-line ABI-mode module for ``cdef`` (no compiler involved)."""
+def abi_module(cdef: str, module: str = "dlbind._generated._abi") -> str:
+    """cffi's out-of-line ABI-mode module for ``cdef`` (no compiler involved): the core's pure build, a
+    backend's binding."""
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    ffi.set_source("dlbind._generated._abi", None)
+    ffi.set_source(module, None)
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "_abi.py"
         with contextlib.redirect_stdout(io.StringIO()):  # cffi announces the file it writes
@@ -232,4 +238,49 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
         **ctx,
     )
     files.add(REPORT, report)
+    for spec in load_backend_specs(paths.backends):
+        backend_files(spec, files, progress)
     return files
+
+
+def backend_files(spec: BackendSpec, files: FileSet, progress: Progress) -> None:
+    """A backend's declarations selected from its vendor header, sealed under its ``_generated/``.
+
+    When the header is not on this machine (or is not the pinned one) nothing is generated and the
+    backend's folder is not owned by this run: the committed output stays authoritative, unchecked.
+    """
+    try:
+        sel = select(spec)
+    except HeaderUnavailable as exc:
+        progress(f"{spec.name}: skipped, the committed output stays authoritative: {exc}")
+        return
+    files.owned_dirs = (*files.owned_dirs, spec.generated_dir)
+    env = environment()
+    source = (
+        f"{sel.header_path} {sel.header_version} (sha256 {sel.header_sha256})\n"
+        f"selected by spec/backends/{spec.file.name}, preprocessed with "
+        f"`cpp -undef -nostdinc {' '.join(f'-D{k}={v}' for k, v in spec.defines)}` and the generator's stubs."
+    )
+
+    def head(what: str) -> str:
+        return banner(sel.header_version, sel.header_sha256, what, source=source)
+
+    library = {
+        "env": spec.library.get("env", f"DLBIND_{spec.name.upper()}_LIBRARY"),
+        "wheels": {k: tuple(v) for k, v in sorted(spec.library.get("wheels", {}).items())},
+        "names": {p: tuple(spec.library.get(p, ())) for p in ("linux", "darwin", "win32")},
+    }
+    ctx = {"sel": sel, "defines": dict(spec.defines), "library": library}
+    for name, template, what in (
+        ("__init__.py", "backend_init.py.j2", f"The generated part of dlbind-{spec.name}."),
+        ("declarations.py", "backend_declarations.py.j2", "The selected declarations, library names, macros."),
+        ("_abi.pyi", "backend_abi.pyi.j2", "Type stubs of _abi.py."),
+    ):
+        text = env.get_template(template).render(banner=head(what), **ctx)
+        files.add(f"{spec.generated_dir}/{name}", seal(ruff_format(text, name)))
+    module = f"{spec.package}._generated._abi"
+    abi = abi_module(sel.cdef + "".join(f"#define {k} {v}\n" for k, v in sel.macros.items()), module)
+    what = f"cffi {cffi.__version__} ABI-mode module of the selected declarations."
+    files.add(f"{spec.generated_dir}/_abi.py", seal(head(what) + "\n\n" + abi))
+    counts = ", ".join(f"{v} {k}" for k, v in sel.counts.items())
+    progress(f"{spec.name}: {counts} selected from {sel.header_path} {sel.header_version}")

@@ -1,6 +1,7 @@
 """``python -m dlbind``: the command line of the core.
 
-python -m dlbind info [--json]    # DLPack version, build, device/dtype/flag tables with `since`
+python -m dlbind info [--json]      # DLPack version, build, device/dtype/flag tables with `since`
+python -m dlbind backends [--json]  # installed device backends: available, or why not
 """
 
 from __future__ import annotations
@@ -68,6 +69,21 @@ def info(as_json: bool) -> int:
     return 0
 
 
+def backends(as_json: bool) -> int:
+    import dataclasses
+
+    found = dlbind.backends()
+    if as_json:
+        json.dump({name: dataclasses.asdict(s) for name, s in found.items()}, sys.stdout, indent=2)
+        print()
+        return 0
+    if not found:
+        print("no device backend is installed (pip install 'dlbind[cuda]', '[rocm]', '[vulkan]' or '[metal]')")
+    for status in found.values():
+        print(f"{status}  [{status.distribution} {status.version}]")
+    return 0
+
+
 def check(args: argparse.Namespace) -> int:
     from dlbind import check as matrix_check
 
@@ -96,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     p_info = sub.add_parser("info", help="print the DLPack version and the generated tables")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
+    p_backends = sub.add_parser("backends", help="list the installed device backends and why one is unavailable")
+    p_backends.add_argument("--json", action="store_true", help="machine-readable output")
     p_check = sub.add_parser("check", help="run the conformance suite on the installed array libraries")
     p_check.add_argument(
         "--libs", nargs="+", metavar="NAME",
@@ -107,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "check":
         return check(args)
+    if args.command == "backends":
+        return backends(args.json)
     if args.command in (None, "info"):
         return info(getattr(args, "json", False))
     parser.error(f"unknown command {args.command}")  # argparse refuses unknown commands first

@@ -1,51 +1,230 @@
 """Device backends: found through the ``dlbind.backends`` entry-point group, loaded on first need.
 
-A backend distribution (``dlbind-cuda``, ``dlbind-rocm``, ...) registers an object that has
-``device_types`` (the DLPack device types it serves) and ``wait(producer_stream, consumer_stream,
-device)`` (make the consumer's stream wait for the producer's work). The core only routes: it never
-imports a backend at ``import dlbind`` time, and it says which distribution to install when one is
-missing.
+A backend distribution (``dlbind-vulkan``, ``dlbind-cuda``, ...) registers one object under the group
+``dlbind.backends``, named after the backend (``vulkan = "dlbind_vulkan._backend:backend"``). The object
+follows :class:`Backend`. The core only routes: it never scans the entry points at ``import dlbind`` time,
+loading an entry point must not load the vendor library (only :meth:`Backend.probe` and the calls after it
+do), and a backend that fails to load or whose runtime is missing is reported, never raised, so it breaks
+neither the core nor the other backends. Where a device type has no usable backend, the error says which
+distribution to install, or why the installed one cannot serve.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from dlbind._generated.tables import DEVICE_BACKENDS
-from dlbind.devices import device_name
+from dlbind.devices import Device, device_name
+
+__all__ = ["GROUP", "Backend", "BackendStatus", "Probe", "backends", "find_library", "for_device"]
 
 GROUP = "dlbind.backends"
 # Which distribution serves which device type (for the "install ..." hint): spec/devices.toml.
 DISTRIBUTIONS = DEVICE_BACKENDS
-_LOADED: dict[str, Any] = {}
-_ERRORS: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a backend's runtime says when loaded: available, or why not in one line.
+
+    ``reason`` starts with one of the kinds users act on: ``"runtime library not found"``, ``"no driver"``,
+    ``"no device"``, ``"wrong platform"`` (or ``"runtime error"`` for anything else the runtime reports),
+    then what was found. ``runtime_version`` and ``device_count`` are set whenever the runtime loaded.
+    """
+
+    available: bool
+    reason: str = ""
+    runtime_version: str | None = None
+    device_count: int | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a backend gives the core (and its users, through its own module).
+
+    * ``name``: the backend's name (``"vulkan"``), as in the entry point and ``spec/devices.toml``;
+    * ``device_types``: the DLPack device types it serves;
+    * ``probe()``: loads the runtime (once; later calls return the same answer) and says whether it is usable;
+    * ``wait(producer_stream, consumer_stream, device)``: make the consumer's stream wait for the work queued
+      on the producer's (an event recorded on one, waited on by the other); the core has validated both
+      values by the device's stream rule and never calls it for ``-1``;
+    * ``copy_to_host(memory)``: a compact row-major host copy of device :class:`dlbind.export.Memory`, as
+      host ``Memory`` with ``Flags.IS_COPIED`` (``__dlpack__(dl_device=(kDLCPU, 0), copy=True)``);
+    * ``device_of(pointer)``: the ``(device_type, device_id)`` that owns a data pointer of the backend;
+    * ``empty(shape, dtype, *, device_id=0)`` and ``asarray(host_array, *, device_id=0)``: a
+      :class:`dlbind.Tensor` on the device that owns new memory.
+
+    Everything but ``name``, ``device_types`` and ``probe`` may raise ``BufferError`` naming the probe's
+    reason when the runtime is unavailable.
+    """
+
+    name: str
+    device_types: tuple[int, ...]
+
+    def probe(self) -> Probe: ...
+
+    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None: ...
+
+    def copy_to_host(self, memory: Any) -> Any: ...
+
+    def device_of(self, pointer: int) -> Device: ...
+
+    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any: ...
+
+    def asarray(self, host_array: Any, *, device_id: int = 0) -> Any: ...
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """One installed backend as :func:`dlbind.backends` reports it."""
+
+    name: str
+    distribution: str  # "dlbind-vulkan"
+    version: str  # the distribution's version
+    device_types: tuple[str, ...]  # user-facing names ("vulkan")
+    available: bool
+    reason: str  # "" when available; otherwise one line
+    runtime_version: str | None
+    device_count: int | None
+
+    def __str__(self) -> str:
+        if self.available:
+            return f"{self.name}: available ({self.runtime_version}, {self.device_count} device(s))"
+        loaded = f" [runtime {self.runtime_version}]" if self.runtime_version else ""
+        return f"{self.name}: unavailable: {self.reason}{loaded}"
+
+
+_LOCK = threading.Lock()
+_LOADED: dict[str, Any] = {}  # name -> backend object
+_BROKEN: dict[str, tuple[str, str, str]] = {}  # name -> (distribution, version, why it did not load)
+_META: dict[str, tuple[str, str]] = {}  # name -> (distribution, version)
+_SCANNED = False
 
 
 def _scan() -> None:
-    if _LOADED or _ERRORS:
-        return
-    from importlib.metadata import entry_points
+    global _SCANNED
+    with _LOCK:
+        if _SCANNED:
+            return
+        from importlib.metadata import entry_points
 
-    for ep in entry_points(group=GROUP):
-        try:
-            _LOADED[ep.name] = ep.load()
-        except Exception as exc:  # a broken or unusable backend is reported, not fatal
-            _ERRORS[ep.name] = f"{type(exc).__name__}: {exc}"
+        for ep in entry_points(group=GROUP):
+            dist = ep.dist
+            meta = (dist.metadata["Name"], dist.version) if dist is not None else (f"dlbind-{ep.name}", "?")
+            try:
+                obj = ep.load()
+                if not isinstance(obj, Backend):
+                    raise TypeError(f"{ep.value} is not a dlbind backend (see dlbind._backends.Backend)")
+            except Exception as exc:  # a broken backend is reported, not fatal
+                _BROKEN[ep.name] = (*meta, f"the backend failed to load: {type(exc).__name__}: {exc}")
+                continue
+            _LOADED[ep.name] = obj
+            _META[ep.name] = meta
+        _SCANNED = True
 
 
-def backends() -> dict[str, str]:
-    """Installed backends and their state: ``"ok"`` or why the backend cannot load."""
+def _probe(backend: Any) -> Probe:
+    try:
+        found = backend.probe()
+    except Exception as exc:  # a probe must not raise; if it does, that is its answer
+        return Probe(False, f"runtime error: the probe raised {type(exc).__name__}: {exc}")
+    return found if isinstance(found, Probe) else Probe(False, f"runtime error: the probe returned {found!r}")
+
+
+def backends() -> dict[str, BackendStatus]:
+    """Every installed backend (name -> :class:`BackendStatus`): available, or why not; loads their runtimes."""
     _scan()
-    return {**{name: "ok" for name in _LOADED}, **_ERRORS}
+    out: dict[str, BackendStatus] = {}
+    for name, (dist, version, why) in _BROKEN.items():
+        out[name] = BackendStatus(name, dist, version, (), False, why, None, None)
+    for name, backend in _LOADED.items():
+        p = _probe(backend)
+        types = tuple(device_name(t) for t in backend.device_types)
+        dist, version = _META[name]
+        out[name] = BackendStatus(name, dist, version, types, p.available, p.reason, p.runtime_version, p.device_count)
+    return dict(sorted(out.items()))
 
 
-def for_device(device_type: int) -> Any:
-    """The loaded backend serving ``device_type``; BufferError naming what to install otherwise."""
+def for_device(device_type: int, need: str = "") -> Any:
+    """The available backend serving ``device_type``; BufferError naming what to install (or why not) otherwise.
+
+    ``need`` says what was asked ("copying vulkan memory to the host"), for the message.
+    """
     _scan()
-    for backend in _LOADED.values():
-        if device_type in getattr(backend, "device_types", ()):
+    need = need or f"synchronising {device_name(device_type)} streams"
+    for name, backend in _LOADED.items():
+        if device_type in backend.device_types:
+            p = _probe(backend)
+            if not p.available:
+                raise BufferError(f"{need} needs dlbind-{name}, which is installed but unavailable: {p.reason}")
             return backend
-    name = DISTRIBUTIONS.get(device_type)
-    hint = f"pip install 'dlbind[{name}]'" if name else "no dlbind backend exists for it yet"
-    problem = f" (dlbind-{name} is installed but failed: {_ERRORS[name]})" if name in _ERRORS else ""
-    raise BufferError(f"synchronising {device_name(device_type)} streams needs a dlbind backend: {hint}{problem}")
+    serving = DISTRIBUTIONS.get(device_type)
+    if serving in _BROKEN:
+        raise BufferError(f"{need} needs dlbind-{serving}, which is installed but {_BROKEN[serving][2]}")
+    hint = f"pip install 'dlbind[{serving}]'" if serving else "no dlbind backend exists for it yet"
+    raise BufferError(f"{need} needs a dlbind backend: {hint}")
+
+
+# -- for backends: finding the vendor library ------------------------------------------------------------
+
+
+def _platform() -> str:
+    return "linux" if sys.platform.startswith("linux") else sys.platform
+
+
+def _wheel_files(distributions: Mapping[str, Sequence[str]]) -> list[str]:
+    """Files of the installed vendor wheels whose names match the patterns, in the order given."""
+    import fnmatch
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    found = []
+    for dist_name, patterns in distributions.items():
+        try:
+            dist = distribution(dist_name)
+        except PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            if any(fnmatch.fnmatch(f.name, pattern) for pattern in patterns):
+                found.append(str(dist.locate_file(f)))
+    return found
+
+
+def find_library(
+    env: str,
+    wheels: Mapping[str, Sequence[str]],
+    names: Mapping[str, Sequence[str]],
+    opener: Callable[[str], Any],
+) -> tuple[Any, str]:
+    """Open a vendor library: ``$env`` if set (and then only it), else the vendor's wheels, else the system.
+
+    ``opener`` opens one path or name (``ffi.dlopen``) and raises OSError when it cannot. Returns
+    ``(handle, what was opened)``; OSError starting "runtime library not found" lists what was tried.
+    """
+    explicit = os.environ.get(env, "")
+    if explicit:
+        try:
+            return opener(explicit), explicit
+        except OSError as exc:
+            raise OSError(f"runtime library not found: {env}={explicit} cannot be loaded ({exc})") from None
+    tried: list[str] = []
+    candidates = _wheel_files(wheels) + list(names.get(_platform(), ()))
+    for candidate in candidates:
+        for path in (candidate, ctypes.util.find_library(candidate.removeprefix("lib").split(".")[0])):
+            if not path or path in tried:
+                continue
+            tried.append(path)
+            try:
+                return opener(path), path
+            except OSError:
+                continue
+    if not candidates:
+        raise OSError(f"wrong platform: no {env.removeprefix('DLBIND_').removesuffix('_LIBRARY').lower()} "
+                      f"runtime is known on {sys.platform}")  # fmt: skip
+    raise OSError(f"runtime library not found: tried {', '.join(tried)} (set {env} to its path)")

@@ -61,9 +61,15 @@ def contiguous_strides(shape: tuple[int, ...], *, saturate: bool = False) -> tup
 
 
 def copy_host(mem: Memory) -> Memory:
-    """A compact row-major copy of host memory, in a buffer dlbind allocates (not zero-filled first)."""
+    """A compact row-major host copy, in a buffer dlbind allocates (not zero-filled first).
+
+    Device memory is copied by the device's backend (``Backend.copy_to_host``); BufferError names the
+    distribution to install, or why the installed one cannot serve.
+    """
     if mem.device[0] not in HOST_ACCESSIBLE:
-        raise BufferError(f"copying {device_name(mem.device[0])} memory needs its dlbind backend")
+        need = f"copying {device_name(mem.device[0])} memory to the host"
+        copied: Memory = _backends.for_device(mem.device[0], need).copy_to_host(mem)
+        return copied
     padded = bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
     nbytes = mem.dtype.nbytes(mem.size, padded=padded)
     out, address = _allocate(nbytes)
@@ -218,6 +224,11 @@ def export_memory(
             raise BufferError(f"dlbind exports host data only to the CPU, not to {device_name(target[0])}:{target[1]}")
         mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem)
     elif copy:
+        if mem.device[0] not in HOST_ACCESSIBLE:
+            where = f"{device_name(mem.device[0])}:{mem.device[1]}"
+            raise BufferError(
+                f"dlbind copies {where} memory to the host only: ask for dl_device=(kDLCPU, 0) with copy=True"
+            )
         mem = copy_host(mem)
     versioned = max_version is not None and max_version[0] >= DLPACK_MAJOR_VERSION
     if not versioned and mem.readonly:

@@ -1,0 +1,209 @@
+"""kDLVulkan tensors: ``empty``, ``asarray``, ``wrap``, ``buffer_info`` and the host copy the core asks for.
+
+A kDLVulkan tensor's ``data`` is a ``VkBuffer`` handle, ``byte_offset`` the offset of its first element
+inside that buffer, ``device_id`` the index of the physical device in the order the Vulkan loader
+enumerates them (docs/backends.md). The tensors are ordinary :class:`dlbind.Tensor` objects made through
+the core's producer (``dlbind.from_pointer``) with the buffer's owner attached, so the core's export
+engine, capsules and deleters serve them unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import dlbind
+from dlbind._generated.enums import DeviceType, Flags
+from dlbind.devices import HOST_ACCESSIBLE, Device
+from dlbind.dtypes import DType, from_numpy, lookup
+from dlbind.export import CPU, Memory, contiguous_strides, copy_host
+from dlbind_vulkan._runtime import BufferInfo, VulkanError, _address, ffi, register, runtime
+from dlbind_vulkan._runtime import lookup as lookup_record
+
+__all__ = ["asarray", "buffer_info", "copy_to_host", "device_of", "empty", "wrap"]
+
+VULKAN = DeviceType.kDLVulkan
+_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def _dtype(dtype: Any) -> DType:
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        return lookup(dtype)
+    return from_numpy(dtype)
+
+
+def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"shape must be a sequence of ints, not {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def _new(shape: tuple[int, ...], dt: DType, device_id: int) -> tuple[dlbind.Tensor, Any]:
+    """A tensor owning a new buffer on ``device_id`` (no buffer at all for zero elements), and its allocation."""
+    ctx = runtime().context(device_id)
+    nbytes = dt.nbytes(math.prod(shape))
+    if not nbytes:
+        exporter = dlbind.from_pointer(0, shape, dt, device=(VULKAN, device_id))
+        return dlbind.from_dlpack(exporter), None
+    allocation = ctx.allocate(nbytes, staging=False)
+    info = BufferInfo(
+        device_id=device_id, buffer=allocation.handle, memory=int(ffi.cast("uintptr_t", allocation.memory)),
+        memory_offset=0, size=nbytes, device=int(ffi.cast("uintptr_t", ctx.device)),
+        physical_device=int(ffi.cast("uintptr_t", ctx.physical.handle)),
+        instance=int(ffi.cast("uintptr_t", ctx.rt.instance)), queue_family_index=ctx.queue_family, owned=True,
+    )  # fmt: skip
+    record = register(ctx, info, allocation)
+    exporter = dlbind.from_pointer(allocation.handle, shape, dt, device=(VULKAN, device_id), owner=record)
+    return dlbind.from_dlpack(exporter), allocation
+
+
+def empty(shape: Sequence[int] | int, dtype: Any = "float32", *, device_id: int = 0) -> dlbind.Tensor:
+    """A new row-major tensor on ``(kDLVulkan, device_id)``, its contents undefined.
+
+    ``dtype``: a :class:`dlbind.DType`, a DLPack name (``"float32"``) or anything ``numpy.dtype`` takes.
+    The tensor owns a ``VkBuffer`` of its own (freed when the last user lets go).
+    """
+    tensor, _ = _new(_shape(shape), _dtype(dtype), device_id)
+    return tensor
+
+
+def asarray(host_array: Any, *, device_id: int = 0) -> dlbind.Tensor:
+    """Upload a host array (anything ``dlbind.from_dlpack`` imports) to a new tensor on ``(kDLVulkan, device_id)``.
+
+    The result is row-major and writable, and owns its buffer. Device tensors (a kDLVulkan tensor
+    included) are first copied to the host through their backend.
+    """
+    src = dlbind.from_dlpack(host_array)
+    if src.device[0] not in HOST_ACCESSIBLE:
+        src = dlbind.from_dlpack(src, device="cpu", copy=True)
+    if not src.is_contiguous():
+        src = src.copy()
+    tensor, allocation = _new(src.shape, src.dtype, device_id)
+    if allocation is not None:
+        padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+        allocation.ctx.upload(allocation, src.data_ptr + src.byte_offset, src.dtype.nbytes(src.size, padded=padded))
+    return tensor
+
+
+def wrap(
+    buffer: Any,
+    shape: Sequence[int] | int,
+    dtype: Any,
+    *,
+    device: Any,
+    physical_device: Any,
+    queue_family_index: int,
+    memory: Any = 0,
+    memory_offset: int = 0,
+    size: int | None = None,
+    strides: Sequence[int] | None = None,
+    byte_offset: int = 0,
+    instance: Any = 0,
+    readonly: bool = False,
+    owner: object = None,
+) -> dlbind.Tensor:
+    """Describe a ``VkBuffer`` made by other code (the ``vulkan`` package, a renderer) as a kDLVulkan tensor.
+
+    Handles may be ints or cffi pointers of any binding. ``device``/``physical_device`` are the buffer's
+    ``VkDevice`` and its ``VkPhysicalDevice``; ``queue_family_index`` names a queue family of that device
+    whose queue 0 dlbind may use for copies (not concurrently with other threads: Vulkan queues are
+    externally synchronised). ``size`` is the buffer's size in bytes (checked against the tensor's
+    extent when given). ``owner`` is kept alive while any tensor uses the buffer; dlbind never frees it.
+    The buffer must have been created with ``VK_BUFFER_USAGE_TRANSFER_SRC_BIT`` for host copies.
+    """
+    dt, shape_t = _dtype(dtype), _shape(shape)
+    handle = _address(buffer)
+    elements: int = math.prod(shape_t)
+    if not handle and elements:
+        raise ValueError("a VK_NULL_HANDLE buffer can only describe an empty tensor")
+    strides_t = contiguous_strides(shape_t) if strides is None else tuple(int(s) for s in strides)
+    if len(strides_t) != len(shape_t):
+        raise ValueError(f"strides {strides_t} do not match shape {shape_t}")
+    if byte_offset < 0:
+        raise ValueError("byte_offset must be >= 0")
+    low, high = _extent(shape_t, strides_t, dt)
+    if byte_offset + low < 0:
+        raise ValueError(f"the strides reach {-(byte_offset + low)} bytes before the buffer's start")
+    if size is not None and byte_offset + high > size:
+        raise ValueError(f"the tensor reaches byte {byte_offset + high} of a {size}-byte buffer")
+    ctx = runtime().foreign_context(physical_device, device, queue_family_index)
+    info = BufferInfo(
+        device_id=ctx.physical.index, buffer=handle, memory=_address(memory), memory_offset=memory_offset,
+        size=size if size is not None else byte_offset + high, device=_address(device),
+        physical_device=_address(physical_device), instance=_address(instance),
+        queue_family_index=queue_family_index, owned=False,
+    )  # fmt: skip
+    record = register(ctx, info, owner)
+    exporter = dlbind.from_pointer(
+        handle, shape_t, dt, strides=strides_t, byte_offset=byte_offset, device=(VULKAN, ctx.physical.index),
+        readonly=readonly, owner=record,
+    )  # fmt: skip
+    return dlbind.from_dlpack(exporter)
+
+
+def buffer_info(x: Any) -> BufferInfo:
+    """The :class:`BufferInfo` of a kDLVulkan tensor (any DLPack producer) or of a ``VkBuffer`` handle."""
+    if isinstance(x, int):
+        return lookup_record(x).info
+    t = x if isinstance(x, dlbind.Tensor) else dlbind.from_dlpack(x)
+    if t.device[0] != VULKAN:
+        raise BufferError(f"buffer_info needs a kDLVulkan tensor, not one on {t.device[0].name}")
+    return lookup_record(t.data_ptr).info
+
+
+def device_of(pointer: int) -> Device:
+    """``(kDLVulkan, device_id)`` of a ``VkBuffer`` handle dlbind-vulkan knows."""
+    return VULKAN, lookup_record(pointer).info.device_id
+
+
+def _extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple[int, int]:
+    """Bytes (lowest, one past highest) the elements reach, relative to the first element."""
+    if not math.prod(shape):
+        return 0, 0
+    if dt.is_subbyte:
+        if strides != contiguous_strides(shape):
+            raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
+        return 0, dt.nbytes(math.prod(shape))
+    item = dt.itemsize
+    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0 and d > 1) * item
+    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0 and d > 1) * item + item
+    return low, high
+
+
+def copy_to_host(mem: Memory) -> Memory:
+    """The core's ``copy_to_host``: kDLVulkan memory -> a compact row-major host copy (IS_COPIED)."""
+    record = lookup_record(mem.data) if mem.data else None
+    low, high = _extent(mem.shape, mem.strides, mem.dtype)
+    span = high - low
+    host = _uncleared("char[]", max(span, 1))
+    address = int(ffi.cast("uintptr_t", host))
+    if span:
+        assert record is not None  # a non-empty tensor has a buffer (from_pointer refuses NULL)
+        start = mem.byte_offset + low
+        if start < 0 or start + span > record.info.size:
+            raise BufferError(
+                f"the tensor reaches bytes {start}..{start + span} of a {record.info.size}-byte VkBuffer"
+            )
+        try:
+            record.ctx.download(ffi.cast("VkBuffer", mem.data), start, span, address)
+        except VulkanError as exc:
+            raise BufferError(f"copying vulkan:{mem.device[1]} memory to the host failed: {exc}") from exc
+    staged = Memory(
+        address, mem.shape, mem.strides, mem.dtype, CPU, -low, mem.readonly, host,
+        int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
+    )  # fmt: skip
+    compact = contiguous_strides(mem.shape, saturate=not span)
+    if all(s == c or d == 1 for d, s, c in zip(mem.shape, mem.strides, compact, strict=True)):
+        # already row-major: the staged bytes are the copy
+        return staged._replace(strides=compact, readonly=False, flags=staged.flags | Flags.IS_COPIED)
+    return copy_host(staged)

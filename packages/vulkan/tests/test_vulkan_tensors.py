@@ -1,0 +1,200 @@
+"""kDLVulkan tensors on a real Vulkan device: allocate, upload, export, import zero-copy, copy to host."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import dlbind
+import dlbind_vulkan
+from dlbind import DeviceType, Flags
+from dlbind._backends import Backend
+from dlbind_vulkan import _runtime
+from dlbind_vulkan._backend import backend
+
+pytestmark = pytest.mark.vulkan
+VULKAN = (DeviceType.kDLVulkan, 0)
+
+
+def host(t: object) -> np.ndarray:
+    return np.from_dlpack(t, device="cpu", copy=True)
+
+
+def test_backend_is_listed_available() -> None:
+    status = dlbind.backends()["vulkan"]
+    assert status.available, status.reason
+    assert status.distribution == "dlbind-vulkan" and status.version == dlbind_vulkan.__version__
+    assert status.device_types == ("vulkan",)
+    assert status.runtime_version.startswith("Vulkan loader 1.") and status.device_count >= 1
+    assert str(status).startswith("vulkan: available (Vulkan loader")
+    assert isinstance(backend, Backend)
+
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        np.arange(12.0).reshape(3, 4),
+        np.arange(-5, 5, dtype=np.int8),
+        np.array([True, False, True]),
+        np.linspace(0, 1, 7, dtype=np.float16),
+        (np.arange(6) + 1j * np.arange(6)).astype(np.complex64).reshape(2, 3),
+        np.array(3.5),  # 0-d
+        np.zeros((0, 4), dtype=np.float32),  # no elements: no buffer
+        np.arange(60, dtype=np.uint16).reshape(3, 4, 5)[:, ::2, ::-1],  # strided source
+    ],
+    ids=["float64", "int8", "bool", "float16", "complex64", "0-d", "empty", "strided-source"],
+)
+def test_asarray_round_trip(a: np.ndarray) -> None:
+    t = dlbind_vulkan.asarray(a)
+    assert t.device == VULKAN and t.shape == a.shape and t.is_contiguous()
+    assert t.dtype == dlbind.dtypes.from_numpy(a.dtype)
+    back = host(t)
+    assert back.dtype == a.dtype and np.array_equal(back, a)
+
+
+def test_the_acceptance_example() -> None:
+    a = np.arange(12.0).reshape(3, 4)
+    t = dlbind_vulkan.asarray(a)
+    assert t.device == VULKAN
+    assert np.array_equal(np.from_dlpack(t, device="cpu", copy=True), a)
+    with pytest.raises(RuntimeError, match="Unsupported device"):  # numpy's own refusal of device memory
+        np.from_dlpack(t)
+    with pytest.raises(BufferError, match="numpy needs host memory; this tensor is on vulkan"):
+        np.asarray(t)  # dlbind's host routes refuse it as a BufferError
+    u = dlbind.from_dlpack(t)
+    assert u.data_ptr == t.data_ptr and u.device == VULKAN and not u.flags & Flags.IS_COPIED
+    assert np.array_equal(host(u), a)  # still usable after numpy's refusal
+
+
+def test_host_copy_is_flagged_copied_and_writable() -> None:
+    a = np.arange(6, dtype=np.int32)
+    t = dlbind_vulkan.asarray(a)
+    c = dlbind.from_dlpack(t, device="cpu")  # copy=None: the copy is allowed
+    assert c.device == (DeviceType.kDLCPU, 0) and c.flags & Flags.IS_COPIED and not c.readonly
+    view = np.asarray(c)
+    view[0] = 99  # the host copy is the consumer's; the device buffer keeps its values
+    assert host(t).tolist() == a.tolist()
+
+
+def test_copy_false_to_the_host_is_refused() -> None:
+    t = dlbind_vulkan.asarray(np.ones(3))
+    with pytest.raises(BufferError, match=r"exporting to cpu:0 needs a copy from vulkan:0, and copy=False forbids"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(DeviceType.kDLCPU, 0), copy=False)
+    with pytest.raises(BufferError, match="to the host only"):
+        t.__dlpack__(max_version=(1, 3), copy=True)  # a copy on the device itself is not offered
+
+
+def test_streams_are_none_only() -> None:
+    t = dlbind_vulkan.asarray(np.ones(3))
+    with pytest.raises(BufferError, match=r"stream must be None for vulkan tensors \(got 1\)"):
+        t.__dlpack__(max_version=(1, 3), stream=1)
+    with pytest.raises(BufferError, match="stream must be None"):
+        dlbind.from_dlpack(t, stream=0)
+
+
+def test_legacy_capsule_and_second_object_are_zero_copy() -> None:
+    a = np.arange(8.0)
+    t = dlbind_vulkan.asarray(a)
+    legacy = dlbind.from_dlpack(t.__dlpack__())  # max_version None: "dltensor"
+    assert legacy.version is None and legacy.data_ptr == t.data_ptr
+    second = dlbind.from_dlpack(t)
+    info = dlbind_vulkan.buffer_info(second)
+    assert info.buffer == t.data_ptr and info.owned and info.size == a.nbytes and info.device_id == 0
+    assert dlbind_vulkan.device_of(t.data_ptr) == VULKAN
+    del t, legacy
+    gc.collect()
+    assert np.array_equal(host(second), a)  # the second object keeps the buffer alive
+
+
+def test_buffer_is_freed_with_its_last_user() -> None:
+    t = dlbind_vulkan.empty((1024,), "float32")
+    handle = t.data_ptr
+    record = weakref.ref(_runtime.lookup(handle))
+    u = dlbind.from_dlpack(t)
+    del t
+    gc.collect()
+    assert record() is not None
+    del u
+    gc.collect()
+    assert record() is None
+    with pytest.raises(BufferError, match="is not one dlbind-vulkan knows"):
+        dlbind_vulkan.buffer_info(handle)
+
+
+def test_many_allocations_do_not_grow_the_registry() -> None:
+    before = len(_runtime._REGISTRY)
+    for _ in range(200):
+        host(dlbind_vulkan.asarray(np.ones(1000)))
+    gc.collect()
+    assert len(_runtime._REGISTRY) == before
+
+
+@pytest.mark.parametrize(
+    ("strides", "offset_elems", "view"),
+    [
+        ((1, 6), 0, lambda a: a.reshape(4, 6).T),  # transposed
+        ((6, -1), 5, lambda a: a.reshape(4, 6)[:, ::-1]),  # negative stride from byte_offset
+        ((12, 2), 1, lambda a: a.reshape(4, 6)[::2, 1::2]),  # gaps
+    ],
+    ids=["transposed", "negative", "gaps"],
+)
+def test_strided_views_of_a_buffer_copy_to_host(strides: tuple[int, int], offset_elems: int, view: object) -> None:
+    a = np.arange(24, dtype=np.float32)
+    base = dlbind_vulkan.asarray(a)
+    info = dlbind_vulkan.buffer_info(base)
+    expected = view(a)  # type: ignore[operator]
+    t = dlbind_vulkan.wrap(
+        info.buffer, expected.shape, "float32", strides=strides, byte_offset=offset_elems * 4, device=info.device,
+        physical_device=info.physical_device, queue_family_index=info.queue_family_index, size=info.size, owner=base,
+    )  # fmt: skip
+    assert not t.is_contiguous() and t.device == VULKAN
+    assert np.array_equal(host(t), expected)
+
+
+def test_wrap_checks_the_extent() -> None:
+    base = dlbind_vulkan.asarray(np.zeros(4, dtype=np.float32))
+    info = dlbind_vulkan.buffer_info(base)
+    common = {"device": info.device, "physical_device": info.physical_device, "queue_family_index": 0}
+    with pytest.raises(ValueError, match="reaches byte 20 of a 16-byte buffer"):
+        dlbind_vulkan.wrap(info.buffer, (5,), "float32", size=16, **common)
+    with pytest.raises(ValueError, match="before the buffer's start"):
+        dlbind_vulkan.wrap(info.buffer, (2,), "float32", strides=(-1,), size=16, **common)
+    with pytest.raises(ValueError, match="VK_NULL_HANDLE"):
+        dlbind_vulkan.wrap(0, (2,), "float32", **common)
+
+
+def test_empty_arguments() -> None:
+    t = dlbind_vulkan.empty((2, 3), np.int16)
+    assert t.shape == (2, 3) and t.dtype.name == "int16" and t.device == VULKAN
+    assert dlbind_vulkan.empty(5, "uint8").shape == (5,)
+    assert dlbind_vulkan.empty((0,)).data_ptr == 0
+    with pytest.raises(ValueError, match="negative dimension"):
+        dlbind_vulkan.empty((-1,))
+    with pytest.raises(ValueError, match=r"no Vulkan device 7: this machine has \d+"):
+        dlbind_vulkan.empty((1,), device_id=7)
+    with pytest.raises(TypeError, match="device_id must be an int"):
+        dlbind_vulkan.empty((1,), device_id="0")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown DLPack dtype name"):
+        dlbind_vulkan.empty((1,), "float31")
+
+
+def test_empty_then_fill_through_asarray_of_a_device_tensor() -> None:
+    a = np.arange(5, dtype=np.int64)
+    t = dlbind_vulkan.asarray(dlbind_vulkan.asarray(a))  # device -> host -> new device buffer
+    assert np.array_equal(host(t), a)
+
+
+def test_buffer_info_refuses_host_tensors() -> None:
+    with pytest.raises(BufferError, match="needs a kDLVulkan tensor"):
+        dlbind_vulkan.buffer_info(np.ones(2))
+
+
+def test_backend_object_serves_the_protocol() -> None:
+    t = backend.asarray(np.arange(3.0))
+    assert host(backend.empty((2,), "float64")).shape == (2,)
+    assert backend.device_of(t.data_ptr) == VULKAN
+    with pytest.raises(BufferError, match="no DLPack streams"):
+        backend.wait(1, None, VULKAN)
