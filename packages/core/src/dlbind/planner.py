@@ -288,6 +288,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         if copy is False:
             raise BufferError(f"{adapter.name} cannot import {why}, so it needs a copy and copy=False forbids it")
         tensor, copied = tensor.copy(), True
+        kwargs.pop("copy", None)  # that copy is the one copy=True asks for: the importer views it
     elif copy is False and adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment:
         raise BufferError(
             f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
