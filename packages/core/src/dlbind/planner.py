@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS, Adapter
-from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
 from dlbind.export import export_view
@@ -40,6 +40,7 @@ __all__ = [
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
 
 _MISSING = MISSING
+_READ_ONLY = int(Flags.READ_ONLY)
 _TypeCache = TypeCache
 
 
@@ -184,8 +185,17 @@ def _capsule_for(adapter: Adapter, producer: Any) -> object:
     return producer.__dlpack__() if adapter.asks != "versioned" else producer.__dlpack__(max_version=DLPACK_VERSION)
 
 
-def _lacks(adapter: Adapter, dtype_name: str) -> bool:
-    return any(fnmatch.fnmatchcase(dtype_name, pattern) for pattern in adapter.lacks_dtypes)
+_LACKS: dict[tuple[str, int, int, int], bool] = {}  # (system, dtype code, bits, lanes) -> _lacks
+
+
+def _lacks(adapter: Adapter, tensor: Tensor) -> bool:
+    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns), cached per dtype."""
+    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes)
+    found = _LACKS.get(key)
+    if found is None:
+        name = tensor.dtype.name
+        found = _LACKS[key] = any(fnmatch.fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
+    return found
 
 
 def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
@@ -267,7 +277,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
     """
     adapter = route.adapter
-    if route.viewer is not None and _lacks(adapter, tensor.dtype.name):
+    if route.viewer is not None and _lacks(adapter, tensor):
         return _viewed(route, tensor, device, copy)
     kwargs: dict[str, Any] = {}
     if device is not None:
@@ -298,7 +308,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         # be read-only in numpy<2.1: numpy/numpy#28600)
         return _view(route, tensor)
     producer: Any = tensor
-    if route.legacy_only and tensor.readonly:
+    if route.legacy_only and tensor._flags & _READ_ONLY:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
     if adapter.takes == "capsule":
         producer = _capsule_for(adapter, producer)
@@ -318,7 +328,7 @@ def _needs_copy(route: Route, tensor: Tensor) -> str | None:
         return "strides that are not compact (row-major)"
     if not adapter.byte_offset and tensor.byte_offset:
         return "a byte_offset (it ignores it)"
-    if tensor.readonly:
+    if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
         if route.ignores_readonly:
             return "read-only data (it imports read-only data writable)"
         if route.legacy_only and not adapter.immutable:
