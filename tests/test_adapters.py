@@ -128,6 +128,27 @@ def test_torch_aborts_on_negative_strides_and_convert_copies() -> None:
         dlbind.convert(np.arange(4.0)[::-1], "torch", copy=False)
 
 
+@pytest.mark.parametrize("layout", ["reversed", "read-only"])
+def test_a_bridge_copy_is_the_copy_that_copy_true_asks_for(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _module("torch")
+    from dlbind import export
+
+    copies: list[int] = []
+    copy_host = export.copy_host
+
+    def counted(mem: Any) -> Any:
+        copies.append(mem.size)
+        return copy_host(mem)
+
+    monkeypatch.setattr(export, "copy_host", counted)
+    a = np.arange(4.0)
+    a.flags.writeable = layout != "read-only"
+    x = a[::-1] if layout == "reversed" else a
+    y = dlbind.convert(x, "torch", copy=True)  # the bridge copies once; torch is not asked for another
+    assert copies == [4]
+    assert y.tolist() == x.tolist() and not np.shares_memory(y.numpy(), a)
+
+
 def test_torch_ignores_readonly_and_convert_copies() -> None:
     torch = _module("torch")
     ro = np.arange(3.0)

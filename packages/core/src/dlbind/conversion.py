@@ -27,7 +27,7 @@ from dlbind import consumer
 from dlbind._ffi import native
 from dlbind._libraries import library_export
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
-from dlbind.planner import ROUTES, bridged, library_of, plan
+from dlbind.planner import C_ROUTES, ROUTES, bridged, library_of, plan
 from dlbind.producer import Exporter, asdlpack
 from dlbind.tensor import Tensor
 
@@ -44,6 +44,8 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     ``stream`` is the consumer's stream for synchronisation.
     """
     route = ROUTES.get((to,)) if isinstance(to, str) else None
+    # dlbind.convert (compiled) tried the C route of a name it knows before calling here: not twice
+    tried = route is not None and type(to) is str and to in C_ROUTES
     if route is None:
         route = plan(to)
     try:
@@ -52,7 +54,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
             lib = library_of(x)
             if lib is not None and lib.name == route.adapter.name:
                 return x
-            if native is not None:
+            if native is not None and not tried:
                 if route.table_type is not None:
                     out = native.convert_to(x, route.table_type, route.refuse)
                 elif route.handover_type is not None:
@@ -64,9 +66,10 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
         # host memory of device data is the producer's to make (dl_device: it knows its device), when
         # device= names the host or, without device=, when the target cannot import from that device
-        here = device_name(tensor.device[0])
+        kind = tensor._device_type  # the int: no DeviceType made on every convert
+        here = device_name(kind)
         if device is not None:
-            host = tensor.device[0] not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE
+            host = kind not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE
         else:
             host = here not in route.adapter.devices
             if host and "cpu" not in route.adapter.devices:

@@ -41,6 +41,7 @@ __all__ = [
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
 
 _MISSING = MISSING
+_READ_ONLY = int(Flags.READ_ONLY)
 _TypeCache = TypeCache
 
 
@@ -185,8 +186,17 @@ def _capsule_for(adapter: Adapter, producer: Any) -> object:
     return producer.__dlpack__() if adapter.asks != "versioned" else producer.__dlpack__(max_version=DLPACK_VERSION)
 
 
-def _lacks(adapter: Adapter, dtype_name: str) -> bool:
-    return any(fnmatch.fnmatchcase(dtype_name, pattern) for pattern in adapter.lacks_dtypes)
+_LACKS: dict[tuple[str, int, int, int], bool] = {}  # (system, dtype code, bits, lanes) -> _lacks
+
+
+def _lacks(adapter: Adapter, tensor: Tensor) -> bool:
+    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns), cached per dtype."""
+    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes)
+    found = _LACKS.get(key)
+    if found is None:
+        name = tensor.dtype.name
+        found = _LACKS[key] = any(fnmatch.fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
+    return found
 
 
 def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
@@ -307,7 +317,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
     """
     adapter = route.adapter
-    if route.viewer is not None and _lacks(adapter, tensor.dtype.name):
+    if route.viewer is not None and _lacks(adapter, tensor):
         return _viewed(route, tensor, device, copy)
     kwargs: dict[str, Any] = {}
     if device is not None:
@@ -328,6 +338,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         if copy is False:
             raise BufferError(f"{adapter.name} cannot import {why}, so it needs a copy and copy=False forbids it")
         tensor, copied = tensor.copy(), True
+        kwargs.pop("copy", None)  # that copy is the one copy=True asks for: the importer views it
     elif copy is False and adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment:
         raise BufferError(
             f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
@@ -339,7 +350,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     producer: Any = tensor
     if adapter.import_bool != "bool" and tensor.dtype == _BOOL:
         producer = _BoolAs(tensor, adapter.import_bool)
-    elif route.legacy_only and tensor.readonly:
+    elif route.legacy_only and tensor._flags & _READ_ONLY:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
     if adapter.takes == "capsule":
         producer = _capsule_for(adapter, producer)
@@ -359,7 +370,7 @@ def _needs_copy(route: Route, tensor: Tensor) -> str | None:
         return "strides that are not compact (row-major)"
     if not adapter.byte_offset and tensor.byte_offset:
         return "a byte_offset (it ignores it)"
-    if tensor.readonly:
+    if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
         if route.ignores_readonly:
             return "read-only data (it imports read-only data writable)"
         if route.legacy_only and not adapter.immutable:
