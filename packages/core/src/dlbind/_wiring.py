@@ -41,4 +41,6 @@ def configure() -> None:
         target_error=conversion.target_error,
         type_traits=_libraries.type_traits,
         refuse_guarded=consumer.refuse_guarded,
+        call_style=consumer.call_style,
+        finish=consumer.sealed,
     )

@@ -45,6 +45,13 @@ def _refusal(x: Any, exc: TypeError) -> BufferError | None:
 _CALL_STYLE = TypeCache()
 _STREAM, _BARE = 1, 2
 
+
+def call_style(kind: type) -> int:
+    """How ``kind``'s ``__dlpack__`` accepted the call once ``max_version`` was refused: 1 (``stream=``
+    only), 2 (no keywords) or 0 (not known); the compiled fast path then asks it so itself."""
+    style = _CALL_STYLE.get(kind)
+    return style if style in (_STREAM, _BARE) else 0  # type: ignore[no-any-return]
+
 _READ_ONLY = int(Flags.READ_ONLY)
 _IS_COPIED = int(Flags.IS_COPIED)
 
@@ -168,14 +175,24 @@ export_other: Any = None
 export_host: Any = None
 
 
-def after_refusal(x: Any, error: BaseException) -> Tensor:
-    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error``.
+def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
+    """Continue a plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error`` (``older``:
+    the call its type accepted once ``max_version`` was refused, which is never made twice).
 
-    A TypeError: an older producer, asked with fewer keywords. A BufferError: the producer cannot
-    export this array (numpy before 2.1 refuses read-only arrays; numpy refuses ml_dtypes' bfloat16
-    and float8), but its buffer protocol or array interface may carry it: exported from there.
+    A TypeError: an older producer, asked with fewer keywords (``older``: its own error, or its system's
+    refusal type). A BufferError: the producer cannot export this array (numpy before 2.1 refuses
+    read-only arrays; numpy refuses ml_dtypes' bfloat16 and float8), but its buffer protocol or array
+    interface may carry it: exported from there.
     """
-    if isinstance(error, TypeError):
+    if isinstance(error, TypeError) and older:
+        refusal = _refusal(x, error)
+        if refusal is None:
+            try:
+                raise error
+            finally:  # no cycle error -> traceback -> this frame -> error
+                del error
+        error = refusal
+    elif isinstance(error, TypeError):
         try:
             return sealed(from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error)), x)
         except BufferError as refusal:  # a refusal its system raises as TypeError (export.refusal)

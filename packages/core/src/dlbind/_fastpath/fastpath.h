@@ -62,6 +62,8 @@ typedef struct {
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     PyObject *type_traits;       /* dlbind._libraries.type_traits: type -> (export guards, immutable), once per type */
     PyObject *refuse_guarded;    /* dlbind.consumer.refuse_guarded(x, name, is_method): raises x's BufferError */
+    PyObject *call_style;        /* dlbind.consumer.call_style(type): 1 stream= only, 2 no keywords, 0 not known */
+    PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's row adds */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
@@ -170,7 +172,8 @@ const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
 /* What dlbind knows of a producer's type, cached per type with its table (exchange.c). */
 #define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
-#define DLBIND_TYPE_PYTHON 4      /* a fact of its row only Python applies (export.bool = "uint8") */
+#define DLBIND_TYPE_PYTHON 4      /* a fact of its row Python applies after the import (export.bool = "uint8") */
+#define DLBIND_TYPE_BARE_CALL 8   /* with LEGACY_CALL: its __dlpack__ takes no keywords at all (else stream= only) */
 typedef struct {
     const DLPackExchangeAPI *api; /* its usable exchange table, or NULL */
     PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */

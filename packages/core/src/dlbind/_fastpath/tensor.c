@@ -150,12 +150,42 @@ PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
 }
 
 /* A tensor imported from x: read-only when x's library never writes its arrays (unless the
- * producer made a copy for us). Steals and returns tensor. */
-static PyObject *dlbind_sealed_if(PyObject *tensor, int bits) {
-    if (tensor != NULL && (bits & DLBIND_TYPE_IMMUTABLE) &&
-        !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLPACK_FLAG_BITMASK_IS_COPIED))
+ * producer made a copy for us); finished by Python (dlbind.consumer.sealed) when x's row has a fact
+ * only Python applies (DLBIND_TYPE_PYTHON). Steals and returns tensor. */
+static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
+    if (tensor == NULL) return NULL;
+    if ((bits & DLBIND_TYPE_IMMUTABLE) && !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLPACK_FLAG_BITMASK_IS_COPIED))
         dlbind_tensor_seal(tensor);
+    if (bits & DLBIND_TYPE_PYTHON) {
+        PyObject *done = PyObject_CallFunctionObjArgs(dlbind_cfg.finish, tensor, x, NULL);
+        Py_DECREF(tensor);
+        return done;
+    }
     return tensor;
+}
+
+/* How x's type accepted __dlpack__ once max_version was refused (dlbind.consumer's cache), as
+ * DLBIND_TYPE_* bits to mark the type with; 0 when not known. */
+static int dlbind_learned_call(PyObject *x) {
+    PyObject *style = PyObject_CallOneArg(dlbind_cfg.call_style, (PyObject *)Py_TYPE(x));
+    if (style == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    long value = PyLong_AsLong(style);
+    Py_DECREF(style);
+    if (value == -1 && PyErr_Occurred()) PyErr_Clear();
+    return value == 1 ? DLBIND_TYPE_LEGACY_CALL : value == 2 ? (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL) : 0;
+}
+
+/* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted. */
+static PyObject *dlbind_older_call(PyObject *x, int bits) {
+    static PyObject *kwnames_stream = NULL;
+    if (bits & DLBIND_TYPE_BARE_CALL) return PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack);
+    if (kwnames_stream == NULL && (kwnames_stream = Py_BuildValue("(O)", dlbind_cfg.kw[DLBIND_KW_STREAM])) == NULL)
+        return NULL;
+    PyObject *stack[2] = {x, Py_None};
+    return PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames_stream);
 }
 
 #define DLBIND_GETTER(name, expr)                                  \
@@ -397,15 +427,18 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         }
         return dlbind_tensor_wrap(out, 1, 0);
     }
-    /* a producer that refused max_version before (Python calls it the way it accepts, once), or one
-     * whose row Python applies (DLBIND_TYPE_PYTHON) */
-    if (info.bits & (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_PYTHON))
-        return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-    PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
-    PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                  dlbind_cfg.kwnames_dlpack);
+    int bits = info.bits;
+    int older = (bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* it refused max_version before: asked as it accepted */
+    PyObject *capsule;
+    if (older) {
+        capsule = dlbind_older_call(x, bits);
+    } else {
+        PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
+        capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            dlbind_cfg.kwnames_dlpack);
+    }
     if (capsule == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        if (!older && PyErr_ExceptionMatches(PyExc_AttributeError)) {
             /* not a producer at all? Python says so (a TypeError); a producer's own AttributeError stands */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
@@ -420,19 +453,21 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
             return NULL;
         }
         if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
-            /* maybe an older producer, or one whose buffer protocol carries what __dlpack__ refuses */
+            /* an older producer (asked again with fewer keywords), its system's refusal type, or one whose
+             * buffer protocol carries what __dlpack__ refuses: Python's rules, never a second call of the
+             * call it accepted before */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             PyErr_NormalizeException(&type, &value, &tb);
             if (tb != NULL) PyException_SetTraceback(value, tb);
-            int legacy = PyErr_GivenExceptionMatches(value, PyExc_TypeError);
-            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, NULL);
+            int legacy = !older && PyErr_GivenExceptionMatches(value, PyExc_TypeError);
+            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, older ? Py_True : Py_False, NULL);
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
-            /* the older call worked: from now on Python asks this type the way it accepts */
-            if (res != NULL && legacy) dlbind_type_mark(x, DLBIND_TYPE_LEGACY_CALL);
-            return res; /* Python sealed it if needed */
+            /* the older call worked: from now on this type is asked the way it accepted */
+            if (res != NULL && legacy) dlbind_type_mark(x, dlbind_learned_call(x));
+            return res; /* Python finished it */
         }
         return NULL;
     }
@@ -447,5 +482,5 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     }
     PyObject *res = dlbind_consume_capsule(capsule);
     Py_DECREF(capsule);
-    return dlbind_sealed_if(res, info.bits);
+    return dlbind_finished(res, x, bits);
 }
