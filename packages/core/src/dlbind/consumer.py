@@ -50,7 +50,7 @@ def call_style(kind: type) -> int:
     """How ``kind``'s ``__dlpack__`` accepted the call once ``max_version`` was refused: 1 (``stream=``
     only), 2 (no keywords) or 0 (not known); the compiled fast path then asks it so itself."""
     style = _CALL_STYLE.get(kind)
-    return style if style in (_STREAM, _BARE) else 0  # type: ignore[no-any-return]
+    return style if style in (_STREAM, _BARE) else 0
 
 _READ_ONLY = int(Flags.READ_ONLY)
 _IS_COPIED = int(Flags.IS_COPIED)
