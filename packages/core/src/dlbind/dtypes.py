@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from dlbind._generated.enums import DataTypeCode
+from dlbind._generated.enums import DataTypeCode, Flags
 from dlbind._generated.tables import (
     DTYPE_BY_NAME,
     DTYPE_CODE_PATTERNS,
@@ -22,6 +22,7 @@ from dlbind._generated.tables import (
 )
 
 __all__ = [
+    "SUBBYTE_PADDED",
     "DType",
     "byte_size",
     "from_format",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 _C = DataTypeCode
+#: The flag bit that says sub-byte elements are padded to a byte each (DLPack 1.2); 0 when the header
+#: the runtime is generated from predates it (a vendored copy's): sub-byte data is then packed.
+SUBBYTE_PADDED: int = int(getattr(Flags, "IS_SUBBYTE_TYPE_PADDED", 0))
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 # numpy's dtype.kind -> DLPack code for the builtin kinds
 _NUMPY_KINDS: dict[str, int] = {"b": _C.kDLBool, "i": _C.kDLInt, "u": _C.kDLUInt, "f": _C.kDLFloat, "c": _C.kDLComplex}
