@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from dlbind._generated.enums import DataTypeCode, Flags
 from dlbind._generated.tables import (
+    DTYPE_ACCEPTED_WIDTHS,
     DTYPE_BY_NAME,
     DTYPE_CODE_PATTERNS,
     DTYPE_CODE_WIDTHS,
@@ -199,5 +200,7 @@ def from_numpy(dtype: Any) -> DType:
         return DType(code, bits)
     kind_code = _NUMPY_KINDS.get(dt.kind)
     if kind_code is not None and dt.fields is None:
-        return DType(kind_code, dt.itemsize * 8)
+        widths = DTYPE_ACCEPTED_WIDTHS.get(kind_code)
+        if widths is None or dt.itemsize * 8 in widths:  # float8_* of ml_dtypes before its codes: no float:8
+            return DType(kind_code, dt.itemsize * 8)
     raise BufferError(f"numpy dtype {dt} has no DLPack equivalent")
