@@ -29,7 +29,7 @@ def _rerooted(name: str, new: str) -> str | None:
 
 def _dotted_span(tokens: list[tokenize.TokenInfo], start: int) -> tuple[int, str, tuple[int, int], tuple[int, int]]:
     """From ``tokens[start]`` (the first token of a dotted name): (index after it, name, start, end)."""
-    i, parts = start, []
+    i, parts = start, list[str]()
     begin = tokens[i].start
     end = tokens[i].end
     while i < len(tokens):
@@ -119,10 +119,11 @@ def imports_of(source: str, package: str, filename: str) -> list[str]:
     """Every import (any depth, relative ones resolved no further) of ``package`` or its modules in ``source``."""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
-        names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             names = [node.module]
+        else:
+            continue
         found += [f"{n} (line {node.lineno})" for n in names if n == package or n.startswith(package + ".")]
     return found
