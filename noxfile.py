@@ -192,6 +192,29 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
 
 
+@nox.session
+def vendor(session: nox.Session) -> None:
+    """Vendoring's acceptance (issue 10): docs/vendoring.md's two libraries, built once, in a venv without dlbind.
+
+    hostlib vendors the compiled build at DLPack 1.0, purelib the pure build at the canonical header;
+    both install into a fresh venv (numpy, torch; no dlbind) and exchange with numpy, torch and each
+    other; dlbind.testing checks them from this session; re-vendoring refuses a host edit, --force
+    overwrites it (tests/vendoring). pip's cache is reused. Prints the steps' and the session's times.
+    """
+    import time
+
+    start = time.monotonic()
+    _install_generator(session)
+    session.install("pytest>=8", "numpy==2.4.6", "ml_dtypes==0.6.0", "cffi>=1.17")
+    session.install(CORE)
+    session.run("python", "-m", "dlbind_generator", "fetch", silent=True)
+    session.run(
+        "python", "-m", "pytest", "tests/vendoring", "-q", "-s", "-p", "no:cacheprovider", *session.posargs,
+        env={"DLBIND_VENDOR_ACCEPTANCE": "1"},
+    )  # fmt: skip
+    session.log(f"vendor acceptance: {time.monotonic() - start:.1f} s wall")
+
+
 # -- reliability (issue 8): fuzzing, sanitisers, leaks ------------------------------------------------------
 
 FUZZ = "packages/core/tests/fuzz"

@@ -5,6 +5,8 @@ python -m dlbind_generator fetch                 # download + verify the headers
 python -m dlbind_generator generate [--check]    # every target; --check: diff, exit 1 if stale
 python -m dlbind_generator bump SOURCE           # record a new dlpack.h in spec/headers.toml, regenerate
 python -m dlbind_generator rehearsal-header OUT  # write a made-up next version of the canonical header
+python -m dlbind_generator vendor --into DIR --package NAME [--header-version M.m] [--pure] [--force]
+                                                 # a self-contained copy of the core inside a host library
 """
 
 from __future__ import annotations
@@ -58,6 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_next.add_argument("out", type=Path)
     p_next.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_vendor = sub.add_parser(
+        "vendor",
+        help="write a self-contained copy of the core into a host library's package",
+        description="Writes the package NAME (a dotted import path) into the folder DIR: the runtime with its "
+        "imports re-rooted to NAME, the generated tables of one header version, the C fast path and _build.py "
+        "(unless --pure) and VENDORED.toml. Re-vendoring refuses to overwrite edited files unless --force.",
+    )
+    p_vendor.add_argument("--into", required=True, type=Path, metavar="DIR", help="the package folder to write")
+    p_vendor.add_argument("--package", required=True, metavar="NAME", help="its dotted import path")
+    p_vendor.add_argument("--header-version", metavar="M.m", help="DLPack header version (default: canonical)")
+    p_vendor.add_argument("--pure", action="store_true", help="no C: cffi ABI mode only (needs no compiler)")
+    p_vendor.add_argument("--force", action="store_true", help="overwrite edited files, remove unlisted ones")
+    p_vendor.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
+    p_vendor.add_argument("--root", help="repository root (default: found from the current folder)")
     args = parser.parse_args(argv)
 
     try:
@@ -78,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
             return _bump(paths, args.source)
         if args.command == "rehearsal-header":
             return _rehearsal_header(paths, args.out)
+        if args.command == "vendor":
+            from .vendor import run
+
+            return run(
+                paths.root, args.into, args.package, args.header_version, pure=args.pure, force=args.force,
+                argv=list(sys.argv[1:] if argv is None else argv)[1:], offline=args.offline,
+            )  # fmt: skip
         start = time.perf_counter()
         files = build(paths, offline=args.offline)
         elapsed = time.perf_counter() - start

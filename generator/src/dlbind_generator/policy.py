@@ -152,13 +152,16 @@ def _members(model: HeaderModel, enum: str) -> tuple[tuple[str, int], ...]:
 
 
 def _entries(
-    data: dict[str, Any], table: str, members: tuple[tuple[str, int], ...], enum: str, path: Path
+    data: dict[str, Any], table: str, members: tuple[tuple[str, int], ...], enum: str, path: Path, subset: bool
 ) -> dict[str, Any]:
-    """The ``[table.<member>]`` entries, each naming a member of ``enum`` in the canonical header."""
+    """The ``[table.<member>]`` entries, each naming a member of ``enum`` in the canonical header
+    (``subset``: an older header's, checked against the canonical one already: entries for newer members drop)."""
     entries = data.get(table, {})
     if not isinstance(entries, dict):
         raise GeneratorError(f"[{table}] must be a table", file=str(path))
     extra = sorted(set(entries) - {m for m, _ in members})
+    if subset:
+        return {k: v for k, v in entries.items() if k not in extra}
     if extra:
         raise GeneratorError(
             f"[{table}.{extra[0]}] names no member of {enum} in the canonical header "
@@ -192,14 +195,14 @@ def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
 
 
 def _devices(
-    model: HeaderModel, path: Path, decisions: list[str]
+    model: HeaderModel, path: Path, decisions: list[str], subset: bool
 ) -> tuple[tuple[StreamRule, ...], tuple[DeviceRow, ...]]:
     data = _load(path)
     _check_keys(data, {"stream_rules", "devices"}, "the top level", path)
     rules = _stream_rules(data, path)
     rule_names = {r.name for r in rules}
     members = _members(model, DEVICE_ENUM)
-    entries = _entries(data, "devices", members, DEVICE_ENUM, path)
+    entries = _entries(data, "devices", members, DEVICE_ENUM, path, subset)
     rows = []
     for member, value in members:
         raw = entries.get(member)
@@ -238,11 +241,13 @@ def _devices(
     return rules, tuple(rows)
 
 
-def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
+def _dtypes(
+    model: HeaderModel, path: Path, decisions: list[str], subset: bool
+) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
     data = _load(path)
     _check_keys(data, {"codes", "formats", "legacy"}, "the top level", path)
     members = _members(model, DTYPE_ENUM)
-    entries = _entries(data, "codes", members, DTYPE_ENUM, path)
+    entries = _entries(data, "codes", members, DTYPE_ENUM, path, subset)
     codes = []
     for member, value in members:
         raw = entries.get(member)
@@ -291,6 +296,8 @@ def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple
     seen: dict[str, str] = {}
     for name, chars in formats.items():
         if name not in dtypes:
+            if subset:  # a dtype of a code the older header lacks
+                continue
             raise GeneratorError(f"[formats].{name} is not a dtype named by [codes]", file=str(path))
         chars = tuple(_typed(ch, str, f"[formats].{name}", path) for ch in chars)
         for ch in chars:
@@ -302,7 +309,9 @@ def _dtypes(model: HeaderModel, path: Path, decisions: list[str]) -> tuple[tuple
     return tuple(codes), tuple(sorted(dtypes.values(), key=lambda r: (r.code, r.bits)))
 
 
-def _legacy(path: Path, members: tuple[tuple[str, int], ...], dtypes: tuple[DTypeRow, ...]) -> tuple[LegacyRow, ...]:
+def _legacy(
+    path: Path, members: tuple[tuple[str, int], ...], dtypes: tuple[DTypeRow, ...], subset: bool
+) -> tuple[LegacyRow, ...]:
     entries = _load(path).get("legacy", [])
     if not isinstance(entries, list):
         raise GeneratorError("[[legacy]] must be an array of tables", file=str(path))
@@ -316,6 +325,8 @@ def _legacy(path: Path, members: tuple[tuple[str, int], ...], dtypes: tuple[DTyp
         if missing:
             raise GeneratorError(f"{where}: missing {', '.join(missing)}", file=str(path))
         member = _typed(entry["code"], str, f"{where}.code", path)
+        if subset and (member not in values or entry["reads_as"] not in by_name):
+            continue
         if member not in values:
             raise GeneratorError(f"{where}.code = {member!r} is no member of {DTYPE_ENUM}", file=str(path))
         bits = _typed(entry["bits"], int, f"{where}.bits", path)
@@ -331,10 +342,17 @@ def _legacy(path: Path, members: tuple[tuple[str, int], ...], dtypes: tuple[DTyp
     return tuple(rows)
 
 
-def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path) -> Policy:
-    """The policy tables joined with ``model``'s enums (the canonical header)."""
+def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path, *, canonical: HeaderModel | None = None) -> Policy:
+    """The policy tables joined with ``model``'s enums (the canonical header).
+
+    ``canonical``: ``model`` is an older header (a vendored copy's): the tables are checked against
+    ``canonical`` first, then joined with ``model``'s members only (entries for newer ones drop).
+    """
+    subset = canonical is not None and canonical is not model
+    if canonical is not None and subset:
+        join(canonical, devices_toml, dtypes_toml)
     decisions: list[str] = []
-    rules, devices = _devices(model, devices_toml, decisions)
-    codes, dtypes = _dtypes(model, dtypes_toml, decisions)
-    legacy = _legacy(dtypes_toml, _members(model, DTYPE_ENUM), dtypes)
+    rules, devices = _devices(model, devices_toml, decisions, subset)
+    codes, dtypes = _dtypes(model, dtypes_toml, decisions, subset)
+    legacy = _legacy(dtypes_toml, _members(model, DTYPE_ENUM), dtypes, subset)
     return Policy(rules, devices, codes, dtypes, legacy, tuple(decisions))

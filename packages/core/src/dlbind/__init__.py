@@ -8,17 +8,11 @@ from __future__ import annotations
 from dlbind import _wiring, exchange, spec
 from dlbind._backends import backends
 from dlbind._ffi import native as _native
-from dlbind._generated.enums import (
-    DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
-    DLPACK_FLAG_BITMASK_READ_ONLY,
-    DLPACK_MAJOR_VERSION,
-    DLPACK_MINOR_VERSION,
-    DLPACK_VERSION,
-    DataTypeCode,
-    DeviceType,
-    Flags,
-)
+from dlbind._generated import enums as _enums
+
+# The header's enums, flags and constants (DLPACK_VERSION, DeviceType, DataTypeCode, Flags,
+# DLPACK_FLAG_BITMASK_*, ...): all of them, whichever header version the runtime is generated from.
+from dlbind._generated.enums import *  # noqa: F403
 from dlbind.consumer import from_dlpack
 from dlbind.conversion import compat, convert
 from dlbind.dtypes import DType
@@ -27,8 +21,10 @@ from dlbind.tensor import Tensor
 
 __version__ = "0.1.0"
 
-# DLPack 1.3: consumers find dlbind's C exchange table on the type.
-Tensor.__dlpack_c_exchange_api__ = exchange.table()
+# DLPack 1.3: consumers find dlbind's C exchange table on the type (when the header declares the API).
+_table = exchange.table()
+if _table is not None:
+    Tensor.__dlpack_c_exchange_api__ = _table
 
 # The compiled build answers the common calls in C and hands every other case to the Python
 # implementations imported above (same signatures, same errors).
@@ -39,17 +35,8 @@ if _native is not None:
     convert = _native.convert
 
 __all__ = [
-    "DLPACK_FLAG_BITMASK_IS_COPIED",
-    "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED",
-    "DLPACK_FLAG_BITMASK_READ_ONLY",
-    "DLPACK_MAJOR_VERSION",
-    "DLPACK_MINOR_VERSION",
-    "DLPACK_VERSION",
     "DType",
-    "DataTypeCode",
-    "DeviceType",
     "Exporter",
-    "Flags",
     "Tensor",
     "__version__",
     "asdlpack",
@@ -61,6 +48,7 @@ __all__ = [
     "from_pointer",
     "spec",
 ]
+__all__ += _enums.__all__
 
 
 def ffi_build() -> str:

@@ -23,8 +23,9 @@ BUILD: str
 
 def _compiled() -> tuple[Any, Any] | None:
     try:
-        api = importlib.import_module("dlbind._api")
-        fastpath = importlib.import_module("dlbind._fastpath")
+        # relative to this package, so that a vendored copy (re-rooted under another name) finds its own
+        api = importlib.import_module("._api", __package__)
+        fastpath = importlib.import_module("._fastpath", __package__)
     except ImportError:
         return None
     if not hasattr(fastpath, "configure"):  # the C sources' folder (a namespace package), not the extension

@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from dlbind._generated.enums import DataTypeCode
+from dlbind._generated.enums import DataTypeCode, Flags
 from dlbind._generated.tables import (
+    DTYPE_ACCEPTED_WIDTHS,
     DTYPE_BY_NAME,
     DTYPE_CODE_PATTERNS,
     DTYPE_CODE_WIDTHS,
@@ -22,6 +23,7 @@ from dlbind._generated.tables import (
 )
 
 __all__ = [
+    "SUBBYTE_PADDED",
     "DType",
     "byte_size",
     "from_format",
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 _C = DataTypeCode
+#: The flag bit that says sub-byte elements are padded to a byte each (DLPack 1.2); 0 when the header
+#: the runtime is generated from predates it (a vendored copy's): sub-byte data is then packed.
+SUBBYTE_PADDED: int = int(getattr(Flags, "IS_SUBBYTE_TYPE_PADDED", 0))
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 # numpy's dtype.kind -> DLPack code for the builtin kinds
 _NUMPY_KINDS: dict[str, int] = {"b": _C.kDLBool, "i": _C.kDLInt, "u": _C.kDLUInt, "f": _C.kDLFloat, "c": _C.kDLComplex}
@@ -195,5 +200,7 @@ def from_numpy(dtype: Any) -> DType:
         return DType(code, bits)
     kind_code = _NUMPY_KINDS.get(dt.kind)
     if kind_code is not None and dt.fields is None:
-        return DType(kind_code, dt.itemsize * 8)
+        widths = DTYPE_ACCEPTED_WIDTHS.get(kind_code)
+        if widths is None or dt.itemsize * 8 in widths:  # float8_* of ml_dtypes before its codes: no float:8
+            return DType(kind_code, dt.itemsize * 8)
     raise BufferError(f"numpy dtype {dt} has no DLPack equivalent")

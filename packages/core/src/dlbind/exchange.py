@@ -22,9 +22,22 @@ from dlbind.dtypes import DType
 from dlbind.export import Memory, contiguous_strides, export_memory
 from dlbind.tensor import Tensor, from_managed
 
-__all__ = ["import_object", "table"]
+__all__ = ["AVAILABLE", "import_object", "table"]
 
 CAPSULE_NAME = b"dlpack_exchange_api"
+
+
+def _declared(name: str) -> bool:
+    try:
+        ffi.typeof(name)
+    except ffi.error:
+        return False
+    return True
+
+
+#: Whether the header the runtime is generated from declares the C exchange API. A vendored copy of
+#: an older header (DLPack 1.0) neither offers a table nor uses a producer's.
+AVAILABLE = _declared("DLPackExchangeAPI")
 
 
 # -- helpers our table calls (compiled and pure) ------------------------------------------------
@@ -116,8 +129,10 @@ def _address(pointer: Any) -> int:
     return int(ffi.cast("uintptr_t", pointer))
 
 
-def table() -> object:
-    """dlbind's exchange table as the ``"dlpack_exchange_api"`` capsule."""
+def table() -> object | None:
+    """dlbind's exchange table as the ``"dlpack_exchange_api"`` capsule; None without the API (:data:`AVAILABLE`)."""
+    if not AVAILABLE:
+        return None
     return native.exchange_table() if native is not None else _pure_table()
 
 
@@ -130,7 +145,7 @@ def import_object(x: Any) -> Tensor | None:
     Compiled build only: the table's functions need the GIL, and cffi releases it around foreign
     calls, so the pure build keeps to ``__dlpack__``.
     """
-    if native is None:
+    if native is None or not AVAILABLE:
         return None
     address = native.exchange_import(x)
     if address is None:

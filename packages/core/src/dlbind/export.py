@@ -18,7 +18,7 @@ from dlbind import _backends, capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
-from dlbind.dtypes import INT64_MAX, DType
+from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
 
 __all__ = ["CPU", "Memory", "byte_strides", "contiguous_strides", "copy_host", "export_memory", "export_view"]
 
@@ -70,7 +70,7 @@ def copy_host(mem: Memory) -> Memory:
         need = f"copying {device_name(mem.device[0])} memory to the host"
         copied: Memory = _backends.for_device(mem.device[0], need).copy_to_host(mem)
         return copied
-    padded = bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+    padded = bool(mem.flags & SUBBYTE_PADDED)
     nbytes = mem.dtype.nbytes(mem.size, padded=padded)
     out, address = _allocate(nbytes)
     data = 0
@@ -88,7 +88,7 @@ def copy_host(mem: Memory) -> Memory:
             _copy_strided(data, src, mem.shape, byte_strides(strides, item), item)
     return Memory(
         data, mem.shape, contiguous_strides(mem.shape, saturate=not mem.size), mem.dtype, CPU, 0, False, out,
-        Flags.IS_COPIED | (mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
+        Flags.IS_COPIED | (mem.flags & SUBBYTE_PADDED),
     )  # fmt: skip
 
 
@@ -237,7 +237,7 @@ def export_memory(
             "the consumer must ask for max_version=(1, 0) or newer"
         )
     if not versioned:
-        why = mem.dtype.legacy_refusal(padded=bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
+        why = mem.dtype.legacy_refusal(padded=bool(mem.flags & SUBBYTE_PADDED))
         if why is not None:
             raise BufferError(why)
     flags = mem.flags | (_READ_ONLY if mem.readonly else 0)
@@ -258,6 +258,6 @@ def export_view(
     """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive."""
     mem = Memory(
         tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, tensor.byte_offset,
-        tensor.readonly, tensor, int(tensor.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
+        tensor.readonly, tensor, int(tensor.flags & SUBBYTE_PADDED),
     )  # fmt: skip
     return export_memory(mem, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)

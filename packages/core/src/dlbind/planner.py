@@ -15,12 +15,12 @@ import sys
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from dlbind import capsule
+from dlbind import capsule, exchange
 from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, Flags
 from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
-from dlbind.dtypes import DType
+from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
@@ -139,7 +139,7 @@ def plan(to: Any) -> Route:
             adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
             and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
         )  # fmt: skip
-        table_type = _array_type(adapter) if adapter.exchange_api and simple else None
+        table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
         legacy_only = adapter.asks != "versioned"
         # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
         # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
@@ -234,7 +234,7 @@ class _LegacyReadOnly:
         if max_version is not None or dl_device is not None or copy:
             return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         t = self.tensor
-        why = t.dtype.legacy_refusal(padded=bool(t.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
+        why = t.dtype.legacy_refusal(padded=bool(t.flags & SUBBYTE_PADDED))
         if why is not None:
             raise BufferError(why)
         return capsule.export(

@@ -15,10 +15,10 @@ from typing import Any
 
 from dlbind import _capi, capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
 from dlbind.consumer import from_dlpack
 from dlbind.devices import Device, device_name, parse_device, producer_device
-from dlbind.dtypes import INT64_MAX, DType, byte_size, from_format, from_numpy, lookup
+from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
 
 __all__ = ["Exporter", "asdlpack", "from_pointer"]
@@ -164,7 +164,12 @@ def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: b
             raise BufferError(f"strides {tuple(raw_strides)} are not multiples of the item size {item}")
         strides = tuple(int(s) // item for s in raw_strides)
     # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
-    flags = Flags.IS_SUBBYTE_TYPE_PADDED if dtype.bits * dtype.lanes % 8 else 0
+    flags = SUBBYTE_PADDED if dtype.bits * dtype.lanes % 8 else 0
+    if dtype.bits * dtype.lanes % 8 and not SUBBYTE_PADDED:
+        raise BufferError(
+            f"{dtype.name} data stored one element per byte needs the IS_SUBBYTE_TYPE_PADDED flag of DLPack 1.2, "
+            f"which DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this runtime's header) lacks"
+        )
     stream = iface.get("stream")
     return Memory(ptr, shape, strides, dtype, device, 0, ro, owner, flags, None if stream is None else int(stream))
 

@@ -17,7 +17,7 @@ from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
 from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES, LEGACY_READINGS
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
-from dlbind.dtypes import INT64_MAX, DType, byte_size
+from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
 from dlbind.export import byte_strides, export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
@@ -116,7 +116,7 @@ class Tensor(_Core):  # type: ignore[misc]
 
     @property
     def nbytes(self) -> int:
-        return self.dtype.nbytes(self.size, padded=bool(self._flags & Flags.IS_SUBBYTE_TYPE_PADDED))
+        return self.dtype.nbytes(self.size, padded=bool(self._flags & SUBBYTE_PADDED))
 
     @property
     def readonly(self) -> bool:
@@ -125,7 +125,7 @@ class Tensor(_Core):  # type: ignore[misc]
     @property
     def byte_strides(self) -> tuple[int, ...]:
         dtype = self.dtype
-        if dtype.bits * dtype.lanes % 8 and not self._flags & Flags.IS_SUBBYTE_TYPE_PADDED:
+        if dtype.bits * dtype.lanes % 8 and not self._flags & SUBBYTE_PADDED:
             raise BufferError(f"{dtype.name} is packed below a byte: strides have no byte size")
         return tuple(s * dtype.itemsize for s in self.strides)
 
@@ -158,7 +158,7 @@ class Tensor(_Core):  # type: ignore[misc]
     def _interface(self, typestr: str, itemsize: int) -> dict[str, Any]:
         if self._device_type not in HOST_ACCESSIBLE:
             raise BufferError(f"numpy needs host memory; this tensor is on {device_name(self._device_type)}")
-        if self.dtype.is_subbyte and not self._flags & Flags.IS_SUBBYTE_TYPE_PADDED:
+        if self.dtype.is_subbyte and not self._flags & SUBBYTE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
         strides = byte_strides(self.strides, itemsize)
         return {
@@ -255,7 +255,7 @@ def check_managed(
             reversed_strides.append(acc)
             acc *= d
         strides = tuple(reversed(reversed_strides))
-    padded = versioned and bool(int(managed.flags) & Flags.IS_SUBBYTE_TYPE_PADDED)
+    padded = versioned and bool(int(managed.flags) & SUBBYTE_PADDED)
     byte_size(shape, DType(code, bits, lanes), padded=padded)  # BufferError beyond int64
     if any(s > INT64_MAX for s in strides):
         raise BufferError(f"the row-major strides of shape {shape} do not fit in int64")

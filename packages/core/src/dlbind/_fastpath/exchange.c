@@ -57,7 +57,11 @@ static unsigned int dlbind_type_tag(PyTypeObject *type) {
 #endif
 }
 
-static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
+static const dlbind_exchange_api *dlbind_table_resolve(PyObject *cap) {
+#if !DLBIND_HEADER_HAS_EXCHANGE_API
+    (void)cap; /* a header without the exchange API uses no table */
+    return NULL;
+#else
     if (!PyCapsule_IsValid(cap, "dlpack_exchange_api")) return NULL;
     const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
     if (api == NULL) {
@@ -71,6 +75,7 @@ static const DLPackExchangeAPI *dlbind_table_resolve(PyObject *cap) {
     api = (const DLPackExchangeAPI *)h;
     if (api->managed_tensor_from_py_object_no_sync == NULL) return NULL;
     return api;
+#endif
 }
 
 /* type.__dlpack_c_exchange_api__ (a new reference; None when absent), or NULL on error. */
@@ -200,12 +205,12 @@ static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
     return &dlbind_recent[slot].info;
 }
 
-const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type) {
+const dlbind_exchange_api *dlbind_table_of_type(PyObject *type) {
     const dlbind_type_info *info = dlbind_info_of_type(type);
     return info == NULL ? NULL : info->api;
 }
 
-const DLPackExchangeAPI *dlbind_table_of(PyObject *obj) { return dlbind_table_of_type((PyObject *)Py_TYPE(obj)); }
+const dlbind_exchange_api *dlbind_table_of(PyObject *obj) { return dlbind_table_of_type((PyObject *)Py_TYPE(obj)); }
 
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {
     const dlbind_type_info *found = dlbind_info_of_type((PyObject *)Py_TYPE(obj));
@@ -272,7 +277,10 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
         Py_DECREF(guards);
         if (pair == NULL) return -1;
     }
-    const DLPackExchangeAPI *api = info->api;
+#if !DLBIND_HEADER_HAS_EXCHANGE_API
+    return 0; /* no table: __dlpack__ answers */
+#else
+    const dlbind_exchange_api *api = info->api;
     if (api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return 0;
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
@@ -288,6 +296,7 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
     if (info->bits & DLBIND_TYPE_IMMUTABLE) m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     *out = m;
     return 1;
+#endif
 }
 
 /* exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table */
@@ -303,6 +312,7 @@ PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
 }
 
 /* ---- dlbind's own table -------------------------------------------------------------------- */
+#if DLBIND_HEADER_HAS_EXCHANGE_API
 
 /* Call a configured helper with one argument; it returns an int address, stored in *out. */
 static int dlbind_call_address(PyObject *helper, PyObject *arg, void **out) {
@@ -402,6 +412,14 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
     (void)unused;
     return PyCapsule_New(&dlbind_exchange_table, "dlpack_exchange_api", NULL);
 }
+#else
+/* A header without the exchange API: no table to offer (None). */
+PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+#endif
 
 /* ---- convert --------------------------------------------------------------------------------- */
 
@@ -576,6 +594,7 @@ static PyTypeObject dlbind_handover_type = {
 
 int dlbind_exchange_init(void) { return PyType_Ready(&dlbind_handover_type); }
 
+#if DLBIND_HEADER_HAS_EXCHANGE_API
 typedef struct {
     void *ctx;
     void (*deleter)(struct DLManagedTensorVersioned *);
@@ -594,7 +613,7 @@ static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
 /* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
  * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
  * library's own error for the same call, so both builds raise the same. */
-static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *target, long refuse) {
+static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse) {
     DLManagedTensorVersioned *m = NULL;
     int found = dlbind_import_for_convert(x, refuse, &m);
     if (found < 0) return NULL;
@@ -621,6 +640,7 @@ static PyObject *dlbind_convert_table(PyObject *x, const DLPackExchangeAPI *targ
     }
     return (PyObject *)out;
 }
+#endif
 
 /* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
  * there hands back to Python (NotImplemented), whose general route then gives that library's own
@@ -657,12 +677,16 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     long refuse = PyLong_AsLong(args[2]);
     if (refuse == -1 && PyErr_Occurred()) return NULL;
     if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse);
-    const DLPackExchangeAPI *target = dlbind_table_of_type(args[1]);
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+    const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
     if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NOTIMPLEMENTED;
     }
     return dlbind_convert_table(args[0], target, refuse);
+#else
+    Py_RETURN_NOTIMPLEMENTED; /* no exchange tables: the Python route */
+#endif
 }
 
 /* The pending exception of a failed C route to `to`, as dlbind.conversion.target_error makes it
@@ -729,12 +753,14 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
             if (from_dlpack != Py_None) {
                 out = dlbind_convert_handover(args[0], from_dlpack, refuse);
             } else {
-                const DLPackExchangeAPI *target = dlbind_table_of_type(target_type);
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+                const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
                 if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
                     out = dlbind_convert_table(args[0], target, refuse);
                 else if (PyErr_Occurred())
                     return NULL;
                 else
+#endif
                     out = Py_NewRef(Py_NotImplemented);
             }
             if (out == NULL) return dlbind_target_error(args[0], to);

@@ -27,6 +27,21 @@
 #endif
 #define DLBIND_MODULE DLBIND_PACKAGE "._fastpath"
 
+/* Built against an older header (a vendored copy's, DLPack 1.0 or 1.1) the code keeps compiling:
+ * - without the sub-byte padding flag (DLPack 1.2), sub-byte data is packed, as those headers have it;
+ * - without the C exchange API, no table is offered or used: dlbind_exchange_api is then an incomplete
+ *   type that is never dereferenced (every pointer to it is NULL). */
+#ifdef DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
+#define DLBIND_FLAG_SUBBYTE_PADDED DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
+#else
+#define DLBIND_FLAG_SUBBYTE_PADDED 0
+#endif
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+typedef DLPackExchangeAPI dlbind_exchange_api;
+#else
+typedef struct dlbind_exchange_api dlbind_exchange_api;
+#endif
+
 /* ---- checked int64 arithmetic: 1 on overflow (then *out is unspecified), 0 otherwise ---------- */
 #if defined(__GNUC__) || defined(__clang__)
 #define dlbind_mul_overflow(a, b, out) __builtin_mul_overflow((int64_t)(a), (int64_t)(b), (out))
@@ -167,15 +182,15 @@ PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
 
 /* ---- exchange.c ----------------------------------------------------------------------------- */
 /* The usable exchange table of a type (cached), or NULL (an error is set only on failure). */
-const DLPackExchangeAPI *dlbind_table_of_type(PyObject *type);
-const DLPackExchangeAPI *dlbind_table_of(PyObject *obj);
+const dlbind_exchange_api *dlbind_table_of_type(PyObject *type);
+const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 /* What dlbind knows of a producer's type, cached per type with its table (exchange.c). */
 #define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
 #define DLBIND_TYPE_PYTHON 4      /* a fact of its row Python applies after the import (export.bool = "uint8") */
 #define DLBIND_TYPE_BARE_CALL 8   /* with LEGACY_CALL: its __dlpack__ takes no keywords at all (else stream= only) */
 typedef struct {
-    const DLPackExchangeAPI *api; /* its usable exchange table, or NULL */
+    const dlbind_exchange_api *api; /* its usable exchange table, or NULL */
     PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;

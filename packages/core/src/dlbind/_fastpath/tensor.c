@@ -54,7 +54,7 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
     if (t->ndim > 0 && t->shape == NULL) return 0;
     int64_t count, nbytes;
     if (dlbind_count(t->shape, t->ndim, &count) != 0) return 0; /* negative, or >= 2**63 elements */
-    int padded = versioned && (((DLManagedTensorVersioned *)managed)->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+    int padded = versioned && (((DLManagedTensorVersioned *)managed)->flags & DLBIND_FLAG_SUBBYTE_PADDED);
     if (dlbind_nbytes(count, t->dtype, padded, &nbytes) != 0) return 0;
     if (t->data == NULL && count != 0 && dlbind_device_host(t->device.device_type)) return 0;
     if (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data) return 0;
@@ -250,7 +250,7 @@ static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args
     uint64_t flags = dlbind_tensor_flags(self);
     if (!parsed.versioned && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return dlbind_readonly_legacy_error();
     return dlbind_make_capsule((PyObject *)self, t->data, t->ndim, t->shape, self->strides, t->device, t->dtype, t->byte_offset,
-                               parsed.versioned, flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED));
+                               parsed.versioned, flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLBIND_FLAG_SUBBYTE_PADDED));
 }
 
 /* No buffer format: BufferError with the message of the Python rule (Tensor.dtype.format's ValueError). */

@@ -1,0 +1,210 @@
+"""``python -m dlbind_generator vendor``: re-rooting, the files of a copy, header versions, the re-vendoring guard.
+
+Running the copies (exchanges, negotiation, coexistence) is tested in ``tests/test_vendored.py``; the
+built and installed copies in ``tests/vendoring`` (``nox -s vendor``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+from conftest import CANONICAL, LISTED, ROOT
+
+from dlbind_generator.__main__ import main
+from dlbind_generator.emit import SEAL_MARK, seal_ok
+from dlbind_generator.errors import GeneratorError
+from dlbind_generator.vendor import EXCLUDED, RECORD, check_package, sha256
+from dlbind_generator.vendor_reroot import imports_of, reroot
+
+CORE_GENERATED = ROOT / "packages/core/src/dlbind/_generated"
+IMPORT_LINE = re.compile(r"^\s*(from\s+dlbind[\s.]|import\s+dlbind\b)", re.M)
+
+
+def vendor(into: Path, package: str, *args: str) -> int:
+    return main(["vendor", "--into", str(into), "--package", package, "--offline", "--root", str(ROOT), *args])
+
+
+@pytest.fixture(scope="module")
+def fetched(headers: dict[tuple[int, int], Path]) -> None:
+    """Vendoring runs offline in these tests: the headers are fetched once first."""
+
+
+# -- re-rooting -----------------------------------------------------------------------------------
+
+
+def test_reroot_rewrites_every_import_and_no_string() -> None:
+    src = '''"""Uses dlbind: from dlbind import x stays in this docstring."""
+from dlbind import a, b  # from dlbind import c
+from dlbind._generated.enums import (
+    X,
+    Y,
+)
+import dlbind
+import os, dlbind.sub as sub
+from dlbind_cuda import other
+
+MESSAGE = "from dlbind import q"
+
+
+def f():
+    from dlbind.consumer import from_dlpack
+
+    class C:
+        import dlbind.tensor as t
+    return from_dlpack, C
+'''
+    out = reroot(src, "host._dlpack", "t.py")
+    assert imports_of(out, "dlbind", "t.py") == []
+    assert "from host._dlpack import a, b  # from dlbind import c" in out
+    assert "from host._dlpack._generated.enums import (" in out
+    assert "import host._dlpack as dlbind" in out
+    assert "import os, host._dlpack.sub as sub" in out
+    assert "from dlbind_cuda import other" in out  # another distribution: not dlbind's
+    assert '"""Uses dlbind: from dlbind import x stays in this docstring."""' in out
+    assert 'MESSAGE = "from dlbind import q"' in out
+    assert "    from host._dlpack.consumer import from_dlpack" in out
+    assert "        import host._dlpack.tensor as t" in out
+    compile(out, "t.py", "exec")
+
+
+def test_reroot_refuses_what_it_cannot_rewrite() -> None:
+    with pytest.raises(GeneratorError, match=r"t\.py:1: `import dlbind\.sub` cannot be re-rooted"):
+        reroot("import dlbind.sub\n", "h", "t.py")
+    with pytest.raises(GeneratorError, match=r"t\.py:2: the string 'dlbind\._api' names a dlbind module"):
+        reroot("import importlib\nimportlib.import_module('dlbind._api')\n", "h", "t.py")
+
+
+@pytest.mark.parametrize("name", ["", "a..b", "1a", "a.class", "dlbind", "dlbind.inner", "a-b"])
+def test_package_names_refused(name: str) -> None:
+    with pytest.raises(GeneratorError, match="--package"):
+        check_package(name)
+
+
+# -- the files of a copy --------------------------------------------------------------------------
+
+
+def _files(into: Path) -> dict[str, str]:
+    return {p.relative_to(into).as_posix(): p.read_text() for p in sorted(into.rglob("*")) if p.is_file()}
+
+
+def test_pure_copy_is_self_contained(tmp_path: Path, fetched: None) -> None:
+    into = tmp_path / "hostlib" / "_dlpack"
+    assert vendor(into, "hostlib._dlpack", "--pure") == 0
+    files = _files(into)
+    assert not any(rel.startswith("_fastpath/") or rel == "_build.py" for rel in files)
+    assert not {name for name in EXCLUDED if name not in ("_backends.py", "_generated")} & {
+        rel.split("/")[0] for rel in files
+    }
+    for rel, text in files.items():  # grep and ast: no import of dlbind anywhere
+        assert not IMPORT_LINE.search(text), rel
+        if rel.endswith(".py"):
+            assert imports_of(text, "dlbind", rel) == [], rel
+    for rel in ("_generated/enums.py", "_generated/tables.py", "_generated/_abi.py", "_backends.py"):
+        assert SEAL_MARK in files[rel] and seal_ok(files[rel]), rel
+    assert "hostlib._dlpack._generated._abi" in files["_generated/_abi.py"]
+    record = tomllib.loads(files[RECORD])
+    assert record["package"] == "hostlib._dlpack"
+    assert record["header_version"] == f"{CANONICAL[0]}.{CANONICAL[1]}"
+    assert record["build"] == "pure"
+    assert (
+        record["dlbind_version"]
+        == tomllib.loads((ROOT / "packages/core/pyproject.toml").read_text())["project"]["version"]
+    )
+    assert record["command"].startswith("python -m dlbind_generator vendor --into ")
+    assert "--force" not in record["command"]
+    assert set(record["files"]) == set(files) - {RECORD}
+    assert all(record["files"][rel] == sha256(files[rel].encode()) for rel in record["files"])
+
+
+def test_canonical_copy_generates_what_the_core_has(tmp_path: Path, fetched: None) -> None:
+    """The same templates and join: below the banner, the canonical copy's tables are the core's."""
+    into = tmp_path / "_dlpack"
+    assert vendor(into, "h._dlpack") == 0
+    for name in ("enums.py", "tables.py", "spec_tables.py", "adapters.py", "tables.h", "dlpack_types.h"):
+        ours = (into / "_generated" / name).read_text().split("\n\n", 1)[1]
+        core = (CORE_GENERATED / name).read_text().split("\n\n", 1)[1]
+        assert ours == core, name
+    build = (into / "_build.py").read_text()
+    assert '"h._dlpack"' in build and "ffibuilder" in build
+    assert sorted(p.name for p in (into / "_fastpath").iterdir()) == sorted(
+        p.name for p in (ROOT / "packages/core/src/dlbind/_fastpath").iterdir() if p.suffix in (".c", ".h")
+    )
+
+
+@pytest.mark.parametrize("version", LISTED, ids=lambda v: f"{v[0]}.{v[1]}")
+def test_every_header_version(tmp_path: Path, fetched: None, version: tuple[int, int]) -> None:
+    text = f"{version[0]}.{version[1]}"
+    into = tmp_path / "_dlpack"
+    if version < (1, 0):
+        assert vendor(into, "h._dlpack", "--header-version", text) == 1  # the error: below
+        assert not into.exists()
+        return
+    assert vendor(into, "h._dlpack", "--header-version", text) == 0
+    enums = (into / "_generated" / "enums.py").read_text()
+    assert f"DLPACK_VERSION: tuple[int, int] = ({version[0]}, {version[1]})" in enums
+    assert tomllib.loads((into / RECORD).read_text())["header_version"] == text
+    types = (into / "_generated" / "dlpack_types.h").read_text()
+    has_api = "DLPackExchangeAPI" in (ROOT / f"spec/models/dlpack-{text}.json").read_text()
+    assert f"#define DLBIND_HEADER_HAS_EXCHANGE_API {int(has_api)}" in types
+
+
+def test_unknown_and_old_header_versions_are_errors(
+    tmp_path: Path, fetched: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert vendor(tmp_path / "a", "h._dlpack", "--header-version", "0.5") == 1
+    assert "--header-version 0.5: no such header in spec/headers.toml (known: " in capsys.readouterr().err
+    assert vendor(tmp_path / "b", "h._dlpack", "--header-version", "0.8") == 1
+    assert "needs DLPack 1.0 or newer" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+# -- re-vendoring ---------------------------------------------------------------------------------
+
+
+def test_revendoring_replaces_exactly(tmp_path: Path, fetched: None) -> None:
+    into = tmp_path / "_dlpack"
+    assert vendor(into, "h._dlpack", "--header-version", "1.0") == 0
+    assert (into / "_fastpath" / "module.c").exists()
+    (into / "__pycache__").mkdir()
+    (into / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    (into / "_fastpath.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")  # an in-place build
+    assert vendor(into, "h._dlpack", "--pure") == 0
+    after = _files(into)
+    assert not any(rel.startswith("_fastpath") or rel.endswith((".so", ".pyc")) for rel in after)
+    assert "_build.py" not in after
+    assert set(tomllib.loads(after[RECORD])["files"]) == set(after) - {RECORD}
+    fresh = tmp_path / "fresh"
+    assert vendor(fresh, "h._dlpack", "--pure") == 0
+    # the same files as a fresh copy (whose banners name its own folder in the command)
+    same = {k: v.replace(str(fresh), str(into)) for k, v in _files(fresh).items() if k != RECORD}
+    assert same == {k: v for k, v in after.items() if k != RECORD}
+
+
+def test_revendoring_refuses_host_edits(tmp_path: Path, fetched: None, capsys: pytest.CaptureFixture[str]) -> None:
+    into = tmp_path / "_dlpack"
+    assert vendor(into, "h._dlpack", "--pure") == 0
+    original = (into / "consumer.py").read_text()
+    (into / "consumer.py").write_text(original + "# a host fix\n")
+    (into / "extra.py").write_text("")
+    assert vendor(into, "h._dlpack", "--pure") == 1
+    err = capsys.readouterr().err
+    assert "edited since they were vendored: consumer.py" in err
+    assert "not written by the vendoring: extra.py" in err
+    assert (into / "consumer.py").read_text().endswith("# a host fix\n")  # nothing was written
+    assert vendor(into, "h._dlpack", "--pure", "--force") == 0
+    assert (into / "consumer.py").read_text() == original
+    assert not (into / "extra.py").exists()
+
+
+def test_never_writes_into_a_folder_that_is_not_a_copy(
+    tmp_path: Path, fetched: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    into = tmp_path / "src"
+    into.mkdir()
+    (into / "mine.py").write_text("x = 1\n")
+    assert vendor(into, "h._dlpack", "--pure", "--force") == 1
+    assert "holds files but no VENDORED.toml (mine.py)" in capsys.readouterr().err
+    assert [p.name for p in into.iterdir()] == ["mine.py"]
