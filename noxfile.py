@@ -125,6 +125,9 @@ def build(session: nox.Session) -> None:
 
 
 VULKAN_DEBS = ["mesa-vulkan-drivers", "libvulkan1", "libvulkan-dev"]
+# Debian's HIP runtime and header: dlbind-rocm's probe answers "no device" for real without a GPU, and the
+# generator selects from the header. gcc builds the recording runtimes of dlbind-cuda's and dlbind-rocm's tests.
+ROCM_DEBS = ["libamdhip64-5", "libamdhip64-dev"]
 
 
 def _install_debs(session: nox.Session, debs: list[str]) -> None:
@@ -144,9 +147,14 @@ def _install_debs(session: nox.Session, debs: list[str]) -> None:
 
 @nox.session
 def backends(session: nox.Session) -> None:
-    """The device backends' tests on both core builds; installs Mesa's lavapipe (Vulkan on the CPU) first."""
-    _install_debs(session, VULKAN_DEBS)
+    """The device backends' tests on both core builds; installs Mesa's lavapipe and Debian's HIP runtime first.
+
+    CUDA and ROCm run on recording fakes of their runtimes (built with gcc) and on the real runtimes where
+    they load; their GPU tests skip naming what is missing.
+    """
+    _install_debs(session, VULKAN_DEBS + ROCM_DEBS + ["gcc", "libc6-dev"])
     session.install(*_group("backends"))
+    _install_generator(session)  # dlbind-cuda compares its selection with the CUDA 12 header
     session.install("--force-reinstall", "--no-deps", CORE)
     session.install(CORE, *BACKENDS)
     tests = [f"{b}/tests" for b in BACKENDS] + ["packages/core/tests/test_backends.py"]

@@ -161,7 +161,11 @@ def _decode_cuda(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-_VERSION_DECODERS = {"vulkan": _decode_vulkan, "cuda": _decode_cuda}
+def _decode_hip(v: int) -> str:
+    return f"{v // 10_000_000}.{v % 10_000_000 // 100_000}.{v % 100_000}"
+
+
+_VERSION_DECODERS = {"vulkan": _decode_vulkan, "cuda": _decode_cuda, "hip": _decode_hip}
 
 
 def _preprocess(spec: BackendSpec, root: Path) -> tuple[str, str]:
@@ -261,9 +265,18 @@ class _Selector:
         if name in _BUILTIN or (name.startswith(("struct ", "union ", "enum ")) and not by_value):
             return
         if name.startswith(("struct ", "union ")):
-            raise GeneratorError(f"{name} is used by value without a typedef (not supported)", file=str(self.spec.file))
+            self._need_tagged(name)
+            return
         if name.startswith("enum "):
-            name = name.split()[1]
+            tag = name.split()[1]
+            if tag not in self.idx.typedefs:  # an enum known by its tag only (CUDA's enum cudaMemoryType)
+                if tag not in self.idx.enums:
+                    raise GeneratorError(f"{name} has no body in <{self.spec.include}>", file=str(self.spec.file))
+                if name not in self.complete:
+                    self.complete.add(name)
+                    self.order.append(name)
+                return
+            name = tag
         td = self.idx.typedefs.get(name)
         if td is None:
             raise GeneratorError(f"{name!r} is not declared by <{self.spec.include}>", file=str(self.spec.file))
@@ -287,6 +300,22 @@ class _Selector:
         self.complete.add(name)
         self.order.append(name)
 
+    def _need_tagged(self, name: str) -> None:
+        """A struct or union used by value through its tag, without a typedef (CUDA's struct cudaPointerAttributes)."""
+        body = self.idx.structs.get(name.split()[1])
+        if body is None:
+            raise GeneratorError(f"{name} is used by value but has no body in <{self.spec.include}>",
+                                 file=str(self.spec.file))  # fmt: skip
+        if name in self.complete or name in self.visiting:
+            return
+        self.visiting.add(name)
+        for decl in body.decls or ():
+            for dep, dep_by_value in self._names(decl.type, True):
+                self.need(dep, dep_by_value)
+        self.visiting.discard(name)
+        self.complete.add(name)
+        self.order.append(name)
+
     def _struct_body(self, td: c_ast.Typedef) -> c_ast.Struct | c_ast.Union | None:
         inner = td.type.type if isinstance(td.type, c_ast.TypeDecl) else None
         if isinstance(inner, c_ast.Struct | c_ast.Union):
@@ -295,6 +324,9 @@ class _Selector:
 
     def run(self) -> None:
         for name in self.spec.types:
+            if name.startswith(("struct ", "union ")):  # a tag without a typedef
+                self._need_tagged(name)
+                continue
             if name not in self.idx.typedefs:
                 raise GeneratorError(
                     f"[select] types: {name!r} is not declared by <{self.spec.include}>", file=str(self.spec.file)
@@ -313,14 +345,14 @@ class _Selector:
                 raise GeneratorError(
                     f"[enums] {name!r} is not an enum of <{self.spec.include}>", file=str(self.spec.file)
                 )
-            if name not in self.complete:
+            if name not in self.complete and f"enum {name}" not in self.complete:
                 raise GeneratorError(
                     f"[enums] {name!r} is not reached by the selection: select it or drop the entry",
                     file=str(self.spec.file),
                 )
 
     # rendering ------------------------------------------------------------------------------------
-    def _enum(self, name: str) -> tuple[str, int]:
+    def _enum(self, name: str, *, tag_only: bool = False) -> tuple[str, int]:
         enum = self.idx.enums[name]
         keep = self.spec.enum_members.get(name)
         env: dict[str, int] = {}
@@ -336,6 +368,8 @@ class _Selector:
             if missing:
                 raise GeneratorError(f"[enums] {name}: not members of the enum: {missing}", file=str(self.spec.file))
         body = "".join(f"    {m} = {v},\n" for m, v in members)
+        if tag_only:
+            return f"enum {name} {{\n{body}}};", len(members)
         return f"typedef enum {name} {{\n{body}}} {name};", len(members)
 
     def render(self) -> tuple[str, dict[str, int]]:
@@ -349,6 +383,16 @@ class _Selector:
         for name in sorted(self.opaque):
             forward.append(f"typedef struct {name} {name};")
         for name in self.order:
+            kind, _, tag = name.partition(" ")
+            if kind == "enum":
+                enums.append(self._enum(tag, tag_only=True)[0])
+                counts["complete types"] += 1
+                continue
+            if kind in ("struct", "union"):
+                fields = "".join(f"    {gen.visit(d)};\n" for d in self.idx.structs[tag].decls or ())
+                bodies.append(f"{name} {{\n{fields}}};")
+                counts["complete types"] += 1
+                continue
             td = self.idx.typedefs[name]
             body = self._struct_body(td)
             if body is not None:
@@ -363,7 +407,12 @@ class _Selector:
                 counts["complete types"] += 1
             else:
                 text = gen.visit(td) + ";"
-                (pointers if _is_function_pointer(td.type) else scalars).append(text)
+                if _is_function_pointer(td.type):
+                    pointers.append(text)
+                elif _names_tagged_enum(td.type):  # after the enum it names (CUDA's cudaError_t)
+                    enums.append(text)
+                else:
+                    scalars.append(text)
                 counts["complete types"] += 1
         functions = []
         for name in self.spec.functions:
@@ -386,13 +435,17 @@ _BUILTIN = frozenset(
         "void", "char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int",
         "unsigned", "long", "unsigned long", "long long", "unsigned long long", "float", "double",
         "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t",
-        "intptr_t", "uintptr_t", "size_t", "ptrdiff_t",
+        "intptr_t", "uintptr_t", "size_t", "ptrdiff_t", "_Bool",
     }
 )  # fmt: skip
 
 
 def _is_function_pointer(node: c_ast.Node) -> bool:
     return isinstance(node, c_ast.PtrDecl) and isinstance(node.type, c_ast.FuncDecl)
+
+
+def _names_tagged_enum(node: c_ast.Node) -> bool:
+    return isinstance(node, c_ast.TypeDecl) and isinstance(node.type, c_ast.Enum) and node.type.values is None
 
 
 def _plain(decl: c_ast.Decl) -> c_ast.Decl:

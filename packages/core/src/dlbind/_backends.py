@@ -116,6 +116,8 @@ def _scan() -> None:
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=GROUP):
+            if ep.name in _LOADED or ep.name in _BROKEN:
+                continue  # two distributions register one name: the first on sys.path serves, as imports do
             dist = ep.dist
             meta = (dist.metadata["Name"], dist.version) if dist is not None else (f"dlbind-{ep.name}", "?")
             try:

@@ -13,7 +13,7 @@ import sys
 from abc import ABCMeta
 from typing import Any
 
-from dlbind import _capi, capsule
+from dlbind import _backends, _capi, capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
 from dlbind.consumer import from_dlpack
@@ -174,6 +174,33 @@ def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: b
     return Memory(ptr, shape, strides, dtype, device, 0, ro, owner, flags, None if stream is None else int(stream))
 
 
+def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -> Memory:
+    """``__cuda_array_interface__`` (v3): its ``stream`` is kept for the export's synchronisation, the device
+    is ``device_id`` when given, else the CUDA backend's answer for the pointer (never assumed 0)."""
+    data = cai.get("data")
+    if not (isinstance(data, tuple) and len(data) == 2):
+        raise BufferError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
+    stream = cai.get("stream")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
+        raise BufferError(
+            f"__cuda_array_interface__ stream {stream!r} is not valid: None (no synchronisation), 1 (legacy default), "
+            "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"
+        )
+    pointer = int(data[0]) + int(cai.get("offset", 0))
+    device: Device
+    if device_id is not None:
+        device = (DeviceType.kDLCUDA, int(device_id))
+    elif not pointer:  # a zero-size array: no memory, nothing to look up
+        device = (DeviceType.kDLCUDA, 0)
+    else:
+        need = "finding which GPU holds __cuda_array_interface__ data"
+        try:
+            device = _backends.for_device(DeviceType.kDLCUDA, need).device_of(pointer)
+        except BufferError as exc:
+            raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
+    return _from_interface(cai, obj, device, None)
+
+
 def _readonly(mem: Memory, readonly: bool | None) -> Memory:
     if readonly is None or readonly == mem.readonly:
         return mem
@@ -188,7 +215,8 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     Accepted, in this order: the buffer protocol (bytes, bytearray, memoryview, array.array, mmap,
     ctypes arrays, numpy), ``__array_interface__`` (v3), an object with ``__dlpack__`` (any version:
     re-negotiated on every export so that a legacy producer serves a versioned consumer and back),
-    ``__cuda_array_interface__`` (``device_id`` names the GPU when no CUDA backend can look it up).
+    ``__cuda_array_interface__`` (v3: its ``stream`` honoured on export; the GPU found from the pointer by
+    dlbind-cuda, or named by ``device_id``).
 
     ``readonly=True`` exports the memory read-only; ``readonly=False`` requires writable memory.
     """
@@ -216,13 +244,7 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
         return Exporter(None, obj)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if isinstance(cai, dict):
-        if device_id is None:
-            raise BufferError(
-                "__cuda_array_interface__ does not say which GPU holds the data: pass device_id= "
-                "(or install dlbind[cuda] to look it up)"
-            )
-        mem = _from_interface(cai, obj, (DeviceType.kDLCUDA, int(device_id)), readonly)
-        return Exporter(_readonly(mem, readonly))
+        return Exporter(_readonly(_from_cuda_interface(cai, obj, device_id), readonly))
     raise TypeError(
         f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
         "__dlpack__ or __cuda_array_interface__ (use dlbind.from_pointer for raw memory)"

@@ -10,6 +10,8 @@ numpy (``np.asarray``, ``np.from_dlpack``), torch (``torch.from_dlpack``), ctype
 from __future__ import annotations
 
 import math
+import re
+import sys
 from typing import Any
 
 from dlbind import capsule as _capsule
@@ -27,6 +29,11 @@ _KNOWN_DEVICES = KNOWN_DEVICE_TYPES
 _ACCEPTED_WIDTHS = DTYPE_ACCEPTED_WIDTHS
 MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
+# CUDA memory a GPU addresses: device, pinned host (mapped under unified addressing) and managed
+_CUDA_ARRAY_DEVICES = frozenset({DeviceType.kDLCUDA, DeviceType.kDLCUDAHost, DeviceType.kDLCUDAManaged})
+_NATIVE = "<" if sys.byteorder == "little" else ">"
+_TYPESTR = re.compile(r"(bool|int|uint|float|complex)(?:8|16|32|64|128)?")  # dtypes numpy's typestr can name
+_TYPESTR_KINDS = {"bool": "b", "int": "i", "uint": "u", "float": "f", "complex": "c"}
 
 
 class _PureCore:
@@ -179,6 +186,34 @@ class Tensor(_Core):  # type: ignore[misc]
             raise AttributeError("__array_interface__") from None
         typestr = {"?": "|b1", "Zf": "<c8", "Zd": "<c16"}.get(fmt) or f"={fmt}"
         return self._interface(typestr, self.dtype.itemsize)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA Array Interface (v3) of a tensor in CUDA memory (device, pinned or managed), for Numba, CuPy...
+
+        ``stream`` is 1, the legacy default stream: the stream a CUDA producer synchronises with when
+        dlbind imports without a stream of its own (the array API's rule for ``stream=None``), so a
+        consumer that waits on it is ordered after the producer's work. Tensors on other devices have
+        no such attribute (``hasattr`` is False), nor have dtypes a typestr cannot name.
+        """
+        if self._device_type not in _CUDA_ARRAY_DEVICES:
+            raise AttributeError(
+                f"__cuda_array_interface__: this tensor is on {device_name(self._device_type)}, not in CUDA memory"
+            )
+        dtype = self.dtype
+        kind = _TYPESTR.fullmatch(dtype.name) if dtype.lanes == 1 else None
+        if kind is None:
+            raise AttributeError(f"__cuda_array_interface__: no typestr names {dtype.name} (use __dlpack__)")
+        item = dtype.itemsize
+        typestr = f"{'|' if item == 1 else _NATIVE}{_TYPESTR_KINDS[kind.group(1)]}{item}"
+        return {
+            "version": 3,
+            "shape": self.shape,
+            "typestr": typestr,
+            "data": (self.data_ptr + self.byte_offset if self.size else 0, self.readonly),
+            "strides": None if self.is_contiguous() else byte_strides(self.strides, item),
+            "stream": 1,
+        }
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         import numpy as np

@@ -1,0 +1,83 @@
+"""``__cuda_array_interface__`` (v3) in the core: exported by Tensors in CUDA memory, checked on import.
+
+No CUDA runtime is needed: the pointers are never dereferenced (dlbind-cuda's tests cover the device
+look-up and the stream waits on a recording runtime, and real GPUs where there are some).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+import dlbind
+from dlbind import DeviceType
+
+NEWEST = (1, 3)
+E = "<" if sys.byteorder == "little" else ">"
+
+
+def tensor(dtype: str, device: str = "cuda:0", **kw: Any) -> dlbind.Tensor:
+    return dlbind.from_dlpack(dlbind.from_pointer(0x10000, kw.pop("shape", (2, 3)), dtype, device=device, **kw))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "typestr"),
+    [("float32", f"{E}f4"), ("float16", f"{E}f2"), ("float64", f"{E}f8"), ("int8", "|i1"), ("uint8", "|u1"),
+     ("int64", f"{E}i8"), ("uint16", f"{E}u2"), ("bool", "|b1"), ("complex64", f"{E}c8"), ("complex128", f"{E}c16")],
+)  # fmt: skip
+def test_typestr(dtype: str, typestr: str) -> None:
+    assert tensor(dtype).__cuda_array_interface__["typestr"] == typestr
+
+
+@pytest.mark.parametrize("device", ["cuda:1", "cuda_managed:0", "cuda_host:0"])
+def test_export(device: str) -> None:
+    cai = tensor("float32", device, byte_offset=8, readonly=True).__cuda_array_interface__
+    assert cai == {
+        "version": 3,
+        "shape": (2, 3),
+        "typestr": f"{E}f4",
+        "data": (0x10008, True),
+        "strides": None,
+        "stream": 1,
+    }
+
+
+def test_strided_and_empty() -> None:
+    assert tensor("int16", strides=(1, 2)).__cuda_array_interface__["strides"] == (2, 4)
+    assert tensor("int16", shape=(0, 3)).__cuda_array_interface__["data"] == (0, False)
+
+
+@pytest.mark.parametrize(("dtype", "device"), [("float32", "cpu"), ("float32", "vulkan:0"), ("float32", "rocm:0"),
+                                               ("bfloat16", "cuda:0"), ("float8_e4m3fn", "cuda:0")])  # fmt: skip
+def test_absent_where_it_cannot_describe_the_tensor(dtype: str, device: str) -> None:
+    assert not hasattr(tensor(dtype, device), "__cuda_array_interface__")
+
+
+class Cai:
+    def __init__(self, **interface: Any) -> None:
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False), "version": 3,
+                                         **interface}  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [0, -1, -2, True, 1.0, "1"])
+def test_invalid_streams_are_refused(stream: object) -> None:
+    with pytest.raises(BufferError, match=f"__cuda_array_interface__ stream {stream!r} is not valid"):
+        dlbind.asdlpack(Cai(stream=stream), device_id=0)
+
+
+def test_data_must_be_a_pair() -> None:
+    with pytest.raises(BufferError, match=r"data must be \(pointer, read_only\)"):
+        dlbind.asdlpack(Cai(data=4096), device_id=0)
+
+
+def test_offset_and_device_id() -> None:
+    e = dlbind.asdlpack(Cai(stream=None, offset=8), device_id=2)
+    t = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST))
+    assert t.device == (DeviceType.kDLCUDA, 2) and t.data_ptr == 4104
+
+
+def test_zero_size_needs_no_device_look_up() -> None:
+    t = dlbind.from_dlpack(dlbind.asdlpack(Cai(shape=(0,), data=(0, False))).__dlpack__(max_version=NEWEST))
+    assert t.device == (DeviceType.kDLCUDA, 0) and t.shape == (0,)

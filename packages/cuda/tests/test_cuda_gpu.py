@@ -1,0 +1,198 @@
+"""dlbind-cuda on a real GPU: allocation, host copies, exchange with torch and CuPy both ways, and stream
+ordering checked with real work on two streams.
+
+Every test here is marked ``cuda_gpu``: without a GPU and its driver they are skipped with the reason the
+CUDA runtime gives (conftest.py). torch and CuPy are used where installed with CUDA support.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+import dlbind_cuda
+from dlbind import DeviceType, Flags
+from dlbind_cuda._runtime import ffi, runtime
+
+pytestmark = pytest.mark.cuda_gpu
+CUDA = (DeviceType.kDLCUDA, 0)
+
+
+def host(t: object) -> np.ndarray:
+    return np.from_dlpack(t, device="cpu", copy=True)
+
+
+def torch_cuda() -> Any:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip(f"torch {torch.__version__} has no CUDA support here")
+    return torch
+
+
+def cupy() -> Any:
+    cp = pytest.importorskip("cupy")
+    try:
+        cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # a CuPy build for another CUDA
+        pytest.skip(f"CuPy cannot use the GPU: {exc}")
+    return cp
+
+
+class CudaArray:
+    def __init__(self, interface: dict[str, Any], keep: object) -> None:
+        self.__cuda_array_interface__ = interface
+        self.keep = keep
+
+
+@pytest.fixture
+def streams() -> Iterator[tuple[int, int]]:
+    """Two non-blocking streams of the runtime dlbind-cuda loaded."""
+    rt = runtime()
+    made = []
+    for _ in range(2):
+        out = ffi.new("cudaStream_t *")
+        rt.check(rt.lib.cudaStreamCreateWithFlags(out, rt.lib.cudaStreamNonBlocking), "cudaStreamCreateWithFlags")
+        made.append(out[0])
+    yield int(ffi.cast("uintptr_t", made[0])), int(ffi.cast("uintptr_t", made[1]))
+    for s in made:
+        rt.lib.cudaStreamSynchronize(s)
+        rt.lib.cudaStreamDestroy(s)
+
+
+# -- allocation and host copies -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("memory", ["device", "host", "managed"])
+def test_allocation_on_every_device(memory: str) -> None:
+    count = dlbind.backends()["cuda"].device_count
+    assert count and count >= 1
+    kind = {"device": DeviceType.kDLCUDA, "host": DeviceType.kDLCUDAHost, "managed": DeviceType.kDLCUDAManaged}
+    for device_id in range(count):
+        a = np.arange(1000, dtype=np.float32) * (device_id + 1)
+        t = dlbind_cuda.asarray(a, device_id=device_id, memory=memory)
+        assert t.device == (kind[memory], device_id)
+        assert dlbind_cuda.device_of(t.data_ptr) == (kind[memory], device_id)
+        assert np.array_equal(host(t), a)
+
+
+def test_host_copy_of_strided_device_memory() -> None:
+    a = np.arange(24, dtype=np.float64)
+    base = dlbind_cuda.asarray(a)
+    view = dlbind.from_dlpack(
+        dlbind.from_pointer(base.data_ptr, (6, 4), "float64", strides=(-1, 6), byte_offset=5 * 8, device=CUDA,
+                            owner=base)
+    )  # fmt: skip
+    c = dlbind.from_dlpack(view, device="cpu", copy=True)
+    assert c.flags & Flags.IS_COPIED
+    assert np.array_equal(np.asarray(c), a.reshape(4, 6).T[::-1])
+
+
+def test_memory_is_freed_with_the_last_user() -> None:
+    free_before = _free_bytes()
+    t = dlbind_cuda.empty((64 << 20,), "uint8")  # 64 MiB
+    assert _free_bytes() < free_before
+    u = dlbind.from_dlpack(t)
+    del t
+    gc.collect()
+    del u
+    gc.collect()
+    assert _free_bytes() >= free_before - (8 << 20)
+
+
+def _free_bytes() -> int:
+    torch = torch_cuda()
+    return int(torch.cuda.mem_get_info()[0])
+
+
+# -- torch ------------------------------------------------------------------------------------------------------
+
+
+def test_torch_imports_dlbind_tensors() -> None:
+    torch = torch_cuda()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = dlbind_cuda.asarray(a)
+    x = torch.from_dlpack(t)  # torch passes its current stream
+    assert x.is_cuda and x.data_ptr() == t.data_ptr
+    assert np.array_equal(x.cpu().numpy(), a)
+    y = torch.as_tensor(CudaArray(t.__cuda_array_interface__, t), device="cuda")  # through the CAI
+    assert y.data_ptr() == t.data_ptr
+
+
+def test_dlbind_imports_torch_tensors() -> None:
+    torch = torch_cuda()
+    x = torch.arange(10, device="cuda", dtype=torch.int64).reshape(2, 5)
+    t = dlbind.from_dlpack(x, stream=torch.cuda.current_stream().cuda_stream or 1)
+    assert t.device == (DeviceType.kDLCUDA, x.device.index) and t.data_ptr == x.data_ptr()
+    assert np.array_equal(host(t), x.cpu().numpy())
+    cai = dlbind.from_dlpack(CudaArray(x.__cuda_array_interface__, x))
+    assert cai.data_ptr == x.data_ptr() and cai.device == t.device
+
+
+# -- CuPy -------------------------------------------------------------------------------------------------------
+
+
+def test_cupy_both_ways() -> None:
+    cp = cupy()
+    a = np.linspace(0, 1, 17)
+    t = dlbind_cuda.asarray(a)
+    c = cp.from_dlpack(t)
+    assert c.data.ptr == t.data_ptr and np.array_equal(cp.asnumpy(c), a)
+    via_cai = cp.asarray(t)  # CuPy reads __cuda_array_interface__
+    assert via_cai.data.ptr == t.data_ptr
+    back = dlbind.from_dlpack(cp.arange(6, dtype=cp.int16))
+    assert back.device[0] == DeviceType.kDLCUDA and np.array_equal(host(back), np.arange(6, dtype=np.int16))
+    cai = dlbind.from_dlpack(CudaArray(c.__cuda_array_interface__, c))
+    assert cai.data_ptr == c.data.ptr
+
+
+# -- stream ordering ---------------------------------------------------------------------------------------------
+
+
+def test_the_consumer_stream_waits_for_the_producer_stream(streams: tuple[int, int]) -> None:
+    """A slow producer on one stream, a copy on another: the copy sees the producer's last write.
+
+    The producer queues 16 memsets of a 256 MiB scratch buffer (to keep its stream busy), then sets the
+    shared buffer to 7; the consumer's copy to pinned host memory runs on its own non-blocking stream
+    after ``from_dlpack(..., stream=consumer)``. Without the event wait the copy would run at once and
+    read the buffer's first contents (zeros).
+    """
+    rt = runtime()
+    lib = rt.lib
+    producer, consumer = streams
+    n = 1 << 20
+    shared = dlbind_cuda.asarray(np.zeros(n, dtype=np.uint8))
+    scratch = dlbind_cuda.empty((256 << 20,), "uint8")
+    out = dlbind_cuda.empty((n,), "uint8", memory="host")
+    p = ffi.cast("cudaStream_t", producer)
+    for i in range(16):
+        rt.check(lib.cudaMemsetAsync(ffi.cast("void *", scratch.data_ptr), i, 256 << 20, p), "cudaMemsetAsync")
+    rt.check(lib.cudaMemsetAsync(ffi.cast("void *", shared.data_ptr), 7, n, p), "cudaMemsetAsync")
+    interface = {**shared.__cuda_array_interface__, "stream": producer}
+    imported = dlbind.from_dlpack(CudaArray(interface, shared), stream=consumer)
+    c = ffi.cast("cudaStream_t", consumer)
+    rt.check(
+        lib.cudaMemcpyAsync(ffi.cast("void *", out.data_ptr), ffi.cast("void *", imported.data_ptr), n,
+                            lib.cudaMemcpyDeviceToHost, c),
+        "cudaMemcpyAsync",
+    )  # fmt: skip
+    rt.check(lib.cudaStreamSynchronize(c), "cudaStreamSynchronize")
+    assert (np.from_dlpack(out) == 7).all()
+
+
+def test_torch_stream_to_dlbind_consumer_stream(streams: tuple[int, int]) -> None:
+    torch = torch_cuda()
+    producer, consumer = streams
+    s = torch.cuda.ExternalStream(producer)
+    with torch.cuda.stream(s):
+        x = torch.zeros(1 << 22, device="cuda", dtype=torch.float32)
+        for _ in range(8):
+            x = x + 1
+    t = dlbind.from_dlpack(x, stream=consumer)  # torch records on its stream, ours waits
+    rt = runtime()
+    rt.check(rt.lib.cudaStreamSynchronize(ffi.cast("cudaStream_t", consumer)), "cudaStreamSynchronize")
+    assert (host(t) == 8).all()
