@@ -423,8 +423,46 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
 
 /* ---- convert --------------------------------------------------------------------------------- */
 
+/* A legacy struct as a versioned one for the C routes of convert: the legacy struct stays the owner
+ * (its deleter runs from ours, exactly once), its dtype is read as a legacy capsule's is
+ * (spec/dtypes.toml [[legacy]]), and NULL strides become the compact ones. NULL when out of memory. */
+typedef struct {
+    DLManagedTensorVersioned v;
+    DLManagedTensor *legacy;
+    int64_t strides[]; /* ndim entries when the legacy struct has NULL strides */
+} dlbind_legacy_view;
+
+static void dlbind_legacy_view_deleter(DLManagedTensorVersioned *self) {
+    DLManagedTensor *legacy = ((dlbind_legacy_view *)self)->legacy;
+    PyMem_RawFree(self); /* any thread, with or without the GIL */
+    if (legacy->deleter != NULL) legacy->deleter(legacy);
+}
+
+static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *legacy) {
+    DLTensor *t = &legacy->dl_tensor;
+    size_t extra = (t->strides == NULL && t->ndim > 0 && t->ndim <= DLBIND_MAX_NDIM) ? (size_t)t->ndim : 0;
+    dlbind_legacy_view *view = (dlbind_legacy_view *)PyMem_RawCalloc(1, sizeof(dlbind_legacy_view) + extra * sizeof(int64_t));
+    if (view == NULL) return NULL;
+    view->legacy = legacy;
+    view->v.version.major = DLPACK_MAJOR_VERSION;
+    view->v.version.minor = DLPACK_MINOR_VERSION;
+    view->v.deleter = dlbind_legacy_view_deleter;
+    view->v.dl_tensor = *t;
+    dlbind_legacy_reading(&view->v.dl_tensor.dtype);
+    if (extra) {
+        int64_t acc = 1;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            view->strides[i] = acc;
+            if (t->shape[i] > 0 && dlbind_mul_overflow(acc, t->shape[i], &acc)) acc = INT64_MAX;
+        }
+        view->v.dl_tensor.strides = view->strides;
+    }
+    return &view->v;
+}
+
 /* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
- * x.__dlpack__(stream=None, max_version=(1, 3)). 1 with *out set; 0 (no error set) when the C
+ * x.__dlpack__(stream=None, max_version=(1, 3)) (or the call an older producer accepted; a legacy capsule
+ * becomes a versioned view, read-only when x's library never writes its arrays). 1 with *out set; 0 (no error set) when the C
  * route does not apply and Python's general route must say what is wrong; -1 on error. The struct
  * is handed back (its deleter run) unless it is host-readable now (stream-free device), valid, and
  * passes the refuse bits (1 negative strides, 2 read-only): those cases are Python's to copy,
@@ -436,10 +474,15 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     int taken = dlbind_table_take(x, &info, &m);
     if (taken < 0) return -1;
     if (taken == 0) {
-        if (info.bits & (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_PYTHON)) return 0; /* Python's to import */
-        PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
-        PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                      dlbind_cfg.kwnames_dlpack);
+        int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
+        PyObject *capsule;
+        if (older) {
+            capsule = dlbind_older_call(x, info.bits);
+        } else {
+            PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
+            capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                dlbind_cfg.kwnames_dlpack);
+        }
         if (capsule == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
                 !PyErr_ExceptionMatches(PyExc_BufferError))
@@ -447,14 +490,21 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
             PyErr_Clear(); /* the general route bridges it (an older producer, a buffer protocol) or says why not */
             return 0;
         }
-        if (!PyCapsule_CheckExact(capsule) || PyCapsule_IsValid(capsule, DLBIND_NAME_LEGACY)) {
+        if (!PyCapsule_CheckExact(capsule)) {
             Py_DECREF(capsule); /* unconsumed: its destructor frees it */
             return 0;
         }
         int versioned;
-        m = (DLManagedTensorVersioned *)dlbind_take(capsule, &versioned);
+        void *taken_struct = dlbind_take(capsule, &versioned);
         Py_DECREF(capsule);
-        if (m == NULL) return -1;
+        if (taken_struct == NULL) return -1;
+        if (versioned) {
+            m = (DLManagedTensorVersioned *)taken_struct;
+        } else if ((m = dlbind_versioned_of_legacy((DLManagedTensor *)taken_struct)) == NULL) {
+            dlbind_call_deleter(taken_struct, 0);
+            PyErr_NoMemory();
+            return -1;
+        }
         if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
             m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY; /* its library never writes it: nor may the target */
     }
@@ -464,6 +514,8 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         for (int i = 0; i < t->ndim; i++)
             if (t->strides[i] < 0) hand_back = 1;
     if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) hand_back = 1;
+    if ((info.bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1)
+        hand_back = 1; /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
     if (hand_back) {
         dlbind_call_deleter(m, 1);
         return 0;

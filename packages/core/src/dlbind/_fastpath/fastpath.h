@@ -141,6 +141,7 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
 /* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
 void *dlbind_take(PyObject *capsule, int *versioned);
+PyObject *dlbind_older_call(PyObject *x, int bits); /* __dlpack__ the way an older producer accepted it */
 void dlbind_call_deleter(void *managed, int versioned);
 /* The owner our deleter will drop (borrowed), or NULL when the struct is not ours (for tp_traverse). */
 PyObject *dlbind_managed_owner(void *managed, int versioned);
@@ -185,9 +186,10 @@ PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
 const dlbind_exchange_api *dlbind_table_of_type(PyObject *type);
 const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 /* What dlbind knows of a producer's type, cached per type with its table (exchange.c). */
+#define DLBIND_MAX_NDIM 64 /* as dlbind.tensor.MAX_NDIM */
 #define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
-#define DLBIND_TYPE_PYTHON 4      /* a fact of its row Python applies after the import (export.bool = "uint8") */
+#define DLBIND_TYPE_PYTHON 4      /* its uint8 may be bool (export.bool = "uint8"): Python finishes such imports */
 #define DLBIND_TYPE_BARE_CALL 8   /* with LEGACY_CALL: its __dlpack__ takes no keywords at all (else stream= only) */
 typedef struct {
     const dlbind_exchange_api *api; /* its usable exchange table, or NULL */

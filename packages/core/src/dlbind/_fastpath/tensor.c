@@ -2,7 +2,6 @@
  * deleter exactly once, when freed. Also its buffer protocol, wrap() and from_dlpack(). */
 #include "fastpath.h"
 
-#define DLBIND_MAX_NDIM 64 /* as dlbind.tensor.MAX_NDIM */
 
 typedef struct {
     PyObject_HEAD
@@ -156,7 +155,9 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
     if (tensor == NULL) return NULL;
     if ((bits & DLBIND_TYPE_IMMUTABLE) && !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLPACK_FLAG_BITMASK_IS_COPIED))
         dlbind_tensor_seal(tensor);
-    if (bits & DLBIND_TYPE_PYTHON) {
+    DLTensor *t = ((dlbind_tensor *)tensor)->t;
+    if ((bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1) {
+        /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
         PyObject *done = PyObject_CallFunctionObjArgs(dlbind_cfg.finish, tensor, x, NULL);
         Py_DECREF(tensor);
         return done;
@@ -179,7 +180,7 @@ static int dlbind_learned_call(PyObject *x) {
 }
 
 /* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted. */
-static PyObject *dlbind_older_call(PyObject *x, int bits) {
+PyObject *dlbind_older_call(PyObject *x, int bits) {
     static PyObject *kwnames_stream = NULL;
     if (bits & DLBIND_TYPE_BARE_CALL) return PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack);
     if (kwnames_stream == NULL && (kwnames_stream = Py_BuildValue("(O)", dlbind_cfg.kw[DLBIND_KW_STREAM])) == NULL)
