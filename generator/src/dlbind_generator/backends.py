@@ -140,8 +140,8 @@ def _load_declaration_file(path: Path, data: dict[str, Any]) -> BackendSpec:
     where = str(path)
     unknown = set(data) - {"declarations", "provenance", "library"}
     if unknown:
-        raise GeneratorError(f"a declaration file has only [declarations], [provenance], [library]: not {sorted(unknown)}",
-                             file=where)  # fmt: skip
+        tables = "[declarations], [provenance], [library]"
+        raise GeneratorError(f"a declaration file has only {tables}: not {sorted(unknown)}", file=where)
     decl, provenance = data["declarations"], data.get("provenance", {})
     extra = set(decl) - _DECLARATION_KEYS
     if extra or not {"version", "cdef"} <= set(decl):

@@ -98,8 +98,9 @@ def test_every_call_that_needs_metal_names_the_reason(no_metal: None) -> None:
 
 
 def test_a_missing_library_is_a_reason() -> None:
-    out = run("import dlbind; print(dlbind.backends()['metal'].reason)", DLBIND_METAL_LIBRARY="/nonexistent/libobjc.dylib")
-    assert out.startswith("runtime library not found: DLBIND_METAL_LIBRARY=/nonexistent/libobjc.dylib cannot be loaded")
+    missing = "/nonexistent/libobjc.dylib"
+    out = run("import dlbind; print(dlbind.backends()['metal'].reason)", DLBIND_METAL_LIBRARY=missing)
+    assert out.startswith(f"runtime library not found: DLBIND_METAL_LIBRARY={missing} cannot be loaded")
 
 
 @linux_only

@@ -100,8 +100,7 @@ class Runtime:
             return Probe(False, str(exc))
         try:
             self._msg = {k: ffi.cast(t, self.objc.objc_msgSend) for k, t in _SIGNATURES.items()}
-            self.objc.sel_registerName
-            self.objc.objc_getClass
+            _ = self.objc.sel_registerName, self.objc.objc_getClass  # the runtime's functions are there
         except (AttributeError, ffi.error) as exc:
             return Probe(False, f"runtime error: {self.path} is not the Objective-C runtime ({exc})")
         if os.path.exists(METAL):

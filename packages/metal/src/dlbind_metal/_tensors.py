@@ -164,4 +164,3 @@ def copy_to_host(mem: Memory) -> Memory:
     staged = Memory(address, mem.shape, mem.strides, mem.dtype, CPU, -low, True, staging,
                     int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))  # fmt: skip
     return copy_host(staged)
-
