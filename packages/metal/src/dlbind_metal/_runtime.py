@@ -156,7 +156,7 @@ class Runtime:
         if not nsstring:
             return "?"
         text = self.send("string", nsstring, "UTF8String")
-        return ffi.string(text).decode(errors="replace") if text != ffi.NULL else "?"  # type: ignore[no-any-return]
+        return str(ffi.string(text).decode(errors="replace")) if text != ffi.NULL else "?"
 
     @contextlib.contextmanager
     def pool(self) -> Iterator[None]:

@@ -21,7 +21,7 @@ from dlbind_metal._runtime import Buffer, MetalError, runtime
 
 __all__ = ["asarray", "copy_to_host", "device_of", "empty", "extent"]
 
-METAL = int(DeviceType.kDLMetal)
+METAL = DeviceType.kDLMetal
 STORAGES = ("shared", "private")  # what empty/asarray make (managed is an Intel-Mac mode; memoryless no buffer)
 
 
