@@ -150,7 +150,8 @@ def backends(session: nox.Session) -> None:
     """The device backends' tests on both core builds; installs Mesa's lavapipe and Debian's HIP runtime first.
 
     CUDA and ROCm run on recording fakes of their runtimes (built with gcc) and on the real runtimes where
-    they load; their GPU tests skip naming what is missing.
+    they load; their GPU tests skip naming what is missing. Metal's code paths run on a fake of libobjc and
+    Metal (built with gcc); off macOS its real probe says "wrong platform" and its Metal tests skip.
     """
     _install_debs(session, VULKAN_DEBS + ROCM_DEBS + ["gcc", "libc6-dev"])
     session.install(*_group("backends"))

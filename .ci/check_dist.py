@@ -14,7 +14,8 @@ distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/
 4. Every backend under ``packages/`` (``dlbind-<name>``): its sdist and wheel carry the license, ``py.typed``
    and the sealed ``_generated/`` files, its wheel the ``dlbind.backends`` entry point and a pin of this
    core's version; ``pip install --find-links DIST "dlbind[<name>]"`` in a fresh venv installs the core and
-   that backend only, imports it without loading the vendor library, and ``dlbind.backends()`` lists it.
+   that backend only, imports it without loading the vendor library, and ``dlbind.backends()`` lists it;
+   ``"dlbind[all]"`` installs the core and every backend.
 
 Exit status 0 when every check passes; otherwise 1, after printing every failure.
 """
@@ -151,6 +152,10 @@ def check_pure_sdist(dist_dir: Path, tmp: Path, f: Failures) -> None:
          cwd=tmp, env=env, expect="pure")  # fmt: skip
 
 
+# What a backend's vendor library is called in /proc/self/maps, where it is not lib<name>.
+VENDOR_LIBRARIES = {"metal": "libobjc"}
+
+
 def _backends() -> list[str]:
     return sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core")
 
@@ -181,13 +186,21 @@ def check_backends(dist_dir: Path, tmp: Path, f: Failures) -> None:
                       [py, "-m", "pip", "list", "--format", "freeze"], cwd=tmp)  # fmt: skip
         ours = sorted(line.split("==")[0] for line in listed.splitlines() if line.startswith("dlbind"))
         f.check(ours == ["dlbind", f"dlbind-{name}"], f"dlbind distributions installed: {ours}")
+        vendor = VENDOR_LIBRARIES.get(name, f"lib{name}")
         probe = (
             f"import dlbind, {module}; maps = open('/proc/self/maps').read() if __import__('sys').platform == "
-            f"'linux' else ''; print('vendor-free' if 'lib{name}' not in maps else 'LOADED'); "
+            f"'linux' else ''; print('vendor-free' if '{vendor}' not in maps else 'LOADED'); "
             f"print(dlbind.backends()['{name}'])"
         )
         _run(f, f"import {module}: no vendor library loaded; dlbind.backends() lists it", [py, "-c", probe],
              cwd=tmp, expect="vendor-free")  # fmt: skip
+
+    py = str(_venv(tmp / "extra-all"))
+    _run(f, 'pip install --find-links dist "dlbind[all]"',
+         [py, "-m", "pip", "install", "--quiet", "--find-links", str(dist_dir), "dlbind[all]"])  # fmt: skip
+    listed = _run(f, "installed: the core and every backend", [py, "-m", "pip", "list", "--format", "freeze"], cwd=tmp)
+    ours = sorted(line.split("==")[0] for line in listed.splitlines() if line.startswith("dlbind"))
+    f.check(ours == ["dlbind", *(f"dlbind-{n}" for n in _backends())], f"dlbind[all] installed: {ours}")
 
 
 def main(argv: list[str] | None = None) -> int:

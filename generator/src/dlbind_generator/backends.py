@@ -15,6 +15,12 @@ over its dependencies:
 The result is a cffi cdef (forward declarations, scalar typedefs, enums, function-pointer typedefs,
 struct bodies in dependency order, prototypes, ``#define`` constants) rendered by pycparser's C
 generator, sealed under ``packages/<name>/src/dlbind_<name>/_generated/``.
+
+Where no header can be had (Metal: Apple's SDK is not on these machines), the spec is a *declaration
+file* instead: ``[declarations]`` holds the cdef itself, written from the vendor's documentation, and
+``[provenance]`` names, for every function it declares, where that declaration is documented. The stage
+checks that every declared function has its provenance (and no provenance names a function not declared)
+and seals the same files; nothing is selected, so the output is always regenerated and checked.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from .preprocess import STUB_DIR, _cpp
 
 _PROBE = "__dlbind_macro"
 _ENV = re.compile(r"\$\{(\w+)\}")
+_DECLARATION_KEYS = {"version", "cdef", "macros"}
 _KEYS = {
     "header": {"include", "roots", "expose", "defines", "version", "sha256"},
     "library": {"env", "wheels", "linux", "darwin", "win32"},
@@ -61,6 +68,9 @@ class BackendSpec:
     types: tuple[str, ...]
     macros: tuple[str, ...]
     enum_members: dict[str, tuple[str, ...]]
+    # a declaration file (no header): the cdef, its version, its macros; the provenance of each function
+    declarations: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, str] = field(default_factory=dict)
 
     @property
     def package(self) -> str:
@@ -86,6 +96,8 @@ def load_backend_spec(path: Path) -> BackendSpec:
     except tomllib.TOMLDecodeError as exc:
         raise GeneratorError(f"invalid TOML: {exc}", file=str(path)) from None
     where = str(path)
+    if "declarations" in data:
+        return _load_declaration_file(path, data)
     unknown = set(data) - {*_KEYS, "enums"}
     if unknown:
         raise GeneratorError(f"unknown table(s) {sorted(unknown)}", file=where)
@@ -121,6 +133,34 @@ def load_backend_spec(path: Path) -> BackendSpec:
         macros=macros,
         enum_members={k: _strings(v, f"{where}: [enums] {k}") for k, v in data.get("enums", {}).items()},
     )
+
+
+def _load_declaration_file(path: Path, data: dict[str, Any]) -> BackendSpec:
+    """A spec whose declarations are written out (no header can be had): ``[declarations]``, ``[provenance]``."""
+    where = str(path)
+    unknown = set(data) - {"declarations", "provenance", "library"}
+    if unknown:
+        tables = "[declarations], [provenance], [library]"
+        raise GeneratorError(f"a declaration file has only {tables}: not {sorted(unknown)}", file=where)
+    decl, provenance = data["declarations"], data.get("provenance", {})
+    extra = set(decl) - _DECLARATION_KEYS
+    if extra or not {"version", "cdef"} <= set(decl):
+        raise GeneratorError(f"[declarations] needs version and cdef (and may have macros), not {sorted(extra)}",
+                             file=where)  # fmt: skip
+    extra = set(data.get("library", {})) - _KEYS["library"]
+    if extra:
+        raise GeneratorError(f"[library] has unknown key(s) {sorted(extra)}", file=where)
+    macros = decl.get("macros", {})
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in macros.values()):
+        raise GeneratorError("[declarations] macros are integers", file=where)
+    if not provenance or not all(isinstance(v, str) and v for v in provenance.values()):
+        raise GeneratorError("[provenance] names, per declared function, where it is documented", file=where)
+    return BackendSpec(
+        name=path.stem, file=path, include=f"spec/backends/{path.name}", roots=(), expose=(), defines=(),
+        version_macro="", version_encoding="", sha256="", library=dict(data.get("library", {})),
+        functions=(), types=(), macros=tuple(macros), enum_members={},
+        declarations=dict(decl), provenance=dict(provenance),
+    )  # fmt: skip
 
 
 def load_backend_specs(folder: Path) -> list[BackendSpec]:
@@ -523,8 +563,32 @@ class HeaderUnavailable(Exception):
     """The backend's header is not on this machine, or is not the pinned one: its output is not checked."""
 
 
+def declared(spec: BackendSpec) -> Selection:
+    """A declaration file's cdef, checked: C that pycparser reads, every function with its provenance."""
+    cdef = spec.declarations["cdef"].strip() + "\n"
+    try:
+        ast = c_parser.CParser().parse(cdef, str(spec.file))
+    except c_parser.ParseError as exc:
+        raise GeneratorError(f"[declarations] cdef is not C pycparser reads: {exc}", file=str(spec.file)) from None
+    functions = [n.name for n in ast.ext if isinstance(n, c_ast.Decl) and isinstance(n.type, c_ast.FuncDecl)]
+    types = [n.name for n in ast.ext if isinstance(n, c_ast.Typedef)]
+    missing = [f for f in functions if f not in spec.provenance]
+    unknown = [f for f in spec.provenance if f not in functions]
+    if missing or unknown:
+        raise GeneratorError(
+            f"[provenance] must name exactly the declared functions: missing {missing}, not declared {unknown}",
+            file=str(spec.file),
+        )
+    sha = hashlib.sha256(cdef.encode()).hexdigest()
+    counts = {"functions": len(functions), "types": len(types), "macros": len(spec.macros)}
+    macros = {k: int(v) for k, v in spec.declarations.get("macros", {}).items()}
+    return Selection(spec, spec.include, str(spec.declarations["version"]), sha, cdef, macros, counts)
+
+
 def select(spec: BackendSpec) -> Selection:
     """Select ``spec``'s declarations from the header on this machine; HeaderUnavailable says why it cannot."""
+    if spec.declarations:
+        return declared(spec)
     root = find_header(spec)
     if root is None:
         roots = ", ".join(spec.roots)

@@ -256,11 +256,17 @@ def backend_files(spec: BackendSpec, files: FileSet, progress: Progress) -> None
         return
     files.owned_dirs = (*files.owned_dirs, spec.generated_dir)
     env = environment()
-    source = (
-        f"{sel.header_path} {sel.header_version} (sha256 {sel.header_sha256})\n"
-        f"selected by spec/backends/{spec.file.name}, preprocessed with "
-        f"`cpp -undef -nostdinc {' '.join(f'-D{k}={v}' for k, v in spec.defines)}` and the generator's stubs."
-    )
+    if spec.declarations:  # a declaration file: no header, the provenance is in the file
+        source = (
+            f"the declaration file {sel.header_path}, {sel.header_version} (sha256 of its cdef {sel.header_sha256})\n"
+            "written from the vendor's documentation where no header can be had; [provenance] there names it."
+        )
+    else:
+        source = (
+            f"{sel.header_path} {sel.header_version} (sha256 {sel.header_sha256})\n"
+            f"selected by spec/backends/{spec.file.name}, preprocessed with "
+            f"`cpp -undef -nostdinc {' '.join(f'-D{k}={v}' for k, v in spec.defines)}` and the generator's stubs."
+        )
 
     def head(what: str) -> str:
         return banner(sel.header_version, sel.header_sha256, what, source=source)
@@ -283,4 +289,5 @@ def backend_files(spec: BackendSpec, files: FileSet, progress: Progress) -> None
     what = f"cffi {cffi.__version__} ABI-mode module of the selected declarations."
     files.add(f"{spec.generated_dir}/_abi.py", seal(head(what) + "\n\n" + abi))
     counts = ", ".join(f"{v} {k}" for k, v in sel.counts.items())
-    progress(f"{spec.name}: {counts} selected from {sel.header_path} {sel.header_version}")
+    verb = "declared in" if spec.declarations else "selected from"
+    progress(f"{spec.name}: {counts} {verb} {sel.header_path} {sel.header_version}")

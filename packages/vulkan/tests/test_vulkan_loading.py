@@ -74,4 +74,5 @@ def test_host_copy_routes_through_the_entry_point() -> None:
 @pytest.mark.vulkan
 def test_cli_says_vulkan_is_available() -> None:
     out = run("import dlbind.__main__ as m; m.main(['backends'])")
-    assert out.startswith("vulkan: available (Vulkan loader 1.") and out.endswith("[dlbind-vulkan 0.1.0]")
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("vulkan: ")]  # other backends may be installed
+    assert line.startswith("vulkan: available (Vulkan loader 1.") and line.endswith("[dlbind-vulkan 0.1.0]")

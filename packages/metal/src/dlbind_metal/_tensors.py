@@ -1,0 +1,166 @@
+"""Metal tensors: ``empty``, ``asarray``, ``device_of``, ``wrap`` and the host copy the core asks for.
+
+kDLMetal's ``data`` is an ``id<MTLBuffer>``, never an address: offsets live only in ``byte_offset``. The
+tensors are ordinary :class:`dlbind.Tensor` objects made through the core's producer
+(``dlbind.from_pointer``) with the :class:`~dlbind_metal._runtime.Buffer` attached as owner.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import dlbind
+from dlbind._generated.enums import DeviceType, Flags
+from dlbind.devices import HOST_ACCESSIBLE, Device
+from dlbind.dtypes import DType, from_numpy, lookup
+from dlbind.export import CPU, Memory, contiguous_strides, copy_host
+from dlbind_metal._runtime import Buffer, MetalError, runtime
+
+__all__ = ["asarray", "copy_to_host", "device_of", "empty", "extent"]
+
+METAL = DeviceType.kDLMetal
+STORAGES = ("shared", "private")  # what empty/asarray make (managed is an Intel-Mac mode; memoryless no buffer)
+
+
+def _dtype(dtype: Any) -> DType:
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        return lookup(dtype)
+    return from_numpy(dtype)
+
+
+def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"shape must be a sequence of ints, not {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def _storage(storage: str) -> str:
+    if storage not in STORAGES:
+        raise ValueError(f"storage must be one of {', '.join(map(repr, STORAGES))}, not {storage!r}")
+    return storage
+
+
+def _tensor(buffer: Buffer | None, shape: tuple[int, ...], dt: DType, device_id: int) -> dlbind.Tensor:
+    handle = buffer.handle if buffer is not None else 0
+    exporter = dlbind.from_pointer(handle, shape, dt, device=(METAL, device_id), owner=buffer)
+    return dlbind.from_dlpack(exporter)
+
+
+def empty(
+    shape: Sequence[int] | int, dtype: Any = "float32", *, device_id: int = 0, storage: str = "shared"
+) -> dlbind.Tensor:
+    """A new row-major tensor in a new ``MTLBuffer`` on Metal device ``device_id`` (``newBufferWithLength:``).
+
+    ``storage``: ``"shared"`` (CPU and GPU see the same memory; the default) or ``"private"`` (GPU only;
+    host copies go through a blit). The tensor owns its buffer (released when the last user lets go).
+    """
+    shape_t, dt, storage = _shape(shape), _dtype(dtype), _storage(storage)
+    rt = runtime()
+    rt.check_device(device_id)
+    nbytes = dt.nbytes(math.prod(shape_t))
+    return _tensor(Buffer(rt, nbytes, storage, device_id) if nbytes else None, shape_t, dt, device_id)
+
+
+def asarray(host_array: Any, *, device_id: int = 0, storage: str = "shared") -> dlbind.Tensor:
+    """Copy an array (anything ``dlbind.from_dlpack`` imports) into a new ``MTLBuffer`` on device ``device_id``.
+
+    Shared buffers are made with ``newBufferWithBytes:length:options:``; private ones are filled by a blit
+    from a shared one. Device tensors of any backend are first copied to the host through their backend.
+    """
+    storage = _storage(storage)
+    rt = runtime()
+    rt.check_device(device_id)
+    src = dlbind.from_dlpack(host_array)
+    if src.device[0] not in HOST_ACCESSIBLE:
+        src = dlbind.from_dlpack(src, device="cpu", copy=True)
+    if not src.is_contiguous():
+        src = src.copy()
+    padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+    nbytes = src.dtype.nbytes(src.size, padded=padded)
+    if not nbytes:
+        return _tensor(None, src.shape, src.dtype, device_id)
+    shared = Buffer(rt, nbytes, "shared", device_id, source=src.data_ptr + src.byte_offset)
+    if storage == "shared":
+        return _tensor(shared, src.shape, src.dtype, device_id)
+    private = Buffer(rt, nbytes, storage, device_id)
+    rt.blit(device_id, shared.handle, 0, private.handle, 0, nbytes)
+    return _tensor(private, src.shape, src.dtype, device_id)
+
+
+def device_of(buffer: int) -> Device:
+    """``(kDLMetal, device_id)`` of an ``id<MTLBuffer>`` (its ``device``, matched among the process's devices).
+
+    ``buffer`` must be an ``id<MTLBuffer>`` (a kDLMetal tensor's ``data_ptr``): Metal cannot check it.
+    """
+    rt = runtime()
+    rt.require()
+    if isinstance(buffer, bool) or not isinstance(buffer, int):
+        raise TypeError(f"an id<MTLBuffer> is an int, not {type(buffer).__name__}")
+    if not buffer:
+        raise BufferError("a nil MTLBuffer is on no device")
+    return METAL, rt.device_index(buffer)
+
+
+def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple[int, int]:
+    """Bytes (lowest, one past highest) the elements reach, relative to the first element."""
+    if not math.prod(shape):
+        return 0, 0
+    if dt.is_subbyte:
+        if strides != contiguous_strides(shape):
+            raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
+        return 0, dt.nbytes(math.prod(shape))
+    item = dt.itemsize
+    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0 and d > 1) * item
+    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0 and d > 1) * item + item
+    return low, high
+
+
+def copy_to_host(mem: Memory) -> Memory:
+    """The core's ``copy_to_host``: a kDLMetal tensor -> a compact row-major host copy (IS_COPIED).
+
+    ``mem.data`` is the ``id<MTLBuffer>``, ``mem.byte_offset`` the first element's offset in it. Shared
+    (and managed) buffers are read through ``contents`` + ``byte_offset``; private ones are first blitted
+    into a shared staging buffer. The elements' span must lie inside the buffer's ``length``.
+    """
+    rt = runtime()
+    rt.require()
+    low, high = extent(mem.shape, mem.strides, mem.dtype)
+    if high == low:  # no element: nothing to read, the buffer may be nil
+        staged = Memory(0, mem.shape, mem.strides, mem.dtype, CPU, 0, mem.readonly, None, mem.flags)
+        return copy_host(staged)
+    if not mem.data:
+        raise BufferError("a kDLMetal tensor with elements has a nil MTLBuffer")
+    contents, length, storage = rt.describe(mem.data)
+    start, end = mem.byte_offset + low, mem.byte_offset + high
+    if start < 0 or end > length:
+        raise BufferError(
+            f"the tensor reaches bytes [{start}, {end}) of an MTLBuffer of {length} bytes (byte_offset "
+            f"{mem.byte_offset}): not inside it"
+        )
+    if storage in ("shared", "managed") and contents:
+        staged = Memory(contents, mem.shape, mem.strides, mem.dtype, CPU, mem.byte_offset, True, mem.owner,
+                        int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))  # fmt: skip
+        return copy_host(staged)
+    if storage != "private":
+        raise BufferError(f"cannot copy a {storage} MTLBuffer to the host")
+    device_id = rt.device_index(mem.data)
+    staging = Buffer(rt, end - start, "shared", device_id)
+    try:
+        rt.blit(device_id, mem.data, start, staging.handle, 0, end - start)
+    except MetalError as exc:
+        raise BufferError(f"copying metal:{device_id} memory to the host failed: {exc}") from exc
+    address, _, _ = rt.describe(staging.handle)
+    staged = Memory(address, mem.shape, mem.strides, mem.dtype, CPU, -low, True, staging,
+                    int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))  # fmt: skip
+    return copy_host(staged)
