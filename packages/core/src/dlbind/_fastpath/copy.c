@@ -92,6 +92,23 @@ static void dlbind_copy_nd(char *dst, const char *src, int ndim, const int64_t *
     }
 }
 
+/* The compact row-major copy of the strided source (byte strides) into dst; the caller guarantees host
+ * memory, no overlap, ndim <= 64 and that every address the strides reach is the source's. */
+void dlbind_copy_strided(char *dst, const char *src, int ndim, const int64_t *shape, const int64_t *byte_strides,
+                         int64_t item) {
+    int64_t dims[DLBIND_COPY_MAX_NDIM], steps[DLBIND_COPY_MAX_NDIM];
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) return;
+        dims[i] = shape[i];
+        steps[i] = byte_strides[i];
+    }
+    int n = dlbind_coalesce(ndim, dims, steps);
+    if (n == 1 && steps[0] == item)
+        memcpy(dst, src, (size_t)(dims[0] * item));
+    else
+        dlbind_copy_nd(dst, src, n, dims, steps, item);
+}
+
 /* copy_strided(dst, src, shape, byte_strides, itemsize): dst and src addresses (ints); the caller
  * guarantees host memory, no overlap, and that every address the strides reach is the source's. */
 PyObject *dlbind_py_copy_strided(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {

@@ -460,6 +460,60 @@ static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *leg
     return &view->v;
 }
 
+/* A compact host copy of what m describes (host-readable, whole-byte elements), as a new struct that
+ * owns it (IS_COPIED; shape, strides and the 64-byte aligned data in one allocation), for a target
+ * that cannot view m (negative strides, read-only data it would import writable). m is released.
+ * NULL with an error set when out of memory or too large. */
+static void dlbind_host_copy_deleter(DLManagedTensorVersioned *self) { PyMem_RawFree(self); }
+
+static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m) {
+    DLTensor *t = &m->dl_tensor;
+    int ndim = t->ndim;
+    int64_t item = (int64_t)t->dtype.bits * t->dtype.lanes / 8, count, nbytes;
+    if (dlbind_count(t->shape, ndim, &count) != 0 || dlbind_mul_overflow(count, item, &nbytes) ||
+        nbytes > (int64_t)(PY_SSIZE_T_MAX / 2)) {
+        dlbind_call_deleter(m, 1);
+        PyErr_SetString(PyExc_BufferError, "the tensor is too large to copy");
+        return NULL;
+    }
+    size_t head = sizeof(DLManagedTensorVersioned) + 2 * (size_t)ndim * sizeof(int64_t);
+    char *base = (char *)PyMem_RawMalloc(head + (size_t)nbytes + 64);
+    if (base == NULL) {
+        dlbind_call_deleter(m, 1);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    DLManagedTensorVersioned *c = (DLManagedTensorVersioned *)base;
+    int64_t *dims = (int64_t *)(base + sizeof(DLManagedTensorVersioned)), *strides = dims + ndim;
+    char *data = (char *)(((uintptr_t)(base + head) + 63) & ~(uintptr_t)63);
+    int64_t steps[DLBIND_MAX_NDIM], acc = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        dims[i] = t->shape[i];
+        strides[i] = acc;
+        steps[i] = (t->strides ? t->strides[i] : acc) * item;
+        acc *= t->shape[i] > 0 ? t->shape[i] : 1;
+    }
+    const char *src = (const char *)t->data + t->byte_offset;
+    Py_BEGIN_ALLOW_THREADS
+    if (count > 0) dlbind_copy_strided(data, src, ndim, dims, steps, item);
+    Py_END_ALLOW_THREADS
+    memset(c, 0, sizeof(*c));
+    c->version.major = DLPACK_MAJOR_VERSION;
+    c->version.minor = DLPACK_MINOR_VERSION;
+    c->deleter = dlbind_host_copy_deleter;
+    c->flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+    c->dl_tensor.data = data;
+    c->dl_tensor.device.device_type = kDLCPU;
+    c->dl_tensor.device.device_id = 0;
+    c->dl_tensor.ndim = ndim;
+    c->dl_tensor.dtype = t->dtype;
+    c->dl_tensor.shape = dims;
+    c->dl_tensor.strides = strides;
+    c->dl_tensor.byte_offset = 0;
+    dlbind_call_deleter(m, 1);
+    return c;
+}
+
 /* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
  * x.__dlpack__(stream=None, max_version=(1, 3)) (or the call an older producer accepted; a legacy capsule
  * becomes a versioned view, read-only when x's library never writes its arrays). 1 with *out set; 0 (no error set) when the C
@@ -510,16 +564,20 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     }
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);
-    if (!hand_back && (refuse & 1) && t->strides != NULL)
-        for (int i = 0; i < t->ndim; i++)
-            if (t->strides[i] < 0) hand_back = 1;
-    if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) hand_back = 1;
     if ((info.bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1)
         hand_back = 1; /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
+    int copy = 0; /* what the target cannot view (refuse: 1 negative strides, 2 read-only) is copied here */
+    if (!hand_back && (refuse & 1) && t->strides != NULL)
+        for (int i = 0; i < t->ndim; i++)
+            if (t->strides[i] < 0) copy = 1;
+    if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) copy = 1;
+    if (copy && !hand_back && (!dlbind_device_host(t->device.device_type) || (t->dtype.bits * t->dtype.lanes) % 8 != 0))
+        hand_back = 1; /* device memory, sub-byte elements: Python's copies */
     if (hand_back) {
         dlbind_call_deleter(m, 1);
         return 0;
     }
+    if (copy && (m = dlbind_host_copy_of(m)) == NULL) return -1;
     *out = m;
     return 1;
 }
