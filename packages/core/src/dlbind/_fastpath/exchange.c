@@ -6,6 +6,11 @@
  * objects goes to the dlbind.exchange helpers configure() handed over. */
 #include "fastpath.h"
 
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 /* The exchange table of each type, cached without keeping any type alive (a class made, used once
  * and dropped must be collectable). The key is the type's version tag: CPython gives a type a tag
  * when its attributes are looked up, drops it when the type or one of its bases changes, and never
@@ -461,10 +466,33 @@ static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *leg
 }
 
 /* A compact host copy of what m describes (host-readable, whole-byte elements), as a new struct that
- * owns it (IS_COPIED; shape, strides and the 64-byte aligned data in one allocation), for a target
- * that cannot view m (negative strides, read-only data it would import writable). m is released.
- * NULL with an error set when out of memory or too large. */
-static void dlbind_host_copy_deleter(DLManagedTensorVersioned *self) { PyMem_RawFree(self); }
+ * owns it (IS_COPIED), for a target that cannot view m (negative strides, read-only data it would
+ * import writable). Large copies get 2 MiB-aligned memory the kernel may back with huge pages, as
+ * dlbind.export._allocate's (and numpy's) do. m is released. NULL with an error set on failure. */
+#define DLBIND_HUGE_COPY ((int64_t)4 << 20)
+
+typedef struct {
+    DLManagedTensorVersioned v;
+    void *data;          /* malloc'd or posix_memalign'd: free() either way */
+    int64_t dims[];      /* shape, then strides */
+} dlbind_host_copy;
+
+static void dlbind_host_copy_deleter(DLManagedTensorVersioned *self) { /* any thread, GIL or not */
+    free(((dlbind_host_copy *)self)->data);
+    free(self);
+}
+
+static void *dlbind_copy_memory(int64_t nbytes) {
+#if defined(__linux__)
+    if (nbytes >= DLBIND_HUGE_COPY) {
+        void *p = NULL;
+        if (posix_memalign(&p, (size_t)2 << 20, (size_t)nbytes) != 0) return NULL;
+        (void)madvise(p, (size_t)nbytes, MADV_HUGEPAGE); /* a page fault per 2 MiB, not per 4 KiB */
+        return p;
+    }
+#endif
+    return malloc(nbytes > 0 ? (size_t)nbytes : 1);
+}
 
 static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m) {
     DLTensor *t = &m->dl_tensor;
@@ -476,16 +504,15 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
         PyErr_SetString(PyExc_BufferError, "the tensor is too large to copy");
         return NULL;
     }
-    size_t head = sizeof(DLManagedTensorVersioned) + 2 * (size_t)ndim * sizeof(int64_t);
-    char *base = (char *)PyMem_RawMalloc(head + (size_t)nbytes + 64);
-    if (base == NULL) {
+    dlbind_host_copy *c = (dlbind_host_copy *)calloc(1, sizeof(dlbind_host_copy) + 2 * (size_t)ndim * sizeof(int64_t));
+    void *data = c != NULL ? dlbind_copy_memory(nbytes) : NULL;
+    if (data == NULL) {
+        free(c);
         dlbind_call_deleter(m, 1);
         PyErr_NoMemory();
         return NULL;
     }
-    DLManagedTensorVersioned *c = (DLManagedTensorVersioned *)base;
-    int64_t *dims = (int64_t *)(base + sizeof(DLManagedTensorVersioned)), *strides = dims + ndim;
-    char *data = (char *)(((uintptr_t)(base + head) + 63) & ~(uintptr_t)63);
+    int64_t *dims = c->dims, *strides = c->dims + ndim;
     int64_t steps[DLBIND_MAX_NDIM], acc = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         dims[i] = t->shape[i];
@@ -495,23 +522,23 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
     }
     const char *src = (const char *)t->data + t->byte_offset;
     Py_BEGIN_ALLOW_THREADS
-    if (count > 0) dlbind_copy_strided(data, src, ndim, dims, steps, item);
+    if (count > 0) dlbind_copy_strided((char *)data, src, ndim, dims, steps, item);
     Py_END_ALLOW_THREADS
-    memset(c, 0, sizeof(*c));
-    c->version.major = DLPACK_MAJOR_VERSION;
-    c->version.minor = DLPACK_MINOR_VERSION;
-    c->deleter = dlbind_host_copy_deleter;
-    c->flags = DLPACK_FLAG_BITMASK_IS_COPIED;
-    c->dl_tensor.data = data;
-    c->dl_tensor.device.device_type = kDLCPU;
-    c->dl_tensor.device.device_id = 0;
-    c->dl_tensor.ndim = ndim;
-    c->dl_tensor.dtype = t->dtype;
-    c->dl_tensor.shape = dims;
-    c->dl_tensor.strides = strides;
-    c->dl_tensor.byte_offset = 0;
+    c->data = data;
+    c->v.version.major = DLPACK_MAJOR_VERSION;
+    c->v.version.minor = DLPACK_MINOR_VERSION;
+    c->v.deleter = dlbind_host_copy_deleter;
+    c->v.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+    c->v.dl_tensor.data = data;
+    c->v.dl_tensor.device.device_type = kDLCPU;
+    c->v.dl_tensor.device.device_id = 0;
+    c->v.dl_tensor.ndim = ndim;
+    c->v.dl_tensor.dtype = t->dtype;
+    c->v.dl_tensor.shape = dims;
+    c->v.dl_tensor.strides = strides;
+    c->v.dl_tensor.byte_offset = 0;
     dlbind_call_deleter(m, 1);
-    return c;
+    return &c->v;
 }
 
 /* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
