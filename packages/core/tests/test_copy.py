@@ -94,3 +94,17 @@ def test_read_only_source_copies_to_writable_memory() -> None:
     assert out.flags.writeable
     out[0, 0] = -1
     assert ro[0, 0] == 0
+
+
+@pytest.mark.parametrize("dtype", ["int16", "float32", "float64", "int8", "complex128"])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_reversed_copies_in_both_alignments(dtype: str, aligned: bool) -> None:
+    """Reversed rows take a vectorised loop when their elements are aligned, the general one otherwise."""
+    item = np.dtype(dtype).itemsize
+    raw = np.arange(1 + 301 * item, dtype=np.uint8)
+    a = np.frombuffer(raw.tobytes(), dtype=dtype, count=301, offset=0 if aligned else 1)
+    assert a.flags.aligned == (aligned or item == 1)
+    for view in (a[::-1], a[:300].reshape(20, 15)[::-1, ::-1], a[::-3]):
+        c = dlbind.from_dlpack(view).copy()
+        assert c.flags & dlbind.Flags.IS_COPIED
+        np.testing.assert_array_equal(np.asarray(c), view)
