@@ -695,3 +695,36 @@ def test_defect11_zero_size_with_huge_dims(shape: tuple[int, ...], strides: tupl
 def test_defect12_buffer_protocol_in_both_builds() -> None:
     t = dlbind.from_dlpack(dlbind.asdlpack(bytearray(b"abcd")))
     assert memoryview(t).tobytes() == b"abcd"
+
+
+@pytest.mark.parametrize("case", ["null shape", "negative dimension", "ndim too large"])
+@pytest.mark.parametrize("legacy_call", [False, True], ids=["versioned call", "older call"])
+def test_convert_refuses_a_bad_legacy_struct_cleanly(case: str, legacy_call: bool) -> None:
+    """convert's C route views a legacy struct as a versioned one only after validating it (a NULL shape
+    crashed it, found by review); the struct's deleter runs once and the error is the BufferError of
+    from_dlpack."""
+    from faulty import make_capsule
+
+    counters = []
+    kwargs: dict[str, Any] = {
+        "null shape": {"null_shape": True, "strides": None},
+        "negative dimension": {"shape": (-4,), "strides": None},
+        "ndim too large": {"ndim": 100, "shape": (1,) * 100, "strides": None},
+    }[case]
+
+    class Producer:
+        def __dlpack__(self, stream: Any = None, **more: Any) -> object:
+            if legacy_call and more:
+                raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+            made, counter = make_capsule(versioned=False, name=b"dltensor", **kwargs)
+            counters.append(counter)
+            return made
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    for _ in range(3):  # the first call teaches the older producer's call style
+        with pytest.raises(BufferError):
+            dlbind.convert(Producer(), to="numpy")
+    gc.collect()
+    assert counters and all(c.calls == 1 for c in counters), [c.calls for c in counters]

@@ -30,9 +30,10 @@ static void dlbind_copy_row(char *dst, const char *src, int64_t n, int64_t step,
         memcpy(dst, src, (size_t)(n * item));
         return;
     }
-    const char *last = src - (n - 1) * item; /* reversed: the lowest address; dst[i] = last[n - 1 - i] */
-    if (step == -item && (item == 2 || item == 4 || item == 8) && ((uintptr_t)dst | (uintptr_t)last) % (uintptr_t)item == 0) {
-        /* aligned elements in reverse: a loop the compiler vectorises */
+    if (step == -item && (item == 2 || item == 4 || item == 8) &&
+        ((uintptr_t)dst | (uintptr_t)(src - (n - 1) * item)) % (uintptr_t)item == 0) {
+        /* aligned elements in reverse: a loop the compiler vectorises; dst[i] = last[n - 1 - i] */
+        const char *last = src - (n - 1) * item; /* the lowest address */
         if (item == 2) {
             uint16_t *d = (uint16_t *)dst;
             const uint16_t *s = (const uint16_t *)last;
@@ -87,7 +88,7 @@ static void dlbind_copy_nd(char *dst, const char *src, int ndim, const int64_t *
     for (int i = 0; i < ndim - 2; i++) outer *= shape[i];
     int64_t index[DLBIND_COPY_MAX_NDIM] = {0};
     int64_t block = rows * cols * item;
-    const int tiled = cstep != item && rows >= 16 && cols >= 16;
+    const int tiled = cstep != item && cstep != -item && rows >= 16 && cols >= 16; /* reversed rows: see copy_row */
     for (int64_t o = 0; o < outer; o++) {
         const char *s = src;
         for (int i = 0; i < ndim - 2; i++) s += index[i] * strides[i];

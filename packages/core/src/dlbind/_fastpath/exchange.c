@@ -7,7 +7,7 @@
 #include "fastpath.h"
 
 #include <stdlib.h>
-#if defined(__linux__)
+#if !defined(_WIN32)
 #include <sys/mman.h>
 #endif
 
@@ -443,7 +443,7 @@ static void dlbind_legacy_view_deleter(DLManagedTensorVersioned *self) {
     if (legacy->deleter != NULL) legacy->deleter(legacy);
 }
 
-static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *legacy) {
+static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *legacy) { /* dlbind_valid first */
     DLTensor *t = &legacy->dl_tensor;
     size_t extra = (t->strides == NULL && t->ndim > 0 && t->ndim <= DLBIND_MAX_NDIM) ? (size_t)t->ndim : 0;
     dlbind_legacy_view *view = (dlbind_legacy_view *)PyMem_RawCalloc(1, sizeof(dlbind_legacy_view) + extra * sizeof(int64_t));
@@ -483,15 +483,18 @@ static void dlbind_host_copy_deleter(DLManagedTensorVersioned *self) { /* any th
 }
 
 static void *dlbind_copy_memory(int64_t nbytes) {
-#if defined(__linux__)
-    if (nbytes >= DLBIND_HUGE_COPY) {
-        void *p = NULL;
-        if (posix_memalign(&p, (size_t)2 << 20, (size_t)nbytes) != 0) return NULL;
-        (void)madvise(p, (size_t)nbytes, MADV_HUGEPAGE); /* a page fault per 2 MiB, not per 4 KiB */
-        return p;
-    }
+    size_t size = nbytes > 0 ? (size_t)nbytes : 1;
+#if defined(_WIN32)
+    return malloc(size); /* freed with free(): no aligned allocation that free() releases there */
+#else
+    void *p = NULL;
+    size_t alignment = nbytes >= DLBIND_HUGE_COPY ? (size_t)2 << 20 : 64; /* 64: what jax's zero-copy needs */
+    if (posix_memalign(&p, alignment, size) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (nbytes >= DLBIND_HUGE_COPY) (void)madvise(p, size, MADV_HUGEPAGE); /* a page fault per 2 MiB, not 4 KiB */
 #endif
-    return malloc(nbytes > 0 ? (size_t)nbytes : 1);
+    return p;
+#endif
 }
 
 static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m) {
@@ -581,6 +584,9 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         if (taken_struct == NULL) return -1;
         if (versioned) {
             m = (DLManagedTensorVersioned *)taken_struct;
+        } else if (!dlbind_valid(taken_struct, 0, 0)) { /* Python's route says what is wrong with it */
+            dlbind_call_deleter(taken_struct, 0);
+            return 0;
         } else if ((m = dlbind_versioned_of_legacy((DLManagedTensor *)taken_struct)) == NULL) {
             dlbind_call_deleter(taken_struct, 0);
             PyErr_NoMemory();

@@ -141,9 +141,11 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
 /* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
 void *dlbind_take(PyObject *capsule, int *versioned);
+/* __dlpack__ the way an older producer accepted it (tensor.c) */
 PyObject *dlbind_older_call(PyObject *x, int bits);
+/* compact copy of strided host memory (copy.c) */
 void dlbind_copy_strided(char *dst, const char *src, int ndim, const int64_t *shape, const int64_t *byte_strides,
-                         int64_t item); /* compact copy of strided host memory (copy.c) */ /* __dlpack__ the way an older producer accepted it */
+                         int64_t item);
 void dlbind_call_deleter(void *managed, int versioned);
 /* The owner our deleter will drop (borrowed), or NULL when the struct is not ours (for tp_traverse). */
 PyObject *dlbind_managed_owner(void *managed, int versioned);
