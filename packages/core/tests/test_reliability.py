@@ -728,3 +728,34 @@ def test_convert_refuses_a_bad_legacy_struct_cleanly(case: str, legacy_call: boo
             dlbind.convert(Producer(), to="numpy")
     gc.collect()
     assert counters and all(c.calls == 1 for c in counters), [c.calls for c in counters]
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,)])
+def test_convert_copies_huge_strides_without_overflow(shape: tuple[int, ...]) -> None:
+    """A copy convert's C route makes (negative strides to torch) of strides whose byte size overflows
+    int64 (found by the fuzzer under UBSan: signed overflow) is left to Python, which explains it or
+    makes the (empty) copy; nothing overflows (``nox -s asan`` runs this under UBSan)."""
+    torch = pytest.importorskip("torch")
+    from faulty import make_capsule
+
+    counters = []
+
+    class Producer:
+        def __dlpack__(self, **kwargs: Any) -> object:
+            made, counter = make_capsule(shape=shape, strides=(-(2**62) - 3,))
+            counters.append(counter)
+            return made
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    try:
+        out = dlbind.convert(Producer(), to="torch")
+    except BufferError:
+        pass
+    else:
+        # a size-1 dimension's stride never moves the pointer: its one element is read where data points
+        assert isinstance(out, torch.Tensor) and tuple(out.shape) == shape and out.tolist() == [0.0] * shape[0]
+        del out
+    gc.collect()
+    assert counters and all(c.calls == 1 for c in counters)

@@ -520,8 +520,8 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
     for (int i = ndim - 1; i >= 0; i--) {
         dims[i] = t->shape[i];
         strides[i] = acc;
-        steps[i] = (t->strides ? t->strides[i] : acc) * item;
-        acc *= t->shape[i] > 0 ? t->shape[i] : 1;
+        steps[i] = (t->strides ? t->strides[i] : acc) * item; /* fits: dlbind_import_for_convert checked */
+        if (t->shape[i] > 1 && dlbind_mul_overflow(acc, t->shape[i], &acc)) acc = INT64_MAX; /* zero-size only */
     }
     const char *src = (const char *)t->data + t->byte_offset;
     Py_BEGIN_ALLOW_THREADS
@@ -606,6 +606,10 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) copy = 1;
     if (copy && !hand_back && (!dlbind_device_host(t->device.device_type) || (t->dtype.bits * t->dtype.lanes) % 8 != 0))
         hand_back = 1; /* device memory, sub-byte elements: Python's copies */
+    for (int i = 0; copy && !hand_back && t->strides != NULL && i < t->ndim; i++) {
+        int64_t bytes; /* strides whose byte size overflows: Python says what is wrong */
+        if (dlbind_mul_overflow(t->strides[i], (int64_t)t->dtype.bits * t->dtype.lanes / 8, &bytes)) hand_back = 1;
+    }
     if (hand_back) {
         dlbind_call_deleter(m, 1);
         return 0;
