@@ -413,14 +413,25 @@ def interop(session: nox.Session, cell: _System) -> None:
     and as consumer (tests/interop/numpy_suite.py). ``nox -s interop`` runs every cell; ``-- ARGS`` go
     to pytest. Prints each run's test counts and the session's wall time.
     """
-    import shutil
     import time
 
     start = time.monotonic()
+    venv = str(session.virtualenv.location)
+    try:
+        _interop_cell(session, cell, venv)
+    finally:
+        # CI (.ci/interop sets it) keeps one cell's venv on disk at a time: the 18 together take ~16 GB,
+        # more than a CI machine's free disk may hold beside the other sessions.
+        if os.environ.get("DLBIND_INTEROP_DISCARD") == "1":
+            shutil.rmtree(venv, ignore_errors=True)
+            session.log(f"removed {venv} (DLBIND_INTEROP_DISCARD=1)")
+    session.log(f"interop {cell.system} {cell.version}: {time.monotonic() - start:.1f} s wall")
+
+
+def _interop_cell(session: nox.Session, cell: _System, venv: str) -> None:
     missing = [tool for tool in cell.tools if shutil.which(tool) is None]
     if missing:
         session.error(f"{cell.system} needs {', '.join(missing)} on PATH: apt-get install {' '.join(missing)}")
-    venv = str(session.virtualenv.location)
     env = {k: v.replace("{venv}", venv) for k, v in cell.env.items()}
     session.install("pytest>=8", "cffi>=1.17", *cell.pins)
     # The core from this tree (its compiled module comes from the generated code), as a wheel built once
@@ -451,7 +462,6 @@ def interop(session: nox.Session, cell: _System) -> None:
                 counts.append(f"numpy's test_dlpack.py, dlbind as {role}, pure={pure}: {_counts(summary)}")
     for line in counts:
         session.log(line)
-    session.log(f"interop {cell.system} {cell.version}: {time.monotonic() - start:.1f} s wall")
 
 
 def _core_wheel(session: nox.Session) -> str:
