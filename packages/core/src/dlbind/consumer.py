@@ -6,7 +6,7 @@ from typing import Any
 
 from dlbind import _capi, capsule, exchange
 from dlbind._ffi import native
-from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, Flags
+from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._libraries import (
     MISSING,
     TypeCache,
@@ -17,7 +17,7 @@ from dlbind._libraries import (
     truthy_guard,
 )
 from dlbind.devices import check_stream, parse_device, producer_device
-from dlbind.dtypes import DType
+from dlbind.dtypes import BOOL, UINT8, DType
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["from_dlpack"]
@@ -80,13 +80,9 @@ def sealed(tensor: Tensor, x: Any) -> Tensor:
             fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
             fill._flags = flags | _READ_ONLY
     query = bool_query(x)
-    if query is not None and tensor.dtype == _UINT8 and str(getattr(x, query[0])()) == query[1]:
-        return _retyped(tensor, _BOOL)
+    if query is not None and tensor.dtype == UINT8 and str(getattr(x, query[0])()) == query[1]:
+        return _retyped(tensor, BOOL)
     return tensor
-
-
-_UINT8 = DType(DataTypeCode.kDLUInt, 8)
-_BOOL = DType(DataTypeCode.kDLBool, 8)
 
 
 def _retyped(tensor: Tensor, dtype: DType) -> Tensor:

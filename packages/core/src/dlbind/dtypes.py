@@ -120,6 +120,13 @@ class DType(NamedTuple):
         return f"dlbind.DType({self.name})"
 
 
+#: The dtypes whose bool encodings the consumer and the planner translate between (adapters.toml
+#: ``export.bool``/``import.bool``): DLPack's bool, a uint8 labelled bool, a legacy 1-bit uint.
+BOOL = DType(_C.kDLBool, 8)
+UINT8 = DType(_C.kDLUInt, 8)
+UINT1 = DType(_C.kDLUInt, 1)
+
+
 def _name(code: int, bits: int) -> str:
     name = DTYPE_NAMES.get((code, bits))
     if name is not None:

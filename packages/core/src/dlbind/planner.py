@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule, exchange
 from dlbind._generated.adapters import ADAPTERS, Adapter
-from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, Flags
+from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
-from dlbind.dtypes import SUBBYTE_PADDED, DType
+from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view
 from dlbind.tensor import Tensor
 
@@ -266,16 +266,11 @@ class _BoolAs:
         versioned = max_version is not None and max_version[0] >= 1
         if dl_device is not None or copy or (versioned and self.encoding == "uint1") or (t.readonly and not versioned):
             raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
-        dtype = _UINT1 if self.encoding == "uint1" else _UINT8
+        dtype = UINT1 if self.encoding == "uint1" else UINT8
         flags = int(Flags.READ_ONLY) if t.readonly else 0
         return capsule.export(
             t.data_ptr, t.shape, t.strides, dtype, t.device, t.byte_offset, t, versioned=versioned, flags=flags,
         )  # fmt: skip
-
-
-_UINT1 = DType(DataTypeCode.kDLUInt, 1)
-_UINT8 = DType(DataTypeCode.kDLUInt, 8)
-_BOOL = DType(DataTypeCode.kDLBool, 8)
 
 
 def device_arg(route: Route, device: Any) -> Any:
@@ -348,7 +343,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         # be read-only in numpy<2.1: numpy/numpy#28600)
         return _view(route, tensor)
     producer: Any = tensor
-    if adapter.import_bool != "bool" and tensor.dtype == _BOOL:
+    if adapter.import_bool != "bool" and tensor.dtype == BOOL:
         producer = _BoolAs(tensor, adapter.import_bool)
     elif route.legacy_only and tensor._flags & _READ_ONLY:
         producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
