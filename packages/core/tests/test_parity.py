@@ -132,6 +132,14 @@ CASES: dict[str, tuple[str, str | None]] = {
         "dlbind.from_dlpack(capsule(ndim=3, shape=(0, 2**40, 2**40), strides=None))",
         "BufferError",
     ),
+    "from_dlpack NULL strides too large, inner zero": (
+        "dlbind.from_dlpack(capsule(ndim=4, shape=(2**40, 2**40, 2**40, 0), strides=None))",
+        "BufferError",
+    ),
+    "from_dlpack NULL strides, inner zero": (
+        "dlbind.from_dlpack(capsule(ndim=3, shape=(2**40, 2**40, 0), strides=None))",
+        "ok",
+    ),
     "from_dlpack byte_offset wraps": ("dlbind.from_dlpack(capsule(byte_offset=2**64 - 1))", "BufferError"),
     "from_dlpack byte_offset": ("dlbind.from_dlpack(capsule(byte_offset=4, shape=(2,)))", "ok"),
     # -- from_pointer -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, Device
 from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES, LEGACY_READINGS
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
-from dlbind.export import byte_strides, export_view
+from dlbind.export import byte_strides, contiguous_strides, export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
@@ -281,15 +281,8 @@ def check_managed(
     shape = tuple(ffi.unpack(t.shape, ndim)) if ndim else ()
     if any(d < 0 for d in shape):
         raise BufferError(f"negative dimension in shape {shape}")
-    if ndim and t.strides != ffi.NULL:
-        strides = tuple(ffi.unpack(t.strides, ndim))
-    else:  # NULL strides: compact row-major (allowed before DLPack 1.2)
-        reversed_strides: list[int] = []
-        acc = 1
-        for d in reversed(shape):
-            reversed_strides.append(acc)
-            acc *= d
-        strides = tuple(reversed(reversed_strides))
+    # NULL strides: compact row-major (allowed before DLPack 1.2); past int64 (zero-size only): BufferError below
+    strides = tuple(ffi.unpack(t.strides, ndim)) if ndim and t.strides != ffi.NULL else contiguous_strides(shape)
     padded = versioned and bool(int(managed.flags) & SUBBYTE_PADDED)
     byte_size(shape, DType(code, bits, lanes), padded=padded)  # BufferError beyond int64
     if any(s > INT64_MAX for s in strides):

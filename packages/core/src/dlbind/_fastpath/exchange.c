@@ -455,11 +455,7 @@ static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *leg
     view->v.dl_tensor = *t;
     dlbind_legacy_reading(&view->v.dl_tensor.dtype);
     if (extra) {
-        int64_t acc = 1;
-        for (int i = t->ndim - 1; i >= 0; i--) {
-            view->strides[i] = acc;
-            if (t->shape[i] > 0 && dlbind_mul_overflow(acc, t->shape[i], &acc)) acc = INT64_MAX;
-        }
+        dlbind_compact_strides(t->ndim, t->shape, view->strides);
         view->v.dl_tensor.strides = view->strides;
     }
     return &view->v;
@@ -516,12 +512,11 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
         return NULL;
     }
     int64_t *dims = c->dims, *strides = c->dims + ndim;
-    int64_t steps[DLBIND_MAX_NDIM], acc = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
+    int64_t steps[DLBIND_MAX_NDIM];
+    dlbind_compact_strides(ndim, t->shape, strides);
+    for (int i = 0; i < ndim; i++) {
         dims[i] = t->shape[i];
-        strides[i] = acc;
-        steps[i] = (t->strides ? t->strides[i] : acc) * item; /* fits: dlbind_import_for_convert checked */
-        if (t->shape[i] > 1 && dlbind_mul_overflow(acc, t->shape[i], &acc)) acc = INT64_MAX; /* zero-size only */
+        steps[i] = (t->strides ? t->strides[i] : strides[i]) * item; /* fits: dlbind_import_for_convert checked */
     }
     const char *src = (const char *)t->data + t->byte_offset;
     Py_BEGIN_ALLOW_THREADS

@@ -61,6 +61,16 @@ static inline int dlbind_add_overflow(int64_t a, int64_t b, int64_t *out) {
 }
 #endif
 
+/* Compact row-major strides in elements for a NULL-strides tensor, as dlbind.export.contiguous_strides(shape,
+ * saturate=True): a dimension of 0 counts as 1; a product past int64 (a zero-size tensor's) gives 0. */
+static inline void dlbind_compact_strides(int ndim, const int64_t *shape, int64_t *out) {
+    int64_t acc = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        out[i] = acc;
+        if (acc != 0 && shape[i] > 1 && dlbind_mul_overflow(acc, shape[i], &acc)) acc = 0;
+    }
+}
+
 /* ---- configuration (module.c) -------------------------------------------------------------- */
 typedef struct {
     PyTypeObject *tensor_type;   /* dlbind.Tensor (a Python subclass of TensorCore) */

@@ -57,10 +57,10 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
     if (dlbind_nbytes(count, t->dtype, padded, &nbytes) != 0) return 0;
     if (t->data == NULL && count != 0 && dlbind_device_host(t->device.device_type)) return 0;
     if (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data) return 0;
-    if (t->ndim > 0 && t->strides == NULL) { /* the row-major strides wrap wants must fit in int64 */
+    if (t->ndim > 0 && t->strides == NULL) { /* dlbind_compact_strides' strides must fit in int64 */
         int64_t acc = 1;
         for (int i = t->ndim - 1; i > 0; i--)
-            if (dlbind_mul_overflow(acc, t->shape[i], &acc)) return 0;
+            if (t->shape[i] > 1 && dlbind_mul_overflow(acc, t->shape[i], &acc)) return 0;
     }
     return 1;
 }
@@ -106,12 +106,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
             return PyErr_NoMemory();
         }
         self->own_strides = 1;
-        int64_t acc = 1;
-        for (int i = t->ndim - 1; i >= 0; i--) {
-            self->strides[i] = acc;
-            /* as dlbind.tensor.check_managed: the running product, which dlbind_valid bounded */
-            if (i > 0) acc *= t->shape[i];
-        }
+        dlbind_compact_strides(t->ndim, t->shape, self->strides); /* as dlbind.tensor.check_managed */
     }
     return (PyObject *)self;
 }
