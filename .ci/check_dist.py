@@ -16,6 +16,14 @@ distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/
    core's version; ``pip install --find-links DIST "dlbind[<name>]"`` in a fresh venv installs the core and
    that backend only, imports it without loading the vendor library, and ``dlbind.backends()`` lists it;
    ``"dlbind[all]"`` installs the core and every backend.
+5. Issue 9's acceptance, from the built files: in ``dlbind[vulkan]`` venvs with this Python's newest numpy
+   and with numpy 2.5 (Python 3.12), ``dlbind_vulkan.asarray`` makes a ``(kDLVulkan, 0)`` tensor on Mesa's
+   lavapipe that ``np.from_dlpack(t, device="cpu", copy=True)`` copies back equal, that plain
+   ``np.from_dlpack(t)`` refuses (``BufferError`` from numpy 2.5; numpy before 2.5 raises its own
+   ``RuntimeError``) and that ``dlbind.from_dlpack`` imports zero-copy; in a ``dlbind[cuda,rocm]``
+   venv, ``dlbind.backends()`` lists both unavailable with a one-line reason, ``asarray`` raises a
+   ``BufferError`` naming the backend, and the two backends' own tests (recording runtimes) pass against
+   the installed wheels with their GPU tests collected and skipped naming the reason.
 
 Exit status 0 when every check passes; otherwise 1, after printing every failure.
 """
@@ -203,6 +211,89 @@ def check_backends(dist_dir: Path, tmp: Path, f: Failures) -> None:
     f.check(ours == ["dlbind", *(f"dlbind-{n}" for n in _backends())], f"dlbind[all] installed: {ours}")
 
 
+def _pyenv(version: str) -> str | None:
+    """pyenv's interpreter of ``version`` (as the noxfile finds it), or None."""
+    import glob
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
+    return found[-1] if found else None
+
+
+VULKAN_ACCEPTANCE = """
+import numpy as np, dlbind, dlbind_vulkan
+src = np.arange(12.0).reshape(3, 4)
+t = dlbind_vulkan.asarray(src)
+assert t.device == (dlbind.DeviceType.kDLVulkan, 0), t.device
+back = np.from_dlpack(t, device="cpu", copy=True)
+assert back.shape == src.shape and (back == src).all(), back
+# numpy refuses a device it cannot read after taking the capsule (it passes dl_device=None, so no producer
+# can tell it is CPU-only): numpy 2.5 raises BufferError, as the array API says; older numpy RuntimeError.
+try:
+    np.from_dlpack(t)
+except (BufferError, RuntimeError) as e:
+    refused = type(e).__name__
+    print("np.from_dlpack(t):", refused, e)
+else:
+    raise AssertionError("np.from_dlpack(vulkan tensor) did not refuse")
+numpy_version = tuple(int(p) for p in np.__version__.split(".")[:2])
+assert refused == ("BufferError" if numpy_version >= (2, 5) else "RuntimeError"), (np.__version__, refused)
+z = dlbind.from_dlpack(t)
+assert z.device == t.device and z.data_ptr == t.data_ptr and z.byte_offset == t.byte_offset, (z, t)
+print("numpy", np.__version__, "dlbind", dlbind.ffi_build(), "build: vulkan acceptance: ok")
+"""
+
+GPU_ACCEPTANCE = """
+import numpy as np, dlbind, dlbind_cuda, dlbind_rocm
+status = dlbind.backends()
+for name, module in (("cuda", dlbind_cuda), ("rocm", dlbind_rocm)):
+    s = status[name]
+    assert not s.available and s.reason and "\\n" not in s.reason, s
+    print(name, "unavailable:", s.reason)
+    try:
+        module.asarray(np.zeros(3))
+    except BufferError as e:
+        assert f"dlbind-{name}" in str(e), e
+    else:
+        raise AssertionError(f"dlbind_{name}.asarray worked without a device")
+print("cuda/rocm acceptance: ok")
+"""
+
+
+def check_acceptance(dist_dir: Path, tmp: Path, f: Failures) -> None:
+    print("issue 9 acceptance from the built files", flush=True)
+    # This Python's newest numpy (2.4 on 3.11), and numpy 2.5 (Python 3.12, where the core builds from its sdist).
+    runs = [("this Python", str(_venv(tmp / "accept-vulkan")), "numpy")]
+    py312 = _pyenv("3.12")
+    if py312:
+        subprocess.run([py312, "-m", "venv", str(tmp / "accept-vulkan-312")], check=True)
+        runs.append(("Python 3.12", str(tmp / "accept-vulkan-312/bin/python"), "numpy==2.5.5"))
+    else:
+        f.check(False, "Python 3.12 (pyenv) for the numpy 2.5 acceptance run")
+    for where, py, numpy in runs:
+        _run(f, f'{where}: pip install --find-links dist "dlbind[vulkan]" {numpy}',
+             [py, "-m", "pip", "install", "-q", "--find-links", str(dist_dir), "dlbind[vulkan]", numpy])  # fmt: skip
+        _run(f, f"{where}: dlbind_vulkan.asarray on lavapipe: host copy, numpy refuses, zero-copy import",
+             [py, "-c", VULKAN_ACCEPTANCE], cwd=tmp, expect="vulkan acceptance: ok")  # fmt: skip
+
+    py = str(_venv(tmp / "extra-cuda-rocm"))
+    generator = str(_one(dist_dir, "dlbind_generator-*.whl"))  # dlbind-cuda's tests compare its selection
+    _run(f, 'pip install --find-links dist "dlbind[cuda,rocm]" numpy pytest',
+         [py, "-m", "pip", "install", "--quiet", "--find-links", str(dist_dir), "dlbind[cuda,rocm]", "numpy",
+          "pytest>=8", generator])  # fmt: skip
+    _run(f, "dlbind.backends(): cuda and rocm unavailable, one-line reasons; asarray refuses naming them",
+         [py, "-c", GPU_ACCEPTANCE], cwd=tmp, expect="cuda/rocm acceptance: ok")  # fmt: skip
+    tests = [str(ROOT / "packages" / name / "tests") for name in ("cuda", "rocm")]
+    out = _run(f, "the cuda and rocm tests against the installed wheels (recording runtimes)",
+               [py, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-rs"],
+               env={**os.environ, "DLBIND_PURE": "0"}, expect=" passed")  # fmt: skip
+    for gpu_tests, reason in (("cuda/tests/test_cuda_gpu.py", "needs a CUDA GPU"),
+                              ("rocm/tests/test_rocm_gpu.py", "needs an AMD GPU")):  # fmt: skip
+        skipped = [line for line in out.splitlines() if line.startswith("SKIPPED") and gpu_tests in line]
+        f.check(bool(skipped) and all(reason in line for line in skipped),
+                f"{gpu_tests}: collected and skipped with the reason ({reason} ...)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dist_dir", nargs="?", type=Path, default=ROOT / "dist")
@@ -214,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         check_wheels(args.dist_dir.resolve(), Path(tmp), f)
         check_pure_sdist(args.dist_dir.resolve(), Path(tmp), f)
         check_backends(args.dist_dir.resolve(), Path(tmp), f)
+        check_acceptance(args.dist_dir.resolve(), Path(tmp), f)
     print(f"check_dist: {len(f.messages)} failed ({time.perf_counter() - start:.0f} s)", flush=True)
     for m in f.messages:
         print(f"  FAILED: {m}", file=sys.stderr)
