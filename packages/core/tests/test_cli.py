@@ -36,3 +36,16 @@ def test_info_json() -> None:
     devices = data["tables"]["device types (DLDeviceType)"]
     assert {"name": "kDLTrn", "value": 18, "since": "1.2", "earlier names": ""} in devices
     assert data["build"] in ("compiled", "pure")
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """``python -m dlbind info --json | head -c 10``: no BrokenPipeError traceback, SIGPIPE's exit status."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "dlbind", "info", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.read(10).startswith(b"{")
+        proc.stdout.close()  # the reader goes away, as head does, before dlbind has written everything
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import enum
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -132,5 +133,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.error(f"unknown command {args.command}")  # argparse refuses unknown commands first
 
 
+def _run() -> int:
+    """``main`` for the console: a reader that closes the pipe early (``| head``) ends the command quietly."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at devnull so that flush cannot fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13  # SIGPIPE's status, as a shell reports a command killed by it
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run())
