@@ -248,3 +248,13 @@ def test_a_malformed_dlpack_device_is_a_buffer_error(dev: Any) -> None:
 
     with pytest.raises(BufferError, match=r"__dlpack_device__\(\) returned"):
         dlbind.from_dlpack(Odd(np.arange(3.0)), device="cpu")
+
+
+@pytest.mark.parametrize(("device", "asked"), [((2, 0), "cuda:0"), ("cuda:1", "cuda:1"), ((1, 3), "cpu:3")])
+def test_a_refused_device_request_names_the_request_and_the_producer(device: Any, asked: str) -> None:
+    """numpy's own refusal says only "unsupported device requested"; dlbind adds what was asked of whom."""
+    with pytest.raises(BufferError) as info:
+        dlbind.from_dlpack(np.arange(3.0), device=device)
+    message = str(info.value)
+    assert message.startswith(f"from_dlpack(device={device!r}): numpy.ndarray on cpu:0 cannot export to {asked}: ")
+    assert isinstance(info.value.__cause__, BufferError)  # the producer's own refusal, kept

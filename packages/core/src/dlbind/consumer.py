@@ -16,7 +16,7 @@ from dlbind._libraries import (
     refuses_with,
     truthy_guard,
 )
-from dlbind.devices import check_stream, parse_device, producer_device
+from dlbind.devices import check_stream, device_name, parse_device, producer_device
 from dlbind.dtypes import BOOL, UINT8, DType
 from dlbind.tensor import Tensor, from_capsule
 
@@ -271,8 +271,16 @@ def from_dlpack(
     dl_device = target if target is not None and target != here else None
     try:
         capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
-    except BufferError:
+    except BufferError as e:
         fallback = _host_fallback(x) if stream is None and copy is not False and dl_device is None else None
+        if fallback is None and dl_device is not None:
+            # say what was asked of whom: the producer's own message alone ("unsupported device requested")
+            # names neither
+            raise BufferError(
+                f"from_dlpack(device={device!r}): {type(x).__module__}.{type(x).__qualname__} on "
+                f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"
+                f"{' with copy=False' if copy is False else ''}: {e}"
+            ) from e
         if fallback is None:
             raise
         return sealed(from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector), x)
