@@ -270,3 +270,12 @@ def test_packed_subbyte_tensor_is_not_viewed_as_bytes() -> None:
     assert t.nbytes == 3  # packed: two per byte, little bit-endian
     with pytest.raises(BufferError, match="packed below a byte"):
         np.asarray(t)
+
+
+@pytest.mark.parametrize("make", [lambda: np.arange(3.0), lambda: bytearray(b"abc"), lambda: dlbind.asdlpack(b"ab")])
+def test_device_id_is_never_ignored(make: typing.Any) -> None:
+    """device_id= names a CUDA-interface GPU; elsewhere it must match the memory's device (it moves nothing)."""
+    obj = make()
+    assert dlbind.asdlpack(obj, device_id=0).__dlpack_device__() == (DeviceType.kDLCPU, 0)
+    with pytest.raises(ValueError, match=r"asdlpack\(device_id=1\): this \w+ is on cpu:0; device_id names the GPU"):
+        dlbind.asdlpack(obj, device_id=1)

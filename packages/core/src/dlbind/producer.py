@@ -219,7 +219,22 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     dlbind-cuda, or named by ``device_id``).
 
     ``readonly=True`` exports the memory read-only; ``readonly=False`` requires writable memory.
+    ``device_id`` names the GPU of a ``__cuda_array_interface__`` export; on any other route it must be the
+    device id the memory already has (ValueError otherwise: dlbind never moves memory to honour it).
     """
+    exporter = _asdlpack(obj, readonly, device_id)
+    if device_id is not None:
+        kind, index = exporter.__dlpack_device__()
+        if index != device_id:
+            raise ValueError(
+                f"asdlpack(device_id={device_id!r}): this {type(obj).__name__} is on {device_name(kind)}:{index}; "
+                "device_id names the GPU of a __cuda_array_interface__ export, it does not move memory "
+                "(copy it there with its own library first)"
+            )
+    return exporter
+
+
+def _asdlpack(obj: Any, readonly: bool | None, device_id: int | None) -> Exporter:
     try:
         view: memoryview | None = memoryview(obj)
     except (TypeError, ValueError, BufferError):  # numpy and jax refuse buffers of dtypes they cannot format
