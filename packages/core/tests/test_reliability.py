@@ -691,10 +691,62 @@ def test_defect11_zero_size_with_huge_dims(shape: tuple[int, ...], strides: tupl
     assert dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3))).shape == shape
 
 
-@pytest.mark.xfail(PURE, strict=True, reason="issue 8 defect 12: the pure build's Tensor has no buffer protocol")
+_NO_PURE_BUFFER = PURE and sys.version_info < (3, 12)
+
+
+@pytest.mark.xfail(_NO_PURE_BUFFER, strict=True, reason="the pure build's buffer protocol needs Python 3.12 (PEP 688)")
 def test_defect12_buffer_protocol_in_both_builds() -> None:
     t = dlbind.from_dlpack(dlbind.asdlpack(bytearray(b"abcd")))
     assert memoryview(t).tobytes() == b"abcd"
+
+
+_BUFFER_CASES = {
+    "2-D": lambda: np.arange(6.0).reshape(2, 3),
+    "0-d": lambda: np.array(5.0),
+    "1-D step 3": lambda: np.arange(10, dtype=np.int16)[::3],
+    "1-D reversed": lambda: np.arange(10, dtype=np.int32)[::-2],
+    "empty": lambda: np.zeros((0,)),
+    "bool": lambda: np.array([True, False, True]),
+    "float16": lambda: np.arange(3, dtype=np.float16),
+    "read-only": lambda: _read_only(np.arange(3.0)),
+}
+
+
+def _read_only(a: Any) -> Any:
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.skipif(_NO_PURE_BUFFER, reason="the pure build's buffer protocol needs Python 3.12 (PEP 688)")
+@pytest.mark.parametrize("case", list(_BUFFER_CASES))
+def test_memoryview_of_a_tensor_matches_numpy(case: str) -> None:
+    """``memoryview(t)`` in both builds (the pure one through ``__buffer__``): values, shape, read-only, and
+    the view keeps the tensor's memory alive."""
+    a = _BUFFER_CASES[case]()
+    t = dlbind.from_dlpack(a)
+    view = memoryview(t)
+    del t
+    gc.collect()
+    assert view.shape == a.shape and view.tobytes() == a.tobytes() and view.readonly == (not a.flags.writeable)
+    assert view.format == a.dtype.char
+    if not view.readonly and a.size and view.format != "e":  # memoryview reads no float16 items
+        view[(0,) * a.ndim] = view[(0,) * a.ndim] or 1  # writes reach the source
+        assert view[(0,) * a.ndim] == a[(0,) * a.ndim]
+
+
+@pytest.mark.skipif(not PURE or _NO_PURE_BUFFER, reason="the pure build's limits (Python 3.12+); the C build has all")
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: np.arange(12.0).reshape(3, 4)[:, ::2], "row-major contiguous or 1-D tensors only"),
+        (lambda: np.arange(3, dtype=np.complex128), "cannot give complex128"),
+        (lambda: np.broadcast_to(np.arange(1.0), (4,)), "broadcast"),
+        (lambda: np.zeros((0, 3)), "zero-size tensor of shape"),
+    ],
+)
+def test_the_pure_buffer_protocol_refuses_what_it_cannot_give(make: Any, message: str) -> None:
+    with pytest.raises(BufferError, match=message):
+        memoryview(dlbind.from_dlpack(make()))
 
 
 @pytest.mark.parametrize("case", ["null shape", "negative dimension", "ndim too large"])

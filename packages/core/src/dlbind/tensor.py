@@ -72,6 +72,51 @@ class _PureCore:
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
 
+    def __buffer__(self, flags: int) -> memoryview:
+        """The buffer protocol of the pure build (PEP 688: Python 3.12 and newer): host tensors that are
+        row-major contiguous, or one-dimensional with any nonzero stride, of a dtype ``memoryview.cast`` knows
+        (not complex), not zero-size with more than one dimension; the C build's buffer protocol has every
+        layout. BufferError otherwise."""
+        t: Any = self
+        if t._device_type not in HOST_ACCESSIBLE:
+            raise BufferError(f"the buffer protocol needs host memory; this tensor is on {device_name(t._device_type)}")
+        if flags & _PYBUF_WRITABLE and t.readonly:
+            raise BufferError("a writable buffer was requested of a read-only tensor")
+        try:
+            fmt = t.dtype.format
+        except ValueError as e:
+            raise BufferError(str(e)) from None
+        if len(fmt) != 1:
+            raise BufferError(f"the pure build's buffer protocol cannot give {t.dtype.name} (format {fmt!r})")
+        item = t.dtype.itemsize
+        contiguous = t.size == 0 or t.is_contiguous()
+        if not contiguous and t.ndim != 1:
+            raise BufferError(
+                "the pure build's buffer protocol gives row-major contiguous or 1-D tensors only (this one has "
+                f"strides {t.strides}); np.asarray(t) views any layout, and the compiled build's memoryview too"
+            )
+        if t.size == 0:
+            if t.ndim > 1:  # memoryview.cast refuses zeros in a shape
+                raise BufferError(f"the pure build's buffer protocol cannot give a zero-size tensor of shape {t.shape}")
+            raw = memoryview(bytearray())
+        else:
+            # the bytes the elements span, from the lowest address one of them starts at
+            low = sum(min(0, (d - 1) * s) for d, s in zip(t.shape, t.strides, strict=True)) * item
+            high = sum(max(0, (d - 1) * s) for d, s in zip(t.shape, t.strides, strict=True)) * item + item
+            start = t.data_ptr + t.byte_offset + low
+            raw = memoryview(ffi.buffer(ffi.cast("char *", start), high - low))  # type: ignore[arg-type]
+        if t.readonly:
+            raw = raw.toreadonly()
+        if contiguous:
+            return raw.cast(fmt, t.shape) if t.size else raw.cast(fmt)  # cast refuses a 0 in a shape
+        step = t.strides[0]  # nonzero: a zero stride over more than one element is not contiguous
+        if step == 0:
+            raise BufferError("the buffer protocol cannot give a broadcast (zero-stride) tensor")
+        return raw.cast(fmt)[0 if step > 0 else -1 :: step]
+
+
+_PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12)
+
 # Users see the method as Tensor's (as in the compiled build's messages of a wrong call).
 _PureCore.__dlpack__.__qualname__ = "Tensor.__dlpack__"
 
@@ -84,7 +129,7 @@ class Tensor(_Core):  # type: ignore[misc]
     Attributes: ``shape``, ``strides`` (elements), ``byte_strides``, ``dtype``, ``device``,
     ``data_ptr`` (as the producer gave it) and ``byte_offset``, ``readonly``, ``version`` (None for
     a legacy capsule), ``flags``, ``nbytes``, ``ndim``, ``size``. Exports ``__dlpack__`` again, the
-    array interface, and (compiled build) the buffer protocol.
+    array interface, and the buffer protocol (pure build: Python 3.12+, contiguous or 1-D tensors).
     """
 
     __slots__ = ()
