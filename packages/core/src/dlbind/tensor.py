@@ -104,7 +104,7 @@ class _PureCore:
             low = sum(min(0, (d - 1) * s) for d, s in zip(t.shape, t.strides, strict=True)) * item
             high = sum(max(0, (d - 1) * s) for d, s in zip(t.shape, t.strides, strict=True)) * item + item
             start = t.data_ptr + t.byte_offset + low
-            raw = memoryview(ffi.buffer(ffi.cast("char *", start), high - low))  # type: ignore[arg-type]
+            raw = memoryview(ffi.buffer(ffi.cast("char *", start), high - low))
         if t.readonly:
             raw = raw.toreadonly()
         if contiguous:
