@@ -115,7 +115,8 @@ class GpuTestSuite:
         def recording_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
             gcc = shutil.which("gcc") or shutil.which("cc")
             if gcc is None:
-                pytest.skip(f"building the recording {self.runtime_text} runtime needs a C compiler (apt-get install gcc)")
+                needs = "needs a C compiler (apt-get install gcc)"
+                pytest.skip(f"building the recording {self.runtime_text} runtime {needs}")
             out = tmp_path_factory.mktemp("recording") / f"librecording_{self.library}.so"
             cmd = [gcc, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-O1", "-I", str(HERE), "-o", str(out),
                    str(self.source), "-lpthread"]  # fmt: skip

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import dlbind_rocm
-from rocm_recording import Recording
 from gpu_recording import GpuTestSuite
+from rocm_recording import Recording
 
 SUITE = GpuTestSuite(
     backend="rocm",

@@ -47,7 +47,7 @@ class GpuRuntime:
     """
 
     ffi: ClassVar[Any]
-    decl: ClassVar[Any]
+    decl: Any  # the generated declarations module
     prefix: ClassVar[str]  # "cuda": the symbols' prefix
     runtime_name: ClassVar[str]  # "CUDA": as in "CUDA runtime 13.0"
     device_label: ClassVar[str]  # "CUDA": as in "no CUDA device 2"
@@ -224,7 +224,7 @@ class GpuAllocation:
         finalizer.atexit = False
 
     def _allocate(self, rt: GpuRuntime, out: Any, nbytes: int, memory: str) -> Callable[[Any], Any]:
-        """Allocate ``nbytes`` of ``memory`` into ``out[0]`` (on the current device); return the function that frees it."""
+        """Allocate ``nbytes`` of ``memory`` into ``out[0]`` (on the current device); return what frees it."""
         raise NotImplementedError
 
 
@@ -260,7 +260,7 @@ class GpuBackend:
 
     name: ClassVar[str]
     device_types: tuple[int, ...]
-    tensors: ClassVar[Any]
+    tensors: Any  # the backend's _tensors module
 
     @staticmethod
     def runtime() -> GpuRuntime:
