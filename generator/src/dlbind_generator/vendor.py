@@ -46,6 +46,8 @@ EXCLUDED = {
     "check.py": "the interoperability matrix of installed libraries is dlbind's tool",
     "testing": "the conformance checks: run dlbind.testing against the copy instead",
     "_backends.py": "device backends import dlbind: replaced by a module that loads none",
+    "_gpu_runtime.py": "the base of dlbind's GPU backends (dlbind-cuda, dlbind-rocm): no copy has backends",
+    "_device_tensors.py": "the tensors of dlbind's backends (owned device memory, host copies): no copy has backends",
     "_generated": "rendered again for the chosen header version",
 }
 #: Copied for the compiled build only: the C sources of the fast path (not re-rooted: the package

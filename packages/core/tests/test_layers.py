@@ -56,6 +56,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind.__main__",
         ),
     ),
+    # On top, so that no module of the core imports them: only the backend distributions do.
+    ("bases of the device backends", ("dlbind._gpu_runtime", "dlbind._device_tensors")),
 )
 # Modules made at install time (no source in the tree to parse).
 BUILT = frozenset({"dlbind._api", "dlbind._fastpath"})

@@ -8,60 +8,32 @@ them they are skipped with the reason the real runtime gives.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import dlbind_cuda
 from cuda_recording import Recording
-from dlbind_cuda import _runtime
+from gpu_recording import GpuTestSuite
 
-SOURCE = Path(__file__).with_name("recording_cudart.c")
+SUITE = GpuTestSuite(
+    backend="cuda",
+    recording=Recording,
+    source=Path(__file__).with_name("recording_cudart.c"),
+    library="cudart",
+    runtime_text="CUDA",
+    marker_text="needs a CUDA GPU and its driver",
+    defaults="runtime and driver 13.0",
+    probe=dlbind_cuda.probe,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "cuda_gpu: needs a CUDA GPU and its driver (skipped naming what is missing)")
+    SUITE.configure(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not any("cuda_gpu" in item.keywords for item in items):
-        return
-    probe = dlbind_cuda.probe()  # the real runtime, unless DLBIND_CUDA_LIBRARY names another
-    if probe.available:
-        return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU and its driver: {probe.reason}")
-    for item in items:
-        if "cuda_gpu" in item.keywords:
-            item.add_marker(skip)
+    SUITE.skip_without_gpu(items)
 
 
-@pytest.fixture(scope="session")
-def recording_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if gcc is None:
-        pytest.skip("building the recording CUDA runtime needs a C compiler (apt-get install gcc)")
-    out = tmp_path_factory.mktemp("recording") / "librecording_cudart.so"
-    cmd = [gcc, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-O1", "-o", str(out), str(SOURCE), "-lpthread"]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return out
-
-
-@pytest.fixture
-def recording(recording_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recording]:
-    """A fresh recording runtime (a copy under a new name is a new library: fresh state), not loaded yet:
-    configure it, then ``recording.load()``."""
-    path = tmp_path / "libcudart_recording.so"
-    shutil.copy(recording_library, path)
-    monkeypatch.setenv("DLBIND_CUDA_LIBRARY", str(path))
-    yield Recording(path)
-    _runtime.reset()  # the next test loads whatever its environment names
-
-
-@pytest.fixture
-def rec(recording: Recording) -> Recording:
-    """The recording runtime with its defaults (one device, runtime and driver 13.0), loaded."""
-    recording.load()
-    return recording
+recording_library, recording, rec = SUITE.fixtures()

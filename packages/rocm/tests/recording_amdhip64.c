@@ -19,140 +19,15 @@
    (what hipGetDeviceCount returns), recording_fail(call, code) makes the next call of `call` return
    `code`.
 
-   Built by the tests: gcc -shared -fPIC -o librecording_amdhip64.so recording_amdhip64.c -lpthread */
+   The log, the controls and the calls CUDA has too are in tests/gpu_backends/recording_runtime.h, shared
+   with recording_cudart.c; this file gives the HIP names and what only HIP has.
 
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+   Built by the tests: gcc -shared -fPIC -I tests/gpu_backends -o librecording_amdhip64.so
+   recording_amdhip64.c -lpthread */
 
-typedef int hipError_t;
-typedef void *hipStream_t;
-typedef void *hipEvent_t;
-
-enum { TYPE_UNREGISTERED = 0, TYPE_HOST = 1, TYPE_DEVICE = 2, TYPE_MANAGED = 3 }; /* HIP 6 numbering */
-
-typedef struct { /* HIP 5's layout (HIP 6 renames memoryType to type) */
-    int memoryType;
-    int device;
-    void *devicePointer;
-    void *hostPointer;
-    int isManaged;
-    unsigned allocationFlags;
-} hipPointerAttribute_t;
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[1 << 16];
-static size_t log_len;
-static long cfg_devices = 1, cfg_runtime = 50221153, cfg_driver = 50221153, cfg_count_error = 0;
-static char fail_call[64];
-static int fail_code;
-static __thread int current_device;
-
-struct block { char *base; size_t size; int type; int device; char name[16]; };
-static struct block blocks[4096];
-static int nblocks, counters[4];
-
-struct handle { void *ptr; char name[16]; };
-static struct handle handles[4096];
-static int nhandles, nstreams, nevents;
-
-/* -- the log --------------------------------------------------------------------------------------------- */
-
-static void record(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (log_len < sizeof log_text - 256) {
-        int n = vsnprintf(log_text + log_len, sizeof log_text - log_len - 1, fmt, ap);
-        if (n > 0) log_len += (size_t)n;
-        log_text[log_len++] = '\n';
-        log_text[log_len] = 0;
-    }
-    va_end(ap);
-}
-
-static int injected(const char *call) { /* under lock */
-    if (fail_code && strcmp(call, fail_call) == 0) {
-        int code = fail_code;
-        fail_code = 0;
-        return code;
-    }
-    return 0;
-}
-
-const char *recording_log(void) { return log_text; }
-
-void recording_clear(void) {
-    pthread_mutex_lock(&lock);
-    log_len = 0;
-    log_text[0] = 0;
-    pthread_mutex_unlock(&lock);
-}
-
-int recording_set(const char *key, long value) {
-    if (!strcmp(key, "devices")) cfg_devices = value;
-    else if (!strcmp(key, "runtime_version")) cfg_runtime = value;
-    else if (!strcmp(key, "driver_version")) cfg_driver = value;
-    else if (!strcmp(key, "device_count_error")) cfg_count_error = value;
-    else return -1;
-    return 0;
-}
-
-void recording_fail(const char *call, int code) {
-    pthread_mutex_lock(&lock);
-    snprintf(fail_call, sizeof fail_call, "%s", call);
-    fail_code = code;
-    pthread_mutex_unlock(&lock);
-}
-
-/* -- names ------------------------------------------------------------------------------------------------- */
-
-static struct block *find_block(const void *p) {
-    for (int i = 0; i < nblocks; i++) {
-        const char *c = p;
-        if (blocks[i].base && c >= blocks[i].base && c < blocks[i].base + (blocks[i].size ? blocks[i].size : 1))
-            return &blocks[i];
-    }
-    return NULL;
-}
-
-static const char *pointer_name(const void *p, char *out, size_t n) {
-    struct block *b = find_block(p);
-    if (b) snprintf(out, n, "%s+%ld", b->name, (long)((const char *)p - b->base));
-    else snprintf(out, n, "%s", p ? "host" : "NULL");
-    return out;
-}
-
-static const char *handle_name(void *p, char *out, size_t n) {
-    if (!p) return "default";
-    for (int i = 0; i < nhandles; i++)
-        if (handles[i].ptr == p) return handles[i].name;
-    snprintf(out, n, "%#lx", (unsigned long)(uintptr_t)p);
-    return out;
-}
-
-static void *new_handle(char prefix, int number) {
-    void *p = malloc(1);
-    if (nhandles < 4096) {
-        handles[nhandles].ptr = p;
-        snprintf(handles[nhandles].name, sizeof handles[nhandles].name, "%c%d", prefix, number);
-        nhandles++;
-    }
-    return p;
-}
-
-static void forget_handle(void *p) {
-    for (int i = 0; i < nhandles; i++)
-        if (handles[i].ptr == p) {
-            handles[i] = handles[--nhandles];
-            free(p);
-            return;
-        }
-}
-
-/* -- errors and versions --------------------------------------------------------------------------------- */
+#define RT_PREFIX hip
+#define RT_RUNTIME_VERSION 50221153
+#define RT_UNKNOWN_ERROR "hipErrorUnknown"
 
 static const struct { int code; const char *name, *text; } errors[] = {
     {0, "hipSuccess", "no error"},
@@ -165,131 +40,25 @@ static const struct { int code; const char *name, *text; } errors[] = {
     {600, "hipErrorNotReady", "device not ready"},
 };
 
-const char *hipGetErrorName(hipError_t code) {
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == code) return errors[i].name;
-    return "hipErrorUnknown";
-}
+#include "recording_runtime.h" /* its TYPE_ values are HIP 6's numbering */
 
-const char *hipGetErrorString(hipError_t code) {
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == code) return errors[i].text;
-    return "unknown error";
-}
+static const char *special_stream(const void *p) { return p ? NULL : "default"; }
 
-#define ENTER(call) pthread_mutex_lock(&lock); int code_ = injected(call)
-#define LEAVE() pthread_mutex_unlock(&lock); return code_
+typedef struct { /* HIP 5's layout (HIP 6 renames memoryType to type) */
+    int memoryType;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+    int isManaged;
+    unsigned allocationFlags;
+} hipPointerAttribute_t;
 
-hipError_t hipRuntimeGetVersion(int *v) {
-    ENTER("hipRuntimeGetVersion");
-    record("hipRuntimeGetVersion()");
-    *v = (int)cfg_runtime;
-    LEAVE();
-}
-
-hipError_t hipDriverGetVersion(int *v) {
-    ENTER("hipDriverGetVersion");
-    record("hipDriverGetVersion()");
-    *v = (int)cfg_driver;
-    LEAVE();
-}
-
-hipError_t hipGetDeviceCount(int *count) {
-    ENTER("hipGetDeviceCount");
-    record("hipGetDeviceCount()");
-    if (!code_) code_ = (int)cfg_count_error;
-    *count = code_ ? 0 : (int)cfg_devices;
-    LEAVE();
-}
-
-hipError_t hipGetDevice(int *device) {
-    ENTER("hipGetDevice");
-    record("hipGetDevice() -> %d", current_device);
-    *device = current_device;
-    LEAVE();
-}
-
-hipError_t hipSetDevice(int device) {
-    ENTER("hipSetDevice");
-    record("hipSetDevice(%d)", device);
-    if (!code_ && (device < 0 || device >= cfg_devices)) code_ = 101;
-    if (!code_) current_device = device;
-    LEAVE();
-}
-
-/* -- memory ---------------------------------------------------------------------------------------------- */
-
-static hipError_t allocate(const char *call, void **out, size_t size, int type, char prefix) {
-    ENTER(call);
-    if (!code_) {
-        struct block *b = &blocks[nblocks < 4096 ? nblocks++ : 4095];
-        b->base = malloc(size ? size : 1);
-        b->size = size;
-        b->type = type;
-        b->device = current_device;
-        snprintf(b->name, sizeof b->name, "%c%d", prefix, counters[type]++);
-        *out = b->base;
-        record("%s(%zu) -> %s on device %d", call, size, b->name, current_device);
-    } else {
-        record("%s(%zu) -> error %d", call, size, code_);
-    }
-    LEAVE();
-}
-
-hipError_t hipMalloc(void **p, size_t size) { return allocate("hipMalloc", p, size, TYPE_DEVICE, 'D'); }
 hipError_t hipHostMalloc(void **p, size_t size, unsigned int flags) {
     (void)flags;
     return allocate("hipHostMalloc", p, size, TYPE_HOST, 'H');
 }
 
-hipError_t hipMallocManaged(void **p, size_t size, unsigned int flags) {
-    (void)flags;
-    return allocate("hipMallocManaged", p, size, TYPE_MANAGED, 'M');
-}
-
-static hipError_t release(const char *call, void *p) {
-    ENTER(call);
-    struct block *b = find_block(p);
-    record("%s(%s)", call, b ? b->name : "unknown");
-    if (b && b->base == p) {
-        free(b->base);
-        b->base = NULL;
-    } else if (!code_ && p) {
-        code_ = 1;
-    }
-    LEAVE();
-}
-
-hipError_t hipFree(void *p) { return release("hipFree", p); }
 hipError_t hipHostFree(void *p) { return release("hipHostFree", p); }
-
-static const char *kinds[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice", "Default"};
-
-hipError_t hipMemcpy(void *dst, const void *src, size_t n, int kind) {
-    ENTER("hipMemcpy");
-    char a[48], b[48];
-    record("hipMemcpy(%s, %s, %zu, %s)", pointer_name(dst, a, sizeof a), pointer_name(src, b, sizeof b), n,
-           kind >= 0 && kind <= 4 ? kinds[kind] : "?");
-    if (!code_) memmove(dst, src, n);
-    LEAVE();
-}
-
-hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, int kind, hipStream_t s) {
-    ENTER("hipMemcpyAsync");
-    char a[48], b[48], c[32];
-    record("hipMemcpyAsync(%s, %s, %zu, %s, %s)", pointer_name(dst, a, sizeof a), pointer_name(src, b, sizeof b),
-           n, kind >= 0 && kind <= 4 ? kinds[kind] : "?", handle_name(s, c, sizeof c));
-    if (!code_) memmove(dst, src, n);
-    LEAVE();
-}
-
-hipError_t hipMemsetAsync(void *dst, int value, size_t n, hipStream_t s) {
-    ENTER("hipMemsetAsync");
-    char a[48], c[32];
-    record("hipMemsetAsync(%s, %d, %zu, %s)", pointer_name(dst, a, sizeof a), value, n, handle_name(s, c, sizeof c));
-    if (!code_) memset(dst, value, n);
-    LEAVE();
-}
 
 hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attrs, const void *p) {
     ENTER("hipPointerGetAttributes");
@@ -308,68 +77,5 @@ hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attrs, const void *p) 
     } else if (!code_ && !hip6) {
         code_ = 1; /* hipErrorInvalidValue */
     }
-    LEAVE();
-}
-
-/* -- streams and events ---------------------------------------------------------------------------------- */
-
-hipError_t hipStreamCreateWithFlags(hipStream_t *s, unsigned int flags) {
-    ENTER("hipStreamCreateWithFlags");
-    char c[32];
-    if (!code_) {
-        *s = new_handle('S', ++nstreams);
-        record("hipStreamCreateWithFlags(%u) -> %s", flags, handle_name(*s, c, sizeof c));
-    } else {
-        record("hipStreamCreateWithFlags(%u) -> error %d", flags, code_);
-    }
-    LEAVE();
-}
-
-hipError_t hipStreamDestroy(hipStream_t s) {
-    ENTER("hipStreamDestroy");
-    char c[32];
-    record("hipStreamDestroy(%s)", handle_name(s, c, sizeof c));
-    forget_handle(s);
-    LEAVE();
-}
-
-hipError_t hipStreamSynchronize(hipStream_t s) {
-    ENTER("hipStreamSynchronize");
-    char c[32];
-    record("hipStreamSynchronize(%s)", handle_name(s, c, sizeof c));
-    LEAVE();
-}
-
-hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned int flags) {
-    ENTER("hipStreamWaitEvent");
-    char c[32], d[32];
-    record("hipStreamWaitEvent(%s, %s, %u)", handle_name(s, c, sizeof c), handle_name(e, d, sizeof d), flags);
-    LEAVE();
-}
-
-hipError_t hipEventCreateWithFlags(hipEvent_t *e, unsigned int flags) {
-    ENTER("hipEventCreateWithFlags");
-    if (!code_) {
-        *e = new_handle('E', ++nevents);
-        char c[32];
-        record("hipEventCreateWithFlags(%u) -> %s", flags, handle_name(*e, c, sizeof c));
-    } else {
-        record("hipEventCreateWithFlags(%u) -> error %d", flags, code_);
-    }
-    LEAVE();
-}
-
-hipError_t hipEventRecord(hipEvent_t e, hipStream_t s) {
-    ENTER("hipEventRecord");
-    char c[32], d[32];
-    record("hipEventRecord(%s, %s)", handle_name(e, c, sizeof c), handle_name(s, d, sizeof d));
-    LEAVE();
-}
-
-hipError_t hipEventDestroy(hipEvent_t e) {
-    ENTER("hipEventDestroy");
-    char c[32];
-    record("hipEventDestroy(%s)", handle_name(e, c, sizeof c));
-    forget_handle(e);
     LEAVE();
 }

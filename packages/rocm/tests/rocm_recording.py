@@ -1,50 +1,18 @@
-"""The recording fake of the HIP runtime as the tests drive it (see recording_amdhip64.c)."""
+"""The recording fake of the HIP runtime as the tests drive it (see recording_amdhip64.c; the driving is
+tests/gpu_backends/gpu_recording.py's, shared with dlbind-cuda's tests)."""
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
-
+import gpu_recording
 from dlbind_rocm import _runtime
 
 __all__ = ["Recording", "user_stream"]
 
 
-class Recording:
-    """One fresh copy of the recording runtime: its log, its settings, failures to inject."""
+class Recording(gpu_recording.Recording):
+    """One fresh copy of the recording HIP runtime: its log, its settings, failures to inject."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lib = ctypes.CDLL(str(path))
-        self.lib.recording_log.restype = ctypes.c_char_p
-        self.lib.recording_set.argtypes = [ctypes.c_char_p, ctypes.c_long]
-        self.lib.recording_fail.argtypes = [ctypes.c_char_p, ctypes.c_int]
-
-    def set(self, key: str, value: int) -> None:
-        assert self.lib.recording_set(key.encode(), value) == 0, f"the recording runtime has no setting {key!r}"
-
-    def fail(self, call: str, code: int) -> None:
-        """The next call of ``call`` returns ``code``."""
-        self.lib.recording_fail(call.encode(), code)
-
-    def calls(self) -> list[str]:
-        return (self.lib.recording_log() or b"").decode().splitlines()
-
-    def clear(self) -> None:
-        self.lib.recording_clear()
-
-    def load(self) -> _runtime.Runtime:
-        """Make dlbind-rocm load this library (its probe runs now), then clear the log."""
-        _runtime.reset()
-        rt = _runtime.runtime()
-        assert rt.path == str(self.path), rt.probe
-        self.clear()
-        return rt
+    runtime = _runtime
 
 
-def user_stream() -> int:
-    """A new stream of the loaded (recording) runtime, as an int: S1, S2, ... in the log."""
-    rt = _runtime.runtime()
-    out = _runtime.ffi.new("hipStream_t *")
-    assert rt.lib.hipStreamCreateWithFlags(out, 1) == 0
-    return int(_runtime.ffi.cast("uintptr_t", out[0]))
+user_stream = Recording.user_stream

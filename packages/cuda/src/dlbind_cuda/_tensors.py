@@ -3,22 +3,21 @@
 The tensors are ordinary :class:`dlbind.Tensor` objects made through the core's producer
 (``dlbind.from_pointer``) with the allocation attached as owner, so the core's export engine, capsules
 and deleters serve them unchanged. Their memory has no queued work when they are returned (copies end
-with the legacy default stream synchronised).
+with the legacy default stream synchronised). The steps are :class:`dlbind._device_tensors.GpuTensors`'.
 """
 
 from __future__ import annotations
 
-import math
-import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dlbind
-from dlbind._generated.enums import DeviceType, Flags
-from dlbind.devices import HOST_ACCESSIBLE, Device
-from dlbind.dtypes import DType, from_numpy, lookup
-from dlbind.export import CPU, Memory, contiguous_strides, copy_host
-from dlbind_cuda._runtime import MEMORY_KINDS, Allocation, CudaError, ffi, runtime
+from dlbind._device_tensors import GpuTensors
+from dlbind._generated.enums import DeviceType
+from dlbind._gpu_runtime import GpuRuntime
+from dlbind.devices import Device
+from dlbind.export import Memory
+from dlbind_cuda._runtime import Allocation, runtime
 
 __all__ = ["asarray", "copy_to_host", "device_of", "empty"]
 
@@ -27,45 +26,19 @@ DEVICE_TYPES = {
     "host": DeviceType.kDLCUDAHost,
     "managed": DeviceType.kDLCUDAManaged,
 }
-_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
 
 
-def _dtype(dtype: Any) -> DType:
-    if isinstance(dtype, DType):
-        return dtype
-    if isinstance(dtype, str):
-        return lookup(dtype)
-    return from_numpy(dtype)
+def _pointer_device_types(rt: GpuRuntime) -> Mapping[Any, DeviceType]:
+    """What ``cudaPointerGetAttributes`` says (a ``cudaMemoryType``) -> DLPack."""
+    lib = rt.lib
+    return {
+        lib.cudaMemoryTypeDevice: DeviceType.kDLCUDA,
+        lib.cudaMemoryTypeHost: DeviceType.kDLCUDAHost,
+        lib.cudaMemoryTypeManaged: DeviceType.kDLCUDAManaged,
+    }
 
 
-def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
-    try:
-        out = tuple(operator.index(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a sequence of ints, not {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ValueError(f"negative dimension in shape {out}")
-    return out
-
-
-def _memory(memory: str) -> str:
-    if memory not in MEMORY_KINDS:
-        raise ValueError(f"memory must be one of {', '.join(map(repr, MEMORY_KINDS))}, not {memory!r}")
-    return memory
-
-
-def _new(shape: tuple[int, ...], dt: DType, device_id: int, memory: str) -> tuple[dlbind.Tensor, Allocation | None]:
-    rt = runtime()
-    rt.check_device(device_id)
-    device = (DEVICE_TYPES[memory], device_id)
-    nbytes = dt.nbytes(math.prod(shape))
-    if not nbytes:
-        return dlbind.from_dlpack(dlbind.from_pointer(0, shape, dt, device=device)), None
-    allocation = Allocation(rt, nbytes, memory, device_id)
-    exporter = dlbind.from_pointer(allocation.address, shape, dt, device=device, owner=allocation)
-    return dlbind.from_dlpack(exporter), allocation
+_TENSORS = GpuTensors("cuda", runtime, Allocation, DEVICE_TYPES, _pointer_device_types, lambda kind: f"{kind=}")
 
 
 def empty(
@@ -78,8 +51,7 @@ def empty(
     :class:`dlbind.DType`, a DLPack name (``"float32"``) or anything ``numpy.dtype`` takes. The tensor
     owns its memory (freed when the last user lets go).
     """
-    tensor, _ = _new(_shape(shape), _dtype(dtype), device_id, _memory(memory))
-    return tensor
+    return _TENSORS.empty(shape, dtype, device_id, memory)
 
 
 def asarray(host_array: Any, *, device_id: int = 0, memory: str = "device") -> dlbind.Tensor:
@@ -88,21 +60,7 @@ def asarray(host_array: Any, *, device_id: int = 0, memory: str = "device") -> d
     The result is row-major and writable, and owns its memory (``memory`` as in :func:`empty`). Device
     tensors of any backend are first copied to the host through their backend.
     """
-    memory = _memory(memory)
-    runtime().check_device(device_id)
-    src = dlbind.from_dlpack(host_array)
-    if src.device[0] not in HOST_ACCESSIBLE:
-        src = dlbind.from_dlpack(src, device="cpu", copy=True)
-    if not src.is_contiguous():
-        src = src.copy()
-    tensor, allocation = _new(src.shape, src.dtype, device_id, memory)
-    if allocation is not None:
-        lib = runtime().lib
-        kind = lib.cudaMemcpyHostToDevice if memory == "device" else lib.cudaMemcpyDefault
-        padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
-        nbytes = src.dtype.nbytes(src.size, padded=padded)
-        runtime().memcpy(allocation.address, src.data_ptr + src.byte_offset, nbytes, kind, device_id)
-    return tensor
+    return _TENSORS.asarray(host_array, device_id, memory)
 
 
 def device_of(pointer: int) -> Device:
@@ -111,40 +69,7 @@ def device_of(pointer: int) -> Device:
     Device memory is ``kDLCUDA``, pinned host memory ``kDLCUDAHost``, managed memory ``kDLCUDAManaged``;
     memory the runtime does not know (plain host memory) is a ``BufferError``.
     """
-    rt = runtime()
-    rt.require()
-    if isinstance(pointer, bool) or not isinstance(pointer, int):
-        raise TypeError(f"a pointer is an int, not {type(pointer).__name__}")
-    lib = rt.lib
-    kinds = {
-        lib.cudaMemoryTypeDevice: DeviceType.kDLCUDA,
-        lib.cudaMemoryTypeHost: DeviceType.kDLCUDAHost,
-        lib.cudaMemoryTypeManaged: DeviceType.kDLCUDAManaged,
-    }
-    try:
-        found = rt.pointer_attributes(pointer)
-    except CudaError as exc:
-        raise BufferError(f"cannot tell which CUDA device holds {pointer:#x}: {exc}") from exc
-    if found is None:
-        raise BufferError(f"{pointer:#x} is not memory the CUDA runtime knows (plain host memory, or freed)")
-    kind, device = found
-    if kind not in kinds:
-        raise BufferError(f"{pointer:#x} is CUDA memory of a kind DLPack has no device type for ({kind=})")
-    return kinds[kind], device
-
-
-def _extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple[int, int]:
-    """Bytes (lowest, one past highest) the elements reach, relative to the first element."""
-    if not math.prod(shape):
-        return 0, 0
-    if dt.is_subbyte:
-        if strides != contiguous_strides(shape):
-            raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
-        return 0, dt.nbytes(math.prod(shape))
-    item = dt.itemsize
-    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0 and d > 1) * item
-    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0 and d > 1) * item + item
-    return low, high
+    return _TENSORS.device_of(pointer)
 
 
 def copy_to_host(mem: Memory) -> Memory:
@@ -153,23 +78,4 @@ def copy_to_host(mem: Memory) -> Memory:
     The span of bytes the elements reach (strides may be negative, zero or leave gaps) is copied with
     one ``cudaMemcpy``, then compacted on the host when it is not row-major already.
     """
-    rt = runtime()
-    rt.require()
-    low, high = _extent(mem.shape, mem.strides, mem.dtype)
-    span = high - low
-    host = _uncleared("char[]", max(span, 1))
-    address = int(ffi.cast("uintptr_t", host))
-    if span:
-        start = mem.data + mem.byte_offset + low
-        try:
-            rt.memcpy(address, start, span, rt.lib.cudaMemcpyDeviceToHost, mem.device[1])
-        except CudaError as exc:
-            raise BufferError(f"copying cuda:{mem.device[1]} memory to the host failed: {exc}") from exc
-    staged = Memory(
-        address, mem.shape, mem.strides, mem.dtype, CPU, -low, mem.readonly, host,
-        int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
-    )  # fmt: skip
-    compact = contiguous_strides(mem.shape, saturate=not span)
-    if all(s == c or d == 1 for d, s, c in zip(mem.shape, mem.strides, compact, strict=True)):
-        return staged._replace(strides=compact, readonly=False, flags=staged.flags | Flags.IS_COPIED)
-    return copy_host(staged)
+    return _TENSORS.copy_to_host(mem)

@@ -8,15 +8,15 @@ tensors are ordinary :class:`dlbind.Tensor` objects made through the core's prod
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import dlbind
+from dlbind._device_tensors import as_dtype, as_shape, extent, host_source, one_of
 from dlbind._generated.enums import DeviceType, Flags
-from dlbind.devices import HOST_ACCESSIBLE, Device
-from dlbind.dtypes import DType, from_numpy, lookup
-from dlbind.export import CPU, Memory, contiguous_strides, copy_host
+from dlbind.devices import Device
+from dlbind.dtypes import DType
+from dlbind.export import CPU, Memory, copy_host
 from dlbind_metal._runtime import Buffer, MetalError, runtime
 
 __all__ = ["asarray", "copy_to_host", "device_of", "empty", "extent"]
@@ -25,30 +25,8 @@ METAL = DeviceType.kDLMetal
 STORAGES = ("shared", "private")  # what empty/asarray make (managed is an Intel-Mac mode; memoryless no buffer)
 
 
-def _dtype(dtype: Any) -> DType:
-    if isinstance(dtype, DType):
-        return dtype
-    if isinstance(dtype, str):
-        return lookup(dtype)
-    return from_numpy(dtype)
-
-
-def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
-    try:
-        out = tuple(operator.index(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a sequence of ints, not {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ValueError(f"negative dimension in shape {out}")
-    return out
-
-
 def _storage(storage: str) -> str:
-    if storage not in STORAGES:
-        raise ValueError(f"storage must be one of {', '.join(map(repr, STORAGES))}, not {storage!r}")
-    return storage
+    return one_of("storage", storage, STORAGES)
 
 
 def _tensor(buffer: Buffer | None, shape: tuple[int, ...], dt: DType, device_id: int) -> dlbind.Tensor:
@@ -65,7 +43,7 @@ def empty(
     ``storage``: ``"shared"`` (CPU and GPU see the same memory; the default) or ``"private"`` (GPU only;
     host copies go through a blit). The tensor owns its buffer (released when the last user lets go).
     """
-    shape_t, dt, storage = _shape(shape), _dtype(dtype), _storage(storage)
+    shape_t, dt, storage = as_shape(shape), as_dtype(dtype), _storage(storage)
     rt = runtime()
     rt.check_device(device_id)
     nbytes = dt.nbytes(math.prod(shape_t))
@@ -81,11 +59,7 @@ def asarray(host_array: Any, *, device_id: int = 0, storage: str = "shared") -> 
     storage = _storage(storage)
     rt = runtime()
     rt.check_device(device_id)
-    src = dlbind.from_dlpack(host_array)
-    if src.device[0] not in HOST_ACCESSIBLE:
-        src = dlbind.from_dlpack(src, device="cpu", copy=True)
-    if not src.is_contiguous():
-        src = src.copy()
+    src = host_source(host_array)
     padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
     nbytes = src.dtype.nbytes(src.size, padded=padded)
     if not nbytes:
@@ -110,20 +84,6 @@ def device_of(buffer: int) -> Device:
     if not buffer:
         raise BufferError("a nil MTLBuffer is on no device")
     return METAL, rt.device_index(buffer)
-
-
-def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple[int, int]:
-    """Bytes (lowest, one past highest) the elements reach, relative to the first element."""
-    if not math.prod(shape):
-        return 0, 0
-    if dt.is_subbyte:
-        if strides != contiguous_strides(shape):
-            raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
-        return 0, dt.nbytes(math.prod(shape))
-    item = dt.itemsize
-    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0 and d > 1) * item
-    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0 and d > 1) * item + item
-    return low, high
 
 
 def copy_to_host(mem: Memory) -> Memory:

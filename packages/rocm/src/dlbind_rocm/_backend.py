@@ -6,63 +6,36 @@ is opened by the first :meth:`RocmBackend.probe` or call that needs it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-import dlbind
-from dlbind._backends import Probe
 from dlbind._generated.enums import DeviceType
-from dlbind.devices import HOST_ACCESSIBLE, Device, device_name
-from dlbind.export import Memory
+from dlbind._gpu_runtime import GpuBackend
 from dlbind_rocm import _runtime, _tensors
 
 __all__ = ["RocmBackend", "backend"]
 
 
-class RocmBackend:
-    """kDLROCM and kDLROCMHost through the HIP runtime (see :class:`dlbind._backends.Backend`)."""
+class RocmBackend(GpuBackend):
+    """kDLROCM and kDLROCMHost through the HIP runtime (see :class:`dlbind._backends.Backend`).
+
+    :meth:`wait` is ``__dlpack__(stream=consumer_stream)`` of memory whose work is queued on
+    ``producer_stream``: the core has checked ``consumer_stream`` by ROCm's rule (None or 0 the default
+    stream, 1 and 2 refused) and never calls it for -1. A consumer with ``stream=None`` on pinned memory
+    may read on the CPU: the producer's stream is synchronised. Otherwise the consumer's stream waits for
+    an event recorded on the producer's.
+    """
 
     name = "rocm"
     device_types: tuple[int, ...] = (int(DeviceType.kDLROCM), int(DeviceType.kDLROCMHost))
+    runtime = staticmethod(_runtime.runtime)
+    tensors = _tensors
 
-    def probe(self) -> Probe:
-        return _runtime.runtime().probe
+    def refuses(self, producer_stream: int) -> bool:
+        return producer_stream in (1, 2) or producer_stream < 0
 
-    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
-        """``__dlpack__(stream=consumer_stream)`` of memory whose work is queued on ``producer_stream``.
-
-        The core has checked ``consumer_stream`` by ROCm's rule (None or 0 the default stream, 1 and 2
-        refused) and never calls this for -1. A consumer with ``stream=None`` on pinned memory may read
-        on the CPU: the producer's stream is synchronised. Otherwise the consumer's stream waits for an
-        event recorded on the producer's.
-        """
-        rt = _runtime.runtime()
-        rt.require()
-        if isinstance(producer_stream, bool) or not isinstance(producer_stream, int):
-            raise TypeError(f"the producer's stream must be an int, not {type(producer_stream).__name__}")
-        if producer_stream in (1, 2) or producer_stream < 0:
-            raise BufferError(
-                f"the producer's stream {producer_stream} is not a ROCm stream: 0 (the default stream) or a "
-                "hipStream_t (1 and 2 are refused on ROCm)"
-            )
-        host = consumer_stream is None and device[0] in HOST_ACCESSIBLE
-        try:
-            rt.wait(producer_stream, consumer_stream, device[1], host=host)
-        except _runtime.HipError as exc:
-            where = f"{device_name(device[0])}:{device[1]}"
-            raise BufferError(f"synchronising {where} streams failed: {exc}") from exc
-
-    def copy_to_host(self, memory: Memory) -> Memory:
-        return _tensors.copy_to_host(memory)
-
-    def device_of(self, pointer: int) -> Device:
-        return _tensors.device_of(pointer)
-
-    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> dlbind.Tensor:
-        return _tensors.empty(shape, dtype, device_id=device_id)
-
-    def asarray(self, host_array: Any, *, device_id: int = 0) -> dlbind.Tensor:
-        return _tensors.asarray(host_array, device_id=device_id)
+    def refusal(self, producer_stream: int) -> str:
+        return (
+            f"the producer's stream {producer_stream} is not a ROCm stream: 0 (the default stream) or a "
+            "hipStream_t (1 and 2 are refused on ROCm)"
+        )
 
 
 backend = RocmBackend()

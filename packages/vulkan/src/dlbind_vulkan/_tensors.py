@@ -10,15 +10,15 @@ engine, capsules and deleters serve them unchanged.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import dlbind
+from dlbind._device_tensors import as_dtype, as_shape, extent, from_span, host_source
 from dlbind._generated.enums import DeviceType, Flags
-from dlbind.devices import HOST_ACCESSIBLE, Device
-from dlbind.dtypes import DType, from_numpy, lookup
-from dlbind.export import CPU, Memory, contiguous_strides, copy_host
+from dlbind.devices import Device
+from dlbind.dtypes import DType
+from dlbind.export import Memory, contiguous_strides
 from dlbind_vulkan._runtime import BufferInfo, VulkanError, _address, ffi, register, runtime
 from dlbind_vulkan._runtime import lookup as lookup_record
 
@@ -26,26 +26,6 @@ __all__ = ["asarray", "buffer_info", "copy_to_host", "device_of", "empty", "wrap
 
 VULKAN = DeviceType.kDLVulkan
 _uncleared = ffi.new_allocator(should_clear_after_alloc=False)
-
-
-def _dtype(dtype: Any) -> DType:
-    if isinstance(dtype, DType):
-        return dtype
-    if isinstance(dtype, str):
-        return lookup(dtype)
-    return from_numpy(dtype)
-
-
-def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
-    try:
-        out = tuple(operator.index(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a sequence of ints, not {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ValueError(f"negative dimension in shape {out}")
-    return out
 
 
 def _new(shape: tuple[int, ...], dt: DType, device_id: int) -> tuple[dlbind.Tensor, Any]:
@@ -73,7 +53,7 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32", *, device_id: int 
     ``dtype``: a :class:`dlbind.DType`, a DLPack name (``"float32"``) or anything ``numpy.dtype`` takes.
     The tensor owns a ``VkBuffer`` of its own (freed when the last user lets go).
     """
-    tensor, _ = _new(_shape(shape), _dtype(dtype), device_id)
+    tensor, _ = _new(as_shape(shape), as_dtype(dtype), device_id)
     return tensor
 
 
@@ -83,11 +63,7 @@ def asarray(host_array: Any, *, device_id: int = 0) -> dlbind.Tensor:
     The result is row-major and writable, and owns its buffer. Device tensors (a kDLVulkan tensor
     included) are first copied to the host through their backend.
     """
-    src = dlbind.from_dlpack(host_array)
-    if src.device[0] not in HOST_ACCESSIBLE:
-        src = dlbind.from_dlpack(src, device="cpu", copy=True)
-    if not src.is_contiguous():
-        src = src.copy()
+    src = host_source(host_array)
     tensor, allocation = _new(src.shape, src.dtype, device_id)
     if allocation is not None:
         padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
@@ -121,7 +97,7 @@ def wrap(
     extent when given). ``owner`` is kept alive while any tensor uses the buffer; dlbind never frees it.
     The buffer must have been created with ``VK_BUFFER_USAGE_TRANSFER_SRC_BIT`` for host copies.
     """
-    dt, shape_t = _dtype(dtype), _shape(shape)
+    dt, shape_t = as_dtype(dtype), as_shape(shape)
     handle = _address(buffer)
     elements: int = math.prod(shape_t)
     if not handle and elements:
@@ -131,7 +107,7 @@ def wrap(
         raise ValueError(f"strides {strides_t} do not match shape {shape_t}")
     if byte_offset < 0:
         raise ValueError("byte_offset must be >= 0")
-    low, high = _extent(shape_t, strides_t, dt)
+    low, high = extent(shape_t, strides_t, dt)
     if byte_offset + low < 0:
         raise ValueError(f"the strides reach {-(byte_offset + low)} bytes before the buffer's start")
     if size is not None and byte_offset + high > size:
@@ -166,24 +142,10 @@ def device_of(pointer: int) -> Device:
     return VULKAN, lookup_record(pointer).info.device_id
 
 
-def _extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple[int, int]:
-    """Bytes (lowest, one past highest) the elements reach, relative to the first element."""
-    if not math.prod(shape):
-        return 0, 0
-    if dt.is_subbyte:
-        if strides != contiguous_strides(shape):
-            raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
-        return 0, dt.nbytes(math.prod(shape))
-    item = dt.itemsize
-    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0 and d > 1) * item
-    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0 and d > 1) * item + item
-    return low, high
-
-
 def copy_to_host(mem: Memory) -> Memory:
     """The core's ``copy_to_host``: kDLVulkan memory -> a compact row-major host copy (IS_COPIED)."""
     record = lookup_record(mem.data) if mem.data else None
-    low, high = _extent(mem.shape, mem.strides, mem.dtype)
+    low, high = extent(mem.shape, mem.strides, mem.dtype)
     span = high - low
     host = _uncleared("char[]", max(span, 1))
     address = int(ffi.cast("uintptr_t", host))
@@ -198,12 +160,4 @@ def copy_to_host(mem: Memory) -> Memory:
             record.ctx.download(ffi.cast("VkBuffer", mem.data), start, span, address)
         except VulkanError as exc:
             raise BufferError(f"copying vulkan:{mem.device[1]} memory to the host failed: {exc}") from exc
-    staged = Memory(
-        address, mem.shape, mem.strides, mem.dtype, CPU, -low, mem.readonly, host,
-        int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED),
-    )  # fmt: skip
-    compact = contiguous_strides(mem.shape, saturate=not span)
-    if all(s == c or d == 1 for d, s, c in zip(mem.shape, mem.strides, compact, strict=True)):
-        # already row-major: the staged bytes are the copy
-        return staged._replace(strides=compact, readonly=False, flags=staged.flags | Flags.IS_COPIED)
-    return copy_host(staged)
+    return from_span(mem, address, host, low, span)

@@ -1,0 +1,304 @@
+"""For backends: a GPU runtime with devices, streams and events (CUDA's ``libcudart``, HIP's ``libamdhip64``).
+
+The two runtimes have the same shape under different prefixes (``cudaMalloc``, ``hipMalloc``): a backend
+subclasses :class:`GpuRuntime` with its prefix, its cffi ``ffi`` and generated declarations, its names for
+messages and its default stream, and overrides only what differs (version encoding, the probe's reasons,
+pointer attributes). :class:`GpuAllocation` is memory one runtime allocated, freed with the object;
+:class:`Loaded` keeps the process's runtime; :class:`GpuBackend` is the object registered under
+``dlbind.backends`` (stream waits checked by the device's rule, the rest handed to the backend's tensors).
+
+Nothing here loads a library at import, and the core never imports a backend: backends import this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+from dlbind._backends import Probe, find_library
+from dlbind.devices import HOST_ACCESSIBLE, Device, device_name
+
+__all__ = ["GpuAllocation", "GpuBackend", "GpuError", "GpuRuntime", "Loaded"]
+
+
+class GpuError(RuntimeError):
+    """A runtime call failed: ``call``, ``code`` (the runtime's error enum), ``name`` and the runtime's own text."""
+
+    #: Say the text once when it is the name itself (HIP's habit).
+    said_once: ClassVar[bool] = False
+
+    def __init__(self, call: str, code: int, name: str, text: str) -> None:
+        self.call, self.code, self.name = call, code, name
+        super().__init__(f"{call} failed: {_said(name, text, self.said_once)}")
+
+
+def _said(name: str, text: str, once: bool) -> str:
+    return name if once and text == name else f"{text} ({name})"
+
+
+class GpuRuntime:
+    """A loaded GPU runtime and what its probe found; subclasses say which runtime.
+
+    The runtime's symbols are ``prefix + name`` (``cudaGetDevice``); ``decl`` is the backend's generated
+    declarations (``LIBRARY_ENV``, ``LIBRARY_WHEELS``, ``LIBRARY_NAMES``, ``MACROS``).
+    """
+
+    ffi: ClassVar[Any]
+    decl: Any  # the generated declarations module
+    prefix: ClassVar[str]  # "cuda": the symbols' prefix
+    runtime_name: ClassVar[str]  # "CUDA": as in "CUDA runtime 13.0"
+    device_label: ClassVar[str]  # "CUDA": as in "no CUDA device 2"
+    distribution: ClassVar[str]  # "dlbind-cuda"
+    default_stream: ClassVar[int]  # the stream a consumer's None names
+    error_type: ClassVar[type[GpuError]] = GpuError
+    unavailable: ClassVar[type[BufferError]] = BufferError  # raised, with the probe's reason, when unusable
+    out_of_memory: ClassVar[str]  # the error enum's name for a failed allocation, without the prefix
+
+    def __init__(self) -> None:
+        self.lib: Any = None
+        self.path = ""
+        self.runtime_version = 0
+        self.driver_version = 0
+        self.device_count = 0
+        self.probe = self._load()
+
+    def sym(self, name: str) -> Any:
+        """The runtime's ``prefix + name`` (a function or an enum value)."""
+        return getattr(self.lib, self.prefix + name)
+
+    def _stream(self, value: int) -> Any:
+        return self.ffi.cast(f"{self.prefix}Stream_t", value)
+
+    # -- what subclasses say -----------------------------------------------------------------------------
+    @staticmethod
+    def version(v: int) -> str:
+        """The runtime's version integer as text."""
+        raise NotImplementedError
+
+    def _driver_errors(self) -> tuple[int, ...]:
+        """The codes of ``GetDeviceCount`` that mean a missing or too old driver."""
+        raise NotImplementedError
+
+    def _reason(self, code: int) -> str:
+        """The one line for a ``GetDeviceCount`` that found no usable GPU."""
+        raise NotImplementedError
+
+    # -- loading ---------------------------------------------------------------------------------------
+    def _load(self) -> Probe:
+        ffi, decl = self.ffi, self.decl
+        try:
+            self.lib, self.path = find_library(decl.LIBRARY_ENV, decl.LIBRARY_WHEELS, decl.LIBRARY_NAMES, ffi.dlopen)
+        except OSError as exc:
+            return Probe(False, str(exc))
+        value = ffi.new("int *")
+        try:
+            code = self.sym("RuntimeGetVersion")(value)
+        except (AttributeError, ffi.error) as exc:  # a library without the runtime's symbols
+            return Probe(False, f"runtime error: {self.path} is not a {self.runtime_name} runtime ({exc})")
+        if code:
+            return Probe(False, f"runtime error: {self.error(self.prefix + 'RuntimeGetVersion', code)}")
+        self.runtime_version = value[0]
+        described = f"{self.runtime_name} runtime {self.version(self.runtime_version)} ({self.path})"
+        value[0] = 0
+        self.sym("DriverGetVersion")(value)  # 0 (and success) when no driver is installed
+        self.driver_version = value[0]
+        count = ffi.new("int *")
+        code = self.sym("GetDeviceCount")(count)
+        if code == self.sym("Success") and count[0] > 0:
+            self.device_count = count[0]
+            return Probe(True, "", described, count[0])
+        no_gpu = code in (self.sym("Success"), self.sym("ErrorNoDevice"), *self._driver_errors())
+        return Probe(False, self._reason(code), described, 0 if no_gpu else None)
+
+    # -- errors ------------------------------------------------------------------------------------------
+    def name(self, code: int) -> str:
+        return self.ffi.string(self.sym("GetErrorName")(code)).decode(errors="replace")  # type: ignore[no-any-return]
+
+    def text(self, code: int) -> str:
+        return self.ffi.string(self.sym("GetErrorString")(code)).decode(errors="replace")  # type: ignore[no-any-return]
+
+    def said(self, code: int) -> str:
+        """The runtime's text and name of ``code`` (said once where the text is the name and the runtime does so)."""
+        return _said(self.name(code), self.text(code), self.error_type.said_once)
+
+    def error(self, call: str, code: int) -> GpuError:
+        return self.error_type(call, code, self.name(code), self.text(code))
+
+    def check(self, code: int, call: str) -> None:
+        if code == 0:
+            return
+        if code == self.sym(self.out_of_memory):
+            raise MemoryError(f"{call} failed: {self.said(code)}")
+        raise self.error(call, code)
+
+    def require(self) -> None:
+        if not self.probe.available:
+            raise self.unavailable(f"{self.distribution} is unavailable: {self.probe.reason}")
+
+    # -- devices -----------------------------------------------------------------------------------------
+    def check_device(self, device_id: int) -> int:
+        self.require()
+        if isinstance(device_id, bool) or not isinstance(device_id, int):
+            raise TypeError(f"device_id must be an int, not {type(device_id).__name__}")
+        if not 0 <= device_id < self.device_count:
+            raise ValueError(
+                f"no {self.device_label} device {device_id}: this machine has {self.device_count} (ids from 0)"
+            )
+        return device_id
+
+    @contextlib.contextmanager
+    def on_device(self, device_id: int) -> Iterator[None]:
+        """Make ``device_id`` the calling thread's current device for the block, then restore the previous one."""
+        p = self.prefix
+        current = self.ffi.new("int *")
+        self.check(self.sym("GetDevice")(current), p + "GetDevice")
+        previous = current[0]
+        if previous != device_id:
+            self.check(self.sym("SetDevice")(device_id), p + "SetDevice")
+        try:
+            yield
+        finally:
+            if previous != device_id:
+                self.sym("SetDevice")(previous)
+
+    # -- streams ------------------------------------------------------------------------------------------
+    def wait(self, producer_stream: int, consumer_stream: int | None, device_id: int, *, host: bool) -> None:
+        """Order the consumer after the work queued on ``producer_stream`` (on ``device_id``).
+
+        ``host``: the consumer reads on the CPU (pinned or managed memory with ``stream=None``): the
+        producer's stream is synchronised. Otherwise the consumer's stream (None: the default stream)
+        waits for an event recorded on the producer's (nothing when they are the same stream).
+        """
+        ffi, p = self.ffi, self.prefix
+        consumer = self.default_stream if consumer_stream is None else consumer_stream
+        if consumer == producer_stream and not host:
+            return  # one stream: its work is ordered already
+        with self.on_device(device_id):
+            if host:
+                self.check(self.sym("StreamSynchronize")(self._stream(producer_stream)), p + "StreamSynchronize")
+                return
+            event = ffi.new(f"{p}Event_t *")
+            flags = self.decl.MACROS[p + "EventDisableTiming"]
+            self.check(self.sym("EventCreateWithFlags")(event, flags), p + "EventCreateWithFlags")
+            try:
+                self.check(self.sym("EventRecord")(event[0], self._stream(producer_stream)), p + "EventRecord")
+                self.check(self.sym("StreamWaitEvent")(self._stream(consumer), event[0], 0), p + "StreamWaitEvent")
+            finally:
+                self.sym("EventDestroy")(event[0])  # released once the wait is satisfied
+
+    # -- copies ---------------------------------------------------------------------------------------------
+    def memcpy(self, dst: int, src: int, nbytes: int, kind: int, device_id: int) -> None:
+        """A synchronous copy; the default stream is synchronised after it, so the bytes have landed.
+
+        (``cudaMemcpy`` from pageable memory may return before its DMA finishes: a consumer on a
+        non-blocking stream would otherwise race it.)
+        """
+        ffi, p = self.ffi, self.prefix
+        with self.on_device(device_id):
+            code = self.sym("Memcpy")(ffi.cast("void *", dst), ffi.cast("void *", src), nbytes, kind)
+            self.check(code, p + "Memcpy")
+            self.check(self.sym("StreamSynchronize")(self._stream(self.default_stream)), p + "StreamSynchronize")
+
+    def pointer_attributes(self, pointer: int) -> tuple[Any, int] | None:
+        """``(memory kind, device)`` of a pointer; None when the runtime does not know it."""
+        raise NotImplementedError
+
+
+class GpuAllocation:
+    """Memory one runtime allocated on ``device_id``, freed when this object is.
+
+    Not freed at interpreter exit (the process's end releases it, and the runtime may be unloading).
+    Subclasses allocate each kind of ``memory`` in :meth:`_allocate`.
+    """
+
+    def __init__(self, rt: GpuRuntime, nbytes: int, memory: str, device_id: int) -> None:
+        self.size, self.memory, self.device_id = nbytes, memory, device_id
+        out = rt.ffi.new("void **")
+        with rt.on_device(device_id):
+            free = self._allocate(rt, out, nbytes, memory)
+        self.address = int(rt.ffi.cast("uintptr_t", out[0]))
+        finalizer = weakref.finalize(self, free, out[0])
+        finalizer.atexit = False
+
+    def _allocate(self, rt: GpuRuntime, out: Any, nbytes: int, memory: str) -> Callable[[Any], Any]:
+        """Allocate ``nbytes`` of ``memory`` into ``out[0]`` (on the current device); return what frees it."""
+        raise NotImplementedError
+
+
+R = TypeVar("R")
+
+
+class Loaded(Generic[R]):
+    """The process's runtime: made on first :meth:`get` (the probe's answer is kept), forgotten by :meth:`reset`."""
+
+    def __init__(self, make: Callable[[], R]) -> None:
+        self._make = make
+        self._value: R | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> R:
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
+
+    def reset(self) -> None:
+        with self._lock:
+            self._value = None
+
+
+class GpuBackend:
+    """The object a GPU backend registers under ``dlbind.backends`` (see :class:`dlbind._backends.Backend`).
+
+    Subclasses give ``name``, ``device_types``, ``runtime`` (the backend's loader, a staticmethod),
+    ``tensors`` (the module with ``copy_to_host``, ``device_of``, ``empty``, ``asarray``) and the device's
+    rule for a producer's stream (:meth:`refuses`, :meth:`refusal`).
+    """
+
+    name: ClassVar[str]
+    device_types: tuple[int, ...]
+    tensors: Any  # the backend's _tensors module
+
+    @staticmethod
+    def runtime() -> GpuRuntime:
+        raise NotImplementedError
+
+    def refuses(self, producer_stream: int) -> bool:
+        """True when ``producer_stream`` is no stream of the device's rule."""
+        raise NotImplementedError
+
+    def refusal(self, producer_stream: int) -> str:
+        """The message of a refused producer's stream."""
+        raise NotImplementedError
+
+    def probe(self) -> Probe:
+        return self.runtime().probe
+
+    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
+        rt = self.runtime()
+        rt.require()
+        if isinstance(producer_stream, bool) or not isinstance(producer_stream, int):
+            raise TypeError(f"the producer's stream must be an int, not {type(producer_stream).__name__}")
+        if self.refuses(producer_stream):
+            raise BufferError(self.refusal(producer_stream))
+        host = consumer_stream is None and device[0] in HOST_ACCESSIBLE
+        try:
+            rt.wait(producer_stream, consumer_stream, device[1], host=host)
+        except rt.error_type as exc:
+            where = f"{device_name(device[0])}:{device[1]}"
+            raise BufferError(f"synchronising {where} streams failed: {exc}") from exc
+
+    def copy_to_host(self, memory: Any) -> Any:
+        return self.tensors.copy_to_host(memory)
+
+    def device_of(self, pointer: int) -> Device:
+        return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
+
+    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any:
+        return self.tensors.empty(shape, dtype, device_id=device_id)
+
+    def asarray(self, host_array: Any, *, device_id: int = 0) -> Any:
+        return self.tensors.asarray(host_array, device_id=device_id)

@@ -1,0 +1,215 @@
+"""What the tests of dlbind-cuda and dlbind-rocm share: the recording runtime, its fixtures, the GPU marker, the
+loading tests.
+
+The recording runtimes (``packages/cuda/tests/recording_cudart.c``, ``packages/rocm/tests/recording_amdhip64.c``)
+include ``recording_runtime.h`` from this folder; pytest puts the folder on ``sys.path`` (``pythonpath`` in the
+root pyproject.toml), so each backend's conftest imports this module.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+HERE = Path(__file__).parent
+
+__all__ = ["GpuTestSuite", "LoadingTests", "Recording"]
+
+
+class Recording:
+    """One fresh copy of the recording runtime: its log, its settings, failures to inject.
+
+    Subclasses name the backend's ``_runtime`` module (``runtime``).
+    """
+
+    runtime: ClassVar[Any]
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.recording_log.restype = ctypes.c_char_p
+        self.lib.recording_set.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        self.lib.recording_fail.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+    def set(self, key: str, value: int) -> None:
+        assert self.lib.recording_set(key.encode(), value) == 0, f"the recording runtime has no setting {key!r}"
+
+    def fail(self, call: str, code: int) -> None:
+        """The next call of ``call`` returns ``code``."""
+        self.lib.recording_fail(call.encode(), code)
+
+    def calls(self) -> list[str]:
+        return (self.lib.recording_log() or b"").decode().splitlines()
+
+    def clear(self) -> None:
+        self.lib.recording_clear()
+
+    def load(self) -> Any:
+        """Make the backend load this library (its probe runs now), then clear the log."""
+        self.runtime.reset()
+        rt = self.runtime.runtime()
+        assert rt.path == str(self.path), rt.probe
+        self.clear()
+        return rt
+
+    @classmethod
+    def user_stream(cls) -> int:
+        """A new stream of the loaded (recording) runtime, as an int: S1, S2, ... in the log."""
+        rt = cls.runtime.runtime()
+        ffi = cls.runtime.ffi
+        out = ffi.new(f"{rt.prefix}Stream_t *")
+        assert rt.sym("StreamCreateWithFlags")(out, 1) == 0
+        return int(ffi.cast("uintptr_t", out[0]))
+
+
+@dataclass(frozen=True)
+class GpuTestSuite:
+    """One backend's test setup: its GPU marker, the recording runtime's source and fixtures."""
+
+    backend: str  # "cuda"
+    recording: type[Recording]
+    source: Path  # recording_cudart.c
+    library: str  # "cudart": librecording_cudart.so, libcudart_recording.so
+    runtime_text: str  # "CUDA": "building the recording CUDA runtime"
+    marker_text: str  # "needs a CUDA GPU and its driver"
+    defaults: str  # what ``rec`` loads: "runtime and driver 13.0"
+    probe: Callable[[], Any]
+
+    @property
+    def marker(self) -> str:
+        return f"{self.backend}_gpu"
+
+    @property
+    def env(self) -> str:
+        return f"DLBIND_{self.backend.upper()}_LIBRARY"
+
+    def configure(self, config: pytest.Config) -> None:
+        config.addinivalue_line("markers", f"{self.marker}: {self.marker_text} (skipped naming what is missing)")
+
+    def skip_without_gpu(self, items: list[pytest.Item]) -> None:
+        """Skip the tests marked ``<backend>_gpu`` with the real runtime's reason when it has no GPU."""
+        if not any(self.marker in item.keywords for item in items):
+            return
+        probe = self.probe()  # the real runtime, unless DLBIND_<NAME>_LIBRARY names another
+        if probe.available:
+            return
+        skip = pytest.mark.skip(reason=f"{self.marker_text}: {probe.reason}")
+        for item in items:
+            if self.marker in item.keywords:
+                item.add_marker(skip)
+
+    def fixtures(self) -> tuple[Any, Any, Any]:
+        """The fixtures ``recording_library``, ``recording`` and ``rec`` (assign them in the conftest)."""
+
+        @pytest.fixture(scope="session")
+        def recording_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+            gcc = shutil.which("gcc") or shutil.which("cc")
+            if gcc is None:
+                needs = "needs a C compiler (apt-get install gcc)"
+                pytest.skip(f"building the recording {self.runtime_text} runtime {needs}")
+            out = tmp_path_factory.mktemp("recording") / f"librecording_{self.library}.so"
+            cmd = [gcc, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-O1", "-I", str(HERE), "-o", str(out),
+                   str(self.source), "-lpthread"]  # fmt: skip
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+            return out
+
+        @pytest.fixture
+        def recording(recording_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recording]:
+            """A fresh recording runtime (a copy under a new name is a new library: fresh state), not loaded yet:
+            configure it, then ``recording.load()``."""
+            path = tmp_path / f"lib{self.library}_recording.so"
+            shutil.copy(recording_library, path)
+            monkeypatch.setenv(self.env, str(path))
+            yield self.recording(path)
+            self.recording.runtime.reset()  # the next test loads whatever its environment names
+
+        @pytest.fixture
+        def rec(recording: Recording) -> Recording:
+            recording.load()
+            return recording
+
+        rec.__doc__ = f"The recording runtime with its defaults (one device, {self.defaults}), loaded."
+        return recording_library, recording, rec
+
+
+# -- loading: in fresh interpreters ----------------------------------------------------------------------------
+
+MAPS = "open('/proc/self/maps').read()"
+
+
+class LoadingTests:
+    """Loading is lazy, and a missing runtime or a library that is not one is a reason, not an error.
+
+    Subclasses (``Test...``) give ``backend`` (``"cuda"``), ``vendor_library`` (``"libcudart"``, as in
+    ``/proc/self/maps``), ``runtime_text`` (``"CUDA"``) and ``missing`` (a path that does not exist).
+    """
+
+    backend: ClassVar[str]
+    vendor_library: ClassVar[str]
+    runtime_text: ClassVar[str]
+    missing: ClassVar[str]
+
+    @classmethod
+    def env(cls) -> str:
+        return f"DLBIND_{cls.backend.upper()}_LIBRARY"
+
+    @classmethod
+    def run(cls, code: str, **env: str) -> str:
+        environ = {k: v for k, v in os.environ.items() if k != cls.env()}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**environ, **env},
+                              check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    def test_import_loads_no_vendor_library(self) -> None:
+        b, lib = self.backend, self.vendor_library
+        out = self.run(
+            f"import dlbind, dlbind_{b}, dlbind_{b}._backend; a = '{lib}' in {MAPS}; "
+            f"s = dlbind.backends()['{b}']; print(a, '{lib}' in {MAPS} or not s.runtime_version)"
+        )
+        assert out == "False True"
+
+    def test_a_missing_runtime_is_a_reason_not_an_error(self) -> None:
+        b = self.backend
+        code = (
+            f"import json, dlbind, dlbind_{b}, numpy as np\n"
+            f"s = dlbind.backends()['{b}']\n"
+            f"try:\n    dlbind_{b}.empty((2,))\nexcept BufferError as e:\n    err = str(e)\n"
+            "print(json.dumps([s.available, s.reason, err, dlbind.from_dlpack(np.ones(2)).shape]))"
+        )
+        available, reason, err, shape = json.loads(self.run(code, **{self.env(): self.missing}))
+        assert not available
+        assert reason.startswith(f"runtime library not found: {self.env()}={self.missing}")
+        assert err.startswith(f"dlbind-{b} is unavailable: runtime library not found")
+        assert shape == [2]  # the core works on
+
+    def test_a_library_that_is_not_the_runtime(self) -> None:
+        import ctypes.util
+
+        libm = ctypes.util.find_library("m")
+        if libm is None:
+            pytest.skip("no libm to load")
+        out = self.run(f"import dlbind; print(dlbind.backends()['{self.backend}'].reason)", **{self.env(): libm})
+        assert out.startswith(f"runtime error: {libm} is not a {self.runtime_text} runtime")
+
+    def real_runtime(self) -> tuple[bool, str, str, int, str, str]:
+        """What the real runtime says here, in a fresh interpreter: (available, reason, runtime version,
+        device count, the BackendStatus line, the BufferError of ``asarray``)."""
+        b = self.backend
+        code = (
+            f"import json, dlbind, dlbind_{b}, numpy as np\n"
+            f"s = dlbind.backends()['{b}']\n"
+            f"try:\n    dlbind_{b}.asarray(np.ones(2)); err = ''\nexcept BufferError as e:\n    err = str(e)\n"
+            "print(json.dumps([s.available, s.reason, s.runtime_version, s.device_count, str(s), err]))"
+        )
+        return tuple(json.loads(self.run(code)))  # type: ignore[return-value]
