@@ -357,9 +357,8 @@ def _earlier_names(model: HeaderModel, canonical: HeaderModel) -> dict[str, dict
     out: dict[str, dict[str, str]] = {}
     for enum in (DEVICE_ENUM, DTYPE_ENUM):
         old = {v: m for m, v in _members(model, enum)}
-        out[enum] = {
-            m: old[v] for m, v in _members(canonical, enum) if v in old and old[v] != m and old[v] not in dict(_members(canonical, enum))
-        }
+        current = dict(_members(canonical, enum))
+        out[enum] = {m: old[v] for m, v in current.items() if v in old and old[v] != m and old[v] not in current}
     return out
 
 
