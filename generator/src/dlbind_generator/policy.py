@@ -169,8 +169,8 @@ def _entries(
         raise GeneratorError(f"[{table}] must be a table", file=str(path))
     extra = sorted(set(entries) - {m for m, _ in members})
     if subset:
-        renamed = earlier or {}
-        return {renamed.get(k, k): v for k, v in entries.items() if k not in extra or k in renamed}
+        renamed: dict[str, str] = earlier or {}
+        return {(renamed[k] if k in renamed else k): v for k, v in entries.items() if k not in extra or k in renamed}
     if extra:
         raise GeneratorError(
             f"[{table}.{extra[0]}] names no member of {enum} in the canonical header "
