@@ -170,7 +170,7 @@ def _entries(
     extra = sorted(set(entries) - {m for m, _ in members})
     if subset:
         renamed: dict[str, str] = earlier or {}
-        return {(renamed[k] if k in renamed else k): v for k, v in entries.items() if k not in extra or k in renamed}
+        return {renamed.get(str(k), str(k)): v for k, v in entries.items() if k not in extra or k in renamed}
     if extra:
         raise GeneratorError(
             f"[{table}.{extra[0]}] names no member of {enum} in the canonical header "
