@@ -139,13 +139,20 @@ def test_every_header_version(tmp_path: Path, fetched: None, version: tuple[int,
     text = f"{version[0]}.{version[1]}"
     into = tmp_path / "_dlpack"
     if version < (1, 0):
-        assert vendor(into, "h._dlpack", "--header-version", text) == 1  # the error: below
+        assert vendor(into, "h._dlpack", "--header-version", text) == 1  # compiled: refused (below)
         assert not into.exists()
-        return
-    assert vendor(into, "h._dlpack", "--header-version", text) == 0
+        assert vendor(into, "h._dlpack", "--header-version", text, "--pure") == 0
+    else:
+        assert vendor(into, "h._dlpack", "--header-version", text) == 0
     enums = (into / "_generated" / "enums.py").read_text()
     assert f"DLPACK_VERSION: tuple[int, int] = ({version[0]}, {version[1]})" in enums
+    assert "DLPACK_VERSION: int" not in enums  # a 0.x header's own macro (80, 040) never shadows the tuple
+    tables = (into / "_generated" / "tables.py").read_text()
+    assert f"VERSIONED_CAPSULES: bool = {version >= (1, 0)}" in tables
     assert tomllib.loads((into / RECORD).read_text())["header_version"] == text
+    if version < (1, 0):
+        assert "DLManagedTensorVersioned" not in (into / "_generated" / "_abi.py").read_text()
+        return
     types = (into / "_generated" / "dlpack_types.h").read_text()
     has_api = "DLPackExchangeAPI" in (ROOT / f"spec/models/dlpack-{text}.json").read_text()
     assert f"#define DLBIND_HEADER_HAS_EXCHANGE_API {int(has_api)}" in types
@@ -157,8 +164,30 @@ def test_unknown_and_old_header_versions_are_errors(
     assert vendor(tmp_path / "a", "h._dlpack", "--header-version", "0.5") == 1
     assert "--header-version 0.5: no such header in spec/headers.toml (known: " in capsys.readouterr().err
     assert vendor(tmp_path / "b", "h._dlpack", "--header-version", "0.8") == 1
-    assert "needs DLPack 1.0 or newer" in capsys.readouterr().err
+    assert "a DLPack 0.x copy is the pure build only (add --pure)" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_0_x_copies_know_only_their_header(tmp_path: Path, fetched: None) -> None:
+    """0.4 spells kDLCUDA kDLGPU and has no kDLBool, no flags, no versioned struct: the copy's tables
+    are that header's, joined with spec/ by value (cuda's policy reaches kDLGPU), nothing hand-written."""
+    into = tmp_path / "_dlpack"
+    assert vendor(into, "h._dlpack", "--header-version", "0.4", "--pure") == 0
+    enums = (into / "_generated" / "enums.py").read_text()
+    tables = (into / "_generated" / "tables.py").read_text()
+    assert "kDLGPU = 2" in enums and "kDLCUDA =" not in enums and "kDLBool" not in enums
+    assert "class Flags(enum.IntFlag):" in enums and "READ_ONLY" not in enums
+    assert '2: "cuda",  # kDLGPU' in tables and '3: "cuda_host",  # kDLCPUPinned' in tables
+    assert "oneapi" not in tables and "cuda_managed" not in tables  # 0.6 and 0.7 device types
+    assert "VERSIONED_CAPSULES: bool = False" in tables
+    ns: dict[str, object] = {}
+    exec(compile(tables, "tables.py", "exec"), ns)
+    assert 6 not in ns["KNOWN_DTYPE_CODES"] and 13 not in ns["KNOWN_DEVICE_TYPES"]  # type: ignore[operator]
+    assert "'oneapi'" not in (into / "_generated" / "adapters.py").read_text()
+    abi = (into / "_generated" / "_abi.py").read_text()
+    assert "DLManagedTensor" in abi and "DLManagedTensorVersioned" not in abi
+    assert vendor(tmp_path / "b", "h._dlpack", "--header-version", "0.8", "--pure") == 0
+    assert "kDLBool = 6" in (tmp_path / "b" / "_generated" / "enums.py").read_text()
 
 
 # -- re-vendoring ---------------------------------------------------------------------------------

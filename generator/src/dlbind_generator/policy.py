@@ -152,16 +152,25 @@ def _members(model: HeaderModel, enum: str) -> tuple[tuple[str, int], ...]:
 
 
 def _entries(
-    data: dict[str, Any], table: str, members: tuple[tuple[str, int], ...], enum: str, path: Path, subset: bool
+    data: dict[str, Any],
+    table: str,
+    members: tuple[tuple[str, int], ...],
+    enum: str,
+    path: Path,
+    subset: bool,
+    earlier: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``[table.<member>]`` entries, each naming a member of ``enum`` in the canonical header
-    (``subset``: an older header's, checked against the canonical one already: entries for newer members drop)."""
+    (``subset``: an older header's, checked against the canonical one already: entries for newer members
+    drop, and an entry of a member this header knows under an earlier name (``earlier``: canonical name ->
+    this header's name for the same value, kDLCUDA -> kDLGPU in DLPack 0.4) is keyed by that name)."""
     entries = data.get(table, {})
     if not isinstance(entries, dict):
         raise GeneratorError(f"[{table}] must be a table", file=str(path))
     extra = sorted(set(entries) - {m for m, _ in members})
     if subset:
-        return {k: v for k, v in entries.items() if k not in extra}
+        renamed: dict[str, str] = earlier or {}
+        return {renamed.get(str(k), str(k)): v for k, v in entries.items() if k not in extra or k in renamed}
     if extra:
         raise GeneratorError(
             f"[{table}.{extra[0]}] names no member of {enum} in the canonical header "
@@ -195,14 +204,14 @@ def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
 
 
 def _devices(
-    model: HeaderModel, path: Path, decisions: list[str], subset: bool
+    model: HeaderModel, path: Path, decisions: list[str], subset: bool, earlier: dict[str, str] | None = None
 ) -> tuple[tuple[StreamRule, ...], tuple[DeviceRow, ...]]:
     data = _load(path)
     _check_keys(data, {"stream_rules", "devices"}, "the top level", path)
     rules = _stream_rules(data, path)
     rule_names = {r.name for r in rules}
     members = _members(model, DEVICE_ENUM)
-    entries = _entries(data, "devices", members, DEVICE_ENUM, path, subset)
+    entries = _entries(data, "devices", members, DEVICE_ENUM, path, subset, earlier)
     rows = []
     for member, value in members:
         raw = entries.get(member)
@@ -242,12 +251,12 @@ def _devices(
 
 
 def _dtypes(
-    model: HeaderModel, path: Path, decisions: list[str], subset: bool
+    model: HeaderModel, path: Path, decisions: list[str], subset: bool, earlier: dict[str, str] | None = None
 ) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
     data = _load(path)
     _check_keys(data, {"codes", "formats", "legacy"}, "the top level", path)
     members = _members(model, DTYPE_ENUM)
-    entries = _entries(data, "codes", members, DTYPE_ENUM, path, subset)
+    entries = _entries(data, "codes", members, DTYPE_ENUM, path, subset, earlier)
     codes = []
     for member, value in members:
         raw = entries.get(member)
@@ -342,6 +351,17 @@ def _legacy(
     return tuple(rows)
 
 
+def _earlier_names(model: HeaderModel, canonical: HeaderModel) -> dict[str, dict[str, str]]:
+    """Per enum: canonical member -> ``model``'s name for the same value, where the older header spells
+    it differently (DLPack 0.4's kDLGPU is kDLCUDA: renames keep the value, the ABI is unchanged)."""
+    out: dict[str, dict[str, str]] = {}
+    for enum in (DEVICE_ENUM, DTYPE_ENUM):
+        old = {v: m for m, v in _members(model, enum)}
+        current = dict(_members(canonical, enum))
+        out[enum] = {m: old[v] for m, v in current.items() if v in old and old[v] != m and old[v] not in current}
+    return out
+
+
 def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path, *, canonical: HeaderModel | None = None) -> Policy:
     """The policy tables joined with ``model``'s enums (the canonical header).
 
@@ -352,7 +372,8 @@ def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path, *, canonical
     if canonical is not None and subset:
         join(canonical, devices_toml, dtypes_toml)
     decisions: list[str] = []
-    rules, devices = _devices(model, devices_toml, decisions, subset)
-    codes, dtypes = _dtypes(model, dtypes_toml, decisions, subset)
+    earlier = _earlier_names(model, canonical) if canonical is not None and subset else {}
+    rules, devices = _devices(model, devices_toml, decisions, subset, earlier.get(DEVICE_ENUM))
+    codes, dtypes = _dtypes(model, dtypes_toml, decisions, subset, earlier.get(DTYPE_ENUM))
     legacy = _legacy(dtypes_toml, _members(model, DTYPE_ENUM), dtypes, subset)
     return Policy(rules, devices, codes, dtypes, legacy, tuple(decisions))

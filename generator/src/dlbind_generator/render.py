@@ -94,6 +94,11 @@ class EnumView:
     aliases: tuple[Alias, ...]
 
 
+def versioned_capsules(model: HeaderModel) -> bool:
+    """Whether the header declares ``DLManagedTensorVersioned`` (DLPack 1.0+: versioned capsules)."""
+    return any(s.name == "DLManagedTensorVersioned" or s.tag == "DLManagedTensorVersioned" for s in model.structs)
+
+
 def enum_views(model: HeaderModel, merged: MergedModel) -> list[EnumView]:
     docs = dict(model.docs)
     views = []
@@ -110,6 +115,12 @@ def enum_views(model: HeaderModel, merged: MergedModel) -> list[EnumView]:
                     aliases.append(Alias(old, m, v, format_version(when)))
         views.append(EnumView(e.name, py_enum_name(e.name), "IntEnum", docs.get(e.name, ""), members, tuple(aliases)))
     flags = [(n[len(FLAG_PREFIX) :], v, n) for n, v in model.macros if n.startswith(FLAG_PREFIX)]
+    if not flags and not versioned_capsules(model):
+        # DLPack 0.x: no flags field. An empty Flags keeps the runtime's Flags(0) (legacy capsules' flags).
+        views.append(
+            EnumView("DLPACK_FLAG_BITMASK_*", "Flags", "IntFlag",
+                     f"No flags: DLPack {format_version(model.version)} has no DLManagedTensorVersioned.flags.", (), ())
+        )  # fmt: skip
     if flags:
         views.append(
             EnumView(
@@ -135,7 +146,9 @@ def context(model: HeaderModel, merged: MergedModel, sources_label: dict[str, st
         "merged": merged,
         "version": model.version,
         "enums": enum_views(model, merged),
-        "constants": [(n, v) for n, v in model.macros],
+        # DLPACK_VERSION (0.x headers' macro, 80 or the octal 040) is the (major, minor) tuple in Python
+        "constants": [(n, v) for n, v in model.macros if n != "DLPACK_VERSION"],
+        "versioned_capsules": versioned_capsules(model),
         "structs": model.structs,
         "cdef": cdef,
         "since": [(n.qualname, n.since) for n in names],

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import io
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import cffi
 
-from .adapters import load_adapters
+from .adapters import AdapterSpec, load_adapters
 from .emit import seal
 from .merge import MergedModel
 from .model import HeaderModel
@@ -86,16 +87,35 @@ def runtime_cdef(model: HeaderModel, cdef: str) -> str:
     return cdef.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
 
 
+def _on_devices(adapter: AdapterSpec, names: set[str]) -> AdapterSpec:
+    """``adapter`` importing only from the devices an older header has (DLPack 0.4 has no oneAPI)."""
+
+    def keep(fld: str, value: Any) -> Any:
+        if fld == "devices":
+            return tuple(d for d in value if d in names)
+        if fld == "device_names":
+            return tuple((d, n) for d, n in value if d in names)
+        return value
+
+    return replace(
+        adapter,
+        facts={fld: keep(fld, v) for fld, v in adapter.facts.items()},
+        when=tuple((versions, tuple((fld, keep(fld, v)) for fld, v in over)) for versions, over in adapter.when),
+    )
+
+
 def render_generated(target: Target, devices_toml: Path, dtypes_toml: Path, adapters_toml: Path) -> dict[str, str]:
     """The sealed generated files of a vendored copy, by path relative to the package folder."""
     env = environment()
     ctx = context(target.model, target.merged, target.labels)
     ctx["cdef"] = runtime_cdef(target.model, ctx["cdef"])
     policy = join(target.model, devices_toml, dtypes_toml, canonical=target.canonical)
+    names = {d.name for d in policy.devices}
+    canonical_names = {d.name for d in join(target.canonical, devices_toml, dtypes_toml).devices}
     ctx.update(
         policy=policy,
         max_refused=MAX_REFUSED,
-        adapters=load_adapters(adapters_toml, {d.name for d in policy.devices}),
+        adapters=[_on_devices(a, names) for a in load_adapters(adapters_toml, canonical_names)],
         package=target.package,
         header_sha256=target.model.sha256,
         exchange_api=any(s.name == "DLPackExchangeAPI" for s in target.model.structs),

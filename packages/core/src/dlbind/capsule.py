@@ -19,7 +19,16 @@ from typing import Any, NamedTuple
 
 from dlbind import _capi
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION
+from dlbind._generated.enums import DLPACK_VERSION, Flags
+from dlbind._generated.tables import VERSIONED_CAPSULES
+
+DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION = DLPACK_VERSION
+#: The flags the runtime sets, as plain ints; 0 when the header has no flags (DLPack 0.x: a copy of it never
+#: sets or reads one, as its capsules are legacy ones, which have no flags field).
+READ_ONLY: int = int(getattr(Flags, "READ_ONLY", 0))
+IS_COPIED: int = int(getattr(Flags, "IS_COPIED", 0))
+#: The name of the package this runtime is (``dlbind``, or a vendored copy's), for messages and reprs.
+PACKAGE: str = __name__.rpartition(".")[0]
 
 VERSIONED = b"dltensor_versioned"
 USED_VERSIONED = b"used_dltensor_versioned"
@@ -140,10 +149,10 @@ def _dims_format(ffi_: Any) -> str | None:
 
 
 # Only the pure build packs structs in Python: the compiled build does not derive the layouts at import.
-_LAYOUT_V = packed_layout(ffi, "DLManagedTensorVersioned") if native is None else None
+_LAYOUT_V = packed_layout(ffi, "DLManagedTensorVersioned") if native is None and VERSIONED_CAPSULES else None
 _LAYOUT_L = packed_layout(ffi, "DLManagedTensor") if native is None else None
 _DIM = _dims_format(ffi) if native is None else None
-_PACKED = _LAYOUT_V is not None and _LAYOUT_L is not None and _DIM is not None
+_PACKED = (_LAYOUT_V is not None or not VERSIONED_CAPSULES) and _LAYOUT_L is not None and _DIM is not None
 # what the hot path reads, as plain globals
 _DIM_SIZE = struct.calcsize("=" + _DIM) if _DIM else 0
 _SIZE_V = _LAYOUT_V.size if _LAYOUT_V else 0
@@ -394,6 +403,11 @@ def take(capsule: object) -> tuple[Any, bool]:
     if type(capsule) is not _capi.PyCapsuleType:
         raise TypeError(f"expected a DLPack capsule (PyCapsule), got {type(capsule).__name__}")
     name = _capi.capsule_name(capsule)
+    if name == VERSIONED and not VERSIONED_CAPSULES:  # left unconsumed: its destructor frees it
+        raise BufferError(
+            f"{PACKAGE} reads DLPack {DLPACK_MAJOR_VERSION}.{DLPACK_MINOR_VERSION} legacy 'dltensor' capsules only, "
+            "not 'dltensor_versioned' (DLPack 1.0): the producer must answer a call without max_version legacily"
+        )
     if name == VERSIONED:
         ctype, used, versioned = "DLManagedTensorVersioned *", USED_VERSIONED, True
     elif name == LEGACY:

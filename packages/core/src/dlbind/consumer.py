@@ -6,7 +6,8 @@ from typing import Any
 
 from dlbind import _capi, capsule, exchange
 from dlbind._ffi import native
-from dlbind._generated.enums import DLPACK_VERSION, Flags
+from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import (
     MISSING,
     TypeCache,
@@ -52,8 +53,8 @@ def call_style(kind: type) -> int:
     style = _CALL_STYLE.get(kind)
     return style if style in (_STREAM, _BARE) else 0
 
-_READ_ONLY = int(Flags.READ_ONLY)
-_IS_COPIED = int(Flags.IS_COPIED)
+_READ_ONLY = capsule.READ_ONLY
+_IS_COPIED = capsule.IS_COPIED
 
 
 def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
@@ -80,7 +81,7 @@ def sealed(tensor: Tensor, x: Any) -> Tensor:
             fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
             fill._flags = flags | _READ_ONLY
     query = bool_query(x)
-    if query is not None and tensor.dtype == UINT8 and str(getattr(x, query[0])()) == query[1]:
+    if query is not None and BOOL.code >= 0 and tensor.dtype == UINT8 and str(getattr(x, query[0])()) == query[1]:
         return _retyped(tensor, BOOL)
     return tensor
 
@@ -89,7 +90,7 @@ def _retyped(tensor: Tensor, dtype: DType) -> Tensor:
     """A zero-copy Tensor of ``tensor``'s memory read as ``dtype`` (of the same width); it keeps ``tensor``."""
     made = capsule.export(
         tensor.data_ptr, tensor.shape, tensor.strides, dtype, tensor.device, tensor.byte_offset, tensor,
-        versioned=True, flags=_READ_ONLY if tensor.readonly else 0,
+        versioned=VERSIONED_CAPSULES, flags=_READ_ONLY if tensor.readonly else 0,
     )  # fmt: skip
     return from_capsule(made)
 
@@ -102,6 +103,8 @@ def call_dlpack(
     ``first_error``: the TypeError the versioned call already raised (the compiled fast path made it).
     """
     method = x.__dlpack__
+    if not VERSIONED_CAPSULES:  # a DLPack 0.x consumer: the call of its time, which asks for a legacy capsule
+        return _legacy_call(x, method, stream=stream, dl_device=dl_device)
     kwargs: dict[str, Any] = {"stream": stream, "max_version": DLPACK_VERSION}
     if dl_device is not None:
         kwargs["dl_device"] = dl_device
@@ -125,6 +128,29 @@ def call_dlpack(
             result = _older_call(x, method, exc, stream, kwargs)
     else:  # never raised again here: a traceback through this frame would keep x in a cycle
         result = _older_call(x, method, first_error, stream, kwargs)
+    if type(result) is not _capi.PyCapsuleType:
+        raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
+    return result
+
+
+def _legacy_call(x: Any, method: Any, *, stream: int | None, dl_device: Any) -> object:
+    """``x.__dlpack__(stream=...)``, then without keywords if it takes none: a consumer of a 0.x header
+    (``dl_device`` and ``copy`` came with max_version: it cannot ask to move data; copy= is honoured by
+    from_dlpack itself, copying the import)."""
+    if dl_device is not None:
+        raise BufferError(
+            f"a DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} consumer cannot ask {type(x).__name__}.__dlpack__ "
+            "to move the data (dl_device came with DLPack 1.0): import it where it is"
+        )
+    try:
+        result = method(stream=stream)
+    except TypeError as exc:
+        refusal = _refusal(x, exc)
+        if refusal is not None:
+            raise refusal from exc
+        if not _keyword_refused(exc) or stream is not None:
+            raise
+        result = method()
     if type(result) is not _capi.PyCapsuleType:
         raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
     return result
@@ -226,7 +252,7 @@ def import_library_export(
     tensor = sealed(from_capsule(given, stream=stream, allow_vector=allow_vector), x)
     if device is not None and parse_device(device) != tensor.device:
         raise BufferError(f"{type(x).__name__} exports on {tensor.device} only; import it there and move it")
-    if copy and not tensor.flags & Flags.IS_COPIED:
+    if copy and not tensor._flags & _IS_COPIED:
         tensor = tensor.copy()
     return tensor
 
@@ -287,8 +313,8 @@ def from_dlpack(
     tensor = sealed(from_capsule(capsule, allow_vector=allow_vector), x)
     if target is not None and tensor.device != target:
         raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
-    if copy is False and tensor.flags & Flags.IS_COPIED:
+    if copy is False and tensor._flags & _IS_COPIED:
         raise BufferError("copy=False, but the producer made a copy")
-    if copy is True and not tensor.flags & Flags.IS_COPIED:
+    if copy is True and not tensor._flags & _IS_COPIED:
         tensor = tensor.copy()  # a legacy producer cannot say whether it copied: copy here
     return tensor

@@ -35,9 +35,15 @@ _C = DataTypeCode
 #: The flag bit that says sub-byte elements are padded to a byte each (DLPack 1.2); 0 when the header
 #: the runtime is generated from predates it (a vendored copy's): sub-byte data is then packed.
 SUBBYTE_PADDED: int = int(getattr(Flags, "IS_SUBBYTE_TYPE_PADDED", 0))
+_PACKAGE = __name__.rpartition(".")[0]  # dlbind, or a vendored copy's package
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 # numpy's dtype.kind -> DLPack code for the builtin kinds
-_NUMPY_KINDS: dict[str, int] = {"b": _C.kDLBool, "i": _C.kDLInt, "u": _C.kDLUInt, "f": _C.kDLFloat, "c": _C.kDLComplex}
+# (the kinds whose code the header has: DLPack 0.4 has no kDLBool, 0.8 added it)
+_NUMPY_KINDS: dict[str, int] = {
+    kind: getattr(_C, member)
+    for kind, member in (("b", "kDLBool"), ("i", "kDLInt"), ("u", "kDLUInt"), ("f", "kDLFloat"), ("c", "kDLComplex"))
+    if hasattr(_C, member)
+}
 
 
 class DType(NamedTuple):
@@ -117,12 +123,13 @@ class DType(NamedTuple):
         return self.name
 
     def __repr__(self) -> str:
-        return f"dlbind.DType({self.name})"
+        return f"{_PACKAGE}.DType({self.name})"
 
 
 #: The dtypes whose bool encodings the consumer and the planner translate between (adapters.toml
 #: ``export.bool``/``import.bool``): DLPack's bool, a uint8 labelled bool, a legacy 1-bit uint.
-BOOL = DType(_C.kDLBool, 8)
+#: (code -1, which no tensor has, when the header has no kDLBool: before DLPack 0.8)
+BOOL = DType(getattr(_C, "kDLBool", -1), 8)
 UINT8 = DType(_C.kDLUInt, 8)
 UINT1 = DType(_C.kDLUInt, 1)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from dlbind import _capi, capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DeviceType
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_NAMES
 from dlbind.devices import HOST_ACCESSIBLE, stream_free
 from dlbind.dtypes import DType
@@ -25,6 +25,7 @@ from dlbind.tensor import Tensor, from_managed
 __all__ = ["AVAILABLE", "import_object", "table"]
 
 CAPSULE_NAME = b"dlpack_exchange_api"
+DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION = DLPACK_VERSION
 
 
 def _declared(name: str) -> bool:

@@ -16,14 +16,16 @@ from typing import Any, NamedTuple
 
 from dlbind import _backends, capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType
+from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
 
 __all__ = ["CPU", "Memory", "byte_strides", "contiguous_strides", "copy_host", "export_memory", "export_view"]
 
 CPU: Device = (DeviceType.kDLCPU, 0)
-_READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
+_READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
+_PACKAGE = capsule.PACKAGE
 
 
 class Memory(NamedTuple):
@@ -88,7 +90,7 @@ def copy_host(mem: Memory) -> Memory:
             _copy_strided(data, src, mem.shape, byte_strides(strides, item), item)
     return Memory(
         data, mem.shape, contiguous_strides(mem.shape, saturate=not mem.size), mem.dtype, CPU, 0, False, out,
-        Flags.IS_COPIED | (mem.flags & SUBBYTE_PADDED),
+        capsule.IS_COPIED | (mem.flags & SUBBYTE_PADDED),
     )  # fmt: skip
 
 
@@ -198,10 +200,13 @@ def export_memory(
     max_version: tuple[int, int] | None = None,
     dl_device: Any = None,
     copy: bool | None = None,
+    own: bool = False,
 ) -> object:
-    """The array API's ``__dlpack__`` over ``mem``."""
+    """The array API's ``__dlpack__`` over ``mem`` (``own``: the runtime's own copy, not a consumer's request)."""
     plain = stream is None and dl_device is None and copy is None and mem.stream is None
-    if plain and max_version is not None and max_version[0] >= DLPACK_MAJOR_VERSION:
+    if not VERSIONED_CAPSULES and not own:
+        _legacy_keywords(mem, dl_device, copy)
+    if VERSIONED_CAPSULES and plain and max_version is not None and max_version[0] >= DLPACK_VERSION[0]:
         # the common call, straight to the capsule
         return capsule.export(
             mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
@@ -221,21 +226,24 @@ def export_memory(
                 f"{device_name(mem.device[0])}:{mem.device[1]}, and copy=False forbids one"
             )
         if target != CPU:
-            raise BufferError(f"dlbind exports host data only to the CPU, not to {device_name(target[0])}:{target[1]}")
+            raise BufferError(
+                f"{_PACKAGE} exports host data only to the CPU, not to {device_name(target[0])}:{target[1]}"
+            )
         mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem)
     elif copy:
         if mem.device[0] not in HOST_ACCESSIBLE:
             where = f"{device_name(mem.device[0])}:{mem.device[1]}"
             raise BufferError(
-                f"dlbind copies {where} memory to the host only: ask for dl_device=(kDLCPU, 0) with copy=True"
+                f"{_PACKAGE} copies {where} memory to the host only: ask for dl_device=(kDLCPU, 0) with copy=True"
             )
         mem = copy_host(mem)
-    versioned = max_version is not None and max_version[0] >= DLPACK_MAJOR_VERSION
+    versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= DLPACK_VERSION[0]
     if not versioned and mem.readonly:
         raise BufferError(
             "read-only data cannot be exported in a legacy 'dltensor' capsule (it has no read-only flag); "
-            "the consumer must ask for max_version=(1, 0) or newer"
-        )
+            + ("the consumer must ask for max_version=(1, 0) or newer" if VERSIONED_CAPSULES else
+               f"DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this copy's header) has no other")
+        )  # fmt: skip
     if not versioned:
         why = mem.dtype.legacy_refusal(padded=bool(mem.flags & SUBBYTE_PADDED))
         if why is not None:
@@ -247,6 +255,26 @@ def export_memory(
     )  # fmt: skip
 
 
+def _legacy_keywords(mem: Memory, dl_device: Any, copy: bool | None) -> None:
+    """A DLPack 0.x producer (a vendored copy of a 0.x header) answers with a legacy capsule, which cannot say
+    it is a copy (no IS_COPIED flag): it takes the array API's keywords, but refuses what it cannot honour
+    with a view, as the spec lets a producer refuse (BufferError); ``copy=None``/``False`` and a ``dl_device``
+    the memory already is on (or the CPU, for host-accessible memory) are served."""
+    if copy:
+        raise BufferError(
+            f"{_PACKAGE} (DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]}) exports legacy capsules, which cannot mark "
+            "a copy: copy=True is refused; import the view and copy it"
+        )
+    if dl_device is not None:
+        target = parse_device(dl_device)
+        if target != mem.device and not (target == CPU and mem.device[0] in HOST_ACCESSIBLE):
+            raise BufferError(
+                f"{_PACKAGE} (DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]}) exports "
+                f"{device_name(mem.device[0])}:{mem.device[1]} memory where it is: it cannot move it to "
+                f"{device_name(target[0])}:{target[1]}"
+            )
+
+
 def export_view(
     tensor: Any,
     *,
@@ -254,10 +282,11 @@ def export_view(
     max_version: tuple[int, int] | None = None,
     dl_device: Any = None,
     copy: bool | None = None,
+    own: bool = False,
 ) -> object:
     """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive."""
     mem = Memory(
         tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, tensor.byte_offset,
-        tensor.readonly, tensor, int(tensor.flags & SUBBYTE_PADDED),
+        tensor.readonly, tensor, int(tensor._flags & SUBBYTE_PADDED),
     )  # fmt: skip
-    return export_memory(mem, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+    return export_memory(mem, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy, own=own)

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 
 from dlbind import capsule, exchange
 from dlbind._generated.adapters import ADAPTERS, Adapter
-from dlbind._generated.enums import DLPACK_VERSION, Flags
+from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
@@ -41,7 +42,7 @@ __all__ = [
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
 
 _MISSING = MISSING
-_READ_ONLY = int(Flags.READ_ONLY)
+_READ_ONLY = capsule.READ_ONLY
 _TypeCache = TypeCache
 
 
@@ -234,7 +235,7 @@ class _LegacyReadOnly:
         if max_version is not None or dl_device is not None or copy:
             return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         t = self.tensor
-        why = t.dtype.legacy_refusal(padded=bool(t.flags & SUBBYTE_PADDED))
+        why = t.dtype.legacy_refusal(padded=bool(t._flags & SUBBYTE_PADDED))
         if why is not None:
             raise BufferError(why)
         return capsule.export(
@@ -263,11 +264,11 @@ class _BoolAs:
         self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
     ) -> object:
         t = self.tensor
-        versioned = max_version is not None and max_version[0] >= 1
+        versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= 1
         if dl_device is not None or copy or (versioned and self.encoding == "uint1") or (t.readonly and not versioned):
             raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
         dtype = UINT1 if self.encoding == "uint1" else UINT8
-        flags = int(Flags.READ_ONLY) if t.readonly else 0
+        flags = _READ_ONLY if t.readonly else 0
         return capsule.export(
             t.data_ptr, t.shape, t.strides, dtype, t.device, t.byte_offset, t, versioned=versioned, flags=flags,
         )  # fmt: skip

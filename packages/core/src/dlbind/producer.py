@@ -15,7 +15,8 @@ from typing import Any
 
 from dlbind import _backends, _capi, capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType
+from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind.consumer import from_dlpack
 from dlbind.devices import Device, device_name, parse_device, producer_device
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
@@ -23,7 +24,9 @@ from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export
 
 __all__ = ["Exporter", "asdlpack", "from_pointer"]
 
-_READ_ONLY = int(Flags.READ_ONLY)  # plain ints on the hot path: IntFlag arithmetic is slow
+_READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
+_PACKAGE = capsule.PACKAGE
+_CUDA = DeviceType(DEVICE_BY_NAME["cuda"])  # kDLCUDA (kDLGPU in DLPack 0.4)
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 
 
@@ -55,7 +58,7 @@ class Exporter(metaclass=ABCMeta):
             # tuple indexing (faster than the named fields): data, shape, strides, dtype, device,
             # byte_offset, readonly, owner, flags, stream; a DType is itself (code, bits, lanes)
             m = memory
-            if m[9] is None:
+            if m[9] is None and VERSIONED_CAPSULES:
                 self._fast = (m[0], m[1], m[2], m[3], m[4], m[5], m[7], True, m[8] | (_READ_ONLY if m[6] else 0))
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
@@ -72,7 +75,7 @@ class Exporter(metaclass=ABCMeta):
         copy: bool | None = None,
     ) -> object:
         plain = stream is None and dl_device is None and copy is None
-        if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_MAJOR_VERSION:
+        if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_VERSION[0]:
             return capsule.export_args(self._fast)
         if self._memory is not None:
             return export_memory(self._memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
@@ -84,10 +87,11 @@ class Exporter(metaclass=ABCMeta):
 
     def __repr__(self) -> str:
         if self._memory is None:
-            return f"dlbind.Exporter(of {type(self._source).__name__}.__dlpack__)"
+            return f"{_PACKAGE}.Exporter(of {type(self._source).__name__}.__dlpack__)"
         m = self._memory
         return (
-            f"dlbind.Exporter(shape={m.shape}, dtype={m.dtype.name}, device={device_name(m.device[0])}:{m.device[1]})"
+            f"{_PACKAGE}.Exporter(shape={m.shape}, dtype={m.dtype.name}, "
+            f"device={device_name(m.device[0])}:{m.device[1]})"
         )
 
 
@@ -189,13 +193,13 @@ def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -
     pointer = int(data[0]) + int(cai.get("offset", 0))
     device: Device
     if device_id is not None:
-        device = (DeviceType.kDLCUDA, int(device_id))
+        device = (_CUDA, int(device_id))
     elif not pointer:  # a zero-size array: no memory, nothing to look up
-        device = (DeviceType.kDLCUDA, 0)
+        device = (_CUDA, 0)
     else:
         need = "finding which GPU holds __cuda_array_interface__ data"
         try:
-            device = _backends.for_device(DeviceType.kDLCUDA, need).device_of(pointer)
+            device = _backends.for_device(_CUDA, need).device_of(pointer)
         except BufferError as exc:
             raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
     return _from_interface(cai, obj, device, None)
@@ -262,7 +266,7 @@ def _asdlpack(obj: Any, readonly: bool | None, device_id: int | None) -> Exporte
         return Exporter(_readonly(_from_cuda_interface(cai, obj, device_id), readonly))
     raise TypeError(
         f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
-        "__dlpack__ or __cuda_array_interface__ (use dlbind.from_pointer for raw memory)"
+        f"__dlpack__ or __cuda_array_interface__ (use {_PACKAGE}.from_pointer for raw memory)"
     )
 
 

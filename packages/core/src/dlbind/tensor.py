@@ -16,8 +16,14 @@ from typing import Any
 
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_MAJOR_VERSION, DLPACK_VERSION, DeviceType, Flags
-from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DEVICE_TYPES, KNOWN_DTYPE_CODES, LEGACY_READINGS
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType, Flags
+from dlbind._generated.tables import (
+    DEVICE_BY_NAME,
+    DTYPE_ACCEPTED_WIDTHS,
+    KNOWN_DEVICE_TYPES,
+    KNOWN_DTYPE_CODES,
+    LEGACY_READINGS,
+)
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
 from dlbind.export import byte_strides, contiguous_strides, export_view
@@ -30,7 +36,11 @@ _ACCEPTED_WIDTHS = DTYPE_ACCEPTED_WIDTHS
 MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 # CUDA memory a GPU addresses: device, pinned host (mapped under unified addressing) and managed
-_CUDA_ARRAY_DEVICES = frozenset({DeviceType.kDLCUDA, DeviceType.kDLCUDAHost, DeviceType.kDLCUDAManaged})
+# (by name: an older header spells them otherwise, or lacks managed memory)
+_CUDA_ARRAY_DEVICES = frozenset(DEVICE_BY_NAME[n] for n in ("cuda", "cuda_host", "cuda_managed") if n in DEVICE_BY_NAME)
+_READ_ONLY = _capsule.READ_ONLY
+_NO_FLAGS = not list(Flags)  # a DLPack 0.x header: no flags (an IntFlag without members cannot be made)
+_PACKAGE = _capsule.PACKAGE
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 _TYPESTR = re.compile(r"(bool|int|uint|float|complex)(?:8|16|32|64|128)?")  # dtypes numpy's typestr can name
 _TYPESTR_KINDS = {"bool": "b", "int": "i", "uint": "u", "float": "f", "complex": "c"}
@@ -158,7 +168,10 @@ class Tensor(_Core):  # type: ignore[misc]
 
     @property
     def flags(self) -> Flags:
-        """DLPack flags (``Flags.READ_ONLY``, ``Flags.IS_COPIED``, ...); empty for legacy capsules."""
+        """DLPack flags (``Flags.READ_ONLY``, ``Flags.IS_COPIED``, ...); empty for legacy capsules (the int 0
+        in a vendored copy of a DLPack 0.x header, whose ``Flags`` has no member)."""
+        if _NO_FLAGS:
+            return self._flags  # type: ignore[return-value]
         return Flags(self._flags)
 
     # -- metadata ------------------------------------------------------------------------------
@@ -172,7 +185,7 @@ class Tensor(_Core):  # type: ignore[misc]
 
     @property
     def readonly(self) -> bool:
-        return bool(self._flags & Flags.READ_ONLY)
+        return bool(self._flags & _READ_ONLY)
 
     @property
     def byte_strides(self) -> tuple[int, ...]:
@@ -195,13 +208,13 @@ class Tensor(_Core):  # type: ignore[misc]
     def __repr__(self) -> str:
         flags = f", flags={self.flags!r}" if self._flags else ""
         return (
-            f"dlbind.Tensor(shape={self.shape}, dtype={self.dtype.name}, "
+            f"{_PACKAGE}.Tensor(shape={self.shape}, dtype={self.dtype.name}, "
             f"device={device_name(self._device_type)}:{self._device_id}{flags})"
         )
 
     def copy(self) -> Tensor:
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
-        return from_capsule(export_view(self, max_version=DLPACK_VERSION, copy=True))
+        return from_capsule(export_view(self, max_version=DLPACK_VERSION, copy=True, own=True))
 
     # -- exporting again -----------------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
@@ -286,10 +299,10 @@ class _Interface:
 def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None, int]:
     if versioned:
         major, minor = managed.version.major, managed.version.minor
-        if major != DLPACK_MAJOR_VERSION:
+        if major != DLPACK_VERSION[0]:
             raise BufferError(
-                f"the producer made a DLPack {major}.{minor} tensor; dlbind understands major version "
-                f"{DLPACK_MAJOR_VERSION} only"
+                f"the producer made a DLPack {major}.{minor} tensor; {_PACKAGE} understands major version "
+                f"{DLPACK_VERSION[0]} only"
             )
         return managed.dl_tensor, (major, minor), int(managed.flags)
     return managed.dl_tensor, None, 0
