@@ -272,7 +272,8 @@ def check_acceptance(dist_dir: Path, tmp: Path, f: Failures) -> None:
         f.check(False, "Python 3.12 (pyenv) for the numpy 2.5 acceptance run")
     for where, py, numpy in runs:
         _run(f, f'{where}: pip install --find-links dist "dlbind[vulkan]" {numpy}',
-             [py, "-m", "pip", "install", "-q", "--find-links", str(dist_dir), "dlbind[vulkan]", numpy])  # fmt: skip
+             [py, "-m", "pip", "install", "-q", "--no-cache-dir", "--find-links", str(dist_dir), "dlbind[vulkan]",
+              numpy])  # fmt: skip  # no cache: pip keeps wheels built from an sdist of the same version
         _run(f, f"{where}: dlbind_vulkan.asarray on lavapipe: host copy, numpy refuses, zero-copy import",
              [py, "-c", VULKAN_ACCEPTANCE], cwd=tmp, expect="vulkan acceptance: ok")  # fmt: skip
 
