@@ -28,10 +28,9 @@ sys.meta_path.insert(0, _NoDlbind())
 """
 
 
-@pytest.fixture(scope="module")
-def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("vendored")
-    for lib, extra in (("liba", []), ("libb", ["--header-version", "1.0"])):
+def make_copies(base: Path, copies: dict[str, list[str]]) -> Path:
+    """Vendor a pure copy as ``<lib>._dlpack`` under ``base`` for each ``lib``, with its extra vendor arguments."""
+    for lib, extra in copies.items():
         (base / lib).mkdir()
         (base / lib / "__init__.py").write_text("")
         subprocess.run(
@@ -40,6 +39,11 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             check=True, cwd=ROOT, capture_output=True,
         )  # fmt: skip
     return base
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_copies(tmp_path_factory.mktemp("vendored"), {"liba": [], "libb": ["--header-version", "1.0"]})
 
 
 def run(libs: Path, code: str, *, block: bool = True) -> str:

@@ -8,9 +8,6 @@ versioned capsule unconsumed. Each scenario runs in a fresh interpreter, like ``
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,33 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("dlbind_generator", reason="vendoring needs the generator (pip install -e generator)")
 pytest.importorskip("numpy")
 
-from test_vendored import BLOCK_DLBIND  # noqa: E402
+from test_vendored import make_copies, run  # noqa: E402
 
 COPIES = {"lib08": "0.8", "lib04": "0.4", "lib10": "1.0"}
 
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("vendored0x")
-    for lib, version in COPIES.items():
-        (base / lib).mkdir()
-        (base / lib / "__init__.py").write_text("")
-        subprocess.run(
-            [sys.executable, "-m", "dlbind_generator", "vendor", "--into", str(base / lib / "_dlpack"),
-             "--package", f"{lib}._dlpack", "--pure", "--header-version", version, "--root", str(ROOT)],
-            check=True, cwd=ROOT, capture_output=True,
-        )  # fmt: skip
-    return base
-
-
-def run(libs: Path, code: str, *, block: bool = True) -> str:
-    script = (BLOCK_DLBIND if block else "") + textwrap.dedent(code)
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=libs, capture_output=True, text=True, env={"PYTHONPATH": str(libs),
-        "PATH": "/usr/bin:/bin"}, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    copies = {lib: ["--header-version", version] for lib, version in COPIES.items()}
+    return make_copies(tmp_path_factory.mktemp("vendored0x"), copies)
 
 
 def test_0_x_copies_export_and_import_legacy_capsules(libs: Path) -> None:
