@@ -22,6 +22,17 @@ def _group(name: str) -> list[str]:
     return nox.project.dependency_groups(PYPROJECT, name)
 
 
+def _interpreter(version: str) -> str:
+    """pyenv's interpreter of ``version`` where there is one (pyenv's shims answer only the global version,
+    so nox's discovery misses the others); else ``version`` for nox to find."""
+    import glob
+    import os
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
+    return found[-1] if found else version
+
+
 def _install_generator(session: nox.Session) -> None:
     session.install("-e", GENERATOR)
 
@@ -78,6 +89,30 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", env={"DLBIND_PURE": "0"})
     # The generator's tests do not depend on the build; the rest runs again on the pure build.
     session.run("pytest", "packages/core/tests", "tests", env={"DLBIND_PURE": "1"})
+
+
+# The core's tests on every Python it claims besides 3.11 (`nox -s tests`, the only one with torch here), with
+# the libraries that install on each: numpy, ml_dtypes and jax (jaxlib stops at 0.6 on 3.10). Tests of other
+# libraries skip naming them.
+PYTHONS = {
+    "3.10": ["numpy==2.2.6", "ml_dtypes==0.6.0", "jax==0.6.2", "jaxlib==0.6.2"],
+    "3.12": ["numpy==2.5.5", "ml_dtypes==0.6.0", "jax==0.10.2"],
+    "3.13": ["numpy==2.5.5", "ml_dtypes==0.6.0", "jax==0.10.2"],
+}
+
+
+@nox.session(name="tests_python", tags=["pythons"])
+@nox.parametrize("python", [nox.param(_interpreter(v), id=v) for v in PYTHONS])
+def tests_python(session: nox.Session) -> None:
+    """The core's tests on Python 3.10, 3.12 and 3.13, both builds (``nox -t pythons`` runs the three)."""
+    version = next(v for v in PYTHONS if session.python and str(session.python).endswith(f"python{v}"))
+    _install_generator(session)
+    session.install("pytest>=8", "hypothesis>=6.100", "setuptools", *PYTHONS[version])
+    session.install("--force-reinstall", "--no-deps", CORE)
+    session.install(CORE)
+    session.run("python", "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
+    for pure in ("0", "1"):
+        session.run("pytest", "packages/core/tests", "tests", "-q", *session.posargs, env={"DLBIND_PURE": pure})
 
 
 @nox.session
@@ -345,17 +380,6 @@ def leaks(session: nox.Session) -> None:
 
 
 # -- the interop version matrix (issue 13) ------------------------------------------------------------------
-
-
-def _interpreter(version: str) -> str:
-    """pyenv's interpreter of ``version`` where there is one (pyenv's shims answer only the global version,
-    so nox's discovery misses the others); else ``version`` for nox to find."""
-    import glob
-    import os
-
-    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
-    return found[-1] if found else version
 
 
 class _System:

@@ -57,6 +57,7 @@ def run(libs: Path, code: str, *, block: bool = True) -> str:
 
 
 def test_copies_without_dlbind_exchange_with_numpy_torch_and_each_other(libs: Path) -> None:
+    pytest.importorskip("torch")
     out = run(
         libs,
         """
@@ -135,6 +136,7 @@ def test_negotiation_of_a_1_0_copy(libs: Path) -> None:
 
 
 def test_two_copies_and_dlbind_in_one_process(libs: Path) -> None:
+    pytest.importorskip("torch")
     run(
         libs,
         """
