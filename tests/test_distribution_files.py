@@ -9,7 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = sorted(p.parent.name for p in ROOT.glob("packages/*/pyproject.toml") if p.parent.name != "core")

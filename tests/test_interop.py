@@ -67,7 +67,8 @@ def test_numpy_both_ways(case: str) -> None:
     b = np.from_dlpack(dlbind.asdlpack(a))
     _same(a, b)
     t = dlbind.from_dlpack(a)
-    assert t.shape == a.shape and t.byte_strides == a.strides
+    # a zero-size array's strides are free (numpy before 2.3 exports others than .strides says)
+    assert t.shape == a.shape and (t.byte_strides == a.strides or a.size == 0)
     _same(np.from_dlpack(t), a)
     if a.size:
         assert np.shares_memory(np.from_dlpack(t), a)

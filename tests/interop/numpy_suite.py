@@ -27,7 +27,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 HERE = Path(__file__).resolve().parent
 DIFFERENCES = HERE / "numpy_differences.toml"

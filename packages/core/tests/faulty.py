@@ -7,14 +7,23 @@ exactly once. (The callbacks run Python: call the deleters with no exception pen
 from __future__ import annotations
 
 import ctypes
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlbind import _capi
-from dlbind._ffi import ffi
+from dlbind._ffi import BUILD, ffi
 from dlbind._generated.enums import DLPACK_VERSION
 
 KEEP: dict[int, Any] = {}
+
+#: The pure build on Python 3.10: CPython 3.10 turns any Python function run while an exception is set into a
+#: SystemError (checked when its frame returns), and the pure build's deleters and capsule destructor are
+#: Python functions (cffi callbacks). A consumer that releases a dlbind export on its error path (numpy
+#: refusing a dtype) then gets a SystemError instead of its own exception, and cffi prints "Exception ignored".
+#: Python 3.11 and newer, and the compiled build on every Python, are free of it (docs/runtime.md).
+PY310_PURE = BUILD == "pure" and sys.version_info < (3, 11)
+PY310_PURE_REASON = "pure build on Python 3.10: its Python deleters cannot run while a consumer's exception is set"
 
 
 @dataclass

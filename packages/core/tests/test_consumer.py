@@ -257,4 +257,5 @@ def test_a_refused_device_request_names_the_request_and_the_producer(device: Any
         dlbind.from_dlpack(np.arange(3.0), device=device)
     message = str(info.value)
     assert message.startswith(f"from_dlpack(device={device!r}): numpy.ndarray on cpu:0 cannot export to {asked}: ")
-    assert isinstance(info.value.__cause__, BufferError)  # the producer's own refusal, kept
+    # the producer's own refusal, kept (numpy before 2.3 raises ValueError)
+    assert isinstance(info.value.__cause__, (BufferError, ValueError))

@@ -6,7 +6,11 @@ import enum
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 import dlbind
 from dlbind import spec

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dlbind
+from faulty import PY310_PURE, PY310_PURE_REASON
 
 N = int(os.environ.get("DLBIND_LEAK_N", "10000"))
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -258,5 +259,6 @@ def test_sources_are_freed_after_the_round_trips() -> None:
 
 
 @pytest.mark.parametrize("path", list(REFUSED))
+@pytest.mark.xfail(PY310_PURE, reason=PY310_PURE_REASON)  # strict=False: only the refusals numpy makes
 def test_refused_exchanges_flat(path: str) -> None:
     check(REFUSED[path]())

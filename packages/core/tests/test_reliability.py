@@ -22,6 +22,7 @@ import pytest
 
 import dlbind
 from dlbind import capsule
+from faulty import PY310_PURE, PY310_PURE_REASON
 
 BUILD = dlbind.ffi_build()
 COMPILED = BUILD == "compiled"
@@ -88,6 +89,7 @@ class Struct:
 # -- defect 1: a refusing consumer keeps its exception, and the export is released --------------------
 
 
+@pytest.mark.xfail(PY310_PURE, strict=True, reason=PY310_PURE_REASON)
 def test_defect1_refusing_consumer_keeps_its_exception() -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     t = dlbind.from_dlpack(dlbind.asdlpack(np.zeros(4, ml_dtypes.bfloat16)))
@@ -96,6 +98,7 @@ def test_defect1_refusing_consumer_keeps_its_exception() -> None:
         np.from_dlpack(t)
 
 
+@pytest.mark.xfail(PY310_PURE, strict=True, reason=PY310_PURE_REASON)
 def test_defect1_refused_export_is_released() -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     source = np.zeros(4, ml_dtypes.bfloat16)
@@ -110,6 +113,7 @@ def test_defect1_refused_export_is_released() -> None:
     assert alive() is None, "the refused exports keep the source alive"
 
 
+@pytest.mark.xfail(PY310_PURE, strict=True, reason=PY310_PURE_REASON)
 def test_defect1_deleter_called_with_an_exception_pending() -> None:
     # The failed reshape's ValueError is already set when the eval loop drops the temporary array, whose
     # DLPack base then calls our deleter: the exception must survive and the deleter run once.
@@ -125,6 +129,7 @@ def test_defect1_deleter_called_with_an_exception_pending() -> None:
     assert alive() is None
 
 
+@pytest.mark.xfail(PY310_PURE, strict=True, reason=PY310_PURE_REASON)
 def test_defect1_capsule_dropped_with_an_exception_pending() -> None:
     # An unconsumed capsule freed while an exception is set (the operand of a failed call): released once.
     source = np.arange(4.0)

@@ -297,11 +297,13 @@ def from_dlpack(
     dl_device = target if target is not None and target != here else None
     try:
         capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
-    except BufferError as e:
+    except (BufferError, ValueError) as e:
+        if isinstance(e, ValueError) and dl_device is None:
+            raise
         fallback = _host_fallback(x) if stream is None and copy is not False and dl_device is None else None
         if fallback is None and dl_device is not None:
             # say what was asked of whom: the producer's own message alone ("unsupported device requested")
-            # names neither
+            # names neither; numpy before 2.3 refuses a device with ValueError, the spec says BufferError
             raise BufferError(
                 f"from_dlpack(device={device!r}): {type(x).__module__}.{type(x).__qualname__} on "
                 f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"

@@ -125,6 +125,8 @@ class _PureCore:
         return raw.cast(fmt)[0 if step > 0 else -1 :: step]
 
 
+_EMPTY = ffi.new("char[64]")  # lives as long as the module: where zero-size tensors point numpy
+_EMPTY_ADDRESS = (int(ffi.cast("uintptr_t", _EMPTY)) + 31) // 32 * 32  # aligned for every dtype numpy has
 _PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12)
 
 # Users see the method as Tensor's (as in the compiled build's messages of a wrong call).
@@ -230,7 +232,9 @@ class Tensor(_Core):  # type: ignore[misc]
             "version": 3,
             "shape": self.shape,
             "typestr": typestr,
-            "data": (self.data_ptr + self.byte_offset if self.size else 0, self.readonly),
+            # numpy before 2.3 refuses a NULL pointer even for zero elements: give an empty tensor a real,
+            # aligned address that nothing reads (the producer's may be NULL)
+            "data": (self.data_ptr + self.byte_offset if self.size else _EMPTY_ADDRESS, self.readonly),
             "strides": strides,
         }
 

@@ -28,6 +28,9 @@ BUILD = dlbind.ffi_build()
 PURE = BUILD == "pure"
 COUNT = int(os.environ.get("DLBIND_FUZZ_SHORT", "400"))
 
+# as faulty.PY310_PURE: the pure build's Python deleters cannot run while a consumer's exception is set on 3.10
+_PY310 = "pure build on Python 3.10: its Python deleters cannot run while a consumer's exception is set"
+
 
 @pytest.fixture(scope="module")
 def corpus_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -62,6 +65,7 @@ def test_corpus_deleter_called_exactly_once(corpus_run: dict[str, Any]) -> None:
     assert not bad, f"{len(bad)} inputs with a wrong deleter count, e.g. {list(bad.items())[:5]}"
 
 
+@pytest.mark.xfail(PURE and sys.version_info < (3, 11), reason=_PY310)  # strict=False: only inputs numpy refuses
 def test_corpus_only_spec_exceptions(corpus_run: dict[str, Any]) -> None:
     allowed = {"BufferError", "TypeError", "ValueError"}
     bad = [
@@ -74,6 +78,7 @@ def test_corpus_only_spec_exceptions(corpus_run: dict[str, Any]) -> None:
 
 
 @pytest.mark.skipif(PURE, reason="compares both builds once, from the compiled pass")
+@pytest.mark.xfail(sys.version_info < (3, 11), reason=_PY310)  # the pure side diverges there
 def test_builds_agree(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(HERE / "drive.py"), "--seed", "2", "--count", "200", "--chunk", "200",

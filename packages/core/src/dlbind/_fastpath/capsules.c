@@ -164,6 +164,10 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         return;
     }
     PyGILState_STATE state = PyGILState_Ensure();
+    /* A consumer may call the deleter while its own exception is set (numpy refusing the tensor): what
+     * the release runs (the owner's __del__, a foreign deleter) must neither see nor clear it. */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
     if (b->live) { /* a second call of the deleter does nothing */
         void *ctx = *manager_ctx;
         *manager_ctx = NULL;
@@ -176,6 +180,7 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
         dlbind_block_recycle(b);
     }
+    PyErr_Restore(type, value, traceback);
     PyGILState_Release(state);
 }
 

@@ -32,7 +32,21 @@ static void dlbind_tensor_dealloc(dlbind_tensor *self) {
     if (self->own_strides) PyMem_Free(self->strides);
     void *m = self->managed;
     self->managed = NULL;
-    if (m != NULL) dlbind_call_deleter(m, self->versioned);
+    if (m != NULL) {
+        /* A tensor freed while an exception unwinds (a consumer's refusal): the producer's deleter may run
+         * Python (a cffi callback), which must not see that exception (Python 3.10 turns it into a
+         * SystemError). Kept aside and restored, as CPython does around __del__. */
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *pending = PyErr_GetRaisedException();
+        dlbind_call_deleter(m, self->versioned);
+        PyErr_SetRaisedException(pending);
+#else
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        dlbind_call_deleter(m, self->versioned);
+        PyErr_Restore(type, value, traceback);
+#endif
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
