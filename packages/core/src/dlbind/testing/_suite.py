@@ -1,8 +1,9 @@
 """dlbind's conformance checks as pytest items in a library's own test suite (the user-facing half).
 
 ``conformance_tests(...)`` returns a test function that the plugin (:mod:`dlbind.testing.pytest_plugin`,
-loaded by pytest through the ``pytest11`` entry point) parametrizes with one item per check. This module
-does not import pytest: dlbind does not depend on it, and only the plugin, which pytest itself loads, does.
+loaded by pytest through the ``pytest11`` entry point) parametrizes with one item per check, and whose
+results it turns into pytest outcomes (its fixture ``_dlbind_outcome``). This module does not import
+pytest nor the plugin: dlbind does not depend on pytest, and only the plugin, which pytest loads, does.
 """
 
 from __future__ import annotations
@@ -106,11 +107,9 @@ def conformance_tests(
             ) from None
     subject = Subject(make_array, from_dlpack, to_numpy, _select(checks, only, skip), isolate)
 
-    def test_dlpack_conformance(dlbind_check: Check) -> None:
-        """One of dlbind's DLPack conformance checks (the item's id names it)."""
-        from dlbind.testing.pytest_plugin import outcome
-
-        outcome(dlbind_check, subject.run(dlbind_check))
+    def test_dlpack_conformance(dlbind_check: Check, _dlbind_outcome: Callable[[Check, Result], None]) -> None:
+        """One of dlbind's DLPack conformance checks (the item's id names it); the plugin gives both arguments."""
+        _dlbind_outcome(dlbind_check, subject.run(dlbind_check))
 
     setattr(test_dlpack_conformance, MARK, subject)
     return test_dlpack_conformance

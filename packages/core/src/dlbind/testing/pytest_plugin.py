@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dlbind.testing._checks import Check, Result
 
 # dlbind.testing._suite.MARK, spelled out so that loading the plugin imports no checks.
@@ -28,6 +30,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from dlbind.testing._suite import key
 
     metafunc.parametrize("dlbind_check", subject.checks, ids=[key(c) for c in subject.checks])
+
+
+@pytest.fixture
+def _dlbind_outcome() -> Callable[[Check, Result], None]:
+    """How a test function made by ``conformance_tests`` reports a check's result: :func:`outcome`."""
+    return outcome
 
 
 def outcome(check: Check, result: Result) -> None:
