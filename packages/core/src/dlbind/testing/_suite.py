@@ -2,7 +2,7 @@
 
 ``conformance_tests(...)`` returns a test function that the plugin (:mod:`dlbind.testing.pytest_plugin`,
 loaded by pytest through the ``pytest11`` entry point) parametrizes with one item per check, and whose
-results it turns into pytest outcomes (its fixture ``_dlbind_outcome``). This module does not import
+results it turns into pytest outcomes (its fixture ``dlbind_outcome``). This module does not import
 pytest nor the plugin: dlbind does not depend on pytest, and only the plugin, which pytest loads, does.
 """
 
@@ -96,7 +96,8 @@ def conformance_tests(
     """
     if make_array is None and from_dlpack is None:
         raise TypeError("conformance_tests() needs make_array (producer checks), from_dlpack (consumer checks) or both")
-    checks = [*(PRODUCER_CHECKS if make_array is not None else ()), *(CONSUMER_CHECKS if from_dlpack is not None else ())]
+    checks = [*(PRODUCER_CHECKS if make_array is not None else ())]
+    checks += CONSUMER_CHECKS if from_dlpack is not None else []
     if isolate:
         try:
             pickle.dumps((make_array, from_dlpack, to_numpy))
@@ -107,9 +108,9 @@ def conformance_tests(
             ) from None
     subject = Subject(make_array, from_dlpack, to_numpy, _select(checks, only, skip), isolate)
 
-    def test_dlpack_conformance(dlbind_check: Check, _dlbind_outcome: Callable[[Check, Result], None]) -> None:
+    def test_dlpack_conformance(dlbind_check: Check, dlbind_outcome: Callable[[Check, Result], None]) -> None:
         """One of dlbind's DLPack conformance checks (the item's id names it); the plugin gives both arguments."""
-        _dlbind_outcome(dlbind_check, subject.run(dlbind_check))
+        dlbind_outcome(dlbind_check, subject.run(dlbind_check))
 
     setattr(test_dlpack_conformance, MARK, subject)
     return test_dlpack_conformance

@@ -33,7 +33,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def _dlbind_outcome() -> Callable[[Check, Result], None]:
+def dlbind_outcome() -> Callable[[Check, Result], None]:
     """How a test function made by ``conformance_tests`` reports a check's result: :func:`outcome`."""
     return outcome
 
