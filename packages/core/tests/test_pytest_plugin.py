@@ -227,6 +227,17 @@ def test_loading_the_plugin_imports_no_array_library(pytester: pytest.Pytester) 
     assert outcomes == {"test_other.py::test_unrelated": "FAILED"}
 
 
+def test_importing_dlbind_before_an_in_process_pytest_warns_nothing(pytester: pytest.Pytester) -> None:
+    """pytest marks the packages of a distribution with a pytest11 entry point for assertion rewriting and
+    warns when one is imported already, an error under filterwarnings=error: tests/interop/numpy_suite.py
+    imports dlbind before its in-process pytest.main(). dlbind's docstring opts out (PYTEST_DONT_REWRITE)."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    code = "import sys, dlbind, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-W', 'error']))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=pytester.path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+
+
 def test_dlbind_does_not_import_pytest() -> None:
     """pytest is no dependency of dlbind: only the plugin, which pytest loads, imports it."""
     code = "import sys, dlbind, dlbind.testing; assert 'pytest' not in sys.modules, 'pytest imported'"
