@@ -52,6 +52,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind.testing._checks",
             "dlbind.testing._consumer_checks",
             "dlbind.testing._worker",
+            "dlbind.testing._suite",
+            "dlbind.testing.pytest_plugin",
             "dlbind.check",
             "dlbind.__main__",
         ),

@@ -1,6 +1,10 @@
 """dlbind: the Python binding to DLPack, generated from ``dlpack.h``.
 
 Importing dlbind loads no array library and no device backend.
+
+PYTEST_DONT_REWRITE: dlbind ships a pytest plugin (``dlbind.testing.pytest_plugin``), so pytest marks the
+package for assertion rewriting in every run; this marker lets ``import dlbind`` come before an in-process
+``pytest.main()`` without a PytestAssertRewriteWarning (an error under ``filterwarnings = error``).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Prints one JSON line when a check starts and one with its result, so that the parent can tell
 which check killed the process if the library crashes, and start a new worker after it.
+
+``python -m dlbind.testing._worker --pickled`` runs one check of the pytest plugin's ``isolate=True``
+instead: the check's key and the callables, pickled, on stdin; one JSON line with the result on stdout.
 """
 
 from __future__ import annotations
@@ -23,7 +26,24 @@ def subject(name: str) -> tuple[Any, Any]:
     return (lambda a: dlbind.convert(a, name)), importer(adapter)
 
 
+def run_pickled() -> int:
+    """One check on callables sent by reference (``conformance_tests(..., isolate=True)``)."""
+    import pickle
+
+    from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER_CHECKS, run_check
+    from dlbind.testing._consumer_checks import _default_to_numpy
+
+    wanted, make, consume, to_numpy = pickle.loads(sys.stdin.buffer.read())
+    check = next(c for c in [*PRODUCER_CHECKS, *CONSUMER_CHECKS] if f"{c.kind}:{c.id}" == wanted)
+    args = (make,) if check.kind == "producer" else (consume, to_numpy or _default_to_numpy)
+    result = run_check(check, *args)
+    print(json.dumps({"key": wanted, "status": result.status, "detail": result.detail}), flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--pickled"]:
+        return run_pickled()
     from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER_CHECKS, run_check
 
     name, skip = argv[0], set(argv[1:])
