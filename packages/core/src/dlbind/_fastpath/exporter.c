@@ -117,7 +117,7 @@ refuse:
 /* An exporter the garbage collector cleared (only reachable then from other garbage, by a
  * finalizer) exports nothing. */
 static PyObject *dlbind_exporter_released(void) {
-    PyErr_SetString(PyExc_BufferError, "this dlbind.Exporter was released by the garbage collector");
+    PyErr_SetString(PyExc_BufferError, "this " DLBIND_PACKAGE ".Exporter was released by the garbage collector");
     return NULL;
 }
 
@@ -175,7 +175,7 @@ static PyObject *dlbind_exporter_repr(dlbind_exporter *self) {
         PyTuple_SET_ITEM(shape, i, d);
     }
     const char *name = dlbind_dtype_name(self->dtype.code, self->dtype.bits);
-    PyObject *res = PyUnicode_FromFormat("dlbind.Exporter(shape=%R, dtype=%s, device=%s:0)", shape, name ? name : "?",
+    PyObject *res = PyUnicode_FromFormat(DLBIND_PACKAGE ".Exporter(shape=%R, dtype=%s, device=%s:0)", shape, name ? name : "?",
                                          dlbind_device_name(kDLCPU));
     Py_DECREF(shape);
     return res;

@@ -136,7 +136,7 @@ void dlbind_tensor_seal(PyObject *tensor) {
 PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
     (void)mod;
     if (!PyObject_TypeCheck(tensor, &dlbind_tensor_core_type)) {
-        PyErr_Format(PyExc_TypeError, "seal() takes a dlbind.Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
+        PyErr_Format(PyExc_TypeError, "seal() takes a " DLBIND_PACKAGE ".Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
         return NULL;
     }
     dlbind_tensor_seal(tensor);
