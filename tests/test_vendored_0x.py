@@ -1,13 +1,17 @@
-"""Vendored copies of DLPack 0.x headers at work (pure builds, made here): legacy capsules only.
+"""Vendored copies of DLPack 0.x headers at work (made here): legacy capsules only.
 
 ``lib08._dlpack`` is vendored at DLPack 0.8, ``lib04._dlpack`` at 0.4 (which spells kDLCUDA kDLGPU and has
-no kDLBool), ``lib10._dlpack`` at 1.0. A 0.x copy exports legacy ``"dltensor"`` capsules whatever
-``max_version`` it is asked for, calls producers the 0.x way (``__dlpack__(stream=...)``) and refuses a
-versioned capsule unconsumed. Each scenario runs in a fresh interpreter, like ``tests/test_vendored.py``.
+no kDLBool), ``lib10._dlpack`` at 1.0, all pure; ``clib08._dlpack`` is the compiled build at 0.8, its cffi
+module and C fast path built in place (setuptools' build_ext, as a host's setup.py runs it). A 0.x copy
+exports legacy ``"dltensor"`` capsules whatever ``max_version`` it is asked for, calls producers the 0.x
+way (``__dlpack__(stream=...)``) and refuses a versioned capsule unconsumed, in either build. Each
+scenario runs in a fresh interpreter, like ``tests/test_vendored.py``.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,12 +23,44 @@ pytest.importorskip("numpy")
 from test_vendored import make_copies, run  # noqa: E402
 
 COPIES = {"lib08": "0.8", "lib04": "0.4", "lib10": "1.0"}
+#: The compiled 0.8 copy (vendored without --pure, then built in place).
+COMPILED = "clib08"
+
+SETUP = """
+import runpy
+from setuptools import setup
+
+dlpack = runpy.run_path("{lib}/_dlpack/_build.py")
+setup(name="{lib}", packages=["{lib}"], cffi_modules=["{lib}/_dlpack/_build.py:ffibuilder"],
+      ext_modules=[dlpack["fastpath_extension"]()])
+"""
+
+
+def build_compiled(base: Path, lib: str, version: str) -> None:
+    """Vendor ``lib._dlpack`` at ``version`` without --pure, then build its two modules in place."""
+    (base / lib).mkdir()
+    (base / lib / "__init__.py").write_text("")
+    subprocess.run(
+        [sys.executable, "-m", "dlbind_generator", "vendor", "--into", str(base / lib / "_dlpack"),
+         "--package", f"{lib}._dlpack", "--header-version", version, "--root", str(ROOT)],
+        check=True, cwd=ROOT, capture_output=True,
+    )  # fmt: skip
+    (base / f"setup_{lib}.py").write_text(SETUP.format(lib=lib))
+    proc = subprocess.run(
+        [sys.executable, f"setup_{lib}.py", "-q", "build_ext", "--inplace"], cwd=base, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, f"the compiled {version} copy does not build:\n{proc.stdout}\n{proc.stderr}"
+    built = sorted(p.name.split(".")[0] for p in (base / lib / "_dlpack").glob("*.so"))
+    assert built == ["_api", "_fastpath"], built
 
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("setuptools", reason="the compiled 0.8 copy is built with setuptools")
     copies = {lib: ["--header-version", version] for lib, version in COPIES.items()}
-    return make_copies(tmp_path_factory.mktemp("vendored0x"), copies)
+    base = make_copies(tmp_path_factory.mktemp("vendored0x"), copies)
+    build_compiled(base, COMPILED, "0.8")
+    return base
 
 
 def test_0_x_copies_export_and_import_legacy_capsules(libs: Path) -> None:
@@ -33,15 +69,17 @@ def test_0_x_copies_export_and_import_legacy_capsules(libs: Path) -> None:
         """
         import gc
         import numpy as np
-        import lib08._dlpack as v08, lib04._dlpack as v04, lib10._dlpack as v10
-        assert v08.DLPACK_VERSION == (0, 8) and v04.DLPACK_VERSION == (0, 4) and v10.DLPACK_VERSION == (1, 0)
+        import lib08._dlpack as v08, lib04._dlpack as v04, lib10._dlpack as v10, clib08._dlpack as c08
+        assert v08.DLPACK_VERSION == c08.DLPACK_VERSION == (0, 8) and v04.DLPACK_VERSION == (0, 4)
+        assert v10.DLPACK_VERSION == (1, 0)
         assert v08.ffi_build() == v04.ffi_build() == "pure"
+        assert c08.ffi_build() == c08._ffi.BUILD == "compiled" and c08._ffi.native is not None
         x = np.arange(12, dtype=np.float32).reshape(3, 4)
 
         def name(capsule):
             return repr(capsule).split('"')[1]
 
-        for lib in (v08, v04):
+        for lib in (v08, v04, c08):
             # producer: legacy whatever max_version says (a producer that does not know 1.0)
             for kw in ({}, {"max_version": (1, 3)}, {"max_version": (2, 0)}, {"max_version": (0, 8)},
                        {"max_version": (1, 0), "dl_device": (1, 0), "copy": False}, {"stream": None}):
@@ -88,6 +126,40 @@ def test_0_x_copies_export_and_import_legacy_capsules(libs: Path) -> None:
                 assert "read-only" in str(exc)
             else:
                 raise AssertionError("read-only data in a legacy capsule")
+            # convert: the general route (no C route of the compiled copy carries a versioned struct)
+            out = lib.convert(lib.from_dlpack(x), "numpy")
+            assert type(out) is np.ndarray and np.array_equal(out, x) and np.shares_memory(out, x)
+
+        # the same copy in two builds, both ways
+        assert np.array_equal(np.asarray(c08.from_dlpack(v08.from_dlpack(x))), x)
+        assert np.array_equal(np.asarray(v08.from_dlpack(c08.from_dlpack(x))), x)
+        assert np.array_equal(np.asarray(c08.from_dlpack(v04.asdlpack(x))), x)
+        # the compiled copy's C entry points never make, read or ask for a versioned struct
+        native = c08._ffi.native
+        cap = v10.asdlpack(x).__dlpack__(max_version=(1, 0))
+        for attempt in (lambda: native.take(cap), lambda: native.from_dlpack(cap), lambda: c08.from_dlpack(cap)):
+            try:
+                attempt()
+            except BufferError as exc:
+                assert "clib08._dlpack reads DLPack 0.8 legacy 'dltensor' capsules only" in str(exc), exc
+            else:
+                raise AssertionError("the compiled 0.8 copy read a versioned capsule")
+        assert name(cap) == "dltensor_versioned"  # unconsumed: its destructor frees it
+        del cap
+        for attempt in (lambda: native.wrap(x.ctypes.data, True, False), lambda: native.export(x, x.ctypes.data, True)):
+            try:
+                attempt()
+            except ValueError as exc:
+                assert "clib08._dlpack (DLPack 0.x)" in str(exc), exc
+            else:
+                raise AssertionError("the compiled 0.8 copy took a versioned struct")
+        assert native.exchange_table() is None and native.exchange_import(x) is None
+        assert native.convert_to(x, np.ndarray, 0) is NotImplemented
+        assert native.convert_to(x, np.ndarray, 0, np.from_dlpack) is NotImplemented
+        del t, c, out  # the last loop's (c08's) imports: their tensors hold c08's exports
+        gc.collect()
+        exported, deleted = c08.capsule.stats()
+        assert exported > 20 and exported == deleted, (exported, deleted)  # every export released, in C
 
         # what the header does not define is a BufferError naming it
         b = np.array([True, False, True])
@@ -116,9 +188,10 @@ def test_0_x_copies_and_dlbind_in_one_process(libs: Path) -> None:
         libs,
         """
         import numpy as np
-        import dlbind, lib08._dlpack as v08, lib04._dlpack as v04
+        import dlbind, lib08._dlpack as v08, lib04._dlpack as v04, clib08._dlpack as c08
+        assert c08.ffi_build() == "compiled"
         x = np.arange(8, dtype=np.float64).reshape(2, 4)
-        for lib in (v08, v04):
+        for lib in (v08, v04, c08):
             t = dlbind.from_dlpack(lib.asdlpack(x))  # dlbind (1.3) asks for 1.3, takes the legacy answer
             assert t.version is None and np.array_equal(np.asarray(t), x)
             assert np.array_equal(np.asarray(lib.from_dlpack(dlbind.asdlpack(x))), x)
@@ -141,7 +214,7 @@ VERSIONED_ONLY = {
 }
 
 
-@pytest.mark.parametrize("lib", ["lib08", "lib04"])
+@pytest.mark.parametrize("lib", ["lib08", "lib04", COMPILED])
 def test_0_x_copies_pass_dlbind_testing(libs: Path, lib: str) -> None:
     """dlbind.testing's checks against the copy: every one passes or is unsupported, except those that need
     a versioned capsule (listed), which must fail for the reason that it is legacy."""

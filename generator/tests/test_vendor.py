@@ -138,24 +138,29 @@ def test_canonical_copy_generates_what_the_core_has(tmp_path: Path, fetched: Non
 def test_every_header_version(tmp_path: Path, fetched: None, version: tuple[int, int]) -> None:
     text = f"{version[0]}.{version[1]}"
     into = tmp_path / "_dlpack"
-    if version < (1, 0):
-        assert vendor(into, "h._dlpack", "--header-version", text) == 1  # compiled: refused (below)
-        assert not into.exists()
-        assert vendor(into, "h._dlpack", "--header-version", text, "--pure") == 0
-    else:
-        assert vendor(into, "h._dlpack", "--header-version", text) == 0
+    assert vendor(into, "h._dlpack", "--header-version", text) == 0  # compiled, 0.x included
     enums = (into / "_generated" / "enums.py").read_text()
     assert f"DLPACK_VERSION: tuple[int, int] = ({version[0]}, {version[1]})" in enums
     assert "DLPACK_VERSION: int" not in enums  # a 0.x header's own macro (80, 040) never shadows the tuple
     tables = (into / "_generated" / "tables.py").read_text()
     assert f"VERSIONED_CAPSULES: bool = {version >= (1, 0)}" in tables
     assert tomllib.loads((into / RECORD).read_text())["header_version"] == text
-    if version < (1, 0):
-        assert "DLManagedTensorVersioned" not in (into / "_generated" / "_abi.py").read_text()
-        return
     types = (into / "_generated" / "dlpack_types.h").read_text()
     has_api = "DLPackExchangeAPI" in (ROOT / f"spec/models/dlpack-{text}.json").read_text()
     assert f"#define DLBIND_HEADER_HAS_EXCHANGE_API {int(has_api)}" in types
+    assert f"#define DLBIND_VERSIONED_CAPSULES {int(version >= (1, 0))}" in types
+    build = (into / "_build.py").read_text()
+    cdef = build.split('CDEF = r"""', 1)[1].split('"""', 1)[0]
+    if version < (1, 0):
+        # the cffi declarations are the header's: no versioned struct, in either build's module
+        assert "DLManagedTensorVersioned" not in (into / "_generated" / "_abi.py").read_text()
+        assert "DLManagedTensorVersioned" not in cdef and "DLPACK_MAJOR_VERSION" not in cdef
+        # the C header adds them after the header's declarations, C-private, for the fast path's code only
+        private = types.split("C-private declarations for the fast path's code only", 1)[1]
+        assert f"#define DLPACK_MAJOR_VERSION {version[0]}\n#define DLPACK_MINOR_VERSION {version[1]}\n" in private
+        assert "} DLManagedTensorVersioned;" in private and "} DLPackVersion;" in private
+    else:
+        assert "C-private" not in types
 
 
 def test_unknown_and_old_header_versions_are_errors(
@@ -163,9 +168,10 @@ def test_unknown_and_old_header_versions_are_errors(
 ) -> None:
     assert vendor(tmp_path / "a", "h._dlpack", "--header-version", "0.5") == 1
     assert "--header-version 0.5: no such header in spec/headers.toml (known: " in capsys.readouterr().err
-    assert vendor(tmp_path / "b", "h._dlpack", "--header-version", "0.8") == 1
-    assert "a DLPack 0.x copy is the pure build only (add --pure)" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert not (tmp_path / "a").exists()
+    # a compiled 0.x copy is no error: its fast path shuts every versioned path (test_every_header_version)
+    assert vendor(tmp_path / "b", "h._dlpack", "--header-version", "0.8") == 0
+    assert tomllib.loads((tmp_path / "b" / RECORD).read_text())["build"] == "compiled"
 
 
 def test_0_x_copies_know_only_their_header(tmp_path: Path, fetched: None) -> None:

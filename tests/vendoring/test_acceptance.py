@@ -1,7 +1,8 @@
 """Issue 10's acceptance: the worked example of docs/vendoring.md, built, installed and run (``nox -s vendor``).
 
 Two throwaway libraries in a temp folder, made of the page's files and commands: ``hostlib`` vendors the
-compiled build at DLPack 1.0, ``purelib`` the pure build at the canonical header. Both are built once
+compiled build at DLPack 1.0, ``purelib`` the pure build at the canonical header; ``oldlib``, made here
+from hostlib's files, the compiled build at DLPack 0.8 (legacy capsules only). All are built once
 (wheels, with build isolation, as ``pip install`` would) and installed into a fresh venv without dlbind,
 where they exchange with numpy, torch and each other, both directions. dlbind.testing's producer and
 consumer checks run from this interpreter (which has dlbind) against the installed copies. Re-vendoring
@@ -75,15 +76,24 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Work:
             path.write_text(text, encoding="utf-8")
     for cmd in vendor_commands():
         sh(*cmd, cwd=w.base)
+    # oldlib: hostlib's files under another name, its copy compiled at DLPack 0.8
+    for path in sorted((w.base / "hostlib").rglob("*")):
+        if path.is_file() and "_dlpack" not in path.parts:
+            rel = Path(*("oldlib" if part == "hostlib" else part for part in path.relative_to(w.base).parts))
+            (w.base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (w.base / rel).write_text(path.read_text(encoding="utf-8").replace("hostlib", "oldlib"), encoding="utf-8")
+    sh(sys.executable, "-m", "dlbind_generator", "vendor", "--root", ROOT, "--into", "oldlib/src/oldlib/_dlpack",
+       "--package", "oldlib._dlpack", "--header-version", "0.8", cwd=w.base)  # fmt: skip
     w.times["vendor"] = time.monotonic() - start
     start = time.monotonic()
     sh(sys.executable, "-m", "venv", w.venv, cwd=w.base)
     sh(w.python, "-m", "pip", "install", "-q", *VENV_PINS, cwd=w.base)
     w.times["venv"] = time.monotonic() - start
     start = time.monotonic()
-    sh(w.python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", w.wheels, "./hostlib", "./purelib", cwd=w.base)
+    libs = ["./hostlib", "./oldlib", "./purelib"]
+    sh(w.python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", w.wheels, *libs, cwd=w.base)
     wheels = sorted(w.wheels.glob("*.whl"))
-    assert [p.name.split("-")[0] for p in wheels] == ["hostlib", "purelib"], wheels
+    assert [p.name.split("-")[0] for p in wheels] == ["hostlib", "oldlib", "purelib"], wheels
     sh(w.python, "-m", "pip", "install", "-q", "--no-deps", *wheels, cwd=w.base)
     sh(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", w.target, *wheels, cwd=w.base)
     w.times["build and install"] = time.monotonic() - start
@@ -99,11 +109,12 @@ def test_the_venv_has_no_dlbind(work: Work) -> None:
     assert proc.returncode == 1 and "No module named 'dlbind'" in proc.stderr, proc.stderr
     site = Path(in_venv(work, "import hostlib, os; print(os.path.dirname(os.path.dirname(hostlib.__file__)))").strip())
     pattern = re.compile(r"^\s*(from\s+dlbind[\s.]|import\s+dlbind\b)", re.M)
-    for lib in ("hostlib", "purelib"):
+    for lib in ("hostlib", "oldlib", "purelib"):
         sources = sorted((site / lib).rglob("*.py"))
         assert len(sources) > 15, sources
         assert [p for p in sources if pattern.search(p.read_text(encoding="utf-8"))] == []
-    assert sorted(p.name.split(".")[0] for p in (site / "hostlib" / "_dlpack").glob("*.so")) == ["_api", "_fastpath"]
+    for lib in ("hostlib", "oldlib"):
+        assert sorted(p.name.split(".")[0] for p in (site / lib / "_dlpack").glob("*.so")) == ["_api", "_fastpath"]
 
 
 def test_the_worked_example_runs(work: Work) -> None:
@@ -137,6 +148,53 @@ def test_exchanges_with_numpy_torch_and_each_other(work: Work) -> None:
         t = hostlib.from_dlpack(purelib.from_dlpack(x))
         assert t.version == purelib.DLPACK_VERSION, t.version
         assert purelib.from_dlpack(hostlib.from_dlpack(x)).version == (1, 0)
+        assert not [m for m in sys.modules if m == "dlbind" or m.startswith("dlbind.")]
+        """,
+    )
+
+
+def test_a_compiled_0_8_copy(work: Work) -> None:
+    """oldlib (compiled, DLPack 0.8) as tests/test_vendored_0x.py's pure 0.x copies: legacy capsules whatever
+    max_version says, numpy and torch both ways, a versioned capsule refused unconsumed, hostlib (1.0) and
+    purelib both ways."""
+    in_venv(
+        work,
+        """
+        import gc, sys
+        import numpy as np, torch
+        import hostlib, oldlib, purelib
+        from oldlib._dlpack import _ffi, capsule as ocap
+        from hostlib._dlpack import capsule as hcap
+        assert _ffi.BUILD == "compiled" and _ffi.native is not None and oldlib.DLPACK_VERSION == (0, 8)
+        x = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+        tx = torch.arange(12, dtype=torch.int64).reshape(3, 4)
+        name = lambda capsule: repr(capsule).split('"')[1]
+        for kw in ({}, {"max_version": (1, 3)}, {"max_version": (2, 0)}, {"stream": None}):
+            assert name(oldlib.asdlpack(x).__dlpack__(**kw)) == "dltensor"
+            assert name(oldlib.from_dlpack(x).__dlpack__(**kw)) == "dltensor"
+        assert np.array_equal(np.from_dlpack(oldlib.asdlpack(x)), x)
+        assert np.array_equal(np.asarray(oldlib.from_dlpack(x)), x) and oldlib.from_dlpack(x).version is None
+        assert torch.equal(torch.from_dlpack(oldlib.from_dlpack(tx)), tx)
+        assert np.array_equal(np.asarray(oldlib.from_dlpack(tx)), tx.numpy())
+        for other in (hostlib, purelib):
+            assert np.array_equal(np.asarray(other.from_dlpack(oldlib.from_dlpack(x))), x)
+            assert np.array_equal(np.asarray(oldlib.from_dlpack(other.from_dlpack(x))), x)
+            assert other.from_dlpack(oldlib.asdlpack(x)).version is None
+        before = hcap.stats()
+        versioned = hostlib.asdlpack(x).__dlpack__(max_version=(1, 0))
+        try:
+            oldlib.from_dlpack(versioned)
+        except BufferError as exc:
+            assert "'dltensor_versioned'" in str(exc), exc
+        else:
+            raise AssertionError("a compiled 0.8 copy read a versioned capsule")
+        assert name(versioned) == "dltensor_versioned"
+        del versioned
+        gc.collect()
+        assert hcap.stats()[0] - before[0] == hcap.stats()[1] - before[1] == 1, (before, hcap.stats())
+        gc.collect()
+        exported, deleted = ocap.stats()
+        assert exported > 5 and exported == deleted, (exported, deleted)
         assert not [m for m in sys.modules if m == "dlbind" or m.startswith("dlbind.")]
         """,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .model import HeaderModel
+from .model import HeaderModel, Struct
 
 _ABSTRACT_PTR = re.compile(r"\((\*+)\)")
 
@@ -20,6 +20,15 @@ def declare(type_text: str, name: str) -> str:
     return f"{type_text}{name}" if type_text.endswith("*") else f"{type_text} {name}"
 
 
+def struct_declaration(s: Struct) -> str:
+    """One struct as C, as the header declares it (with its typedef, if any)."""
+    body = "".join(f"  {declare(f.type, f.name)};\n" for f in s.fields)
+    if s.typedef:
+        tag = f" {s.tag}" if s.tag else ""
+        return f"typedef struct{tag} {{\n{body}}} {s.name};\n"
+    return f"struct {s.name} {{\n{body}}};\n"
+
+
 def c_declarations(model: HeaderModel) -> str:
     """The header's integer macros, then every type it declares in header order, as plain C (no comments)."""
     enums = {e.name: e for e in model.enums}
@@ -28,13 +37,7 @@ def c_declarations(model: HeaderModel) -> str:
     out: list[str] = ["".join(f"#define {name} {value}\n" for name, value in model.macros)] if model.macros else []
     for kind, name in model.declarations:
         if kind == "struct":
-            s = structs[name]
-            body = "".join(f"  {declare(f.type, f.name)};\n" for f in s.fields)
-            if s.typedef:
-                tag = f" {s.tag}" if s.tag else ""
-                out.append(f"typedef struct{tag} {{\n{body}}} {s.name};\n")
-            else:
-                out.append(f"struct {s.name} {{\n{body}}};\n")
+            out.append(struct_declaration(structs[name]))
         elif kind == "enum":
             e = enums[name]
             body = "".join(f"  {member} = {value},\n" for member, value in e.members)

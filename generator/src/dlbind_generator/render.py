@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from .cdecl import c_declarations
+from .cdecl import c_declarations, struct_declaration
 from .errors import GeneratorError
 from .merge import MergedModel
 from .model import HeaderModel
@@ -99,6 +99,30 @@ def versioned_capsules(model: HeaderModel) -> bool:
     return any(s.name == "DLManagedTensorVersioned" or s.tag == "DLManagedTensorVersioned" for s in model.structs)
 
 
+#: The structs the C fast path's code names that a header without versioned capsules lacks (DLPack 0.x).
+C_PRIVATE_STRUCTS = ("DLPackVersion", "DLManagedTensorVersioned")
+
+
+def c_private_versioned(model: HeaderModel, canonical: HeaderModel) -> str:
+    """C declarations for the fast path of a header without versioned capsules (DLPack 0.x), else "".
+
+    The fast path's C code is written against DLPack 1.x: it names ``DLManagedTensorVersioned``,
+    ``DLPackVersion`` and ``DLPACK_MAJOR_VERSION``/``DLPACK_MINOR_VERSION``. For a 0.x header they are
+    declared here, C-private: the structs as the canonical header lays them out, the version macros as
+    this header's version. They are not in the cffi cdef, and no struct of these types is ever exchanged
+    (``DLBIND_VERSIONED_CAPSULES`` 0 keeps every versioned path of the fast path shut).
+    """
+    if versioned_capsules(model):
+        return ""
+    out = [f"#define DLPACK_MAJOR_VERSION {model.version[0]}\n#define DLPACK_MINOR_VERSION {model.version[1]}\n"]
+    for name in C_PRIVATE_STRUCTS:
+        s = canonical.struct(name)
+        out.append(struct_declaration(s))
+        if not s.typedef:  # DLPack 1.0 declares struct DLManagedTensorVersioned by tag only
+            out.append(f"typedef struct {s.name} {s.name};\n")
+    return "\n".join(out)
+
+
 def enum_views(model: HeaderModel, merged: MergedModel) -> list[EnumView]:
     docs = dict(model.docs)
     views = []
@@ -149,6 +173,8 @@ def context(model: HeaderModel, merged: MergedModel, sources_label: dict[str, st
         # DLPACK_VERSION (0.x headers' macro, 80 or the octal 040) is the (major, minor) tuple in Python
         "constants": [(n, v) for n, v in model.macros if n != "DLPACK_VERSION"],
         "versioned_capsules": versioned_capsules(model),
+        # the C-private declarations of a 0.x header (vendor_render: c_private_versioned with the canonical)
+        "c_private": "",
         "structs": model.structs,
         "cdef": cdef,
         "since": [(n.qualname, n.since) for n in names],

@@ -56,9 +56,6 @@ FASTPATH = "_fastpath"
 #: The oldest header a copy can be generated from: the runtime reads ``DLTensor.device`` (a ``DLDevice``),
 #: which DLPack 0.4 introduced (``DLContext ctx`` before).
 OLDEST = (0, 4)
-#: The oldest header of a compiled copy: the C fast path is built on DLManagedTensorVersioned (DLPack 1.0);
-#: a copy of an older header is the pure build only (``--pure``), whose runtime takes no versioned path.
-OLDEST_COMPILED = (1, 0)
 #: Files a build leaves in the package folder (in-place builds): removed on re-vendoring, never guarded.
 _BUILD_OUTPUT_SUFFIXES = (".so", ".pyd", ".pyc")
 
@@ -229,12 +226,6 @@ def build_copy(root: Path, package: str, header_version: str | None, *, pure: bo
         raise GeneratorError(
             f"--header-version {format_version(want)}: a vendored copy needs DLPack {format_version(OLDEST)} or "
             f"newer (DLTensor.device, a DLDevice; DLContext ctx before)"
-        )
-    if want < OLDEST_COMPILED and not pure:
-        raise GeneratorError(
-            f"--header-version {format_version(want)}: a DLPack 0.x copy is the pure build only (add --pure): "
-            f"the C fast path is built on DLManagedTensorVersioned (DLPack {format_version(OLDEST_COMPILED)}), "
-            f"which a {format_version(want)} header does not declare"
         )
     canonical = next(m for m in models if m.version == sources.canonical)
     merged = merge(models, load_history(paths.history), sources.canonical, history_file=str(paths.history))

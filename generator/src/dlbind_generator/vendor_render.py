@@ -24,7 +24,7 @@ from .emit import seal
 from .merge import MergedModel
 from .model import HeaderModel
 from .policy import MAX_REFUSED, join
-from .render import context, environment, ruff_format
+from .render import c_private_versioned, context, environment, ruff_format
 from .sources import format_version
 
 GENERATED = "_generated"
@@ -109,6 +109,7 @@ def render_generated(target: Target, devices_toml: Path, dtypes_toml: Path, adap
     env = environment()
     ctx = context(target.model, target.merged, target.labels)
     ctx["cdef"] = runtime_cdef(target.model, ctx["cdef"])
+    ctx["c_private"] = c_private_versioned(target.model, target.canonical)
     policy = join(target.model, devices_toml, dtypes_toml, canonical=target.canonical)
     names = {d.name for d in policy.devices}
     canonical_names = {d.name for d in join(target.canonical, devices_toml, dtypes_toml).devices}

@@ -261,6 +261,10 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
     }
     int versioned = PyObject_IsTrue(args[2]);
     if (versioned < 0) return NULL;
+    if (versioned && !DLBIND_VERSIONED_CAPSULES) {
+        PyErr_SetString(PyExc_ValueError, "export(): " DLBIND_PACKAGE " (DLPack 0.x) makes legacy capsules only");
+        return NULL;
+    }
     uint64_t flags = versioned ? ((DLManagedTensorVersioned *)address)->flags : 0;
     DLTensor *t = versioned ? &((DLManagedTensorVersioned *)address)->dl_tensor : &((DLManagedTensor *)address)->dl_tensor;
     return dlbind_make_capsule(args[0], t->data, t->ndim, t->shape, t->strides, t->device, t->dtype, t->byte_offset,
@@ -269,6 +273,10 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 
 PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64_t *shape, const int64_t *strides,
                               DLDevice device, DLDataType dtype, uint64_t byte_offset, int versioned, uint64_t flags) {
+    if (versioned && !DLBIND_VERSIONED_CAPSULES) { /* never reached: every caller is shut (fastpath.h) */
+        PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": a DLPack 0.x copy asked for a versioned capsule");
+        return NULL;
+    }
     if (ndim < 0) ndim = 0;
     dlbind_block *b = dlbind_block_alloc(ndim);
     if (b == NULL) return PyErr_NoMemory();
@@ -315,6 +323,10 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
  * deletes without renaming cannot make it run twice). Takes m (its deleter runs on failure). */
 PyObject *dlbind_capsule_of(void *m, int versioned) {
     dlbind_block *b;
+    if (versioned && !DLBIND_VERSIONED_CAPSULES) { /* never reached: every caller is shut (fastpath.h) */
+        PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": a DLPack 0.x copy made a versioned struct");
+        return NULL; /* the struct is not read as a versioned one, nor released as one */
+    }
     if (versioned ? ((DLManagedTensorVersioned *)m)->deleter == dlbind_block_deleter_v
                   : ((DLManagedTensor *)m)->deleter == dlbind_block_deleter_l) {
         b = (dlbind_block *)m;
@@ -365,6 +377,10 @@ void *dlbind_take(PyObject *capsule, int *versioned) {
     const char *name = PyCapsule_GetName(capsule);
     const char *used;
     if (name != NULL && strcmp(name, DLBIND_NAME_VERSIONED) == 0) {
+        if (!DLBIND_VERSIONED_CAPSULES) { /* left unconsumed: its destructor frees it */
+            dlbind_versioned_refused();
+            return NULL;
+        }
         *versioned = 1;
         used = DLBIND_NAME_USED_VERSIONED;
     } else if (name != NULL && strcmp(name, DLBIND_NAME_LEGACY) == 0) {
@@ -415,6 +431,17 @@ PyObject *dlbind_readonly_legacy_error(void) {
     return NULL;
 }
 
+#define DLBIND_STR(x) #x
+#define DLBIND_XSTR(x) DLBIND_STR(x)
+
+PyObject *dlbind_versioned_refused(void) {
+    PyErr_SetString(PyExc_BufferError,
+                    DLBIND_PACKAGE " reads DLPack " DLBIND_XSTR(DLPACK_MAJOR_VERSION) "." DLBIND_XSTR(DLPACK_MINOR_VERSION)
+                    " legacy 'dltensor' capsules only, not 'dltensor_versioned' (DLPack 1.0): the producer must "
+                    "answer a call without max_version legacily");
+    return NULL;
+}
+
 /* The fast case of __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): no
  * stream, no copy, dl_device None or where the data is. Anything else (or a value this parser
  * does not read) goes to Python, which owns the rules and the messages. `owner` names the method's
@@ -443,7 +470,8 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
             long long major = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 0), &overflow);
             if (major == -1 && PyErr_Occurred()) return -1;
             if (overflow) fast = 0;
-            out->versioned = overflow > 0 || major >= DLPACK_MAJOR_VERSION;
+            /* a DLPack 0.x copy answers legacily whatever max_version says (dlbind.export.export_memory) */
+            out->versioned = DLBIND_VERSIONED_CAPSULES && (overflow > 0 || major >= DLPACK_MAJOR_VERSION);
         } else if (kw == DLBIND_KW_DL_DEVICE) {
             if (value == Py_None) continue;
             if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) ||

@@ -298,7 +298,7 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
         PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
         return -1;
     }
-    if (info->bits & DLBIND_TYPE_IMMUTABLE) m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    if (info->bits & DLBIND_TYPE_IMMUTABLE) m->flags |= DLBIND_FLAG_READ_ONLY;
     *out = m;
     return 1;
 #endif
@@ -307,6 +307,7 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
 /* exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table */
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     (void)mod;
+    if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NONE; /* a DLPack 0.x copy has no exchange API (fastpath.h) */
     dlbind_type_info info;
     if (dlbind_type_info_of(obj, &info) != 0) return NULL;
     DLManagedTensorVersioned *out = NULL;
@@ -526,7 +527,7 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
     c->v.version.major = DLPACK_MAJOR_VERSION;
     c->v.version.minor = DLPACK_MINOR_VERSION;
     c->v.deleter = dlbind_host_copy_deleter;
-    c->v.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+    c->v.flags = DLBIND_FLAG_IS_COPIED;
     c->v.dl_tensor.data = data;
     c->v.dl_tensor.device.device_type = kDLCPU;
     c->v.dl_tensor.device.device_id = 0;
@@ -587,8 +588,8 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
             PyErr_NoMemory();
             return -1;
         }
-        if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
-            m->flags |= DLPACK_FLAG_BITMASK_READ_ONLY; /* its library never writes it: nor may the target */
+        if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLBIND_FLAG_IS_COPIED))
+            m->flags |= DLBIND_FLAG_READ_ONLY; /* its library never writes it: nor may the target */
     }
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);
@@ -598,7 +599,7 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     if (!hand_back && (refuse & 1) && t->strides != NULL)
         for (int i = 0; i < t->ndim; i++)
             if (t->strides[i] < 0) copy = 1;
-    if ((refuse & 2) && (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) copy = 1;
+    if ((refuse & 2) && (m->flags & DLBIND_FLAG_READ_ONLY)) copy = 1;
     if (copy && !hand_back && (!dlbind_device_host(t->device.device_type) || (t->dtype.bits * t->dtype.lanes) % 8 != 0))
         hand_back = 1; /* device memory, sub-byte elements: Python's copies */
     for (int i = 0; copy && !hand_back && t->strides != NULL && i < t->ndim; i++) {
@@ -818,6 +819,8 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     if (!dlbind_configured()) return NULL;
     long refuse = PyLong_AsLong(args[2]);
     if (refuse == -1 && PyErr_Occurred()) return NULL;
+    /* a DLPack 0.x copy: both C routes carry a versioned struct; the Python route imports legacily */
+    if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NOTIMPLEMENTED;
     if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse);
 #if DLBIND_HEADER_HAS_EXCHANGE_API
     const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
@@ -870,7 +873,7 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
     if (!dlbind_configured()) return NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *to = nargs == 2 ? args[1] : NULL;
-    int plain = nargs == 1 || nargs == 2;
+    int plain = DLBIND_VERSIONED_CAPSULES && (nargs == 1 || nargs == 2); /* 0.x: no C route (convert_to) */
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; plain && i < nkw; i++) {
         int kw = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i));

@@ -117,7 +117,7 @@ refuse:
 /* An exporter the garbage collector cleared (only reachable then from other garbage, by a
  * finalizer) exports nothing. */
 static PyObject *dlbind_exporter_released(void) {
-    PyErr_SetString(PyExc_BufferError, "this dlbind.Exporter was released by the garbage collector");
+    PyErr_SetString(PyExc_BufferError, "this " DLBIND_PACKAGE ".Exporter was released by the garbage collector");
     return NULL;
 }
 
@@ -140,6 +140,8 @@ static PyObject *dlbind_exporter_dlpack(dlbind_exporter *self, PyObject *const *
     DLDevice cpu = {kDLCPU, 0};
     int fast = dlbind_parse_dlpack("Exporter", args, nargs, kwnames, cpu, &parsed);
     if (fast < 0) return NULL;
+    /* a DLPack 0.x copy has no versioned capsule for read-only data: Python refuses it, in its words */
+    if (fast == 1 && !DLBIND_VERSIONED_CAPSULES && self->readonly) fast = 0;
     if (fast == 0) {
         PyObject *slow = dlbind_exporter_slow(self);
         if (slow == NULL) return NULL;
@@ -152,7 +154,7 @@ static PyObject *dlbind_exporter_dlpack(dlbind_exporter *self, PyObject *const *
     if (self->view.obj == NULL) return dlbind_exporter_released();
     if (!parsed.versioned && self->readonly) return dlbind_readonly_legacy_error();
     return dlbind_make_capsule((PyObject *)self, self->view.buf, self->ndim, self->dims, self->dims + self->ndim,
-                               cpu, self->dtype, 0, parsed.versioned, self->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+                               cpu, self->dtype, 0, parsed.versioned, self->readonly ? DLBIND_FLAG_READ_ONLY : 0);
 }
 
 static PyObject *dlbind_exporter_device(PyObject *self, PyObject *unused) {
@@ -175,7 +177,7 @@ static PyObject *dlbind_exporter_repr(dlbind_exporter *self) {
         PyTuple_SET_ITEM(shape, i, d);
     }
     const char *name = dlbind_dtype_name(self->dtype.code, self->dtype.bits);
-    PyObject *res = PyUnicode_FromFormat("dlbind.Exporter(shape=%R, dtype=%s, device=%s:0)", shape, name ? name : "?",
+    PyObject *res = PyUnicode_FromFormat(DLBIND_PACKAGE ".Exporter(shape=%R, dtype=%s, device=%s:0)", shape, name ? name : "?",
                                          dlbind_device_name(kDLCPU));
     Py_DECREF(shape);
     return res;

@@ -36,6 +36,26 @@
 #else
 #define DLBIND_FLAG_SUBBYTE_PADDED 0
 #endif
+/* Built against a DLPack 0.x header (a vendored copy's: DLBIND_VERSIONED_CAPSULES 0), as the Python code
+ * with tables.VERSIONED_CAPSULES false: no flags (0, as dlbind.capsule.READ_ONLY and IS_COPIED are), and
+ * legacy "dltensor" capsules only. The code keeps compiling against the C-private DLManagedTensorVersioned
+ * of the generated header, but no versioned struct ever enters or leaves: each entry point shuts its
+ * versioned path (a constant test the compiler folds away in dlbind itself):
+ *   - export (capsules.c): __dlpack__ is never versioned whatever max_version says; export() and
+ *     dlbind_capsule_of refuse to make a versioned capsule; read-only data goes to Python, which refuses it;
+ *   - import: take refuses a "dltensor_versioned" capsule unconsumed (its destructor frees it), wrap a
+ *     versioned struct; from_dlpack hands producers to Python (the 0.x call __dlpack__(stream=...));
+ *   - no exchange table (the header has none) and no C route of convert (convert_to: NotImplemented). */
+#ifndef DLBIND_VERSIONED_CAPSULES
+#error "the generated dlpack_types.h must say DLBIND_VERSIONED_CAPSULES: regenerate it"
+#endif
+#if DLBIND_VERSIONED_CAPSULES
+#define DLBIND_FLAG_READ_ONLY DLPACK_FLAG_BITMASK_READ_ONLY
+#define DLBIND_FLAG_IS_COPIED DLPACK_FLAG_BITMASK_IS_COPIED
+#else
+#define DLBIND_FLAG_READ_ONLY 0
+#define DLBIND_FLAG_IS_COPIED 0
+#endif
 #if DLBIND_HEADER_HAS_EXCHANGE_API
 typedef DLPackExchangeAPI dlbind_exchange_api;
 #else
@@ -167,6 +187,8 @@ unsigned long long dlbind_blocks_pinned(void);
 PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64_t *shape, const int64_t *strides,
                               DLDevice device, DLDataType dtype, uint64_t byte_offset, int versioned, uint64_t flags);
 PyObject *dlbind_readonly_legacy_error(void);
+/* The BufferError of a "dltensor_versioned" capsule offered to a DLPack 0.x copy (NULL); as dlbind.capsule.take's. */
+PyObject *dlbind_versioned_refused(void);
 
 /* Export blocks (and BufferExporter's dimension arrays) hold this many dimensions inline. */
 #define DLBIND_INLINE_NDIM 4

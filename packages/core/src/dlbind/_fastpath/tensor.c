@@ -144,13 +144,13 @@ static uint64_t dlbind_tensor_flags(dlbind_tensor *self) {
 }
 
 void dlbind_tensor_seal(PyObject *tensor) {
-    ((dlbind_tensor *)tensor)->sealed |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    ((dlbind_tensor *)tensor)->sealed |= DLBIND_FLAG_READ_ONLY;
 }
 
 PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
     (void)mod;
     if (!PyObject_TypeCheck(tensor, &dlbind_tensor_core_type)) {
-        PyErr_Format(PyExc_TypeError, "seal() takes a dlbind.Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
+        PyErr_Format(PyExc_TypeError, "seal() takes a " DLBIND_PACKAGE ".Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
         return NULL;
     }
     dlbind_tensor_seal(tensor);
@@ -162,7 +162,7 @@ PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
  * only Python applies (DLBIND_TYPE_PYTHON). Steals and returns tensor. */
 static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
     if (tensor == NULL) return NULL;
-    if ((bits & DLBIND_TYPE_IMMUTABLE) && !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLPACK_FLAG_BITMASK_IS_COPIED))
+    if ((bits & DLBIND_TYPE_IMMUTABLE) && !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLBIND_FLAG_IS_COPIED))
         dlbind_tensor_seal(tensor);
     DLTensor *t = ((dlbind_tensor *)tensor)->t;
     if ((bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1) {
@@ -258,9 +258,9 @@ static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args
         return PyObject_Vectorcall(dlbind_cfg.export_view, stack, 1, kwnames);
     }
     uint64_t flags = dlbind_tensor_flags(self);
-    if (!parsed.versioned && (flags & DLPACK_FLAG_BITMASK_READ_ONLY)) return dlbind_readonly_legacy_error();
+    if (!parsed.versioned && (flags & DLBIND_FLAG_READ_ONLY)) return dlbind_readonly_legacy_error();
     return dlbind_make_capsule((PyObject *)self, t->data, t->ndim, t->shape, self->strides, t->device, t->dtype, t->byte_offset,
-                               parsed.versioned, flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLBIND_FLAG_SUBBYTE_PADDED));
+                               parsed.versioned, flags & (DLBIND_FLAG_READ_ONLY | DLBIND_FLAG_SUBBYTE_PADDED));
 }
 
 /* No buffer format: BufferError with the message of the Python rule (Tensor.dtype.format's ValueError). */
@@ -295,7 +295,7 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
         PyErr_Format(PyExc_BufferError, "the buffer protocol needs host memory; this tensor is on %s", name ? name : "?");
         return -1;
     }
-    int readonly = (dlbind_tensor_flags(self) & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    int readonly = (dlbind_tensor_flags(self) & DLBIND_FLAG_READ_ONLY) != 0;
     if ((flags & PyBUF_WRITABLE) && readonly) {
         PyErr_SetString(PyExc_BufferError, "this DLPack tensor is read-only");
         return -1;
@@ -403,6 +403,10 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     }
     int versioned = PyObject_IsTrue(args[1]), allow_vector = PyObject_IsTrue(args[2]);
     if (versioned < 0 || allow_vector < 0) return NULL;
+    if (versioned && !DLBIND_VERSIONED_CAPSULES) { /* not read, not released: it is no struct of this header */
+        PyErr_SetString(PyExc_ValueError, "wrap(): " DLBIND_PACKAGE " (DLPack 0.x) reads legacy structs only");
+        return NULL;
+    }
     return dlbind_tensor_wrap(m, versioned, allow_vector);
 }
 
@@ -424,6 +428,9 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *x = args[0];
     if (PyCapsule_CheckExact(x)) return dlbind_consume_capsule(x);
+    /* a DLPack 0.x copy: producers are called the 0.x way, __dlpack__(stream=...), by the Python code (its
+     * capsule comes back here through take and wrap); no exchange table, no versioned call */
+    if (!DLBIND_VERSIONED_CAPSULES) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return NULL;
     DLManagedTensorVersioned *out = NULL;
