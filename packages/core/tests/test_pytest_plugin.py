@@ -38,21 +38,34 @@ def of(outcomes: dict[str, str], status: str) -> set[str]:
     return {item for item, got in outcomes.items() if got == status}
 
 
+def _numpy_before(version: tuple[int, int]) -> bool:
+    import numpy as np
+
+    return tuple(int(p) for p in np.__version__.split(".")[:2]) < version
+
+
+#: Checks numpy's own producer fails before 2.3 (NULL strides for compact arrays, ValueError for a device):
+#: findings of numpy that every suite exporting through numpy's __dlpack__ reports there.
+NUMPY_OWN = ["producer:strides_emitted", "producer:dl_device_unsupported"] if _numpy_before((2, 3)) else []
+
+
 def test_numpy_passes_one_item_per_check_named_by_the_check(pytester: pytest.Pytester) -> None:
+    # numpy retries __dlpack__ on any TypeError (docs/matrix.md): a finding of its own, skipped here, as
+    # are the findings of numpy before 2.3
+    findings = ["consumer:real_typeerror_propagates", *NUMPY_OWN]
     pytester.makepyfile(
-        test_numpy="""
+        test_numpy=f"""
         import numpy as np
         from dlbind.testing import conformance_tests
 
-        # numpy retries __dlpack__ on any TypeError (docs/matrix.md): a finding of its own, skipped here
-        test_dlpack = conformance_tests(np.asarray, np.from_dlpack, skip=["consumer:real_typeerror_propagates"])
+        test_dlpack = conformance_tests(np.asarray, np.from_dlpack, skip={findings!r})
         """
     )
     result, outcomes = run(pytester)
     assert result.ret == 0, result.stdout.str()
     expected = {f"test_numpy.py::test_dlpack[{c.kind}:{c.id}]" for c in (*PRODUCER_CHECKS, *CONSUMER_CHECKS)}
-    expected.discard("test_numpy.py::test_dlpack[consumer:real_typeerror_propagates]")
-    assert set(outcomes) == expected and len(outcomes) == ALL - 1
+    expected -= {f"test_numpy.py::test_dlpack[{f}]" for f in findings}
+    assert set(outcomes) == expected and len(outcomes) == ALL - len(findings)
     assert "test_numpy.py::test_dlpack[producer:values]" in of(outcomes, "PASSED")
     assert "test_numpy.py::test_dlpack[consumer:deleter_once]" in of(outcomes, "PASSED")
     assert not of(outcomes, "FAILED") and not of(outcomes, "ERROR")
@@ -135,7 +148,7 @@ def test_broken_producers_fail_exactly_their_checks_with_the_reason(pytester: py
         "test_mylib.py::test_swallows[producer:unknown_keyword_typeerror]",
         "test_mylib.py::test_row_major[producer:transposed]",
         "test_mylib.py::test_row_major[producer:offset_view]",
-    }
+    } | {f"test_mylib.py::test_{suite}[{check}]" for suite in ("ignores", "swallows", "no_f16") for check in NUMPY_OWN}
     assert len(outcomes) == 3 * len(PRODUCER_CHECKS) + 3
     assert outcomes["test_mylib.py::test_row_major[producer:values]"] == "PASSED"
     assert outcomes["test_mylib.py::test_no_f16[producer:dtype_float16]"] == "SKIPPED"
@@ -256,7 +269,8 @@ def test_the_documented_example_runs_as_shown(pytester: pytest.Pytester) -> None
     assert len([line for line in example.splitlines() if line.strip()]) <= 5, example
     pytester.makepyfile(test_mylib=example)
     result, outcomes = run(pytester)
-    assert result.ret == 0, result.stdout.str()
-    assert len(outcomes) >= ALL - 1 and not of(outcomes, "FAILED")
+    assert result.ret == (1 if NUMPY_OWN else 0), result.stdout.str()
+    assert len(outcomes) >= ALL - 1
+    assert of(outcomes, "FAILED") == {f"test_mylib.py::test_dlpack[{c}]" for c in NUMPY_OWN}
     assert "test_mylib.py::test_dlpack[producer:values]" in of(outcomes, "PASSED")
     assert "test_mylib.py::test_dlpack[consumer:deleter_once]" in of(outcomes, "PASSED")
