@@ -157,6 +157,7 @@ def build(session: nox.Session) -> None:
     shutil.rmtree(dist, ignore_errors=True)  # only this run's files, so the check sees one of each
     for project in DISTRIBUTIONS:
         session.run("python", "-m", "build", "--outdir", str(dist), project)
+    session.run("python", "-m", "twine", "check", "--strict", *sorted(str(p) for p in dist.iterdir()))
     session.run("python", ".ci/check_dist.py", str(dist))
 
 
