@@ -261,6 +261,38 @@ def vendor(session: nox.Session) -> None:
     session.log(f"vendor acceptance: {time.monotonic() - start:.1f} s wall")
 
 
+# mpi4py from the registry, built from its sdist against Debian's MPICH: the registry's binary wheel needs
+# libmpi.so.12 (MPICH's upstream name), which Debian ships as libmpich.so.12. pip caches the built wheel.
+MPI_DEBS = ["mpich", "libmpich-dev", "gcc", "libc6-dev"]
+MPI4PY = "mpi4py==4.1.2"
+
+
+@nox.session
+def mpi(session: nox.Session) -> None:
+    """Two MPI ranks exchange dlbind exports through mpi4py (tests/mpi, issue 11), on both core builds.
+
+    Installs Debian's MPICH (apt-get as root), builds mpi4py against its mpicc, then runs
+    `mpiexec -n 2 python tests/mpi/exchange.py` through tests/mpi/test_mpi.py: sends of an asdlpack export
+    and a Tensor from numpy's memory, receives into dlbind-wrapped buffers, Allreduce, the read-only refusal.
+    """
+    import time
+
+    start = time.monotonic()
+    _install_debs(session, MPI_DEBS)
+    if shutil.which("mpicc") is None or shutil.which("mpiexec") is None:
+        session.error("mpicc/mpiexec not found: install Debian's mpich and libmpich-dev (as root: nox does it)")
+    session.install("pytest>=8", "numpy==2.4.6")
+    session.install("--no-binary", "mpi4py", MPI4PY, env={"MPICC": shutil.which("mpicc") or "mpicc"})
+    session.install("--force-reinstall", "--no-deps", CORE)
+    session.install(CORE)
+    session.run("python", "-c", "import mpi4py; from mpi4py import MPI; print('mpi4py', mpi4py.__version__, "
+                "MPI.__file__); print(MPI.Get_library_version().splitlines()[0])")  # fmt: skip
+    for pure in ("0", "1"):
+        session.run("pytest", "tests/mpi", "-q", "-rA", "-p", "no:cacheprovider", *session.posargs,
+                    env={"DLBIND_PURE": pure})  # fmt: skip
+    session.log(f"mpi: {time.monotonic() - start:.1f} s wall")
+
+
 # -- reliability (issue 8): fuzzing, sanitisers, leaks ------------------------------------------------------
 
 FUZZ = "packages/core/tests/fuzz"
