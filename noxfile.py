@@ -141,6 +141,18 @@ def docs(session: nox.Session) -> None:
     session.run("sphinx-build", "-W", "-q", "-b", "doctest", "docs", "docs/_build/doctest")
 
 
+@nox.session(name="docs_screenshots")
+def docs_screenshots(session: nox.Session) -> None:
+    """Build the site afresh and check it in headless Chromium (Debian's ``chromium``, installed if missing):
+    index, quickstart and API render with working navigation; screenshots in docs/_build/screenshots."""
+    _install_debs(session, ["chromium"])
+    session.install(*_group("docs"))
+    session.install(CORE)
+    out = "docs/_build/fresh-html"
+    session.run("sphinx-build", "-W", "--keep-going", "-q", "-E", "-b", "html", "docs", out)
+    session.run("python", "docs/screenshots.py", "--html", out, "--out", "docs/_build/screenshots")
+
+
 # Every distribution: the core, each backend under packages/, the generator.
 BACKENDS = sorted(
     p.parent.relative_to(ROOT).as_posix()
