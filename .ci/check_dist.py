@@ -25,6 +25,9 @@ distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/
    ``BufferError`` naming the backend, and the two backends' own tests (recording runtimes) pass against
    the installed wheels with their GPU tests collected and skipped naming the reason.
 
+6. The README's tour (the python block under "## Using it") runs in a fresh venv with the core's wheel,
+   numpy and torch.
+
 Exit status 0 when every check passes; otherwise 1, after printing every failure.
 """
 
@@ -148,6 +151,25 @@ def check_wheels(dist_dir: Path, tmp: Path, f: Failures) -> None:
     _run(f, "python -m dlbind_generator --help", [py, "-m", "dlbind_generator", "--help"], cwd=tmp, expect="generate")
     _run(f, "installed generator: generate --check from the repository root",
          [py, "-m", "dlbind_generator", "generate", "--check"], expect="up to date")  # fmt: skip
+
+
+def readme_tour() -> str:
+    """The README's tour: the first python block under "## Using it", run as it stands."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text[text.index("## Using it") :]
+    block = after[after.index("```python\n") + len("```python\n") : after.index("\n```", after.index("```python"))]
+    return block + "\nprint('README tour: ok')\n"
+
+
+def check_tour(dist_dir: Path, tmp: Path, f: Failures) -> None:
+    """The README's tour in a fresh venv with the core's wheel, numpy and torch (the CPU build on this disk)."""
+    print("the README tour from the core's wheel", flush=True)
+    py = str(_venv(tmp / "tour"))
+    wheel = str(_one(dist_dir, "dlbind-*.whl"))
+    _run(f, "pip install the core's wheel, numpy, torch==2.13.0",
+         [py, "-m", "pip", "install", "--quiet", wheel, "numpy", "torch==2.13.0"])  # fmt: skip
+    # the compiled build (the wheel's); the README says what memoryview(t) needs of the pure one
+    _run(f, "the README tour", [py, "-c", readme_tour()], cwd=tmp, expect="README tour: ok")
 
 
 def check_pure_sdist(dist_dir: Path, tmp: Path, f: Failures) -> None:
@@ -307,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         check_pure_sdist(args.dist_dir.resolve(), Path(tmp), f)
         check_backends(args.dist_dir.resolve(), Path(tmp), f)
         check_acceptance(args.dist_dir.resolve(), Path(tmp), f)
+        check_tour(args.dist_dir.resolve(), Path(tmp), f)
     print(f"check_dist: {len(f.messages)} failed ({time.perf_counter() - start:.0f} s)", flush=True)
     for m in f.messages:
         print(f"  FAILED: {m}", file=sys.stderr)
