@@ -11,3 +11,28 @@ exclude_patterns = ["_build"]
 autodoc_member_order = "bysource"
 html_theme = "alabaster"
 myst_heading_anchors = 3
+
+# In the compiled build the public functions are the C fast path's, whose docstrings only point at the
+# Python code that specifies them. The docs document the public names with that code's signature and
+# docstring (both builders read the API page: the doctests run that code too, which the parity tests hold
+# to the C path's behaviour).
+_SPECIFIED_BY = {
+    "asdlpack": ("dlbind.producer", "asdlpack"),
+    "from_pointer": ("dlbind.producer", "from_pointer"),
+    "from_dlpack": ("dlbind.consumer", "from_dlpack"),
+    "convert": ("dlbind.conversion", "convert"),
+    "compat": ("dlbind.conversion", "compat"),
+}
+
+
+def _document_the_specifications(app):
+    import importlib
+
+    import dlbind
+
+    for public, (module, attribute) in _SPECIFIED_BY.items():
+        setattr(dlbind, public, getattr(importlib.import_module(module), attribute))
+
+
+def setup(app):
+    app.connect("builder-inited", _document_the_specifications)
