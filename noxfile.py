@@ -247,6 +247,10 @@ def bench(session: nox.Session) -> None:
     )  # fmt: skip
     copies = ["--json", ".cache/bench/copies.json", "--markdown-append", "docs/benchmarks.md"]
     session.run("python", "benchmarks/copies.py", *copies)
+    session.run(
+        "python", "benchmarks/chart.py", "--exchange", ".cache/bench/exchange.json", "--copies",
+        ".cache/bench/copies.json", "--png", "docs/benchmarks.png", "--markdown-append", "docs/benchmarks.md",
+    )  # fmt: skip
     session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
 
 
