@@ -11,8 +11,6 @@ distribution to install, or why the installed one cannot serve.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import sys
 import threading
@@ -215,6 +213,8 @@ def find_library(
             return opener(explicit), explicit
         except OSError as exc:
             raise OSError(f"runtime library not found: {env}={explicit} cannot be loaded ({exc})") from None
+    import ctypes.util  # here, not at import dlbind: it imports subprocess, tempfile and shutil (~9 ms)
+
     tried: list[str] = []
     candidates = _wheel_files(wheels) + list(names.get(_platform(), ()))
     for candidate in candidates:
