@@ -22,7 +22,7 @@ from dlbind._generated.enums import DeviceType, Flags
 from dlbind._gpu_runtime import GpuAllocation, GpuRuntime
 from dlbind.devices import HOST_ACCESSIBLE, Device
 from dlbind.dtypes import DType, from_numpy, lookup
-from dlbind.export import CPU, Memory, contiguous_strides, copy_host
+from dlbind.export import CPU, Memory, byte_span, contiguous_strides, copy_host
 
 __all__ = ["GpuTensors", "as_dtype", "as_shape", "extent", "from_span", "host_source", "one_of"]
 
@@ -76,9 +76,7 @@ def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple
             raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
         return 0, dt.nbytes(math.prod(shape))
     item = dt.itemsize
-    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0 and d > 1) * item
-    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0 and d > 1) * item + item
-    return low, high
+    return byte_span(shape, tuple(s * item for s in strides), item)
 
 
 def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> Memory:

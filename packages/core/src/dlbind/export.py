@@ -21,7 +21,9 @@ from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
 
-__all__ = ["CPU", "Memory", "byte_strides", "contiguous_strides", "copy_host", "export_memory", "export_view"]
+__all__ = [
+    "CPU", "Memory", "byte_span", "byte_strides", "contiguous_strides", "copy_host", "export_memory", "export_view",
+]  # fmt: skip
 
 CPU: Device = (DeviceType.kDLCPU, 0)
 _READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
@@ -94,6 +96,13 @@ def copy_host(mem: Memory) -> Memory:
     )  # fmt: skip
 
 
+def byte_span(shape: tuple[int, ...], byte_strides: tuple[int, ...], item: int) -> tuple[int, int]:
+    """Bytes (lowest, one past highest) a non-empty tensor's elements reach, relative to its first element."""
+    low = sum(s * (d - 1) for d, s in zip(shape, byte_strides, strict=True) if s < 0)
+    high = sum(s * (d - 1) for d, s in zip(shape, byte_strides, strict=True) if s > 0) + item
+    return low, high
+
+
 def byte_strides(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     """Element strides in bytes; BufferError past int64 (the C buffer protocol's check and message)."""
     out = tuple(s * itemsize for s in strides)
@@ -160,8 +169,7 @@ def _copy_strided_numpy(dst: int, src: int, shape: tuple[int, ...], strides: tup
     except ImportError:
         _copy_strided_python(dst, src, shape, strides, item)
         return
-    low = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s < 0)
-    high = sum(s * (d - 1) for d, s in zip(shape, strides, strict=True) if s > 0) + item
+    low, high = byte_span(shape, strides, item)
     dtype = np.dtype({1: "u1", 2: "u2", 4: "u4", 8: "u8"}.get(item, f"V{item}"))
     source_memory = memoryview((ctypes.c_char * (high - low)).from_address(src + low)).cast("B")
     target_memory = memoryview((ctypes.c_char * (math.prod(shape) * item)).from_address(dst)).cast("B")

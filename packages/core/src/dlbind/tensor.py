@@ -26,7 +26,7 @@ from dlbind._generated.tables import (
 )
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
-from dlbind.export import byte_strides, contiguous_strides, export_view
+from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
 
 __all__ = ["Tensor", "from_capsule", "from_managed"]
 
@@ -81,7 +81,6 @@ class _PureCore:
     ) -> object:
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
-
     def __buffer__(self, flags: int) -> memoryview:
         """The buffer protocol of the pure build (PEP 688: Python 3.12 and newer): host tensors that are
         row-major contiguous, or one-dimensional with any nonzero stride, of a dtype ``memoryview.cast`` knows
@@ -110,9 +109,7 @@ class _PureCore:
                 raise BufferError(f"the pure build's buffer protocol cannot give a zero-size tensor of shape {t.shape}")
             raw = memoryview(bytearray())
         else:
-            # the bytes the elements span, from the lowest address one of them starts at
-            low = sum(min(0, (d - 1) * s) for d, s in zip(t.shape, t.strides, strict=True)) * item
-            high = sum(max(0, (d - 1) * s) for d, s in zip(t.shape, t.strides, strict=True)) * item + item
+            low, high = byte_span(t.shape, t.byte_strides, item)  # from the lowest address an element starts at
             start = t.data_ptr + t.byte_offset + low
             raw = memoryview(ffi.buffer(ffi.cast("char *", start), high - low))
         if t.readonly:
