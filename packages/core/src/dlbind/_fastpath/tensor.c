@@ -36,16 +36,10 @@ static void dlbind_tensor_dealloc(dlbind_tensor *self) {
         /* A tensor freed while an exception unwinds (a consumer's refusal): the producer's deleter may run
          * Python (a cffi callback), which must not see that exception (Python 3.10 turns it into a
          * SystemError). Kept aside and restored, as CPython does around __del__. */
-#if PY_VERSION_HEX >= 0x030C0000
-        PyObject *pending = PyErr_GetRaisedException();
-        dlbind_call_deleter(m, self->versioned);
-        PyErr_SetRaisedException(pending);
-#else
-        PyObject *type, *value, *traceback;
+        PyObject *type, *value, *traceback; /* as the export block's deleter and the capsule destructor do */
         PyErr_Fetch(&type, &value, &traceback);
         dlbind_call_deleter(m, self->versioned);
         PyErr_Restore(type, value, traceback);
-#endif
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
