@@ -115,11 +115,11 @@ def allreduce() -> None:
     comm.Allreduce(dlbind.asdlpack(mine), dlbind.from_dlpack(total), op=MPI.SUM)
     check("Allreduce(export -> Tensor) sums the ranks", bool(np.all(total == 3.0)), f"total[0] = {total[0]}")
 
-    # mpi4py derives the datatype from the buffer's format: int64 is "l" (MPI.LONG) through __dlpack__ and "q"
-    # (MPI.LONG_LONG) through the compiled Tensor's buffer protocol, which mpi4py calls a mismatch. Name it.
+    # mpi4py derives the datatype from the buffer's format: int64 is "l" (MPI.LONG) through __dlpack__ and
+    # through the Tensor's buffer protocol alike, so a collective over one of each needs no datatype named.
     counts = dlbind.from_dlpack(np.arange(N, dtype=np.int64) * (rank + 1))
     maxima = np.zeros(N, dtype=np.int64)
-    comm.Allreduce([counts, MPI.INT64_T], [dlbind.asdlpack(maxima), MPI.INT64_T], op=MPI.MAX)
+    comm.Allreduce(counts, dlbind.asdlpack(maxima), op=MPI.MAX)
     check("Allreduce(Tensor -> export) takes the maximum", np.array_equal(maxima, np.arange(N) * 2))
 
     inplace = np.full(4, 10 * (rank + 1), dtype=np.int32)

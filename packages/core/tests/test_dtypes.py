@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
+import dlbind
 from dlbind import DataTypeCode, DType, dtypes
+from dlbind._ffi import BUILD
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -41,6 +45,21 @@ def test_names_and_formats() -> None:
     assert DType(DataTypeCode.kDLBool, 8).format == "?"
     assert DType(DataTypeCode.kDLFloat4_e2m1fn, 4).nbytes(5) == 3  # packed
     assert DType(DataTypeCode.kDLFloat4_e2m1fn, 4).nbytes(5, padded=True) == 5
+
+
+@pytest.mark.parametrize(
+    "np_dtype", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                 "float16", "float32", "float64", "complex64", "complex128"]
+)
+def test_exported_format_is_numpys(np_dtype: str) -> None:
+    # what dlbind exports is the format numpy gives the same dtype (int64: "l", not "q"), so a reader
+    # that maps formats to types (mpi4py: "l" is MPI.LONG, "q" MPI.LONG_LONG) sees one type for both
+    a = np.zeros(3, dtype=np_dtype)
+    assert dtypes.from_numpy(a.dtype).format == memoryview(a).format
+    t = dlbind.from_dlpack(a)
+    # the pure build's __buffer__ (Python 3.12+, through memoryview.cast) has no complex formats
+    if BUILD == "compiled" or (sys.version_info >= (3, 12) and a.dtype.kind != "c"):
+        assert memoryview(t).format == memoryview(a).format  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", [">i", "!d", "T{i:a:}", "x"])
