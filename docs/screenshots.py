@@ -29,7 +29,7 @@ from urllib.parse import urldefrag, urljoin, urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 #: page -> text its main heading must contain
-PAGES = {"index.html": "dlbind", "quickstart.html": "Quickstart", "api.html": "API"}
+PAGES = {"index.html": "dlbind", "quickstart.html": "Getting started", "api.html": "API"}
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -21,7 +21,7 @@ KEEP: dict[int, Any] = {}
 #: SystemError (checked when its frame returns), and the pure build's deleters and capsule destructor are
 #: Python functions (cffi callbacks). A consumer that releases a dlbind export on its error path (numpy
 #: refusing a dtype) then gets a SystemError instead of its own exception, and cffi prints "Exception ignored".
-#: Python 3.11 and newer, and the compiled build on every Python, are free of it (docs/runtime.md).
+#: Python 3.11 and newer, and the compiled build on every Python, are free of it (docs/guide/builds.md).
 PY310_PURE = BUILD == "pure" and sys.version_info < (3, 11)
 PY310_PURE_REASON = "pure build on Python 3.10: its Python deleters cannot run while a consumer's exception is set"
 
