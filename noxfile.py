@@ -211,13 +211,16 @@ def backends(session: nox.Session) -> None:
         session.run("pytest", *tests, *session.posargs, env={"DLBIND_PURE": pure})
 
 
+# The demo's libraries: those that install in reasonable time (mlx's CPU build is 40 MB installed).
+# paddlepaddle is verified in its interop cell but left out here: its CPU wheel installs 720 MB
+# (`pip install paddlepaddle==3.3.1`, then `python -m dlbind check --libs paddle`).
 DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "array-api-strict==2.6.1",
-             "apache-tvm-ffi==0.1.15.post2"]  # fmt: skip
+             "apache-tvm-ffi==0.1.15.post2", "mlx[cpu]==0.32.4"]  # fmt: skip
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: install numpy, torch, jax (CPU), array-api-strict, tvm-ffi; print the conformance matrix."""
+    """The main job: install numpy, torch, jax, array-api-strict, tvm-ffi, mlx (CPU builds); print the matrix."""
     session.install(*DEMO_LIBS)
     session.install(CORE)
     session.run("python", "-m", "dlbind", "info")

@@ -25,8 +25,8 @@ distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/
    ``BufferError`` naming the backend, and the two backends' own tests (recording runtimes) pass against
    the installed wheels with their GPU tests collected and skipped naming the reason.
 
-6. The README's tour (the python block under "## Using it") runs in a fresh venv with the core's wheel,
-   numpy and torch.
+6. The README's tour (the python block under "## Using it") runs in a fresh venv with every wheel
+   (``dlbind[all]`` from dist/), numpy and torch, and its ``dlbind.backends()`` lists every backend.
 
 Exit status 0 when every check passes; otherwise 1, after printing every failure.
 """
@@ -159,18 +159,22 @@ def readme_tour() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     after = text[text.index("## Using it") :]
     block = after[after.index("```python\n") + len("```python\n") : after.index("\n```", after.index("```python"))]
-    return block + "\nprint('README tour: ok')\n"
+    return block + "\n"
 
 
 def check_tour(dist_dir: Path, tmp: Path, f: Failures) -> None:
-    """The README's tour in a fresh venv with the core's wheel, numpy and torch (the CPU build on this disk)."""
-    print("the README tour from the core's wheel", flush=True)
+    """The README's tour in a fresh venv with every wheel (``dlbind[all]`` from dist/: the core and each
+    backend), numpy and torch (the CPU build on this disk); the tour's ``dlbind.backends()`` lists them all."""
+    print("the README tour with every wheel installed (dlbind[all])", flush=True)
     py = str(_venv(tmp / "tour"))
-    wheel = str(_one(dist_dir, "dlbind-*.whl"))
-    _run(f, "pip install the core's wheel, numpy, torch==2.13.0",
-         [py, "-m", "pip", "install", "--quiet", wheel, "numpy", "torch==2.13.0"])  # fmt: skip
+    _run(f, 'pip install --find-links dist "dlbind[all]" numpy torch==2.13.0',
+         [py, "-m", "pip", "install", "--quiet", "--find-links", str(dist_dir), "dlbind[all]", "numpy",
+          "torch==2.13.0"])  # fmt: skip
+    names = sorted(_backends())
+    listed = f"assert sorted(dlbind.backends()) == {names!r}, dlbind.backends()\n"
+    code = readme_tour() + listed + "print('README tour: ok')\n"
     # the compiled build (the wheel's); the README says what memoryview(t) needs of the pure one
-    _run(f, "the README tour", [py, "-c", readme_tour()], cwd=tmp, expect="README tour: ok")
+    _run(f, "the README tour", [py, "-c", code], cwd=tmp, expect="README tour: ok")
 
 
 def check_pure_sdist(dist_dir: Path, tmp: Path, f: Failures) -> None:

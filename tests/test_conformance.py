@@ -120,6 +120,36 @@ def test_producer_check_can_fail(check_id: str) -> None:
     assert [r.status for r in report.results] == ["fail"], report.summary()
 
 
+def _stream_accepted_only_when(aligned: bool) -> Callable[[np.ndarray], Any]:
+    """A producer that, as jax 0.10 does, refuses stream=1 on a CPU array it copied (not a BufferError) and
+    silently accepts it on one that aliases 64-byte aligned memory; or the other way round."""
+
+    def make(a: np.ndarray) -> Any:
+        export = dlbind.asdlpack(a)
+
+        class Producer:
+            def __dlpack_device__(self) -> Any:
+                return export.__dlpack_device__()
+
+            def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+                if stream is not None and (a.ctypes.data % 64 == 0) != aligned:
+                    raise RuntimeError("UNIMPLEMENTED: waiting on a stream is only implemented for GPU")
+                return export.__dlpack__(**kwargs)  # the stream dropped: accepted, silently
+
+        return Producer()
+
+    return make
+
+
+@pytest.mark.parametrize("aligned", [True, False], ids=["accepts-when-aligned", "accepts-when-unaligned"])
+def test_stream_check_fails_whatever_numpy_allocates(aligned: bool) -> None:
+    # numpy's allocations are 64-byte aligned by chance; the check tries both, so its verdict does not depend on it
+    for _ in range(3):
+        report = check_producer(_stream_accepted_only_when(aligned), only=["stream_refused_on_cpu"])
+        assert [r.status for r in report.results] == ["fail"], report.summary()
+        assert "accepted stream=1" in report.results[0].detail
+
+
 # -- broken consumers, one per consumer check ------------------------------------------------------
 
 
