@@ -259,3 +259,22 @@ def test_a_refused_device_request_names_the_request_and_the_producer(device: Any
     assert message.startswith(f"from_dlpack(device={device!r}): numpy.ndarray on cpu:0 cannot export to {asked}: ")
     # the producer's own refusal, kept (numpy before 2.3 raises ValueError)
     assert isinstance(info.value.__cause__, (BufferError, ValueError))
+
+
+@pytest.mark.parametrize(
+    ("make", "here", "device", "asked"),
+    [
+        (lambda: dlbind.asdlpack(bytearray(8)), "cpu:0", (2, 0), "cuda:0"),  # the compiled build's BufferExporter
+        (lambda: dlbind.from_pointer(0x10000, (4,), "float32", device="cuda:0"), "cuda:0", "cpu", "cpu:0"),
+        (lambda: dlbind.from_dlpack(np.arange(3.0)), "cpu:0", "cuda:1", "cuda:1"),
+    ],
+    ids=["asdlpack", "from_pointer", "tensor"],
+)
+def test_a_refused_device_request_names_dlbinds_own_types_publicly(
+    make: Any, here: str, device: Any, asked: str
+) -> None:
+    with pytest.raises(BufferError) as info:
+        dlbind.from_dlpack(make(), device=device)
+    kind = "Tensor" if isinstance(make(), dlbind.Tensor) else "Exporter"
+    expected = f"from_dlpack(device={device!r}): dlbind.{kind} on {here} cannot export to {asked}"
+    assert str(info.value).startswith(expected)

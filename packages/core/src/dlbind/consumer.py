@@ -257,6 +257,15 @@ def import_library_export(
     return tensor
 
 
+def _type_name(x: Any) -> str:
+    """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
+    build's exporter is ``dlbind._fastpath.BufferExporter``, users know it as ``dlbind.Exporter``)."""
+    kind = type(x)
+    if kind.__module__ == capsule.PACKAGE or kind.__module__.startswith(capsule.PACKAGE + "."):
+        return f"{capsule.PACKAGE}.{'Tensor' if isinstance(x, Tensor) else 'Exporter'}"
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def from_dlpack(
     x: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None, allow_vector: bool = False
 ) -> Tensor:
@@ -305,7 +314,7 @@ def from_dlpack(
             # say what was asked of whom: the producer's own message alone ("unsupported device requested")
             # names neither; numpy before 2.3 refuses a device with ValueError, the spec says BufferError
             raise BufferError(
-                f"from_dlpack(device={device!r}): {type(x).__module__}.{type(x).__qualname__} on "
+                f"from_dlpack(device={device!r}): {_type_name(x)} on "
                 f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"
                 f"{' with copy=False' if copy is False else ''}: {e}"
             ) from e
