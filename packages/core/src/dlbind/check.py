@@ -144,6 +144,9 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
 
 
 def run(libs: list[str], stream: TextIO = sys.stderr) -> Matrix:
+    """What ``python -m dlbind check --libs ...`` runs: the producer and consumer checks on each library (names
+    of ``spec/adapters.toml``), each library in its own process (a crash is a ``CRASH`` result and the run
+    goes on), then ``dlbind.convert`` between every pair. Progress lines go to ``stream``."""
     matrix = Matrix(libs, {name: _version(name) for name in libs})
     start = time.perf_counter()
     progress = Progress(stream, len(libs))
@@ -193,6 +196,8 @@ def findings(matrix: Matrix) -> list[str]:
 
 
 def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> str:
+    """The matrix as text (or a Markdown page): producer and consumer tables, the pairs, and the findings
+    (listed with their reasons when ``details``, always in Markdown)."""
     versions = ", ".join(f"{lib} {matrix.versions[lib]}" for lib in matrix.libs)
     lines = []
     if markdown:
