@@ -253,7 +253,8 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/chart.py", "--exchange", ".cache/bench/exchange.json", "--copies",
         ".cache/bench/copies.json", "--png", "docs/benchmarks.png", "--markdown-append", "docs/benchmarks.md",
     )  # fmt: skip
-    session.run("python", "benchmarks/startup.py", "--json", ".cache/bench/startup.json")
+    startup = ["--json", ".cache/bench/startup.json", "--markdown-append", "docs/benchmarks.md"]
+    session.run("python", "benchmarks/startup.py", *startup)
 
 
 @nox.session

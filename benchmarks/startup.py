@@ -1,6 +1,6 @@
 """Start-up costs: ``import dlbind`` and a warm regeneration, beside anchors measured in the same run.
 
-    nox -s bench            (or: python benchmarks/startup.py [--json FILE])
+    nox -s bench            (or: python benchmarks/startup.py [--json FILE] [--markdown-append FILE])
 
 Import times are the median over fresh interpreters of the time ``-X importtime`` attributes to
 the top-level import; the anchors are ``import json`` (a small stdlib package) and ``import numpy``.
@@ -53,6 +53,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--markdown-append", type=Path, help="append a section with the table to this docs page")
     args = parser.parse_args()
     rows = {name: import_us(name, args.runs) for name in ("dlbind", "json", "numpy")}
     regen = regenerate_s(max(3, args.runs // 3))
@@ -69,7 +70,41 @@ def main() -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"import_us": rows, "regenerate_s": regen}, indent=2) + "\n")
+    if args.markdown_append:
+        with args.markdown_append.open("a", encoding="utf-8") as f:
+            f.write(markdown(rows, regen, args.runs))
     return 0
+
+
+def markdown(rows: dict[str, float | None], regen: float | None, runs: int) -> str:
+    """The section of docs/benchmarks.md: import times beside the anchors, the warm regeneration."""
+    versions = f"Python {sys.version.split()[0]}"
+    try:
+        import numpy
+
+        versions += f", numpy {numpy.__version__}"
+    except ImportError:
+        pass
+    lines = [
+        "",
+        "## Start-up",
+        "",
+        f"Written by `benchmarks/startup.py` on {time.strftime('%Y-%m-%d')} ({versions}): the median over {runs} fresh "
+        "interpreters of what `-X importtime` attributes to the top-level import; `import dlbind` imports no array "
+        "library and no device backend.",
+        "",
+        "| what | median | vs `import dlbind` |",
+        "|---|---|---|",
+    ]
+    base = rows.get("dlbind")
+    for name, us in rows.items():
+        if us is None:
+            lines.append(f"| `import {name}` | n/a | |")
+        else:
+            lines.append(f"| `import {name}` | {us / 1000:.1f} ms | {f'{us / base:.2f}x' if base else ''} |")
+    if regen is not None:
+        lines.append(f"| regenerate every generated file (warm, headers cached) | {regen:.2f} s | |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
