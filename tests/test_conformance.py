@@ -354,3 +354,13 @@ def test_a_consumer_that_copies_may_free_at_once() -> None:
     report = check_consumer(copies, only=["deleter_once"])
     assert [r.status for r in report.results] == ["pass"], report.summary()
     assert "copied on import" in report.results[0].detail
+
+
+@pytest.mark.parametrize(("fails", "line"), [(1, "1 finding;"), (2, "2 findings;")])
+def test_the_findings_line_counts_in_english(fails: int, line: str) -> None:
+    from dlbind.check import Matrix, render
+
+    results = {f"producer:check{i}": {"status": "fail", "detail": "wrong"} for i in range(fails)}
+    pairs = {"numpy": {"numpy": {"status": "pass", "detail": ""}}}
+    matrix = Matrix(["numpy"], {"numpy": "2.x"}, results={"numpy": results}, pairs=pairs)
+    assert render(matrix).splitlines()[-1].startswith(f"{line} --details lists them")

@@ -52,3 +52,10 @@ def test_a_closed_pipe_ends_quietly() -> None:
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_version() -> None:
+    import dlbind
+
+    out = _run("--version").strip()
+    assert out == f"dlbind {dlbind.__version__} (DLPack {_canonical()}, {dlbind.ffi_build()} build)"

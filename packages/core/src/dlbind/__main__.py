@@ -108,8 +108,17 @@ def check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version_line() -> str:
+    """``python -m dlbind --version``: the package, the header it was generated from, the build."""
+    import dlbind
+
+    major, minor = dlbind.DLPACK_VERSION
+    return f"dlbind {dlbind.__version__} (DLPack {major}.{minor}, {dlbind.ffi_build()} build)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlbind", description="dlbind command line")
+    parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command")
     p_info = sub.add_parser("info", help="print the DLPack version and the generated tables")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")

@@ -220,7 +220,8 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
         lines += [("## " if markdown else "") + f"Findings ({len(found)})", ""]
         lines += [("- " if markdown else "  ") + f for f in found] or ["none"]
     else:
-        lines += [f"{len(found)} findings; --details lists them with their reasons."]
+        noun = "finding" if len(found) == 1 else "findings"
+        lines += [f"{len(found)} {noun}; --details lists them with their reasons."]
     return "\n".join(lines) + "\n"
 
 
