@@ -1,11 +1,14 @@
-"""Every distribution ships the project's license: the copies beside each pyproject match the root LICENSE.
+"""Every distribution ships the project's license, writes its version once, and pins the others' release.
 
 An sdist only holds files under its own folder, so ``packages/core/LICENSE`` and ``generator/LICENSE`` are
 copies of the root ``LICENSE`` (named in ``license-files`` of each pyproject); this keeps them identical.
+Each distribution's version is its package's ``__version__`` (``dynamic`` in the pyproject, read by
+setuptools without importing); the core's extras and each backend's dependency pin the same release.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -20,8 +23,35 @@ BACKENDS = sorted(p.parent.name for p in ROOT.glob("packages/*/pyproject.toml") 
 DISTRIBUTIONS = ["packages/core", *(f"packages/{b}" for b in BACKENDS), "generator"]
 
 
+def _pyproject(dist: str) -> dict:
+    return tomllib.loads((ROOT / dist / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 def _project(dist: str) -> dict:
-    return tomllib.loads((ROOT / dist / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    """The ``[project]`` table, with its version read from where the pyproject says it is."""
+    data = _pyproject(dist)
+    project = dict(data["project"])
+    attr = data["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    module, _, name = attr.rpartition(".")
+    init = ROOT / dist / "src" / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    values = [
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [t.id for t in node.targets if isinstance(t, ast.Name)] == [name]
+        and isinstance(node.value, ast.Constant)
+    ]
+    assert len(values) == 1, f"{init} must assign {name} a literal exactly once (setuptools reads it statically)"
+    project["version"] = values[0]
+    return project
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_the_version_is_written_once(dist: str) -> None:
+    data = _pyproject(dist)
+    assert "version" not in data["project"] and data["project"]["dynamic"] == ["version"]
+    assert _project(dist)["version"].count(".") == 2
 
 
 def test_root_license_is_apache_2() -> None:
