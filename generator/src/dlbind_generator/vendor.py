@@ -20,6 +20,7 @@ unless ``--force``. A non-empty folder without ``VENDORED.toml`` is never writte
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import keyword
 import shlex
@@ -38,7 +39,6 @@ from .vendor_render import Target, render_generated
 from .vendor_reroot import imports_of, reroot
 
 CORE_SRC = "packages/core/src/dlbind"
-CORE_PYPROJECT = "packages/core/pyproject.toml"
 RECORD = "VENDORED.toml"
 #: Left out of every vendored copy, with the reason (the vendoring docs list the same).
 EXCLUDED = {
@@ -82,8 +82,17 @@ def sha256(data: bytes) -> str:
 
 
 def _dlbind_version(root: Path) -> str:
-    data = tomllib.loads((root / CORE_PYPROJECT).read_text(encoding="utf-8"))
-    return str(data["project"]["version"])
+    """The core's ``__version__``, read without importing it (setuptools takes the distribution's version
+    from the same assignment: the pyproject's version is ``dynamic``)."""
+    init = root / CORE_SRC / "__init__.py"
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+            and isinstance(node.value, ast.Constant)
+        ):
+            return str(node.value.value)
+    raise GeneratorError(f"{init} assigns no literal __version__")
 
 
 def runtime_files(root: Path, package: str, command: str, *, pure: bool) -> dict[str, str]:
