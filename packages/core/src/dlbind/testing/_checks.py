@@ -132,13 +132,11 @@ def _sample_at(offset: int, shape: tuple[int, ...] = (2, 3), dtype: str = "float
     """A sample whose data starts ``offset`` bytes past a 64-byte boundary. A library may take memory it
     can alias (jax's CPU client aliases 64-byte aligned host memory) down another path than memory it
     copies; numpy's own allocations land on either by chance, so checks that can differ ask for both."""
-    np = _np()
-    dt = np.dtype(dtype)
-    count = math.prod(shape)
-    raw = np.zeros(count * dt.itemsize + 64 + offset, dtype=np.uint8)
+    values = _sample(shape, dtype)
+    raw = _np().zeros(values.nbytes + 64 + offset, dtype="uint8")
     start = (-raw.ctypes.data) % 64 + offset
-    out = raw[start : start + count * dt.itemsize].view(dt).reshape(shape)
-    out[...] = np.arange(count, dtype=dt).reshape(shape)
+    out = raw[start : start + values.nbytes].view(values.dtype).reshape(shape)
+    out[...] = values
     return out
 
 
@@ -357,7 +355,7 @@ def p_stream_none(make: Callable[[Any], Any]) -> str | None:
 def p_stream_cpu(make: Callable[[Any], Any]) -> str | None:
     # both an aligned and a merely 16-byte aligned sample: jax 0.10 refuses stream=1 (JaxRuntimeError) on an
     # array it copied but accepts it on one that aliases 64-byte aligned numpy memory
-    notes = []
+    note = None
     for offset in (0, 16):
         x = _make(make, _sample_at(offset))
         if int(x.__dlpack_device__()[0]) != DeviceType.kDLCPU:
@@ -366,12 +364,12 @@ def p_stream_cpu(make: Callable[[Any], Any]) -> str | None:
             c = _versioned(x, stream=1)
         except Exception as exc:
             if not isinstance(exc, BufferError):
-                notes.append(f"refused with {type(exc).__name__} (the spec names no type)")
+                note = note or f"refused with {type(exc).__name__} (the spec names no type)"
             continue
         _open(c)
         where = "64-byte aligned" if offset == 0 else "16-byte aligned (not 64)"
         raise CheckFailed(f"accepted stream=1 for a CPU array made from {where} memory (silently ignored)")
-    return notes[0] if notes else None
+    return note
 
 
 _DTYPES: list[tuple[str, int, int]] = [
