@@ -31,6 +31,11 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "bool"): ("export_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
     ("export", "dtype"): ("export_dtype", str, None, ""),
     ("export", "bool_name"): ("export_bool_name", str, None, ""),
+    ("export", "devices"): ("export_devices", list, None, ()),
+    ("export", "layout"): ("export_layout", str, frozenset({"any", "nonnegative", "compact"}), "any"),
+    ("export", "readonly"): ("export_readonly", bool, None, True),
+    ("export", "negative_strides"): ("export_negative_strides", str, frozenset({"signed", "unsigned"}), "signed"),
+    ("export", "interface"): ("export_interface", str, frozenset({"", "__cuda_array_interface__"}), ""),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
     ("import", "asks"): ("asks", str, frozenset({"versioned", "legacy", "bare"}), "versioned"),
@@ -49,6 +54,11 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
     ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
+    ("import", "lanes"): ("import_lanes", bool, None, False),
+    ("import", "stream"): ("stream_call", str, None, ""),
+    ("import", "stream_attribute"): ("stream_attribute", str, None, ""),
+    ("import", "interface"): ("interface_function", str, None, ""),
+    ("import", "interface_devices"): ("interface_devices", list, None, ()),
     ("check", "setup"): ("check_setup", str, None, ""),
     ("check", "setup_args"): ("check_setup_args", "args", None, ()),
 }
@@ -144,6 +154,17 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
             raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
     if not facts["devices"]:
         raise GeneratorError(f"{where}: import.devices is empty")
+    if bool(facts["stream_call"]) != bool(facts["stream_attribute"]) or "." in facts["stream_attribute"]:
+        raise GeneratorError(f"{where}: import.stream (a dotted function of the device index) goes with "
+                             "import.stream_attribute (the attribute of what it returns: the stream's handle)")
+    if bool(facts["interface_function"]) != bool(facts["interface_devices"]):
+        raise GeneratorError(f"{where}: import.interface and import.interface_devices go together")
+    if facts["export_negative_strides"] == "unsigned" and not facts["export_interface"]:
+        raise GeneratorError(f"{where}: export.negative_strides = 'unsigned' needs export.interface (the bridge)")
+    if device_names is not None:
+        unknown = (set(facts["export_devices"]) | set(facts["interface_devices"])) - device_names
+        if unknown:
+            raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
 
 
 def load_adapters(path: Path, device_names: set[str] | None = None) -> list[AdapterSpec]:

@@ -1,9 +1,11 @@
-"""Which library an array belongs to, and what dlbind knows of its type, cached per type (weakly).
+"""The rows of ``spec/adapters.toml``: which library an array belongs to, and its row for the installed release.
 
-Low in the layers (below the consumer) so that every route can ask: :func:`library_of` (the adapter
-of an array's library, from ``spec/adapters.toml``), :func:`type_traits` (what the compiled fast path
-caches per producer type: the export guards and whether the library's arrays are immutable), and
-:class:`TypeCache`, the per-type cache that keeps no class alive.
+Low in the layers (below the consumer): :func:`library_of` (the adapter of an array's library),
+:func:`for_release` (a row with the ``when`` entries of the installed release applied), :func:`dotted`,
+and :class:`TypeCache`, the per-type cache that keeps no class alive. These are the *row lookups*: the
+plans (:mod:`dlbind.plans` per producer type, :mod:`dlbind.planner` per target and pair) make them once
+and every exchange follows its plan; :func:`row_lookups` counts them, so that a test can hold an
+exchange to "no lookup after the first".
 """
 
 from __future__ import annotations
@@ -14,20 +16,16 @@ from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter
 
-__all__ = [
-    "MISSING",
-    "TypeCache",
-    "bool_query",
-    "dotted",
-    "for_release",
-    "library_export",
-    "library_of",
-    "prepare_for_check",
-    "refuses_with",
-    "type_traits",
-]
+__all__ = ["MISSING", "TypeCache", "adapter_of_type", "dotted", "for_release", "library_of", "prepare_for_check", "row_lookups"]
 
 MISSING: Any = object()
+_LOOKUPS = [0]  # row lookups made (library_of, adapter_of_type, for_release): see row_lookups
+
+
+def row_lookups() -> int:
+    """How many row lookups ran so far in this process (each call of :func:`library_of`,
+    :func:`adapter_of_type` and :func:`for_release`, and :func:`dlbind.planner.resolve`, counts one)."""
+    return _LOOKUPS[0]
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 
@@ -73,6 +71,7 @@ _BY_TYPE = TypeCache()  # type -> its library's adapter or None
 
 def library_of(x: Any) -> Adapter | None:
     """The adapter of ``x``'s library, found from its type's name (the library is never imported)."""
+    _LOOKUPS[0] += 1
     kind = type(x)
     found = _BY_TYPE.lasting.get(kind, MISSING)  # the common case without a method call
     if found is not MISSING:
@@ -85,6 +84,7 @@ def library_of(x: Any) -> Adapter | None:
 
 def adapter_of_type(kind: type) -> Adapter | None:
     """:func:`library_of` for a type."""
+    _LOOKUPS[0] += 1
     found = _BY_TYPE.get(kind)
     return _find(kind) if found is MISSING else found
 
@@ -98,70 +98,6 @@ def _find(kind: type) -> Adapter | None:
             break
     _BY_TYPE.put(kind, found)
     return found
-
-
-def refuses_with(x: Any) -> type[Exception]:
-    """The exception ``x``'s ``__dlpack__`` raises when it cannot export an array (``export.refusal``):
-    BufferError as the spec says, or TypeError (numpy before 1.24)."""
-    adapter = library_of(x)
-    if adapter is None:
-        return BufferError
-    return TypeError if for_release(adapter).export_refusal == "TypeError" else BufferError
-
-
-def immutable(x: Any) -> bool:
-    """``x``'s library never writes its arrays: what is imported from it must be read-only."""
-    adapter = library_of(x)
-    return adapter is not None and for_release(adapter).immutable
-
-
-_TRAITS = TypeCache()  # type -> type_traits(type)
-
-
-def type_traits(kind: type) -> tuple[tuple[tuple[str, bool], ...], bool, bool]:
-    """What the compiled fast path keeps per producer type: its library's export guards as
-    ``(name, is a method)`` pairs, whether its arrays are immutable, and whether Python must import
-    them (a fact of its row the C path does not apply: bool that its capsules call uint8)."""
-    found = _TRAITS.get(kind)
-    if found is MISSING:
-        adapter = adapter_of_type(kind)
-        if adapter is None:
-            found = ((), False, False)
-        else:
-            adapter = for_release(adapter)
-            guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in adapter.export_guards)
-            found = (guards, adapter.immutable, adapter.export_bool == "uint8")
-        _TRAITS.put(kind, found)
-    return found  # type: ignore[no-any-return]
-
-
-def bool_query(x: Any) -> tuple[str, str] | None:
-    """For an array whose capsules say uint8 for bool (``export.bool = "uint8"``): the method naming its
-    dtype and the name that means bool; None otherwise."""
-    if not type_traits(type(x))[2]:
-        return None
-    adapter = library_of(x)
-    if adapter is None:
-        return None
-    row = for_release(adapter)
-    return row.export_dtype.removesuffix("()"), row.export_bool_name
-
-
-def truthy_guard(x: Any) -> tuple[str, bool] | None:
-    """The first export guard of ``x``'s library that is truthy for ``x`` (``(name, is a method)``), or None.
-
-    Such an array must never be exported: its library's ``__dlpack__`` refuses it, or (a library that
-    forgets a check) would export it with the wrong values."""
-    for name, call in type_traits(type(x))[0]:
-        try:
-            value = getattr(x, name)
-        except AttributeError:  # an older release without it: the guard does not apply
-            continue
-        if call:
-            value = value()
-        if value:
-            return name, call
-    return None
 
 
 def prepare_for_check(adapter: Adapter) -> None:
@@ -190,24 +126,6 @@ def dotted(path: str) -> Any:
     raise ImportError(f"cannot import {path}")
 
 
-def library_export(x: Any) -> Any:
-    """What ``x``'s system gives for it when it exports without ``__dlpack__`` (``export.via`` in
-    spec/adapters.toml: a method or function giving a DLPack capsule or a buffer), or None."""
-    adapter = library_of(x)
-    if adapter is None:
-        return None
-    row = for_release(adapter)
-    via = row.export_via
-    if via == "__dlpack__":
-        return None
-    try:
-        return getattr(x, via[:-2])() if via.endswith("()") else dotted(via)(x)
-    except Exception as exc:  # its export refused this array (a dtype it cannot export, ...)
-        if not row.export_host:
-            raise BufferError(f"{type(x).__name__} cannot be exported by {via}: {type(exc).__name__}: {exc}") from exc
-        return getattr(x, row.export_host[:-2])()  # a host copy by the system's own method
-
-
 _RELEASES: dict[str, Adapter] = {}  # system name -> its row resolved for the installed release
 
 
@@ -217,6 +135,7 @@ def for_release(adapter: Adapter) -> Adapter:
     The release is the ``__version__`` of the system's top-level package (imported already: its
     arrays exist, or it is a conversion target). An unreadable version applies no entry.
     """
+    _LOOKUPS[0] += 1
     if not adapter.when:
         return adapter
     found = _RELEASES.get(adapter.name)

@@ -9,7 +9,7 @@ passed here, by name: the C code imports no module.
 
 from __future__ import annotations
 
-from dlbind import _libraries, consumer, conversion, exchange, export, planner, producer
+from dlbind import consumer, conversion, exchange, export, planner, plans, producer
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
 from dlbind.tensor import Tensor, check_managed
@@ -39,8 +39,9 @@ def configure() -> None:
         convert=conversion.convert,
         convert_routes=planner.C_ROUTES,
         target_error=conversion.target_error,
-        type_traits=_libraries.type_traits,
+        export_plan=plans.export_plan,
         refuse_guarded=consumer.refuse_guarded,
-        call_style=consumer.call_style,
+        order=exchange.order,
         finish=consumer.sealed,
+        producer_error=consumer.producer_error,
     )

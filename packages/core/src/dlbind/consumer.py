@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import _capi, capsule, exchange
+from dlbind import _backends, _capi, capsule, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind._libraries import (
-    MISSING,
-    TypeCache,
-    bool_query,
-    immutable,
-    library_export,
-    refuses_with,
-    truthy_guard,
-)
-from dlbind.devices import check_stream, device_name, parse_device, producer_device
+from dlbind.plans import BARE, STREAM, ExportPlan, export_plan, library_export, truthy_guard
+from dlbind.devices import HOST_ACCESSIBLE, check_stream, default_stream, device_name, parse_device, producer_device
+from dlbind.export import export_view
 from dlbind.dtypes import BOOL, UINT8, DType
-from dlbind.tensor import Tensor, from_capsule
+from dlbind.tensor import ExtentError, Tensor, from_capsule
 
 __all__ = ["from_dlpack"]
 
@@ -30,28 +23,20 @@ def _keyword_refused(exc: TypeError) -> bool:
     return any(text in str(exc) for text in _UNEXPECTED)
 
 
-def _refusal(x: Any, exc: TypeError) -> BufferError | None:
-    """``exc`` as the spec's BufferError when it is how ``x``'s system refuses an array (its row's
-    ``export.refusal`` is TypeError and ``exc`` is not about keywords), else None."""
-    if _keyword_refused(exc) or refuses_with(x) is not TypeError:
+def _refusal(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:
+    """``exc`` as the spec's BufferError when it is how ``x``'s system refuses an array (its plan's
+    ``refusal`` is TypeError and ``exc`` is not about keywords), else None."""
+    if _keyword_refused(exc) or plan.refusal is not TypeError:
         return None
     refusal = BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}")
     refusal.__cause__ = exc
     return refusal
 
 
-# type -> how its __dlpack__ accepted the call once max_version was refused: _STREAM (stream= only) or
-# _BARE (no keywords), so that every later import from the type costs one call (held weakly: types stay
-# collectable)
-_CALL_STYLE = TypeCache()
-_STREAM, _BARE = 1, 2
-
-
-def call_style(kind: type) -> int:
-    """How ``kind``'s ``__dlpack__`` accepted the call once ``max_version`` was refused: 1 (``stream=``
-    only), 2 (no keywords) or 0 (not known); the compiled fast path then asks it so itself."""
-    style = _CALL_STYLE.get(kind)
-    return style if style in (_STREAM, _BARE) else 0
+# How a type's __dlpack__ accepted the call once max_version was refused is its plan's call_style: STREAM
+# (stream= only) or BARE (no keywords), so that every later import from the type costs one call; the
+# compiled fast path reads the same plan.
+_STREAM, _BARE = STREAM, BARE
 
 _READ_ONLY = capsule.READ_ONLY
 _IS_COPIED = capsule.IS_COPIED
@@ -68,21 +53,41 @@ def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
     )
 
 
-def sealed(tensor: Tensor, x: Any) -> Tensor:
+def sealed(tensor: Tensor, x: Any, plan: ExportPlan | None = None) -> Tensor:
     """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
     (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
     let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
-    ``x``'s capsules call uint8 (``export.bool``) is read as bool."""
+    ``x``'s capsules call uint8 (``export.bool``) is read as bool. ``plan``: ``x``'s export plan."""
+    if plan is None:
+        plan = export_plan(type(x))
     flags = tensor._flags
-    if not flags & (_READ_ONLY | _IS_COPIED) and immutable(x):
+    if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
         if native is not None:
             native.seal(tensor)
         else:
             fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
             fill._flags = flags | _READ_ONLY
-    query = bool_query(x)
-    if query is not None and BOOL.code >= 0 and tensor.dtype == UINT8 and str(getattr(x, query[0])()) == query[1]:
+    if plan.python and BOOL.code >= 0 and tensor.dtype == UINT8 and str(getattr(x, plan.bool_method)()) == plan.bool_name:
         return _retyped(tensor, BOOL)
+    return tensor
+
+
+def producer_error(x: Any, exc: BaseException) -> BaseException:
+    """The error of a tensor ``x``'s ``__dlpack__`` gave that cannot be imported: a BufferError naming ``x`` when
+    the producer is at fault (its extent reaches beyond int64 or the address space), else ``exc`` itself.
+    The compiled build's from_dlpack calls it too."""
+    if not isinstance(exc, ExtentError):
+        return exc
+    err = BufferError(f"{_type_name(x)}.__dlpack__ gave a tensor dlbind refuses: {exc}")
+    err.__cause__ = exc
+    return err
+
+
+def ordered(tensor: Tensor, stream: int) -> Tensor:
+    """Record on ``tensor`` the stream its data is ready on (a device with streams): exporting it again to a
+    consumer on another stream then makes that stream wait (``dlbind.export.export_memory``)."""
+    fill: Any = tensor  # the slot the typed Tensor view declares read-only
+    fill._stream = stream
     return tensor
 
 
@@ -96,28 +101,40 @@ def _retyped(tensor: Tensor, dtype: DType) -> Tensor:
 
 
 def call_dlpack(
-    x: Any, *, stream: int | None, dl_device: Any, copy: bool | None, first_error: TypeError | None = None
+    x: Any,
+    *,
+    stream: int | None,
+    dl_device: Any,
+    copy: bool | None,
+    first_error: TypeError | None = None,
+    plan: ExportPlan | None = None,
+    explicit: bool = True,
 ) -> object:
     """Call ``x.__dlpack__`` with the newest keywords, falling back as the spec says.
 
-    ``first_error``: the TypeError the versioned call already raised (the compiled fast path made it).
+    ``first_error``: the TypeError the versioned call already raised (the compiled fast path made it);
+    ``plan``: ``x``'s export plan (it keeps how the type accepted an older call); ``explicit``: the consumer
+    named ``stream`` (False: it is the device rule's default for the consumer's None, which a producer that
+    takes no keywords may be asked without).
     """
+    if plan is None:
+        plan = export_plan(type(x))
     method = x.__dlpack__
     if not VERSIONED_CAPSULES:  # a DLPack 0.x consumer: the call of its time, which asks for a legacy capsule
-        return _legacy_call(x, method, stream=stream, dl_device=dl_device)
+        return _legacy_call(x, method, stream=stream, dl_device=dl_device, plan=plan, explicit=explicit)
     kwargs: dict[str, Any] = {"stream": stream, "max_version": DLPACK_VERSION}
     if dl_device is not None:
         kwargs["dl_device"] = dl_device
     if copy is not None:
         kwargs["copy"] = copy
-    style = _CALL_STYLE.get(type(x)) if first_error is None else MISSING
-    if style is not MISSING and (style == _STREAM or stream is None):
+    style = plan.call_style if first_error is None else 0
+    if style and (style == _STREAM or stream is None or not explicit):
         if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
             raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data")
         try:
             result = method(stream=stream) if style == _STREAM else method()
         except TypeError as exc:
-            refusal = _refusal(x, exc)
+            refusal = _refusal(x, exc, plan)
             if refusal is not None:
                 raise refusal from exc
             raise
@@ -125,15 +142,17 @@ def call_dlpack(
         try:
             result = method(**kwargs)
         except TypeError as exc:
-            result = _older_call(x, method, exc, stream, kwargs)
+            result = _older_call(x, method, exc, stream, kwargs, plan, explicit)
     else:  # never raised again here: a traceback through this frame would keep x in a cycle
-        result = _older_call(x, method, first_error, stream, kwargs)
+        result = _older_call(x, method, first_error, stream, kwargs, plan, explicit)
     if type(result) is not _capi.PyCapsuleType:
         raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
     return result
 
 
-def _legacy_call(x: Any, method: Any, *, stream: int | None, dl_device: Any) -> object:
+def _legacy_call(
+    x: Any, method: Any, *, stream: int | None, dl_device: Any, plan: ExportPlan, explicit: bool = True
+) -> object:
     """``x.__dlpack__(stream=...)``, then without keywords if it takes none: a consumer of a 0.x header
     (``dl_device`` and ``copy`` came with max_version: it cannot ask to move data; copy= is honoured by
     from_dlpack itself, copying the import)."""
@@ -145,10 +164,10 @@ def _legacy_call(x: Any, method: Any, *, stream: int | None, dl_device: Any) -> 
     try:
         result = method(stream=stream)
     except TypeError as exc:
-        refusal = _refusal(x, exc)
+        refusal = _refusal(x, exc, plan)
         if refusal is not None:
             raise refusal from exc
-        if not _keyword_refused(exc) or stream is not None:
+        if not _keyword_refused(exc) or (stream is not None and explicit):
             raise
         result = method()
     if type(result) is not _capi.PyCapsuleType:
@@ -156,10 +175,18 @@ def _legacy_call(x: Any, method: Any, *, stream: int | None, dl_device: Any) -> 
     return result
 
 
-def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwargs: dict[str, Any]) -> object:
+def _older_call(
+    x: Any,
+    method: Any,
+    error: TypeError,
+    stream: int | None,
+    kwargs: dict[str, Any],
+    plan: ExportPlan,
+    explicit: bool = True,
+) -> object:
     """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
     if not _keyword_refused(error):
-        refusal = _refusal(x, error)
+        refusal = _refusal(x, error, plan)
         if refusal is not None:
             raise refusal from error
         try:
@@ -173,17 +200,17 @@ def _older_call(x: Any, method: Any, error: TypeError, stream: int | None, kwarg
     try:
         result = method(stream=stream)
     except TypeError as exc:
-        refusal = _refusal(x, exc)
+        refusal = _refusal(x, exc, plan)
         if refusal is not None:
-            _CALL_STYLE.put(type(x), _STREAM)  # it took the keywords; it refused the array
+            plan.call_style = _STREAM  # it took the keywords; it refused the array
             raise refusal from exc
-        if not _keyword_refused(exc) or stream is not None:
+        if not _keyword_refused(exc) or (stream is not None and explicit):
             raise
     else:
-        _CALL_STYLE.put(type(x), _STREAM)
+        plan.call_style = _STREAM
         return result
     result = method()
-    _CALL_STYLE.put(type(x), _BARE)
+    plan.call_style = _BARE
     return result
 
 
@@ -206,8 +233,9 @@ def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
     read-only arrays; numpy refuses ml_dtypes' bfloat16 and float8), but its buffer protocol or array
     interface may carry it: exported from there.
     """
+    plan = export_plan(type(x))
     if isinstance(error, TypeError) and older:
-        refusal = _refusal(x, error)
+        refusal = _refusal(x, error, plan)
         if refusal is None:
             try:
                 raise error
@@ -216,7 +244,8 @@ def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
         error = refusal
     elif isinstance(error, TypeError):
         try:
-            return sealed(from_capsule(call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error)), x)
+            made = call_dlpack(x, stream=None, dl_device=None, copy=None, first_error=error, plan=plan)
+            return sealed(from_capsule(made), x, plan)
         except BufferError as refusal:  # a refusal its system raises as TypeError (export.refusal)
             error = refusal
     fallback = _host_fallback(x)
@@ -225,7 +254,7 @@ def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
             raise error
         finally:  # no cycle error -> traceback -> this frame -> error
             del error
-    return sealed(from_capsule(fallback.__dlpack__(max_version=DLPACK_VERSION)), x)
+    return sealed(from_capsule(fallback.__dlpack__(max_version=DLPACK_VERSION)), x, plan)
 
 
 def _host_fallback(x: Any) -> Any:
@@ -282,8 +311,9 @@ def from_dlpack(
         if device is not None or copy:
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream, allow_vector=allow_vector)
+    plan = export_plan(type(x))
     if not hasattr(x, "__dlpack__"):
-        given = library_export(x)  # a system that exports through a method or function of its own
+        given = library_export(x, plan)  # a system that exports through a method or function of its own
         if given is not None:
             return import_library_export(x, given, device, copy, stream, allow_vector)
         try:
@@ -293,19 +323,29 @@ def from_dlpack(
                 f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
                 f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
             ) from None
+        plan = export_plan(type(x))
     if device is None and copy is None and stream is None and not allow_vector:
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
-    guard = truthy_guard(x)
+    guard = truthy_guard(x, plan)
     if guard is not None:
         refuse_guarded(x, *guard)
     target = None if device is None else parse_device(device)
     here = producer_device(x)
     check_stream(here[0], stream)
+    # None on a device with streams names its default stream: said explicitly, as torch and CuPy do
+    asked = stream if stream is not None else default_stream(here[0])
     dl_device = target if target is not None and target != here else None
+    if dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE and copy is not False:
+        # a host copy of device data: the device's backend moves the bytes once at the bus's speed (pinned
+        # memory); without one installed, the producer makes it (dl_device)
+        backend = _backends.serving(here[0])
+        if backend is not None:
+            tensor = from_dlpack(x, stream=stream, allow_vector=allow_vector)
+            return from_capsule(export_view(tensor, max_version=DLPACK_VERSION, dl_device=dl_device, copy=True))
     try:
-        capsule = call_dlpack(x, stream=stream, dl_device=dl_device, copy=copy)
+        capsule = call_dlpack(x, stream=asked, dl_device=dl_device, copy=copy, plan=plan, explicit=stream is not None)
     except (BufferError, ValueError) as e:
         if isinstance(e, ValueError) and dl_device is None:
             raise
@@ -320,8 +360,13 @@ def from_dlpack(
             ) from e
         if fallback is None:
             raise
-        return sealed(from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector), x)
-    tensor = sealed(from_capsule(capsule, allow_vector=allow_vector), x)
+        return sealed(from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector), x, plan)
+    try:
+        tensor = sealed(from_capsule(capsule, allow_vector=allow_vector), x, plan)
+    except ExtentError as exc:
+        raise producer_error(x, exc)  # noqa: B904 (its __cause__ is exc)
+    if asked is not None and asked != -1 and tensor._device_type == here[0]:
+        ordered(tensor, asked)  # the producer ordered its work before `asked`: the data is ready there
     if target is not None and tensor.device != target:
         raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
     if copy is False and tensor._flags & _IS_COPIED:

@@ -21,20 +21,21 @@
  *
  * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
  * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
- * is (capsule or None, export guards, bits): the capsule keeps the table's memory alive while
- * cached; the guards, the immutable and Python bits come from dlbind._libraries.type_traits (spec/adapters.toml),
- * asked once per type; the legacy-call bit is learned when the type's __dlpack__ refused
- * max_version and the older call worked. None of it refers to the type. */
+ * is (capsule or None, export guards, bits, ExportPlan): the capsule keeps the table's memory alive
+ * while cached; the guards and bits are read once from the type's dlbind.plans.ExportPlan (the plan
+ * the Python code follows, made from spec/adapters.toml once per type); the legacy-call bit is learned
+ * when the type's __dlpack__ refused max_version and the older call worked (the plan keeps it too).
+ * None of it refers to the type. */
 #define DLBIND_RECENT_TYPES 8
 #define DLBIND_TAGS_MAX 1024
 static struct {
     PyTypeObject *type; /* compared, never dereferenced: it may be dead */
     unsigned int tag;   /* 0: empty */
-    PyObject *entry;    /* strong: the (capsule or None, guards, bits) tuple of the type */
+    PyObject *entry;    /* strong: the (capsule or None, guards, bits, plan) tuple of the type */
     dlbind_type_info info;
 } dlbind_recent[DLBIND_RECENT_TYPES];
 static unsigned dlbind_recent_next = 0;
-static PyObject *dlbind_tags = NULL; /* tag (int) -> (capsule or None, guards, bits) */
+static PyObject *dlbind_tags = NULL; /* tag (int) -> (capsule or None, guards, bits, plan) */
 static PyObject *dlbind_str_exchange_api = NULL;
 static PyObject *dlbind_uncached = NULL; /* the entry of the last type without a tag */
 
@@ -48,6 +49,7 @@ void dlbind_exchange_clear(void) {
         dlbind_recent[i].entry = NULL;
         dlbind_recent[i].info.api = NULL;
         dlbind_recent[i].info.guards = NULL;
+        dlbind_recent[i].info.plan = NULL;
         dlbind_recent[i].info.bits = 0;
         Py_XDECREF(entry);
     }
@@ -96,53 +98,66 @@ static PyObject *dlbind_table_attr(PyObject *type) {
     return cap;
 }
 
-/* A new (capsule or None, guards, bits) entry for the type: its table attribute and what
- * dlbind._libraries.type_traits says of it (export guards, immutable). NULL on error. */
+/* An attribute of a plan as a truth value: 1, 0, or -1 with an error set. */
+static int dlbind_plan_flag(PyObject *plan, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(plan, name);
+    if (value == NULL) return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* The DLBIND_TYPE_* bits of how a plan's type accepted __dlpack__ once max_version was refused. */
+static int dlbind_plan_call_bits(PyObject *plan) {
+    PyObject *style = PyObject_GetAttr(plan, dlbind_cfg.attr_call_style);
+    if (style == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    long value = PyLong_AsLong(style);
+    Py_DECREF(style);
+    if (value == -1 && PyErr_Occurred()) PyErr_Clear();
+    return value == 1 ? DLBIND_TYPE_LEGACY_CALL : value == 2 ? (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL) : 0;
+}
+
+/* A new (capsule or None, guards, bits, plan) entry for the type: its table attribute and its
+ * dlbind.plans.ExportPlan (the same object the Python code follows: export guards, immutable, the
+ * bool reading, host-only, how an older __dlpack__ is called). NULL on error. */
 static PyObject *dlbind_entry_new(PyObject *type) {
     PyObject *cap = dlbind_table_attr(type);
     if (cap == NULL) return NULL;
-    PyObject *guards = NULL;
-    int bits = 0;
-    if (dlbind_cfg.type_traits != NULL) {
-        PyObject *traits = PyObject_CallOneArg(dlbind_cfg.type_traits, type);
-        if (traits == NULL) {
-            Py_DECREF(cap);
-            return NULL;
-        }
-        if (!PyTuple_Check(traits) || PyTuple_GET_SIZE(traits) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(traits, 0))) {
-            Py_DECREF(traits);
-            Py_DECREF(cap);
-            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": type_traits must return (guards tuple, immutable, python)");
-            return NULL;
-        }
-        guards = Py_NewRef(PyTuple_GET_ITEM(traits, 0));
-        int immutable = PyObject_IsTrue(PyTuple_GET_ITEM(traits, 1));
-        int python = PyObject_IsTrue(PyTuple_GET_ITEM(traits, 2));
-        Py_DECREF(traits);
-        if (immutable < 0 || python < 0) {
-            Py_DECREF(guards);
-            Py_DECREF(cap);
-            return NULL;
-        }
-        if (immutable) bits |= DLBIND_TYPE_IMMUTABLE;
-        if (python) bits |= DLBIND_TYPE_PYTHON;
-    } else {
-        guards = PyTuple_New(0);
-    }
-    if (guards == NULL) {
+    if (dlbind_cfg.export_plan == NULL) return Py_BuildValue("(NNiO)", cap, PyTuple_New(0), 0, Py_None);
+    PyObject *plan = PyObject_CallOneArg(dlbind_cfg.export_plan, type);
+    PyObject *guards = plan != NULL ? PyObject_GetAttr(plan, dlbind_cfg.attr_guards) : NULL;
+    if (guards == NULL || !PyTuple_Check(guards)) {
+        if (guards != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": an ExportPlan's guards must be a tuple");
+        Py_XDECREF(guards);
+        Py_XDECREF(plan);
         Py_DECREF(cap);
         return NULL;
     }
-    return Py_BuildValue("(NNi)", cap, guards, bits);
+    int immutable = dlbind_plan_flag(plan, dlbind_cfg.attr_immutable);
+    int python = immutable < 0 ? -1 : dlbind_plan_flag(plan, dlbind_cfg.attr_python);
+    int host_only = python < 0 ? -1 : dlbind_plan_flag(plan, dlbind_cfg.attr_host_only);
+    if (host_only < 0) {
+        Py_DECREF(guards);
+        Py_DECREF(plan);
+        Py_DECREF(cap);
+        return NULL;
+    }
+    int bits = (immutable ? DLBIND_TYPE_IMMUTABLE : 0) | (python ? DLBIND_TYPE_PYTHON : 0) |
+               (host_only ? DLBIND_TYPE_HOST_ONLY : 0) | dlbind_plan_call_bits(plan);
+    return Py_BuildValue("(NNiN)", cap, guards, bits, plan);
 }
 
 static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
     info->api = dlbind_table_resolve(PyTuple_GET_ITEM(entry, 0));
     info->guards = PyTuple_GET_ITEM(entry, 1);
     info->bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
+    info->plan = PyTuple_GET_ITEM(entry, 3);
 }
 
-static const dlbind_type_info dlbind_no_info = {NULL, NULL, 0};
+static const dlbind_type_info dlbind_no_info = {NULL, NULL, NULL, 0};
 
 /* The cached info of a type (a pointer valid until the next lookup), or NULL with an error set. */
 static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
@@ -233,8 +248,8 @@ void dlbind_type_mark(PyObject *obj, int bits) {
     PyObject *key = PyLong_FromUnsignedLong(tag);
     PyObject *entry = key ? PyDict_GetItemWithError(dlbind_tags, key) : NULL;
     if (entry != NULL) {
-        PyObject *marked = Py_BuildValue("(OOl)", PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1),
-                                         PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) | bits);
+        PyObject *marked = Py_BuildValue("(OOlO)", PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1),
+                                         PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) | bits, PyTuple_GET_ITEM(entry, 3));
         if (marked == NULL || PyDict_SetItem(dlbind_tags, key, marked) != 0) PyErr_Clear();
         Py_XDECREF(marked);
     }
@@ -304,6 +319,31 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
 #endif
 }
 
+int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m, long long consumer) {
+    if (consumer == -1) return 0;
+    DLDevice dev = m->dl_tensor.device;
+    long long producer = dlbind_device_default_stream(dev.device_type);
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+    const dlbind_exchange_api *api = info->api;
+    if (api != NULL && api->current_work_stream != NULL) {
+        void *current = NULL;
+        if (api->current_work_stream((DLDeviceType)dev.device_type, dev.device_id, &current) != 0) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_BufferError, "the producer's exchange table could not name its current stream on "
+                             "device type %d", (int)dev.device_type);
+            return -1;
+        }
+        if (current != NULL) producer = (long long)(intptr_t)current; /* NULL: its default stream */
+    }
+#else
+    (void)info;
+#endif
+    if (producer == consumer) return 0; /* one stream: its work is ordered already */
+    PyObject *res = PyObject_CallFunction(dlbind_cfg.order, "LLii", producer, consumer, (int)dev.device_type, (int)dev.device_id);
+    Py_XDECREF(res);
+    return res == NULL ? -1 : 0;
+}
+
 /* exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table */
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     (void)mod;
@@ -314,6 +354,12 @@ PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     int found = dlbind_table_take(obj, &info, &out);
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NONE;
+    /* NoSync: a device with streams is ordered here as __dlpack__(stream=None) would be (its default stream) */
+    long long consumer = dlbind_device_default_stream(out->dl_tensor.device.device_type);
+    if (consumer != -1 && dlbind_table_order(&info, out, consumer) != 0) {
+        dlbind_call_deleter(out, 1);
+        return NULL;
+    }
     return PyLong_FromVoidPtr(out);
 }
 
@@ -553,6 +599,18 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     if (dlbind_type_info_of(x, &info) != 0) return -1;
     int taken = dlbind_table_take(x, &info, &m);
     if (taken < 0) return -1;
+    if (taken == 0 && !(info.bits & DLBIND_TYPE_HOST_ONLY)) {
+        /* data that may be on a device with streams: Python's route asks it on the target's stream, so it is
+         * not exported here first (a second exchange) */
+        DLDevice dev;
+        PyObject *res = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
+        int ok = res != NULL && PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 2 && PyLong_Check(PyTuple_GET_ITEM(res, 0));
+        dev.device_type = ok ? (DLDeviceType)PyLong_AsLong(PyTuple_GET_ITEM(res, 0)) : kDLCPU;
+        Py_XDECREF(res);
+        if (res == NULL && !PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+        PyErr_Clear();
+        if (!ok || !dlbind_device_stream_free(dev.device_type)) return 0;
+    }
     if (taken == 0) {
         int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
         PyObject *capsule;

@@ -105,16 +105,20 @@ typedef struct {
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
                                     by dlbind.planner.plan */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
-    PyObject *type_traits;       /* dlbind._libraries.type_traits: type -> (export guards, immutable), once per type */
+    PyObject *export_plan;       /* dlbind.plans.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *refuse_guarded;    /* dlbind.consumer.refuse_guarded(x, name, is_method): raises x's BufferError */
-    PyObject *call_style;        /* dlbind.consumer.call_style(type): 1 stream= only, 2 no keywords, 0 not known */
-    PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's row adds */
+    PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
+                                    the consumer's stream waits for the producer's (through the device's backend) */
+    PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
+    PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
     PyObject *kwnames_dlpack;    /* ("stream", "max_version"): the plain call of a producer (stream=None said
                                     explicitly: some producers default to another stream) */
     PyObject *kw[9];             /* the keyword names below, interned (indexed by dlbind_keyword) */
+    PyObject *str_dlpack_device; /* "__dlpack_device__", interned */
+    PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
 } dlbind_config;
 
 extern dlbind_config dlbind_cfg;
@@ -149,6 +153,10 @@ const char *dlbind_device_name(int64_t device_type); /* NULL: not a DLPack devic
 int dlbind_device_known(int64_t device_type);
 int dlbind_device_host(int64_t device_type);          /* the CPU reads its memory directly */
 int dlbind_device_stream_free(int64_t device_type);   /* its stream rule: stream must be None */
+/* The stream a consumer's None names on the device (its rule's default); -1 for stream-free devices. */
+long long dlbind_device_default_stream(int64_t device_type);
+/* 1 when stream (an int) is one the device's rule accepts (never for stream-free devices), else 0. */
+int dlbind_device_stream_accepted(int64_t device_type, long long stream);
 int dlbind_dtype_code_known(int64_t code);
 int dlbind_dtype_width_accepted(int code, int bits);
 int dlbind_legacy_reading(DLDataType *dt);
@@ -215,6 +223,8 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* Mark a Tensor read-only (its library's arrays are immutable; a legacy capsule cannot say so). */
 void dlbind_tensor_seal(PyObject *tensor);
+/* Record the stream a Tensor's data is ready on (a DLPack stream int; -1: none). */
+int dlbind_tensor_set_stream(PyObject *tensor, long long stream);
 PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
 
 /* ---- exchange.c ----------------------------------------------------------------------------- */
@@ -227,9 +237,11 @@ const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
 #define DLBIND_TYPE_PYTHON 4      /* its uint8 may be bool (export.bool = "uint8"): Python finishes such imports */
 #define DLBIND_TYPE_BARE_CALL 8   /* with LEGACY_CALL: its __dlpack__ takes no keywords at all (else stream= only) */
+#define DLBIND_TYPE_HOST_ONLY 16  /* its arrays live in stream-free host memory only: no device to ask */
 typedef struct {
     const dlbind_exchange_api *api; /* its usable exchange table, or NULL */
     PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */
+    PyObject *plan;               /* borrowed: the type's dlbind.plans.ExportPlan (None when not configured) */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */
@@ -241,6 +253,10 @@ void dlbind_type_mark(PyObject *obj, int bits);
  * checks), -1 on error. An object whose export guard is truthy is refused (-1, BufferError) whether
  * its type has a table or not: its library's own refusal, or dlbind's when __dlpack__ has none. */
 int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out);
+/* Orders the consumer's stream after the producer's work on m's device, as __dlpack__(stream=consumer) would:
+ * the producer's table names its current stream; dlbind.exchange.order makes the consumer's stream wait
+ * when the two differ. consumer: a DLPack stream int (-1: no ordering). 0, or -1 with an error set. */
+int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m, long long consumer);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* 3 or 4 args */

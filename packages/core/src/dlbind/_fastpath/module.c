@@ -38,7 +38,13 @@ static int dlbind_intern_all(void) {
     for (int i = 0; i < DLBIND_KW_COUNT; i++)
         if ((dlbind_cfg.kw[i] = PyUnicode_InternFromString(dlbind_keyword_names[i])) == NULL) return -1;
     dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.kw[DLBIND_KW_STREAM], dlbind_cfg.kw[DLBIND_KW_MAX_VERSION]);
-    return dlbind_cfg.kwnames_dlpack == NULL ? -1 : 0;
+    if (dlbind_cfg.kwnames_dlpack == NULL) return -1;
+    PyObject **attrs[] = {&dlbind_cfg.str_dlpack_device, &dlbind_cfg.attr_guards, &dlbind_cfg.attr_immutable,
+                          &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style};
+    const char *names[] = {"__dlpack_device__", "guards", "immutable", "python", "host_only", "call_style"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*attrs[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
+    return 0;
 }
 
 PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
@@ -65,15 +71,15 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     (void)mod;
     static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
                                "export_view", "after_refusal", "managed_from_object", "object_from_managed",
-                               "allocate", "convert", "convert_routes", "target_error", "type_traits", "refuse_guarded",
-                               "call_style", "finish", NULL};
-    PyObject *v[17];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3],
+                               "allocate", "convert", "convert_routes", "target_error", "export_plan", "refuse_guarded",
+                               "order", "finish", "producer_error", NULL};
+    PyObject *v[18];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3],
                                      &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14],
-                                     &v[15], &v[16]))
+                                     &v[15], &v[16], &v[17]))
         return NULL;
     /* all required: parsed as optional keyword-only only to name the missing one */
-    for (int i = 0; i < 17; i++) {
+    for (int i = 0; i < 18; i++) {
         if (kwargs == NULL || PyDict_GetItemString(kwargs, keywords[i]) == NULL) {
             PyErr_Format(PyExc_TypeError, "configure() missing required keyword argument '%s'", keywords[i]);
             return NULL;
@@ -89,17 +95,18 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
         PyErr_SetString(PyExc_TypeError, "configure(): convert_routes must be a dict");
         return NULL;
     }
-    for (int i = 12; i < 17; i++)
+    for (int i = 12; i < 18; i++)
         if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
-    PyObject **slots[17] = {
+    PyObject **slots[18] = {
         (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
         &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
         &dlbind_cfg.after_refusal,           &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
         &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.convert_routes,
-        &dlbind_cfg.target_error,             &dlbind_cfg.type_traits,
-        &dlbind_cfg.refuse_guarded,           &dlbind_cfg.call_style,       &dlbind_cfg.finish,
+        &dlbind_cfg.target_error,             &dlbind_cfg.export_plan,
+        &dlbind_cfg.refuse_guarded,           &dlbind_cfg.order,            &dlbind_cfg.finish,
+        &dlbind_cfg.producer_error,
     };
-    for (int i = 0; i < 17; i++) {
+    for (int i = 0; i < 18; i++) {
         Py_INCREF(v[i]);
         Py_XSETREF(*slots[i], v[i]);
     }
@@ -110,7 +117,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
 static PyMethodDef dlbind_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, type_traits, refuse_guarded, call_style, finish): the Python pieces the C code "
+     "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, export_plan, refuse_guarded, order, finish, producer_error): the Python pieces the C code "
      "uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},

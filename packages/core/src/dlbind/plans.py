@@ -1,0 +1,166 @@
+"""Export plans: what it takes to export from one producer type, decided once from its library's row.
+
+Every fact of ``spec/adapters.toml`` that an import needs about its producer (the export guards to
+check, how its ``__dlpack__`` refuses, whether its arrays are immutable, how its capsules carry bool,
+how it exports when it has no ``__dlpack__``, how it must be called, which devices its arrays live on)
+is read from the row of the installed release *once per type* into an :class:`ExportPlan`, kept by
+:func:`export_plan` in a per-type cache. The consumer, the C fast path (which reads the same plan
+objects: ``dlbind._wiring`` hands it :func:`export_plan`) and ``convert`` follow the plan; none of
+them looks a row up again (``dlbind._libraries.row_lookups`` counts the lookups; a test holds it
+still across repeated exchanges).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from dlbind._generated.adapters import Adapter
+from dlbind._generated.tables import DEVICE_BY_NAME
+from dlbind._libraries import MISSING, TypeCache, adapter_of_type, dotted, for_release
+from dlbind.devices import stream_free
+
+__all__ = ["BARE", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
+
+STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords (learned once per type)
+
+
+class ExportPlan:
+    """What dlbind does to import from one producer type (one plan per type, made by :func:`export_plan`).
+
+    ``row``: its library's row for the installed release (None: a type no row names); ``library``: its
+    name (``""``); ``guards``: ``(attribute, is a method)`` pairs that, when truthy, forbid the export;
+    ``immutable``: imports are sealed read-only; ``refusal``: the exception its ``__dlpack__`` refuses an
+    array with (BufferError, or TypeError before numpy 1.24); ``via``: the function exporting an array
+    without ``__dlpack__`` (None: ``__dlpack__``); ``host``: the method giving a host copy when ``via``
+    refuses; ``bool_method``/``bool_name``: how to tell bool from the uint8 its capsules say;
+    ``python``: imports need Python's finishing (the bool reading); ``host_only``: its arrays live in
+    stream-free host memory only (no ``__dlpack_device__`` call is needed to choose a stream);
+    ``layout``/``readonly``: the strides and read-only data its exports may carry (for ``convert``'s
+    decision to hand over without looking); ``unsigned_strides`` and ``interface``: its capsules carry
+    negative strides as unsigned numbers, so such arrays are imported through ``interface`` instead;
+    ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`);
+    ``pairs``: the decisions of ``dlbind.convert`` for this type, per target and device type (made by
+    :func:`dlbind.planner.decide` once each).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "bool_method",
+        "bool_name",
+        "call_style",
+        "guards",
+        "host",
+        "host_only",
+        "immutable",
+        "interface",
+        "layout",
+        "library",
+        "pairs",
+        "python",
+        "readonly",
+        "refusal",
+        "row",
+        "unsigned_strides",
+        "via",
+    )
+
+    def __init__(self, row: Adapter | None) -> None:
+        self.row = row
+        self.call_style = 0
+        self.pairs: dict[tuple[str, int], Any] = {}  # (target, device type) -> dlbind.planner.Decision
+        if row is None:
+            self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
+            self.via, self.host, self.bool_method, self.bool_name, self.python = None, "", "", "", False
+            self.host_only, self.layout, self.readonly, self.unsigned_strides, self.interface = False, "any", True, False, ""
+            return
+        self.library = row.name
+        self.guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards)
+        self.immutable = row.immutable
+        self.refusal = TypeError if row.export_refusal == "TypeError" else BufferError
+        self.via = None if row.export_via == "__dlpack__" else _exporter(row.export_via)
+        self.host = row.export_host.removesuffix("()")
+        self.python = row.export_bool == "uint8"
+        self.bool_method = row.export_dtype.removesuffix("()") if self.python else ""
+        self.bool_name = row.export_bool_name if self.python else ""
+        devices = [DEVICE_BY_NAME.get(name) for name in row.export_devices]
+        self.host_only = bool(devices) and all(d is not None and stream_free(d) for d in devices)
+        self.layout = row.export_layout
+        self.readonly = row.immutable or row.export_readonly
+        self.unsigned_strides = row.export_negative_strides == "unsigned"
+        self.interface = row.export_interface
+
+    def __repr__(self) -> str:
+        return f"ExportPlan({self.library or 'no row'})"
+
+
+def _exporter(via: str) -> Any:
+    """``export.via`` as a function of the array: a method ``name()`` or a dotted function."""
+    if via.endswith("()"):
+        name = via[:-2]
+        return lambda x: getattr(x, name)()
+    return _Lazy(via)
+
+
+class _Lazy:
+    """A dotted function imported on its first call (its module is the library's own: imported by then)."""
+
+    __slots__ = ("fn", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path, self.fn = path, None
+
+    def __call__(self, x: Any) -> Any:
+        fn = self.fn
+        if fn is None:
+            fn = self.fn = dotted(self.path)
+        return fn(x)
+
+
+_PLANS = TypeCache()  # type -> its ExportPlan (kept no longer than the type)
+
+
+def export_plan(kind: type) -> ExportPlan:
+    """The :class:`ExportPlan` of producer type ``kind``: made from its row on first use, then kept."""
+    found = _PLANS.lasting.get(kind, MISSING)  # the common case without a method call
+    if found is MISSING:
+        found = _PLANS.passing.get(kind, MISSING)
+        if found is MISSING:
+            adapter = adapter_of_type(kind)
+            found = ExportPlan(None if adapter is None else for_release(adapter))
+            _PLANS.put(kind, found)
+    return found  # type: ignore[no-any-return]
+
+
+def truthy_guard(x: Any, plan: ExportPlan) -> tuple[str, bool] | None:
+    """The first export guard of ``x``'s plan that is truthy for ``x`` (``(name, is a method)``), or None.
+
+    Such an array must never be exported: its library's ``__dlpack__`` refuses it, or (a library that
+    forgets a check) would export it with the wrong values."""
+    for name, call in plan.guards:
+        try:
+            value = getattr(x, name)
+        except AttributeError:  # an older release without it: the guard does not apply
+            continue
+        if call:
+            value = value()
+        if value:
+            return name, call
+    return None
+
+
+def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
+    """What ``x``'s system gives for it when it exports without ``__dlpack__`` (``export.via``: a method or
+    function giving a DLPack capsule or a buffer), or None when it exports through ``__dlpack__``."""
+    if plan is None:
+        plan = export_plan(type(x))
+    via = plan.via
+    if via is None:
+        return None
+    try:
+        return via(x)
+    except Exception as exc:  # its export refused this array (a dtype it cannot export, ...)
+        if not plan.host:
+            name = plan.row.export_via if plan.row is not None else "its exporter"
+            raise BufferError(f"{type(x).__name__} cannot be exported by {name}: {type(exc).__name__}: {exc}") from exc
+        return getattr(x, plan.host)()  # a host copy by the system's own method
