@@ -18,7 +18,8 @@ import pytest
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
-from dlbind.planner import library_of, resolve
+from dlbind._libraries import library_of
+from dlbind.planner import resolve
 
 INSTALLED = [name for name, a in ADAPTERS.items() if a.verified]
 

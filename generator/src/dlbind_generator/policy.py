@@ -22,7 +22,7 @@ from .model import HeaderModel
 DEVICE_ENUM = "DLDeviceType"
 DTYPE_ENUM = "DLDataTypeCode"
 _DEVICE_KEYS = {"name", "host", "stream", "backend"}
-_RULE_KEYS = {"none_only", "refused", "allowed"}
+_RULE_KEYS = {"none_only", "refused", "allowed", "default"}
 _CODE_KEYS = {"name", "bits", "accepts"}
 _LEGACY_KEYS = {"code", "bits", "reads_as", "ref"}
 MAX_REFUSED = 4  # the C table's fixed array size
@@ -34,6 +34,7 @@ class StreamRule:
     none_only: bool
     refused: tuple[int, ...]
     allowed: str
+    default: int | None = None  # the stream a consumer's None names (None: a rule without streams)
 
 
 @dataclass(frozen=True)
@@ -190,12 +191,23 @@ def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
         refused = tuple(_typed(v, int, f"[stream_rules.{name}].refused", path) for v in entry.get("refused", []))
         if len(refused) > MAX_REFUSED:
             raise GeneratorError(f"[stream_rules.{name}] refuses more than {MAX_REFUSED} values", file=str(path))
+        none_only = bool(_typed(entry.get("none_only", False), bool, f"[stream_rules.{name}].none_only", path))
+        default = entry.get("default")
+        if default is not None:
+            default = _typed(default, int, f"[stream_rules.{name}].default", path)
+        if none_only != (default is None) or (default is not None and (default < 0 or default in refused)):
+            raise GeneratorError(
+                f"[stream_rules.{name}].default: a rule with streams names the stream a consumer's None means "
+                "(a stream it accepts, >= 0); a none_only rule has none",
+                file=str(path),
+            )
         rules.append(
             StreamRule(
                 name,
                 bool(_typed(entry.get("none_only", False), bool, f"[stream_rules.{name}].none_only", path)),
                 refused,
                 _typed(entry.get("allowed", "None"), str, f"[stream_rules.{name}].allowed", path),
+                default,
             )
         )
     if "none" not in {r.name for r in rules}:

@@ -65,10 +65,10 @@ def test_byte_offset_is_honoured() -> None:
     ("kwargs", "message"),
     [
         ({"major": 2, "minor": 3}, "DLPack 2.3 tensor; dlbind understands major version 1 only"),
-        ({"code": 42}, "unknown DLPack dtype code 42"),
-        ({"device_type": 99}, "unknown DLPack device type 99"),
-        ({"lanes": 4}, r"vector dtypes \(lanes=4\) are refused unless from_dlpack\(..., allow_vector=True\)"),
-        ({"lanes": 0}, r"vector dtypes \(lanes=0\)"),
+        ({"device_type": 2**31}, "invalid device type -2147483648"),
+        ({"lanes": 0}, r"lanes=0 \(a DLPack dtype has at least one lane\)"),
+        ({"shape": (4, 3), "strides": (-(2**62), 1)}, r"reach elements beyond int64"),
+        ({"shape": (4,), "strides": (2**61,)}, r"reach bytes beyond int64"),
         ({"ndim": -1}, "invalid ndim -1"),
         ({"ndim": 2, "null_shape": True}, "ndim=2 but a NULL shape"),
         ({"shape": (-3,)}, r"negative dimension in shape \(-3,\)"),
@@ -81,6 +81,59 @@ def test_invalid_tensors_are_refused_and_freed(kwargs: dict[str, Any], message: 
     with pytest.raises(BufferError, match=message):
         dlbind.from_dlpack(capsule)
     assert counter.calls == 1  # the deleter ran exactly once although the tensor was refused
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "shown"),
+    [
+        ({"code": 42}, ("code 42:32", 42, 32, 1, (1, 0))),
+        ({"device_type": 99}, ("float32", 2, 32, 1, (99, 0))),
+        ({"lanes": 4, "shape": (1,)}, ("float32x4", 2, 32, 4, (1, 0))),
+    ],
+)
+def test_newer_codes_devices_and_vector_dtypes_are_carried(kwargs: dict[str, Any], shown: tuple[Any, ...]) -> None:
+    """A dtype code or device type newer than the header (same major version) and a vector dtype import into a
+    Tensor whose metadata reads back and whose re-export is unchanged; its deleter runs once when it goes."""
+    capsule, counter = make_capsule(**kwargs)
+    t = dlbind.from_dlpack(capsule)
+    name, code, bits, lanes, device = shown
+    assert (t.dtype.name, t._code, t._bits, t._lanes, tuple(t.device)) == (name, code, bits, lanes, device)
+    again = dlbind.from_dlpack(t)
+    assert (again._code, again._bits, again._lanes, tuple(again.device)) == (code, bits, lanes, device)
+    del t, again
+    import gc
+
+    gc.collect()
+    assert counter.calls == 1
+
+
+def test_an_unnamed_device_is_refused_where_policy_is_needed() -> None:
+    capsule, counter = make_capsule(device_type=99)
+    t = dlbind.from_dlpack(capsule)
+    assert repr(t).endswith("device=99:0)")
+    for refused in (lambda: np.asarray(t), lambda: memoryview(t), lambda: t.copy(), lambda: t.__dlpack__(stream=1)):
+        with pytest.raises(BufferError, match=r"device type 99.*a header bump would name it"):
+            refused()
+    with pytest.raises(BufferError, match="device type 99 is not named by this dlbind's DLPack header"):
+        dlbind.convert(t, to="numpy")
+    del t
+
+
+def test_an_extent_beyond_int64_names_the_producer() -> None:
+    """A producer whose strides reach past int64 (CuPy before 14.3 carried negative strides as unsigned numbers):
+    refused with BufferError naming it, before any consumer sees the tensor."""
+    source = np.arange(8.0)
+
+    class Unsigned:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+        def __dlpack__(self, **kw: Any) -> object:
+            capsule, _ = make_capsule(data=source.ctypes.data, code=2, bits=64, shape=(8,), strides=(2**61 - 1,))
+            return capsule
+
+    with pytest.raises(BufferError, match=r"Unsigned\.__dlpack__ gave a tensor dlbind refuses: .*beyond int64"):
+        dlbind.from_dlpack(Unsigned())
 
 
 def test_capsule_already_used() -> None:

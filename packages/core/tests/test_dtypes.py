@@ -39,7 +39,7 @@ def test_numpy_round_trip(np_dtype: object, code: int, bits: int) -> None:
 def test_names_and_formats() -> None:
     assert dtypes.lookup("bfloat16") == DType(DataTypeCode.kDLBfloat, 16)
     assert DType(2, 32, 4).name == "float32x4"
-    assert DType(99, 8).name == "code99:8"
+    assert DType(99, 8).name == "code 99:8"
     assert dtypes.from_format("<i") == DType(DataTypeCode.kDLInt, 32)
     assert dtypes.from_format("Zd") == DType(DataTypeCode.kDLComplex, 128)
     assert DType(DataTypeCode.kDLBool, 8).format == "?"

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from dlbind._generated.tables import DEVICE_BACKENDS
+from dlbind._generated.tables import DEVICE_BACKENDS, DEVICE_NAMES
 from dlbind.devices import Device, device_name
 
-__all__ = ["GROUP", "Backend", "BackendStatus", "Probe", "backends", "find_library", "for_device"]
+__all__ = ["GROUP", "Backend", "BackendStatus", "Probe", "backends", "find_library", "for_device", "serving"]
 
 GROUP = "dlbind.backends"
 # Which distribution serves which device type (for the "install ..." hint): spec/devices.toml.
@@ -169,7 +169,18 @@ def for_device(device_type: int, need: str = "") -> Any:
     if serving in _BROKEN:
         raise BufferError(f"{need} needs dlbind-{serving}, which is installed but {_BROKEN[serving][2]}")
     hint = f"pip install 'dlbind[{serving}]'" if serving else "no dlbind backend exists for it yet"
+    if device_type not in DEVICE_NAMES:
+        hint = f"device type {device_type} is not named by this dlbind's DLPack header (a header bump would name it)"
     raise BufferError(f"{need} needs a dlbind backend: {hint}")
+
+
+def serving(device_type: int) -> Any:
+    """The available backend serving ``device_type``, or None (none installed, or its runtime unusable)."""
+    _scan()
+    for backend in _LOADED.values():
+        if device_type in backend.device_types:
+            return backend if _probe(backend).available else None
+    return None
 
 
 # -- for backends: finding the vendor library ------------------------------------------------------------

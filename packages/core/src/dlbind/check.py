@@ -110,7 +110,7 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
 
     import dlbind
     from dlbind._libraries import prepare_for_check
-    from dlbind.planner import library_of
+    from dlbind._libraries import library_of
 
     for name in libs:
         prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)

@@ -15,7 +15,10 @@ from typing import Any
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM_RULE, HOST_DEVICES, STREAM_RULES
 
-__all__ = ["HOST_ACCESSIBLE", "Device", "check_stream", "device_name", "parse_device", "stream_free"]
+__all__ = [
+    "HOST_ACCESSIBLE", "Device", "check_stream", "default_stream", "device_name", "parse_device", "stream_free",
+    "unnamed_note",
+]  # fmt: skip
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
 HOST_ACCESSIBLE = HOST_DEVICES
@@ -26,6 +29,20 @@ Device = tuple[DeviceType, int]
 def stream_free(device_type: int) -> bool:
     """The device type's stream rule is "None only": no stream orders its memory (CPU-like devices)."""
     return device_type in DEVICE_NAMES and STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")].none_only
+
+
+def default_stream(device_type: int) -> int | None:
+    """The stream a consumer's ``stream=None`` names on ``device_type`` (CUDA 1, the legacy default stream;
+    ROCm 0); None for devices without streams. dlbind passes it explicitly to producers on such devices."""
+    return STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")].default
+
+
+def unnamed_note(device_type: int) -> str:
+    """For messages: "" for a device type the header names; else what a user needs to know of it (dlbind carries
+    tensors on device types newer than its header, and refuses what needs policy for them)."""
+    if device_type in DEVICE_NAMES:
+        return ""
+    return ", which this dlbind's DLPack header does not name (a header bump would name it)"
 
 
 def device_name(device_type: int) -> str:
@@ -48,10 +65,11 @@ def parse_device(device: Any) -> Device:
         kind, index = device
         if isinstance(kind, str):
             return parse_device(f"{kind}:{index}")
-        try:
-            return DeviceType(int(kind)), int(index)
-        except ValueError:
-            raise BufferError(f"unknown DLPack device type {kind}") from None
+        kind, index = int(kind), int(index)
+        if kind < 0:
+            raise BufferError(f"invalid DLPack device type {kind}: device types are >= 0")
+        # a type newer than this runtime's header is carried as its number (policy refuses it where needed)
+        return (DeviceType(kind) if kind in DEVICE_NAMES else kind), index  # type: ignore[return-value]
     raise TypeError(f"a device is 'cpu', 'cuda:0', or a (device_type, device_id) tuple, not {device!r}")
 
 
@@ -85,6 +103,8 @@ def check_stream(device_type: int, stream: object) -> None:
         raise TypeError(f"stream must be None or an int, not {type(stream).__name__}")
     rule = STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")]
     if rule.none_only:
-        raise BufferError(f"stream must be None for {device_name(device_type)} tensors (got {stream})")
+        raise BufferError(
+            f"stream must be None for {device_name(device_type)} tensors (got {stream}){unnamed_note(device_type)}"
+        )
     if stream < -1 or stream in rule.refused:
         raise BufferError(f"stream {stream} is not valid for {device_name(device_type)}: use {rule.allowed}")

@@ -143,8 +143,8 @@ def _name(code: int, bits: int) -> str:
         return pattern.replace("{bits}", str(bits))
     try:
         code_name = DataTypeCode(code).name
-    except ValueError:
-        code_name = f"code{code}"
+    except ValueError:  # a code newer than this runtime's header: carried, named by its number
+        code_name = f"code {code}"
     return f"{code_name}:{bits}"
 
 

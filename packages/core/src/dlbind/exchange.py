@@ -13,16 +13,16 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from dlbind import _capi, capsule
+from dlbind import _backends, _capi, capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_NAMES
-from dlbind.devices import HOST_ACCESSIBLE, stream_free
+from dlbind.devices import HOST_ACCESSIBLE, default_stream, device_name
 from dlbind.dtypes import DType
 from dlbind.export import Memory, contiguous_strides, export_memory
 from dlbind.tensor import Tensor, from_managed
 
-__all__ = ["AVAILABLE", "import_object", "table"]
+__all__ = ["AVAILABLE", "import_object", "order", "table"]
 
 CAPSULE_NAME = b"dlpack_exchange_api"
 DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION = DLPACK_VERSION
@@ -141,10 +141,13 @@ def table() -> object | None:
 
 
 def import_object(x: Any) -> Tensor | None:
-    """Import ``x`` through its type's exchange table; None when it has none (or the tensor needs a sync).
+    """Import ``x`` through its type's exchange table; None when it has none.
 
-    Compiled build only: the table's functions need the GIL, and cffi releases it around foreign
-    calls, so the pure build keeps to ``__dlpack__``.
+    The table's calls do not synchronise (``*NoSync``): on a device with streams, the device rule's default
+    stream (what ``stream=None`` names) is ordered after the producer's current stream, which its table
+    names, as ``__dlpack__(stream=None)`` would; the Tensor is ready there. Compiled build only: the table's
+    functions need the GIL, and cffi releases it around foreign calls, so the pure build keeps to
+    ``__dlpack__``.
     """
     if native is None or not AVAILABLE:
         return None
@@ -152,8 +155,16 @@ def import_object(x: Any) -> Tensor | None:
     if address is None:
         return None
     tensor = object_from_managed(address)
-    if not stream_free(tensor.device[0]):
-        # NoSync: device work may still be queued. Drop it; __dlpack__ synchronises properly.
-        del tensor
-        return None
+    stream = default_stream(tensor._device_type)
+    if stream is not None:
+        fill: Any = tensor
+        fill._stream = stream
     return tensor
+
+
+def order(producer: int, consumer: int, device_type: int, device_id: int) -> None:
+    """Make the ``consumer`` stream wait for the work queued on the ``producer`` stream (DLPack stream integers
+    of the device's rule) on a device, through its backend (an event recorded and waited on): what a
+    producer's ``__dlpack__(stream=consumer)`` does, for an import through its exchange table."""
+    device = (device_type, device_id)
+    _backends.for_device(device_type, f"ordering {device_name(device_type)} streams").wait(producer, consumer, device)

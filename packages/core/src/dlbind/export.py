@@ -18,11 +18,12 @@ from dlbind import _backends, capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, parse_device
+from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, default_stream, device_name, parse_device
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
 
 __all__ = [
-    "CPU", "Memory", "byte_span", "byte_strides", "contiguous_strides", "copy_host", "export_memory", "export_view",
+    "CPU", "Memory", "byte_span", "byte_strides", "contiguous_strides", "copy_device", "copy_host", "export_memory",
+    "export_view", "wait_for",
 ]  # fmt: skip
 
 CPU: Device = (DeviceType.kDLCPU, 0)
@@ -94,6 +95,32 @@ def copy_host(mem: Memory) -> Memory:
         data, mem.shape, contiguous_strides(mem.shape, saturate=not mem.size), mem.dtype, CPU, 0, False, out,
         capsule.IS_COPIED | (mem.flags & SUBBYTE_PADDED),
     )  # fmt: skip
+
+
+def wait_for(ready: int, stream: int | None, device: Device) -> None:
+    """Order a consumer asking on ``stream`` (None: the device rule's default; -1: no ordering) after data
+    ready on stream ``ready``: nothing when it is the same stream, else the device's backend records an event
+    on ``ready`` and makes the consumer's stream wait (a host reader of managed memory, ``stream=None``,
+    synchronises ``ready``)."""
+    if stream == -1:
+        return
+    consumer = stream if stream is not None else default_stream(device[0])
+    if consumer != ready or (stream is None and device[0] in HOST_ACCESSIBLE):
+        _backends.for_device(device[0]).wait(ready, stream, device)
+
+
+def copy_device(mem: Memory, stream: int | None) -> Memory:
+    """A compact row-major copy of device memory on its own device, made by the device's backend and
+    enqueued on ``stream`` (the consumer's; None: the device rule's default; -1: the stream ``mem`` is
+    ready on), so that the consumer reads it in order without a trip through the host. The copy is
+    ready on that stream (``Memory.stream``)."""
+    where = f"{device_name(mem.device[0])}:{mem.device[1]}"
+    backend = _backends.for_device(mem.device[0], f"copying {where} memory on the device")
+    on = stream if stream is not None and stream != -1 else (mem.stream if stream == -1 else None)
+    if on is None:
+        on = default_stream(mem.device[0])
+    copied: Memory = backend.copy_on_device(mem, on)
+    return copied
 
 
 def byte_span(shape: tuple[int, ...], byte_strides: tuple[int, ...], item: int) -> tuple[int, int]:
@@ -221,8 +248,8 @@ def export_memory(
             mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (_READ_ONLY if mem.readonly else 0),
         )  # fmt: skip
     check_stream(mem.device[0], stream)
-    if mem.stream is not None and stream != -1:  # the producer's work may still be queued
-        _backends.for_device(mem.device[0]).wait(mem.stream, stream, mem.device)
+    if mem.stream is not None:  # the producer's work may still be queued on mem.stream
+        wait_for(mem.stream, stream, mem.device)
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     target = mem.device if dl_device is None else parse_device(dl_device)
@@ -239,12 +266,7 @@ def export_memory(
             )
         mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem)
     elif copy:
-        if mem.device[0] not in HOST_ACCESSIBLE:
-            where = f"{device_name(mem.device[0])}:{mem.device[1]}"
-            raise BufferError(
-                f"{_PACKAGE} copies {where} memory to the host only: ask for dl_device=(kDLCPU, 0) with copy=True"
-            )
-        mem = copy_host(mem)
+        mem = copy_device(mem, stream) if mem.device[0] not in HOST_ACCESSIBLE else copy_host(mem)
     versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= DLPACK_VERSION[0]
     if not versioned and mem.readonly:
         raise BufferError(
@@ -292,9 +314,10 @@ def export_view(
     copy: bool | None = None,
     own: bool = False,
 ) -> object:
-    """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive."""
+    """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive. A consumer
+    asking on another stream than the one the Tensor is ready on waits for it (``Tensor.stream``)."""
     mem = Memory(
         tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, tensor.byte_offset,
-        tensor.readonly, tensor, int(tensor._flags & SUBBYTE_PADDED),
+        tensor.readonly, tensor, int(tensor._flags & SUBBYTE_PADDED), tensor._stream,
     )  # fmt: skip
     return export_memory(mem, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy, own=own)

@@ -1,53 +1,55 @@
-"""Route and bridge planning for :func:`dlbind.convert`: which library an array belongs to, which
-library a ``to=`` names, and how to hand a :class:`dlbind.Tensor` to that library's ``from_dlpack``.
+"""The plans of :func:`dlbind.convert`: how each target system imports (a :class:`Route`, made once per
+target from its row of ``spec/adapters.toml`` for the installed release), and one :class:`Decision` per
+producer type, target and device type — hand the producer over directly, stand in between (and why),
+move the data to the host first, go through ``__cuda_array_interface__``, or refuse (with the reason).
 
-Each library's capabilities are a row of ``spec/adapters.toml`` (:data:`ADAPTERS`); :func:`plan`
-reads the target's row once per target (its ``from_dlpack``, exchange table, the quirks that need a
-bridge, the keywords the installed version accepts) and :func:`bridged` applies the bridges: a copy,
-a legacy capsule for immutable consumers, or a ``BufferError`` when ``copy=False`` forbids the copy.
+Routes and decisions are made once and kept (:data:`ROUTES`, the producer's
+:class:`dlbind.plans.ExportPlan`): an exchange follows them and looks no row up on the way
+(``dlbind._libraries.row_lookups`` stays still). Executing the bridges is :mod:`dlbind.bridges`'s job,
+the exchange :mod:`dlbind.conversion`'s.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import importlib
 import sys
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from dlbind import capsule, exchange
+from dlbind import exchange
 from dlbind._generated.adapters import ADAPTERS, Adapter
-from dlbind._generated.enums import DLPACK_VERSION
-from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind._libraries import MISSING, TypeCache, dotted, for_release, library_of
-from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device
-from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
-from dlbind.export import export_view
-from dlbind.tensor import Tensor
+from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
+from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
+from dlbind.devices import HOST_ACCESSIBLE, device_name, stream_free
+from dlbind.plans import ExportPlan
 
 __all__ = [
     "C_ROUTES",
+    "DIRECT",
+    "HOST",
+    "HOST_COPY",
+    "INTERFACE",
+    "REFUSE",
+    "RELAY",
     "ROUTES",
+    "SAME",
+    "Decision",
     "Route",
-    "bridged",
-    "device_arg",
-    "importer",
-    "library_of",
+    "decide",
     "plan",
     "resolve",
 ]
 
 # to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
-# table's), read by the compiled convert
+# table's), read by the compiled convert (the C routes of host memory)
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
 
-_MISSING = MISSING
-_READ_ONLY = capsule.READ_ONLY
-_TypeCache = TypeCache
+_LAYOUT_PROMISE = {"any": 0, "nonnegative": 1, "compact": 2}  # how much a layout promises
 
 
 def resolve(to: Any) -> Adapter:
-    """A library name (``"torch"``), its module, or one of its array types -> its adapter."""
+    """A library name (``"torch"``), its module, or one of its array types -> its adapter (a row lookup)."""
+    _LOOKUPS[0] += 1
     if isinstance(to, str):
         for adapter in ADAPTERS.values():
             if to in (adapter.name, adapter.import_name):
@@ -70,8 +72,8 @@ def resolve(to: Any) -> Adapter:
 
 
 class Route(NamedTuple):
-    """How :func:`dlbind.convert` reaches one target system (its row of spec/adapters.toml, resolved for
-    the installed release)."""
+    """How :func:`dlbind.convert` reaches one target system: its row of spec/adapters.toml, resolved for the
+    installed release, with what the exchange needs at hand (made once per target by :func:`plan`)."""
 
     adapter: Adapter
     from_dlpack: Any
@@ -83,6 +85,10 @@ class Route(NamedTuple):
     keywords: frozenset[str]  # what the installed importer accepts (read from its signature)
     viewer: Any = None  # views a Tensor of a dtype its importer lacks (lacks_dtypes)
     devices: dict[Any, Any] | None = None  # (type, id) -> the target's device object (device "namespace")
+    imports: frozenset[int] = frozenset()  # device types its importer takes (import.devices)
+    stream_of: Any = None  # device index -> its current stream there (a DLPack stream int), or None
+    interface: Any = None  # its importer of __cuda_array_interface__ objects (import.interface), or None
+    interface_types: frozenset[int] = frozenset()  # device types imported through `interface`
 
     @property
     def bridges(self) -> bool:
@@ -100,7 +106,7 @@ class Route(NamedTuple):
 
 # (to,) -> its route, for library names and modules; convert looks names up here before calling plan
 ROUTES: dict[tuple[Any, ...], Route] = {}
-_ROUTES_BY_TYPE = _TypeCache()  # array type -> its route (kept no longer than the type)
+_ROUTES_BY_TYPE = TypeCache()  # array type -> its route (kept no longer than the type)
 
 
 def _array_type(adapter: Adapter) -> type | None:
@@ -122,7 +128,7 @@ def plan(to: Any) -> Route:
     """The route to system ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
     if isinstance(to, type):
         route = _ROUTES_BY_TYPE.get(to)
-        if route is _MISSING:
+        if route is MISSING:
             route = plan(resolve(to).name)  # a type's route is its library's
             _ROUTES_BY_TYPE.put(to, route)
         return route  # type: ignore[no-any-return]
@@ -159,6 +165,10 @@ def plan(to: Any) -> Route:
             _keywords(fn, adapter),
             dotted(adapter.view_with) if adapter.lacks_dtypes else None,
             {} if adapter.device_form == "namespace" else None,
+            _device_types(adapter.devices),
+            _stream_of(adapter),
+            dotted(adapter.interface_function) if adapter.interface_function else None,
+            _device_types(adapter.interface_devices),
         )
         if isinstance(to, str):
             if table_type is not None:
@@ -168,36 +178,26 @@ def plan(to: Any) -> Route:
     return route
 
 
-def importer(adapter: Adapter) -> Any:
-    """The system's importer as a function of a DLPack producer, given what its row says it takes
-    (a producer, a capsule it asks for as its row says, or a numpy array); for ``python -m dlbind check``."""
-    adapter = for_release(adapter)
-    fn = dotted(adapter.from_dlpack)
-    if adapter.takes == "capsule":
-        return lambda x: fn(_capsule_for(adapter, x))
-    if adapter.takes == "ndarray":
-        import numpy
-
-        return lambda x: fn(numpy.from_dlpack(x))
-    return fn
+def _device_types(names: tuple[str, ...]) -> frozenset[int]:
+    return frozenset(DEVICE_BY_NAME[n] for n in names if n in DEVICE_BY_NAME)
 
 
-def _capsule_for(adapter: Adapter, producer: Any) -> object:
-    """The capsule an importer that takes only capsules gets: asked for as its row's ``asks`` says."""
-    return producer.__dlpack__() if adapter.asks != "versioned" else producer.__dlpack__(max_version=DLPACK_VERSION)
+def _stream_of(adapter: Adapter) -> Any:
+    """The target's current stream on a device of its own as a function of the device index (``import.stream``):
+    its stream object's handle, read as a DLPack stream integer (a null handle is the device rule's default
+    stream, which the caller applies). None when the row does not say."""
+    if not adapter.stream_call:
+        return None
+    call, attribute = adapter.stream_call, adapter.stream_attribute
+    found: list[Any] = []
 
+    def current(index: int) -> int | None:
+        if not found:
+            found.append(dotted(call))
+        handle = getattr(found[0](index), attribute)
+        return int(handle) if handle else None
 
-_LACKS: dict[tuple[str, int, int, int], bool] = {}  # (system, dtype code, bits, lanes) -> _lacks
-
-
-def _lacks(adapter: Adapter, tensor: Tensor) -> bool:
-    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns), cached per dtype."""
-    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes)
-    found = _LACKS.get(key)
-    if found is None:
-        name = tensor.dtype.name
-        found = _LACKS[key] = any(fnmatch.fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
-    return found
+    return current
 
 
 def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
@@ -213,180 +213,86 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
     return frozenset(k for k in ("device", "copy") if k in params and k in adapter.keywords)
 
 
-class _LegacyReadOnly:
-    """Serves a legacy capsule of read-only memory to a consumer whose arrays are immutable.
+# -- decisions -----------------------------------------------------------------------------------------
 
-    A legacy capsule cannot carry the read-only flag, so dlbind refuses to make one in general;
-    for a consumer that never writes its arrays (``immutable`` in spec/adapters.toml) and never
-    asks for versioned capsules (jax-ml/jax#40789), that refusal only blocks a safe exchange.
-    """
-
-    __slots__ = ("tensor",)
-
-    def __init__(self, tensor: Tensor) -> None:
-        self.tensor = tensor
-
-    def __dlpack_device__(self) -> Any:
-        return self.tensor.__dlpack_device__()
-
-    def __dlpack__(
-        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
-    ) -> object:
-        if max_version is not None or dl_device is not None or copy:
-            return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
-        t = self.tensor
-        why = t.dtype.legacy_refusal(padded=bool(t._flags & SUBBYTE_PADDED))
-        if why is not None:
-            raise BufferError(why)
-        return capsule.export(
-            t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.byte_offset, t, versioned=False,
-        )  # fmt: skip
+#: The decisions of :func:`decide`: the producer is the target's own array (itself, or the target's own copy);
+#: stream-free memory, exchanged by the host routes (C where they apply, bridged in Python otherwise); a
+#: device with streams where nothing can need a bridge: the producer goes straight to the target's importer
+#: (one exchange, asked on the target's own stream); a device with streams where dlbind stands in between
+#: (a relay that imports on the stream the target asks with, checks, and copies on the device when a bridge
+#: needs it); memory the target imports through ``__cuda_array_interface__``; device memory the target
+#: cannot import, moved to the host first (at bus speed, by the device's backend); refused.
+SAME, HOST, DIRECT, RELAY, INTERFACE, HOST_COPY, REFUSE = range(7)
+KINDS = ("same", "host", "direct", "relay", "interface", "host copy", "refuse")
 
 
-class _BoolAs:
-    """Serves bool data to an importer that takes bool under another dtype (``import.bool``):
-    ``"uint1"``, a legacy capsule of ``(kDLUInt, 1, 1)`` a byte per element; ``"uint8"``, a capsule that
-    says uint8 from a producer whose ``dtype.name`` is ``"bool"`` (the importer reads it there)."""
+class Decision(NamedTuple):
+    """What :func:`dlbind.convert` does with arrays of one producer type for one target on one device type."""
 
-    __slots__ = ("encoding", "tensor")
+    kind: int
+    why: str = ""  # RELAY: why dlbind stands in between; REFUSE: the reason; HOST_COPY: why the host
 
-    def __init__(self, tensor: Tensor, encoding: str) -> None:
-        self.tensor, self.encoding = tensor, encoding
-
-    @property
-    def dtype(self) -> DType:
-        return self.tensor.dtype
-
-    def __dlpack_device__(self) -> Any:
-        return self.tensor.__dlpack_device__()
-
-    def __dlpack__(
-        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
-    ) -> object:
-        t = self.tensor
-        versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= 1
-        if dl_device is not None or copy or (versioned and self.encoding == "uint1") or (t.readonly and not versioned):
-            raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
-        dtype = UINT1 if self.encoding == "uint1" else UINT8
-        flags = _READ_ONLY if t.readonly else 0
-        return capsule.export(
-            t.data_ptr, t.shape, t.strides, dtype, t.device, t.byte_offset, t, versioned=versioned, flags=flags,
-        )  # fmt: skip
+    def __repr__(self) -> str:
+        return f"Decision({KINDS[self.kind]}{': ' + self.why if self.why else ''})"
 
 
-def device_arg(route: Route, device: Any) -> Any:
-    """``device`` (``"cpu"``, ``"cpu:0"``, ``(type, id)``, ...) in the form the target's importer takes."""
-    adapter = route.adapter
-    dev = parse_device(device)
-    if route.devices is not None:  # "namespace": one of its array API namespace's device objects
-        found = route.devices.get(dev, _MISSING)
-        if found is _MISSING:
-            found = route.devices[dev] = _namespace_device(adapter, dev)
-        if found is None:
-            raise BufferError(f"{adapter.name} has no device {device_name(dev[0])}:{dev[1]}")
-        return found
-    name = device_name(dev[0])
-    name = dict(adapter.device_names).get(name, name)
-    return adapter.device_form.format(name=name, index=dev[1])
+def decide(source: ExportPlan, route: Route, device_type: int) -> Decision:
+    """The decision for arrays of ``source``'s type on ``device_type`` converted to ``route``'s system: made
+    once per (type, target, device type) and kept in the producer's plan."""
+    key = (route.adapter.name, device_type)
+    found = source.pairs.get(key)
+    if found is None:
+        found = source.pairs[key] = _decide(source, route, device_type)
+    return found
 
 
-def _namespace_device(adapter: Adapter, dev: Any) -> Any:
-    namespace = importlib.import_module(adapter.namespace)
-    for candidate in namespace.__array_namespace_info__().devices():
-        if candidate is None:
-            continue
-        try:
-            where = namespace.empty((0,), device=candidate).__dlpack_device__()
-        except Exception:  # a device that cannot hold an array here
-            continue
-        if parse_device(tuple(where)) == dev:
-            return candidate
-    return None
-
-
-def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
-    """Hand ``tensor`` to the route's importer after bridging what the target cannot take.
-
-    Every bridge is a fact of the target's row: the layout it views, ``byte_offset``, read-only
-    data, whether it asks for versioned capsules, what its ``copy=`` does, the device form it
-    takes, what it takes (a producer, a capsule, a numpy array). A bridge copies once (and the copy
-    serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
-    """
-    adapter = route.adapter
-    if route.viewer is not None and _lacks(adapter, tensor):
-        return _viewed(route, tensor, device, copy)
-    kwargs: dict[str, Any] = {}
-    if device is not None:
-        dev = parse_device(device)
-        if "device" in route.keywords and adapter.device_form != "none":
-            kwargs["device"] = device_arg(route, dev)
-        elif dev != tensor.device:
-            raise BufferError(f"{adapter.from_dlpack} takes no device=: convert on the source's device")
-    copied = False
-    if copy and not (adapter.copy == "honoured" and "copy" in route.keywords) and adapter.copy != "always":
-        tensor, copied = tensor.copy(), True  # the importer cannot be asked for a copy: dlbind makes it
-    elif copy is False and adapter.copy == "always":
-        raise BufferError(f"{adapter.name} copies on every import ({adapter.from_dlpack}), and copy=False forbids it")
-    elif copy is not None and "copy" in route.keywords and adapter.copy == "honoured":
-        kwargs["copy"] = copy
-    why = None if copied else _needs_copy(route, tensor)
-    if why is not None:
-        if copy is False:
-            raise BufferError(f"{adapter.name} cannot import {why}, so it needs a copy and copy=False forbids it")
-        tensor, copied = tensor.copy(), True
-        kwargs.pop("copy", None)  # that copy is the one copy=True asks for: the importer views it
-    elif copy is False and adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment:
-        raise BufferError(
-            f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
+def _decide(source: ExportPlan, route: Route, device_type: int) -> Decision:
+    a = route.adapter
+    if source.library == a.name:
+        return Decision(SAME)
+    if device_type not in DEVICE_NAMES:
+        return Decision(
+            REFUSE,
+            f"device type {device_type} is not named by this dlbind's DLPack header, so no policy says how "
+            f"{a.name} could take its memory (a header bump that names it would)",
         )
-    if copied and route.viewer is not None and not kwargs:
-        # dlbind's own copy is writable: its viewer hands it over as such (a legacy import would
-        # be read-only in numpy<2.1: numpy/numpy#28600)
-        return _view(route, tensor)
-    producer: Any = tensor
-    if adapter.import_bool != "bool" and tensor.dtype == BOOL:
-        producer = _BoolAs(tensor, adapter.import_bool)
-    elif route.legacy_only and tensor._flags & _READ_ONLY:
-        producer = _LegacyReadOnly(tensor)  # only immutable targets get here (_needs_copy)
-    if adapter.takes == "capsule":
-        producer = _capsule_for(adapter, producer)
-    elif adapter.takes == "ndarray":
-        import numpy
-
-        producer = numpy.asarray(producer)  # a zero-copy view of the Tensor
-    return route.from_dlpack(producer, **kwargs)
+    if device_type in route.interface_types:
+        return Decision(INTERFACE, f"{a.from_dlpack} refuses {device_name(device_type)} memory")
+    if stream_free(device_type):
+        return Decision(HOST)
+    if device_type not in route.imports:
+        if any(t in HOST_ACCESSIBLE for t in route.imports) or device_type in HOST_ACCESSIBLE:
+            return Decision(HOST_COPY, f"{a.name} imports from {', '.join(a.devices)} only")
+        return Decision(REFUSE, f"{a.name} imports from {', '.join(a.devices)} only")
+    why = _between(source, route)
+    return Decision(RELAY, why) if why else Decision(DIRECT)
 
 
-def _needs_copy(route: Route, tensor: Tensor) -> str | None:
-    """Why the target cannot view ``tensor`` as it is (a copy can), or None."""
-    adapter = route.adapter
-    if adapter.layout == "nonnegative" and any(s < 0 for s in tensor.strides):
-        return "negative strides"
-    if adapter.layout == "compact" and not tensor.is_contiguous():
-        return "strides that are not compact (row-major)"
-    if not adapter.byte_offset and tensor.byte_offset:
-        return "a byte_offset (it ignores it)"
-    if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
-        if route.ignores_readonly:
-            return "read-only data (it imports read-only data writable)"
-        if route.legacy_only and not adapter.immutable:
-            return "read-only data (it asks for legacy capsules, which cannot say read-only)"
-    return None
-
-
-def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
-    """A dtype the target's from_dlpack lacks (numpy and ml_dtypes' bfloat16): its viewer makes the array."""
-    if device is not None and parse_device(device) != tensor.device:
-        raise BufferError(f"{route.adapter.view_with} views {tensor.dtype.name} data where it is, not on {device}")
-    if tensor.device[0] not in HOST_ACCESSIBLE:
-        raise BufferError(f"{route.adapter.name} views {tensor.dtype.name} data in host memory only")
-    return _view(route, tensor.copy() if copy else tensor)
-
-
-def _view(route: Route, tensor: Tensor) -> Any:
-    """The target's array of ``tensor`` made by its ``view_with`` (given the tensor or a numpy view of it)."""
-    if route.adapter.view_takes == "ndarray":
-        import numpy
-
-        return route.viewer(numpy.asarray(tensor))
-    return route.viewer(tensor)
+def _between(source: ExportPlan, route: Route) -> str:
+    """Why dlbind must stand between producers of ``source``'s type and ``route``'s importer on a device with
+    streams ("" when nothing can need a bridge: the producer is handed over as it is)."""
+    a = route.adapter
+    reasons = []
+    if source.row is None:
+        reasons.append("its producer has no row (what it exports is checked on the way)")
+    if source.via is not None:
+        reasons.append(f"it exports through {source.row.export_via if source.row else 'a function'}, not __dlpack__")
+    if source.unsigned_strides:
+        reasons.append("its capsules carry negative strides as unsigned numbers")
+    if _LAYOUT_PROMISE[source.layout] < _LAYOUT_PROMISE[a.layout]:
+        reasons.append(f"{a.name} imports {a.layout} strides only")
+    if not a.byte_offset:
+        reasons.append(f"{a.name} ignores byte_offset")
+    if a.alignment:
+        reasons.append(f"{a.name} views {a.alignment}-byte aligned data only")
+    if source.readonly and (route.ignores_readonly or (route.legacy_only and not a.immutable)):
+        reasons.append(f"{a.name} would import read-only data writable")
+    if route.legacy_only and source.readonly:
+        reasons.append(f"{a.name} asks for legacy capsules, which cannot say read-only")
+    if a.import_bool != "bool" or source.python:
+        reasons.append("bool travels under another dtype")
+    if route.viewer is not None:
+        reasons.append(f"{a.name} lacks some dtypes its arrays hold")
+    if a.takes != "producer":
+        reasons.append(f"{a.from_dlpack} takes a {a.takes}, not a producer")
+    return "; ".join(reasons)

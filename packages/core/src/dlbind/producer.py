@@ -82,8 +82,8 @@ class Exporter(metaclass=ABCMeta):
         # import as the source can (it may not know the newer keywords), then answer them here
         if plain:  # the Tensor's own export (C in the compiled build) answers max_version
             return _import_plain(self._source).__dlpack__(max_version=max_version)
-        tensor = from_dlpack(self._source, stream=stream)
-        return export_view(tensor, max_version=max_version, dl_device=dl_device, copy=copy)
+        tensor = from_dlpack(self._source, stream=stream)  # ready on the consumer's stream: no wait below
+        return export_view(tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __repr__(self) -> str:
         if self._memory is None:

@@ -24,11 +24,11 @@ from dlbind._generated.tables import (
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
 )
-from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name
+from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, unnamed_note
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
 
-__all__ = ["Tensor", "from_capsule", "from_managed"]
+__all__ = ["ExtentError", "Tensor", "from_capsule", "from_managed"]
 
 _KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
 _KNOWN_DEVICES = KNOWN_DEVICE_TYPES
@@ -59,6 +59,7 @@ class _PureCore:
         "_lanes",
         "_owner",
         "_source",
+        "_stream",
         "byte_offset",
         "data_ptr",
         "shape",
@@ -88,7 +89,10 @@ class _PureCore:
         layout. BufferError otherwise."""
         t: Any = self
         if t._device_type not in HOST_ACCESSIBLE:
-            raise BufferError(f"the buffer protocol needs host memory; this tensor is on {device_name(t._device_type)}")
+            kind = t._device_type
+            raise BufferError(
+                f"the buffer protocol needs host memory; this tensor is on {device_name(kind)}{unnamed_note(kind)}"
+            )
         if flags & _PYBUF_WRITABLE and t.readonly:
             raise BufferError("a writable buffer was requested of a read-only tensor")
         try:
@@ -155,6 +159,16 @@ class Tensor(_Core):  # type: ignore[misc]
     _device_type: int
     _device_id: int
     _flags: int
+    #: the stream (a DLPack stream integer) the tensor's data is ready on: the consumer stream it was imported
+    #: with on a device with streams (None there names the rule's default); None when nothing orders it
+    #: (a stream-free device, or an import with stream=-1). Exporting it again to a consumer on another
+    #: stream makes that stream wait for this one (the device's backend records an event).
+    _stream: int | None
+
+    @property
+    def stream(self) -> int | None:
+        """The stream the data is ready on (a DLPack stream integer), or None when no stream orders it."""
+        return self._stream
 
     @property
     def dtype(self) -> DType:
@@ -162,8 +176,9 @@ class Tensor(_Core):  # type: ignore[misc]
 
     @property
     def device(self) -> Device:
-        """``(DeviceType, device_id)``"""
-        return DeviceType(self._device_type), self._device_id
+        """``(DeviceType, device_id)``; a device type newer than this runtime's header is its plain number."""
+        kind = self._device_type
+        return (DeviceType(kind) if kind in _KNOWN_DEVICES else kind), self._device_id  # type: ignore[return-value]
 
     @property
     def flags(self) -> Flags:
@@ -206,14 +221,19 @@ class Tensor(_Core):  # type: ignore[misc]
 
     def __repr__(self) -> str:
         flags = f", flags={self.flags!r}" if self._flags else ""
-        return (
-            f"{_PACKAGE}.Tensor(shape={self.shape}, dtype={self.dtype.name}, "
-            f"device={device_name(self._device_type)}:{self._device_id}{flags})"
-        )
+        kind = self._device_type
+        where = device_name(kind) if kind in _KNOWN_DEVICES else str(kind)  # a newer header's type: its number
+        return f"{_PACKAGE}.Tensor(shape={self.shape}, dtype={self.dtype.name}, device={where}:{self._device_id}{flags})"
 
     def copy(self) -> Tensor:
-        """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set); host memory only."""
-        return from_capsule(export_view(self, max_version=DLPACK_VERSION, copy=True, own=True))
+        """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set), on the tensor's own device:
+        host memory copied on the CPU, device memory by the device's backend (``dlbind[cuda]``, ...), enqueued
+        on the stream the tensor is ready on (:attr:`stream`), where the copy is then ready."""
+        made = from_capsule(export_view(self, stream=self._stream, max_version=DLPACK_VERSION, copy=True, own=True))
+        if self._stream is not None and made._device_type == self._device_type:
+            fill: Any = made  # the slot the typed Tensor view declares read-only
+            fill._stream = self._stream
+        return made
 
     # -- exporting again -----------------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
@@ -221,7 +241,8 @@ class Tensor(_Core):  # type: ignore[misc]
 
     def _interface(self, typestr: str, itemsize: int) -> dict[str, Any]:
         if self._device_type not in HOST_ACCESSIBLE:
-            raise BufferError(f"numpy needs host memory; this tensor is on {device_name(self._device_type)}")
+            kind = self._device_type
+            raise BufferError(f"numpy needs host memory; this tensor is on {device_name(kind)}{unnamed_note(kind)}")
         if self.dtype.is_subbyte and not self._flags & SUBBYTE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
         strides = byte_strides(self.strides, itemsize)
@@ -250,10 +271,10 @@ class Tensor(_Core):  # type: ignore[misc]
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """The CUDA Array Interface (v3) of a tensor in CUDA memory (device, pinned or managed), for Numba, CuPy...
 
-        ``stream`` is 1, the legacy default stream: the stream a CUDA producer synchronises with when
-        dlbind imports without a stream of its own (the array API's rule for ``stream=None``), so a
-        consumer that waits on it is ordered after the producer's work. Tensors on other devices have
-        no such attribute (``hasattr`` is False), nor have dtypes a typestr cannot name.
+        ``stream`` is the stream the data is ready on (:attr:`stream`): the stream it was imported with, 1
+        (the legacy default stream, the array API's meaning of ``stream=None``) when none orders it, so a
+        consumer that waits on it is ordered after the producer's work. Tensors on other devices have no
+        such attribute (``hasattr`` is False), nor have dtypes a typestr cannot name.
         """
         if self._device_type not in _CUDA_ARRAY_DEVICES:
             raise AttributeError(
@@ -271,7 +292,7 @@ class Tensor(_Core):  # type: ignore[misc]
             "typestr": typestr,
             "data": (self.data_ptr + self.byte_offset if self.size else 0, self.readonly),
             "strides": None if self.is_contiguous() else byte_strides(self.strides, item),
-            "stream": 1,
+            "stream": self._stream if self._stream is not None and self._stream > 0 else 1,
         }
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
@@ -309,6 +330,43 @@ def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None,
     return managed.dl_tensor, None, 0
 
 
+class ExtentError(BufferError):
+    """A tensor whose elements reach beyond int64 bytes, or beyond the address space (a producer's defect:
+    CuPy before 14.3 carries negative strides as unsigned numbers). The importer names the producer."""
+
+
+def _extent(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
+    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
+    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
+    low = high = 0  # elements below and above the first one
+    for d, s in zip(shape, strides, strict=True):
+        if d > 1:
+            span = s * (d - 1)
+            if span < 0:
+                low += span
+            else:
+                high += span
+    why = ""
+    if low < -INT64_MAX or high + 1 > INT64_MAX:
+        why = "elements beyond int64 of them"
+    elif bits % 8 == 0 or padded:
+        item = (bits + 7) // 8
+        low_b, high_b = low * item, (high + 1) * item
+    else:  # packed below a byte: whole bytes from element counts, as dlbind.dtypes.DType.nbytes counts them
+        n, m = high + 1, -low
+        high_b = n // 8 * bits + (n % 8 * bits + 7) // 8
+        low_b = -(m // 8 * bits + (m % 8 * bits + 7) // 8)
+    if not why and not (-INT64_MAX <= low_b and high_b <= INT64_MAX):
+        why = "bytes beyond int64 of them"
+    if not why and (start + low_b < 0 or start + high_b - 1 > MAX_ADDRESS):
+        why = "past the ends of the address space"
+    if why:
+        raise ExtentError(
+            f"the elements of shape {shape} with strides {strides} reach {why} (a producer's defect, e.g. "
+            "negative strides carried as unsigned numbers): not imported"
+        )
+
+
 def check_managed(
     managed: Any, versioned: bool, allow_vector: bool = False
 ) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
@@ -320,19 +378,20 @@ def check_managed(
     if not 0 <= ndim <= MAX_NDIM:
         raise BufferError(f"invalid ndim {ndim} in the DLPack tensor")
     code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
-    if code not in _KNOWN_CODES:
-        raise BufferError(f"unknown DLPack dtype code {code} (bits={bits})")
-    if lanes < 1 or (lanes != 1 and not allow_vector):
-        raise BufferError(f"vector dtypes (lanes={lanes}) are refused unless from_dlpack(..., allow_vector=True)")
-    widths = _ACCEPTED_WIDTHS[code]
+    # a code newer than this runtime's header (same major version) is carried: any width, named by its number
+    if lanes < 1:
+        raise BufferError(f"invalid dtype: lanes={lanes} (a DLPack dtype has at least one lane)")
+    widths = _ACCEPTED_WIDTHS.get(code) if code in _KNOWN_CODES else None
     if bits == 0 or (widths is not None and bits not in widths):
         raise BufferError(
             f"invalid dtype: {DType(code, bits)} (code={code}, bits={bits}) is not defined by DLPack"
             + (f"; this code takes bits {', '.join(map(str, sorted(widths)))}" if widths else "")
         )
     device_type = int(t.device.device_type)
-    if device_type not in _KNOWN_DEVICES:
-        raise BufferError(f"unknown DLPack device type {device_type}")
+    if device_type >= 2**31:  # an int32 enum (cffi reads it unsigned): negative
+        device_type -= 2**32
+    if device_type < 0:  # a type newer than this runtime's header is carried; policy refuses it where needed
+        raise BufferError(f"invalid device type {device_type}: DLPack device types are >= 0")
     if int(t.device.device_id) < 0:
         raise BufferError(f"invalid device id {int(t.device.device_id)}: device ids are >= 0")
     if ndim and t.shape == ffi.NULL:
@@ -352,6 +411,8 @@ def check_managed(
         raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
     if data + int(t.byte_offset) > MAX_ADDRESS:
         raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
+    if size:
+        _extent(shape, strides, bits * lanes, padded, data + int(t.byte_offset))
     return t, shape, strides
 
 
@@ -390,6 +451,7 @@ def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -
     fill.data_ptr, fill.byte_offset = int(ffi.cast("uintptr_t", t.data)), int(t.byte_offset)
     fill._code, fill._bits, fill._lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
     fill._device_type, fill._device_id = int(t.device.device_type), int(t.device.device_id)
+    fill._stream = None
     fill._owner = _capsule.Owner(managed)  # from here on the deleter runs exactly once
     # A struct dlbind exported: its owner moves here from the registry, where the garbage collector
     # cannot see it (a cycle through it would never be collected); None for a foreign producer's.

@@ -23,6 +23,23 @@ int dlbind_device_stream_free(int64_t device_type) {
     return rule < DLBIND_STREAM_RULE_COUNT && DLBIND_STREAM_RULES[rule].none_only;
 }
 
+long long dlbind_device_default_stream(int64_t device_type) {
+    if (!dlbind_device_known(device_type)) return -1;
+    unsigned rule = DLBIND_DEVICE_STREAM[device_type];
+    if (rule >= DLBIND_STREAM_RULE_COUNT || DLBIND_STREAM_RULES[rule].none_only) return -1;
+    return DLBIND_STREAM_RULES[rule].default_stream;
+}
+
+int dlbind_device_stream_accepted(int64_t device_type, long long stream) {
+    if (!dlbind_device_known(device_type) || stream < -1) return 0;
+    unsigned rule = DLBIND_DEVICE_STREAM[device_type];
+    if (rule >= DLBIND_STREAM_RULE_COUNT || DLBIND_STREAM_RULES[rule].none_only) return 0;
+    const dlbind_stream_rule *r = &DLBIND_STREAM_RULES[rule];
+    for (unsigned i = 0; i < r->n_refused; i++)
+        if (r->refused[i] == stream) return 0;
+    return 1;
+}
+
 int dlbind_dtype_code_known(int64_t code) {
     return code >= 0 && code < DLBIND_DTYPE_CODE_LIMIT && DLBIND_DTYPE_CODE_KNOWN[code];
 }

@@ -12,6 +12,7 @@ typedef struct {
     int own_strides;
     uint64_t sealed; /* flags added by dlbind: READ_ONLY for arrays of an immutable library */
     PyObject *weakrefs;
+    PyObject *stream; /* the stream the data is ready on (a DLPack stream int), or NULL: none orders it */
 } dlbind_tensor;
 
 /* Garbage collection: a struct exported by dlbind itself holds a reference to its owner (an
@@ -30,6 +31,7 @@ static void dlbind_tensor_dealloc(dlbind_tensor *self) {
     PyObject_GC_UnTrack((PyObject *)self);
     if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
     if (self->own_strides) PyMem_Free(self->strides);
+    Py_CLEAR(self->stream);
     void *m = self->managed;
     self->managed = NULL;
     if (m != NULL) {
@@ -48,16 +50,46 @@ static DLTensor *dlbind_dl_tensor(void *managed, int versioned) {
     return versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
 }
 
+/* The bytes a non-empty tensor's elements reach, from data + byte_offset, fit in int64 and in the address
+ * space (dlbind.tensor._extent, step by step: a producer's defect such as CuPy's negative strides carried
+ * as unsigned numbers never reaches a consumer). */
+static int dlbind_extent_ok(const DLTensor *t, const int64_t *strides, int padded) {
+    int64_t low = 0, high = 0, span, low_b, high_b, bits = (int64_t)t->dtype.bits * t->dtype.lanes;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] <= 1) continue;
+        if (dlbind_mul_overflow(strides[i], t->shape[i] - 1, &span)) return 0;
+        if (span < 0 ? dlbind_add_overflow(low, span, &low) : dlbind_add_overflow(high, span, &high)) return 0;
+    }
+    if (high == INT64_MAX || low == INT64_MIN) return 0; /* high + 1 elements; -low elements */
+    if (bits % 8 == 0 || padded) {
+        int64_t item = (bits + 7) / 8;
+        if (dlbind_mul_overflow(low, item, &low_b) || dlbind_mul_overflow(high + 1, item, &high_b) || low_b == INT64_MIN)
+            return 0;
+    } else { /* packed below a byte: whole bytes from element counts, as dlbind_nbytes counts them */
+        int64_t n = high + 1, m = -low, a, b;
+        if (dlbind_mul_overflow(n / 8, bits, &a) || dlbind_add_overflow(a, (n % 8 * bits + 7) / 8, &high_b) ||
+            dlbind_mul_overflow(m / 8, bits, &b) || dlbind_add_overflow(b, (m % 8 * bits + 7) / 8, &low_b))
+            return 0;
+        low_b = -low_b;
+    }
+    uintptr_t start = (uintptr_t)t->data + (uintptr_t)t->byte_offset; /* no wrap: checked before */
+    if (low_b < 0 && (uint64_t)(-low_b) > (uint64_t)start) return 0;
+    if ((uint64_t)(high_b - 1) > (uint64_t)(UINTPTR_MAX - start)) return 0;
+    return 1;
+}
+
 /* The checks of dlbind.tensor.check_managed, without the messages: 0 sends the struct to Python,
  * which raises the precise BufferError. */
 int dlbind_valid(void *managed, int versioned, int allow_vector) {
     DLTensor *t = dlbind_dl_tensor(managed, versioned);
     if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) return 0;
     if (t->ndim < 0 || t->ndim > DLBIND_MAX_NDIM) return 0;
-    if (!dlbind_dtype_code_known(t->dtype.code) || t->dtype.lanes == 0 || (t->dtype.lanes != 1 && !allow_vector) ||
-        !dlbind_dtype_width_accepted(t->dtype.code, t->dtype.bits))
+    (void)allow_vector; /* vector dtypes are carried */
+    /* a dtype code or device type newer than this runtime's header (same major version) is carried */
+    if (t->dtype.lanes == 0 || t->dtype.bits == 0 ||
+        (dlbind_dtype_code_known(t->dtype.code) && !dlbind_dtype_width_accepted(t->dtype.code, t->dtype.bits)))
         return 0;
-    if (!dlbind_device_known(t->device.device_type) || t->device.device_id < 0) return 0;
+    if ((int32_t)t->device.device_type < 0 || t->device.device_id < 0) return 0;
     if (t->ndim > 0 && t->shape == NULL) return 0;
     int64_t count, nbytes;
     if (dlbind_count(t->shape, t->ndim, &count) != 0) return 0; /* negative, or >= 2**63 elements */
@@ -69,6 +101,15 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
         int64_t acc = 1;
         for (int i = t->ndim - 1; i > 0; i--)
             if (t->shape[i] > 1 && dlbind_mul_overflow(acc, t->shape[i], &acc)) return 0;
+    }
+    if (count != 0) {
+        int64_t compact[DLBIND_MAX_NDIM];
+        const int64_t *strides = t->strides;
+        if (strides == NULL) {
+            dlbind_compact_strides(t->ndim, t->shape, compact);
+            strides = compact;
+        }
+        if (!dlbind_extent_ok(t, strides, padded)) return 0;
     }
     return 1;
 }
@@ -106,6 +147,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
     self->t = t;
     self->own_strides = 0;
     self->sealed = 0;
+    self->stream = NULL;
     self->strides = t->strides;
     if (t->ndim > 0 && t->strides == NULL) { /* NULL strides: compact row-major (allowed before DLPack 1.2) */
         self->strides = (int64_t *)PyMem_Malloc((size_t)t->ndim * sizeof(int64_t));
@@ -168,10 +210,15 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
     return tensor;
 }
 
-/* How x's type accepted __dlpack__ once max_version was refused (dlbind.consumer's cache), as
- * DLBIND_TYPE_* bits to mark the type with; 0 when not known. */
+/* How x's type accepted __dlpack__ once max_version was refused (its ExportPlan's call_style, which the
+ * Python code set), as DLBIND_TYPE_* bits to mark the type with; 0 when not known. */
 static int dlbind_learned_call(PyObject *x) {
-    PyObject *style = PyObject_CallOneArg(dlbind_cfg.call_style, (PyObject *)Py_TYPE(x));
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0 || info.plan == NULL || info.plan == Py_None) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *style = PyObject_GetAttr(info.plan, dlbind_cfg.attr_call_style);
     if (style == NULL) {
         PyErr_Clear();
         return 0;
@@ -180,6 +227,28 @@ static int dlbind_learned_call(PyObject *x) {
     Py_DECREF(style);
     if (value == -1 && PyErr_Occurred()) PyErr_Clear();
     return value == 1 ? DLBIND_TYPE_LEGACY_CALL : value == 2 ? (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL) : 0;
+}
+
+int dlbind_tensor_set_stream(PyObject *tensor, long long stream) {
+    PyObject *value = NULL;
+    if (stream != -1 && (value = PyLong_FromLongLong(stream)) == NULL) return -1;
+    Py_XSETREF(((dlbind_tensor *)tensor)->stream, value);
+    return 0;
+}
+
+static PyObject *dlbind_get_stream(dlbind_tensor *self, void *c) {
+    (void)c;
+    return Py_NewRef(self->stream != NULL ? self->stream : Py_None);
+}
+
+static int dlbind_set_stream(dlbind_tensor *self, PyObject *value, void *c) {
+    (void)c;
+    if (value == NULL || (value != Py_None && !PyLong_CheckExact(value))) {
+        PyErr_SetString(PyExc_TypeError, "_stream is None or an int");
+        return -1;
+    }
+    Py_XSETREF(self->stream, value == Py_None ? NULL : Py_NewRef(value));
+    return 0;
 }
 
 /* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted. */
@@ -229,6 +298,7 @@ static PyGetSetDef dlbind_tensor_getset[] = {
     {"_device_type", (getter)dlbind_get_device_type, NULL, NULL, NULL},
     {"_device_id", (getter)dlbind_get_device_id, NULL, NULL, NULL},
     {"_flags", (getter)dlbind_get_flags, NULL, NULL, NULL},
+    {"_stream", (getter)dlbind_get_stream, (setter)dlbind_set_stream, "the stream the data is ready on, or None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -239,8 +309,9 @@ static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args
     int fast = dlbind_parse_dlpack("Tensor", args, nargs, kwnames, t->device, &parsed);
     if (fast < 0) return NULL;
     /* export_view(self, **kwargs): the parser checked there are only known keywords; a legacy capsule of
-     * a sub-byte dtype goes there too (DType.legacy_refusal) */
-    if (fast == 0 || (!parsed.versioned && (t->dtype.bits * t->dtype.lanes) % 8 != 0)) {
+     * a sub-byte dtype goes there too (DType.legacy_refusal), and a tensor ordered on a stream (the consumer's
+     * stream may have to wait for it) */
+    if (fast == 0 || self->stream != NULL || (!parsed.versioned && (t->dtype.bits * t->dtype.lanes) % 8 != 0)) {
         PyObject *stack[5];
         Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
         if (n > 4) {
@@ -286,7 +357,12 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
     DLTensor *t = self->t;
     if (!dlbind_device_host(t->device.device_type)) {
         const char *name = dlbind_device_name(t->device.device_type);
-        PyErr_Format(PyExc_BufferError, "the buffer protocol needs host memory; this tensor is on %s", name ? name : "?");
+        if (name != NULL)
+            PyErr_Format(PyExc_BufferError, "the buffer protocol needs host memory; this tensor is on %s", name);
+        else /* as dlbind.devices.device_name and unnamed_note say it */
+            PyErr_Format(PyExc_BufferError, "the buffer protocol needs host memory; this tensor is on device type %d, "
+                         "which this dlbind's DLPack header does not name (a header bump would name it)",
+                         (int)t->device.device_type);
         return -1;
     }
     int readonly = (dlbind_tensor_flags(self) & DLBIND_FLAG_READ_ONLY) != 0;
@@ -406,37 +482,145 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
  * producer or capsule in C; any other call (and every error to explain) in Python. */
+/* x.__dlpack_device__() as (device type, id) of exact ints: 1 with *out set, 0 (no error set) when it says
+ * something else (Python's producer_device reads it, or says what is wrong), -1 on error. */
+static int dlbind_producer_device(PyObject *x, DLDevice *out) {
+    PyObject *dev = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
+    if (dev == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2 && PyLong_Check(PyTuple_GET_ITEM(dev, 0)) &&
+             !PyBool_Check(PyTuple_GET_ITEM(dev, 0)) && PyLong_CheckExact(PyTuple_GET_ITEM(dev, 1));
+    long kind = ok ? PyLong_AsLong(PyTuple_GET_ITEM(dev, 0)) : 0, index = ok ? PyLong_AsLong(PyTuple_GET_ITEM(dev, 1)) : 0;
+    Py_DECREF(dev);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!ok || kind < 0 || kind > INT32_MAX || index < 0 || index > INT32_MAX) return 0;
+    out->device_type = (DLDeviceType)kind;
+    out->device_id = (int32_t)index;
+    return 1;
+}
+
+/* A tensor of x that failed validation: its pending BufferError as dlbind.consumer.producer_error makes it
+ * (naming x where the producer is at fault). Passes NULL through; returns tensor otherwise. */
+static PyObject *dlbind_named(PyObject *tensor, PyObject *x) {
+    if (tensor != NULL || !PyErr_ExceptionMatches(PyExc_BufferError)) return tensor;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.producer_error, x, value, NULL);
+    if (made == NULL || !PyExceptionInstance_Check(made)) {
+        Py_XDECREF(made);
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
+    Py_DECREF(made);
+    return NULL;
+}
+
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     (void)mod;
     if (!dlbind_configured()) return NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int fast = nargs == 1;
+    PyObject *stream_obj = NULL; /* an int stream= (None: NULL) */
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; fast && i < nkw; i++) { /* device, copy, stream None; allow_vector None or False */
+    for (Py_ssize_t i = 0; fast && i < nkw; i++) { /* device, copy None; stream None or an int; allow_vector None or False */
         PyObject *value = args[nargs + i];
         int kw = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i));
-        if (!(kw == DLBIND_KW_DEVICE || kw == DLBIND_KW_COPY || kw == DLBIND_KW_STREAM || kw == DLBIND_KW_ALLOW_VECTOR) ||
-            !(value == Py_None || (value == Py_False && kw == DLBIND_KW_ALLOW_VECTOR)))
+        if (kw == DLBIND_KW_STREAM && PyLong_CheckExact(value))
+            stream_obj = value;
+        else if (!(kw == DLBIND_KW_DEVICE || kw == DLBIND_KW_COPY || kw == DLBIND_KW_STREAM || kw == DLBIND_KW_ALLOW_VECTOR) ||
+                 !(value == Py_None || (value == Py_False && kw == DLBIND_KW_ALLOW_VECTOR)))
             fast = 0;
+    }
+    long long stream = -1;
+    if (fast && stream_obj != NULL) {
+        int overflow = 0;
+        stream = PyLong_AsLongLongAndOverflow(stream_obj, &overflow);
+        if (stream == -1 && PyErr_Occurred()) return NULL;
+        if (overflow || stream < -1) fast = 0; /* Python says what is wrong with it */
     }
     if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     PyObject *x = args[0];
-    if (PyCapsule_CheckExact(x)) return dlbind_consume_capsule(x);
+    if (PyCapsule_CheckExact(x) && stream_obj == NULL) return dlbind_consume_capsule(x);
     /* a DLPack 0.x copy: producers are called the 0.x way, __dlpack__(stream=...), by the Python code (its
      * capsule comes back here through take and wrap); no exchange table, no versioned call */
-    if (!DLBIND_VERSIONED_CAPSULES) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+    if (!DLBIND_VERSIONED_CAPSULES || PyCapsule_CheckExact(x)) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return NULL;
     DLManagedTensorVersioned *out = NULL;
     int taken = dlbind_table_take(x, &info, &out);
     if (taken < 0) return NULL;
     if (taken == 1) {
-        if (!dlbind_device_stream_free(out->dl_tensor.device.device_type)) {
-            /* NoSync: device work may be queued; let __dlpack__ synchronise instead */
-            dlbind_call_deleter(out, 1);
+        DLDevice dev = out->dl_tensor.device;
+        if (dlbind_device_stream_free(dev.device_type)) {
+            if (stream_obj == NULL) return dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
+            dlbind_call_deleter(out, 1); /* a stream for a stream-free device: Python's refusal */
             return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
         }
-        return dlbind_tensor_wrap(out, 1, 0);
+        /* NoSync: the consumer's stream (None: the rule's default) is ordered after the producer's current
+         * stream, which its table names, as __dlpack__(stream=...) would order it */
+        long long consumer = stream_obj != NULL ? stream : dlbind_device_default_stream(dev.device_type);
+        if (!dlbind_device_known(dev.device_type) ||
+            (stream_obj != NULL && stream != -1 && !dlbind_device_stream_accepted(dev.device_type, stream))) {
+            dlbind_call_deleter(out, 1); /* Python says what is wrong (an unknown device, a refused stream) */
+            return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+        }
+        if (dlbind_table_order(&info, out, consumer) != 0) {
+            dlbind_call_deleter(out, 1);
+            return NULL;
+        }
+        PyObject *tensor = dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
+        if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
+        return tensor;
+    }
+    if (stream_obj != NULL) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+    if (!(info.bits & DLBIND_TYPE_HOST_ONLY)) {
+        /* a producer that may be on a device with streams: None names the device's default stream, which it is
+         * asked for explicitly (as torch and CuPy ask), and the Tensor is ready there */
+        DLDevice dev;
+        int found = dlbind_producer_device(x, &dev);
+        if (found < 0) return NULL;
+        if (found == 0 || !dlbind_device_known(dev.device_type) || (info.bits & DLBIND_TYPE_LEGACY_CALL))
+            return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+        long long consumer = dlbind_device_default_stream(dev.device_type);
+        if (consumer != -1) {
+            PyObject *consumer_obj = PyLong_FromLongLong(consumer);
+            if (consumer_obj == NULL) return NULL;
+            PyObject *stack[3] = {x, consumer_obj, dlbind_cfg.max_version};
+            PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                          dlbind_cfg.kwnames_dlpack);
+            Py_DECREF(consumer_obj);
+            if (capsule == NULL) {
+                /* an older producer, a refusal: Python's rules (it asks again the way the producer accepts) */
+                if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
+                PyErr_Clear();
+                return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+            }
+            if (!PyCapsule_CheckExact(capsule)) {
+                Py_DECREF(capsule);
+                return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+            }
+            PyObject *tensor = dlbind_named(dlbind_consume_capsule(capsule), x);
+            Py_DECREF(capsule);
+            tensor = dlbind_finished(tensor, x, info.bits);
+            if (tensor != NULL && PyObject_TypeCheck(tensor, &dlbind_tensor_core_type) &&
+                ((dlbind_tensor *)tensor)->t->device.device_type == dev.device_type &&
+                dlbind_tensor_set_stream(tensor, consumer) != 0)
+                Py_CLEAR(tensor);
+            return tensor;
+        }
     }
     int bits = info.bits;
     int older = (bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* it refused max_version before: asked as it accepted */
@@ -491,7 +675,7 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         Py_DECREF(capsule);
         return NULL;
     }
-    PyObject *res = dlbind_consume_capsule(capsule);
+    PyObject *res = dlbind_named(dlbind_consume_capsule(capsule), x);
     Py_DECREF(capsule);
     return dlbind_finished(res, x, bits);
 }

@@ -19,7 +19,7 @@ def subject(name: str) -> tuple[Any, Any]:
     import dlbind
     from dlbind._generated.adapters import ADAPTERS
     from dlbind._libraries import prepare_for_check
-    from dlbind.planner import importer
+    from dlbind.bridges import importer
 
     adapter = ADAPTERS[name]
     prepare_for_check(adapter)  # its check.setup: jax enables its 64-bit dtypes

@@ -1,0 +1,357 @@
+"""The bridges :func:`dlbind.convert` builds when its plan (:mod:`dlbind.planner`) says dlbind stands between a
+producer and a target: copies (on the data's own device, ordered on the consumer's stream), the legacy capsule
+an immutable consumer may take of read-only data, bool under another dtype, a capsule or numpy view for
+importers that take those, the device form a target's ``device=`` takes, and :class:`Relay`, the producer a
+target imports through on a device with streams.
+
+Every bridge is a fact of the target's row; none looks a row up (the route carries what it needs).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+from typing import Any
+
+from dlbind import capsule
+from dlbind._generated.adapters import Adapter
+from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.tables import VERSIONED_CAPSULES
+from dlbind._libraries import MISSING, dotted, for_release
+from dlbind.consumer import from_dlpack as _python_from_dlpack
+from dlbind.consumer import ordered
+from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device
+from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
+from dlbind.export import export_view, wait_for
+from dlbind.plans import export_plan
+from dlbind.planner import Route
+from dlbind.producer import asdlpack
+from dlbind.tensor import Tensor, from_capsule
+from dlbind._ffi import native
+
+__all__ = ["Relay", "bridged", "device_arg", "importer", "import_on", "on_device"]
+
+# the dispatching from_dlpack: C for the common call in the compiled build
+_from_dlpack = native.from_dlpack if native is not None else _python_from_dlpack
+
+_READ_ONLY = capsule.READ_ONLY
+
+
+def importer(adapter: Adapter) -> Any:
+    """The system's importer as a function of a DLPack producer, given what its row says it takes
+    (a producer, a capsule it asks for as its row says, or a numpy array); for ``python -m dlbind check``."""
+    adapter = for_release(adapter)
+    fn = dotted(adapter.from_dlpack)
+    if adapter.takes == "capsule":
+        return lambda x: fn(_capsule_for(adapter, x))
+    if adapter.takes == "ndarray":
+        import numpy
+
+        return lambda x: fn(numpy.from_dlpack(x))
+    return fn
+
+
+def _capsule_for(adapter: Adapter, producer: Any, stream: int | None = None) -> object:
+    """The capsule an importer that takes only capsules gets: asked for as its row's ``asks`` says."""
+    if adapter.asks != "versioned":
+        return producer.__dlpack__() if stream is None else producer.__dlpack__(stream=stream)
+    return producer.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
+
+
+_LACKS: dict[tuple[str, int, int, int], bool] = {}  # (system, dtype code, bits, lanes) -> _lacks
+
+
+def _lacks(adapter: Adapter, tensor: Tensor) -> bool:
+    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns), cached per dtype."""
+    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes)
+    found = _LACKS.get(key)
+    if found is None:
+        name = tensor.dtype.name
+        found = _LACKS[key] = any(fnmatch.fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
+    return found
+
+
+class _LegacyReadOnly:
+    """Serves a legacy capsule of read-only memory to a consumer whose arrays are immutable.
+
+    A legacy capsule cannot carry the read-only flag, so dlbind refuses to make one in general;
+    for a consumer that never writes its arrays (``immutable`` in spec/adapters.toml) and never
+    asks for versioned capsules (jax-ml/jax#40789), that refusal only blocks a safe exchange.
+    """
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+    def __dlpack_device__(self) -> Any:
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> object:
+        if max_version is not None or dl_device is not None or copy:
+            return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        t = self.tensor
+        why = t.dtype.legacy_refusal(padded=bool(t._flags & SUBBYTE_PADDED))
+        if why is not None:
+            raise BufferError(why)
+        if t._stream is not None:  # the consumer's stream waits for the tensor's
+            wait_for(t._stream, stream, t.device)
+        return capsule.export(
+            t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.byte_offset, t, versioned=False,
+        )  # fmt: skip
+
+
+class _BoolAs:
+    """Serves bool data to an importer that takes bool under another dtype (``import.bool``):
+    ``"uint1"``, a legacy capsule of ``(kDLUInt, 1, 1)`` a byte per element; ``"uint8"``, a capsule that
+    says uint8 from a producer whose ``dtype.name`` is ``"bool"`` (the importer reads it there)."""
+
+    __slots__ = ("encoding", "tensor")
+
+    def __init__(self, tensor: Tensor, encoding: str) -> None:
+        self.tensor, self.encoding = tensor, encoding
+
+    @property
+    def dtype(self) -> DType:
+        return self.tensor.dtype
+
+    def __dlpack_device__(self) -> Any:
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> object:
+        t = self.tensor
+        versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= 1
+        if dl_device is not None or copy or (versioned and self.encoding == "uint1") or (t.readonly and not versioned):
+            raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
+        dtype = UINT1 if self.encoding == "uint1" else UINT8
+        flags = _READ_ONLY if t.readonly else 0
+        return capsule.export(
+            t.data_ptr, t.shape, t.strides, dtype, t.device, t.byte_offset, t, versioned=versioned, flags=flags,
+        )  # fmt: skip
+
+
+def device_arg(route: Route, device: Any) -> Any:
+    """``device`` (``"cpu"``, ``"cpu:0"``, ``(type, id)``, ...) in the form the target's importer takes."""
+    adapter = route.adapter
+    dev = parse_device(device)
+    if route.devices is not None:  # "namespace": one of its array API namespace's device objects
+        found = route.devices.get(dev, MISSING)
+        if found is MISSING:
+            found = route.devices[dev] = _namespace_device(adapter, dev)
+        if found is None:
+            raise BufferError(f"{adapter.name} has no device {device_name(dev[0])}:{dev[1]}")
+        return found
+    name = device_name(dev[0])
+    name = dict(adapter.device_names).get(name, name)
+    return adapter.device_form.format(name=name, index=dev[1])
+
+
+def _namespace_device(adapter: Adapter, dev: Any) -> Any:
+    namespace = importlib.import_module(adapter.namespace)
+    for candidate in namespace.__array_namespace_info__().devices():
+        if candidate is None:
+            continue
+        try:
+            where = namespace.empty((0,), device=candidate).__dlpack_device__()
+        except Exception:  # a device that cannot hold an array here
+            continue
+        if parse_device(tuple(where)) == dev:
+            return candidate
+    return None
+
+
+def keywords(route: Route, here: Device, device: Any, copy: bool | None) -> tuple[dict[str, Any], bool]:
+    """The keywords for the target's importer of data on ``here``, and whether dlbind must make the copy
+    ``copy=True`` asks for itself (the importer cannot be asked for one). BufferError when ``copy=False`` or
+    ``device=`` cannot be honoured."""
+    adapter = route.adapter
+    kwargs: dict[str, Any] = {}
+    if device is not None:
+        dev = parse_device(device)
+        if "device" in route.keywords and adapter.device_form != "none":
+            kwargs["device"] = device_arg(route, dev)
+        elif dev != here:
+            raise BufferError(f"{adapter.from_dlpack} takes no device=: convert on the source's device")
+    copy_here = False
+    if copy and not (adapter.copy == "honoured" and "copy" in route.keywords) and adapter.copy != "always":
+        copy_here = True  # the importer cannot be asked for a copy: dlbind makes it
+    elif copy is False and adapter.copy == "always":
+        raise BufferError(f"{adapter.name} copies on every import ({adapter.from_dlpack}), and copy=False forbids it")
+    elif copy is not None and "copy" in route.keywords and adapter.copy == "honoured":
+        kwargs["copy"] = copy
+    return kwargs, copy_here
+
+
+def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+    """Hand ``tensor`` (in stream-free memory) to the route's importer after bridging what the target cannot
+    take.
+
+    Every bridge is a fact of the target's row: the layout it views, ``byte_offset``, read-only
+    data, whether it asks for versioned capsules, what its ``copy=`` does, the device form it
+    takes, what it takes (a producer, a capsule, a numpy array). A bridge copies once (and the copy
+    serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
+    """
+    adapter = route.adapter
+    if route.viewer is not None and _lacks(adapter, tensor):
+        return _viewed(route, tensor, device, copy)
+    if tensor._lanes != 1 and not adapter.import_lanes:
+        raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
+    kwargs, copied = keywords(route, tensor.device, device, copy)
+    if copied:
+        tensor = tensor.copy()  # the importer cannot be asked for a copy: dlbind makes it
+    why = None if copied else needs_copy(route, tensor)
+    if why is not None:
+        if copy is False:
+            raise BufferError(f"{adapter.name} cannot import {why}, so it needs a copy and copy=False forbids it")
+        tensor, copied = tensor.copy(), True
+        kwargs.pop("copy", None)  # that copy is the one copy=True asks for: the importer views it
+    elif copy is False and adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment:
+        raise BufferError(
+            f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
+        )
+    if copied and route.viewer is not None and not kwargs:
+        # dlbind's own copy is writable: its viewer hands it over as such (a legacy import would
+        # be read-only in numpy<2.1: numpy/numpy#28600)
+        return _view(route, tensor)
+    producer = _wrapped(route, tensor)
+    if adapter.takes == "capsule":
+        producer = _capsule_for(adapter, producer)
+    elif adapter.takes == "ndarray":
+        import numpy
+
+        producer = numpy.asarray(producer)  # a zero-copy view of the Tensor
+    return route.from_dlpack(producer, **kwargs)
+
+
+def _wrapped(route: Route, tensor: Tensor) -> Any:
+    """``tensor`` as the producer the target's importer is given: bool under the dtype it takes it as, or the
+    legacy capsule an immutable legacy consumer may take of read-only data."""
+    adapter = route.adapter
+    if adapter.import_bool != "bool" and tensor.dtype == BOOL:
+        return _BoolAs(tensor, adapter.import_bool)
+    if route.legacy_only and tensor._flags & _READ_ONLY:
+        return _LegacyReadOnly(tensor)  # only immutable targets get here (needs_copy)
+    return tensor
+
+
+def needs_copy(route: Route, tensor: Tensor) -> str | None:
+    """Why the target cannot view ``tensor`` as it is (a copy can), or None."""
+    adapter = route.adapter
+    if adapter.layout == "nonnegative" and any(s < 0 for s in tensor.strides):
+        return "negative strides"
+    if adapter.layout == "compact" and not tensor.is_contiguous():
+        return "strides that are not compact (row-major)"
+    if not adapter.byte_offset and tensor.byte_offset:
+        return "a byte_offset (it ignores it)"
+    if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
+        if route.ignores_readonly:
+            return "read-only data (it imports read-only data writable)"
+        if route.legacy_only and not adapter.immutable:
+            return "read-only data (it asks for legacy capsules, which cannot say read-only)"
+    return None
+
+
+def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+    """A dtype the target's from_dlpack lacks (numpy and ml_dtypes' bfloat16): its viewer makes the array."""
+    if device is not None and parse_device(device) != tensor.device:
+        raise BufferError(f"{route.adapter.view_with} views {tensor.dtype.name} data where it is, not on {device}")
+    if tensor.device[0] not in HOST_ACCESSIBLE:
+        raise BufferError(f"{route.adapter.name} views {tensor.dtype.name} data in host memory only")
+    return _view(route, tensor.copy() if copy else tensor)
+
+
+def _view(route: Route, tensor: Tensor) -> Any:
+    """The target's array of ``tensor`` made by its ``view_with`` (given the tensor or a numpy view of it)."""
+    if route.adapter.view_takes == "ndarray":
+        import numpy
+
+        return route.viewer(numpy.asarray(tensor))
+    return route.viewer(tensor)
+
+
+# -- devices with streams ------------------------------------------------------------------------------
+
+
+def import_on(x: Any, stream: int | None) -> Tensor:
+    """``x`` imported as a Tensor ready on ``stream`` (the consumer's; None: the device rule's default).
+
+    A producer whose capsules carry negative strides as unsigned numbers (``export.negative_strides``) and
+    whose capsule dlbind refuses for it is imported through the interface its row names instead
+    (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
+    try:
+        return _from_dlpack(x, stream=stream)  # type: ignore[no-any-return]
+    except BufferError:
+        plan = export_plan(type(x))
+        if not (plan.unsigned_strides and plan.interface and hasattr(x, plan.interface)):
+            raise
+    return _from_dlpack(asdlpack(x), stream=stream)  # type: ignore[no-any-return]
+
+
+def on_device(tensor: Tensor, stream: int | None) -> Tensor:
+    """A compact copy of a device ``tensor`` on its own device, made by the device's backend and enqueued on
+    ``stream`` (None: the device rule's default): ready there, never through the host."""
+    if stream is None:
+        stream = default_stream(tensor._device_type)
+    copied = from_capsule(export_view(tensor, stream=stream, max_version=DLPACK_VERSION, copy=True, own=True))
+    return ordered(copied, stream) if stream is not None and stream != -1 else copied
+
+
+def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) -> Any:
+    """``tensor`` (on a device with streams, ready on ``stream``) bridged for the target: refused where only
+    policy the target lacks could serve (vector dtypes, dtypes its importer lacks), copied on the device
+    where the target cannot view it (``copy``: the caller asks for a copy anyway), wrapped for bool or
+    legacy read-only; the result is the producer the target's importer is given."""
+    adapter = route.adapter
+    if tensor._lanes != 1 and not adapter.import_lanes:
+        raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
+    if route.viewer is not None and _lacks(adapter, tensor):
+        raise BufferError(f"{adapter.name} views {tensor.dtype.name} data in host memory only")
+    misaligned = adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment
+    if copy or misaligned or needs_copy(route, tensor) is not None:
+        tensor = on_device(tensor, stream)
+    return _wrapped(route, tensor)
+
+
+class Relay:
+    """The producer a target imports through when dlbind must stand between it and ``source`` on a device
+    with streams (a RELAY decision of :mod:`dlbind.planner`).
+
+    It asks the source nothing until the target asks it: then it imports the source on the stream the
+    target named (the stream ``convert(..., stream=)`` gave wins, and the target's then waits for it),
+    bridges what the target cannot take — a copy on the device, enqueued on that stream — and answers the
+    target's call from there. One exchange with the source, ordered on the consumer's own stream.
+    """
+
+    __slots__ = ("copy", "device", "route", "source", "stream")
+
+    def __init__(self, source: Any, route: Route, device: Device, stream: int | None, copy: bool) -> None:
+        self.source, self.route, self.device, self.stream, self.copy = source, route, device, stream, copy
+
+    def __dlpack_device__(self) -> Device:
+        return self.device
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> object:
+        on = self.stream if self.stream is not None else stream
+        if on == -1:  # the target orders nothing: the source's default stream is ordered instead
+            on = None
+        tensor = import_on(self.source, on)
+        producer = device_bridge(self.route, tensor, self.copy, on)
+        if copy and producer is not tensor and isinstance(producer, Tensor):
+            copy = None  # dlbind's bridge copy is the copy the target asked for
+        return producer.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __repr__(self) -> str:
+        return f"{capsule.PACKAGE}.bridges.Relay(of {type(self.source).__name__} for {self.route.adapter.name})"
+
+
+def capsule_for_target(route: Route, producer: Any, index: int) -> object:
+    """The capsule a target that takes capsules gets on a device with streams: asked on its current stream
+    (``import.stream``) where the row names it, else on the device rule's default."""
+    stream = route.stream_of(index) if route.stream_of is not None else None
+    return _capsule_for(route.adapter, producer, stream)
