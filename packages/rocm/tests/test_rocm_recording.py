@@ -77,7 +77,8 @@ def test_empty_allocates_and_frees(
 ) -> None:
     t = dlbind_rocm.empty((2, 3), "float32", memory=memory)
     assert t.device == (device_type, 0)
-    assert rec.calls() == ["hipGetDevice() -> 0", f"{call}(24) -> {name} on device 0"]
+    flags = ", 0" if memory == "host" else ""  # hipHostMallocDefault
+    assert rec.calls() == ["hipGetDevice() -> 0", f"{call}(24{flags}) -> {name} on device 0"]
     assert dlbind_rocm.device_of(t.data_ptr) == (device_type, 0)
     del t
     gc.collect()
