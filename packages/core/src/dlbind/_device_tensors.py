@@ -4,7 +4,8 @@ Every backend makes its tensors through the core's producer (``dlbind.from_point
 attached as owner, so the core's export engine, capsules and deleters serve them unchanged. The helpers
 (:func:`as_dtype`, :func:`as_shape`, :func:`one_of`, :func:`host_source`, :func:`extent`,
 :func:`from_span`) are the argument rules and the host-copy steps of all of them (Vulkan and Metal
-included); :class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of`` and ``copy_to_host``
+included); :func:`copy_plan` decomposes a strided copy into the runtime's 2-D copies (pure, unit-tested);
+:class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of`` and ``copy_to_host``
 over a :class:`dlbind._gpu_runtime.GpuRuntime` (CUDA, ROCm).
 
 The core never imports this module: backends do.
@@ -12,10 +13,11 @@ The core never imports this module: backends do.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import dlbind
 from dlbind._generated.enums import DeviceType, Flags
@@ -24,7 +26,10 @@ from dlbind.devices import HOST_ACCESSIBLE, Device
 from dlbind.dtypes import DType, from_numpy, lookup
 from dlbind.export import CPU, Memory, byte_span, contiguous_strides, copy_host
 
-__all__ = ["GpuTensors", "as_dtype", "as_shape", "extent", "from_span", "host_source", "one_of"]
+__all__ = [
+    "MAX_COPIES", "Copy2D", "GpuTensors", "as_dtype", "as_shape", "copy_plan", "extent", "from_span", "host_source",
+    "one_of",
+]  # fmt: skip
 
 
 def as_dtype(dtype: Any) -> DType:
@@ -77,6 +82,117 @@ def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple
         return 0, dt.nbytes(math.prod(shape))
     item = dt.itemsize
     return byte_span(shape, tuple(s * item for s in strides), item)
+
+
+class Copy2D(NamedTuple):
+    """One copy of a :func:`copy_plan` (``Memcpy2DAsync``; ``MemcpyAsync`` when ``height`` is 1): ``height``
+    rows of ``width`` bytes, row ``r`` read at byte ``src + r * spitch`` and written at byte
+    ``dst + r * dpitch`` of the compact destination. ``src`` counts from the source's first element (it may be
+    negative: negative strides), or, when ``within``, from the destination's start: a copy that repeats what
+    earlier copies of the plan wrote (a broadcast dimension, stride 0), so it must run after them."""
+
+    src: int
+    dst: int
+    width: int
+    height: int
+    spitch: int
+    dpitch: int
+    within: bool = False
+
+
+#: The most runtime calls one device copy may take (:func:`copy_plan`): beyond it, a layout is refused.
+MAX_COPIES = 65536
+#: The largest pitch a 2-D copy is given: CUDA's ``cudaDeviceProp::memPitch`` and HIP's on the GPUs of
+#: today (2**31 - 1). A dimension with a larger stride is looped over instead.
+MAX_PITCH = (1 << 31) - 1
+
+
+def _rows(dims: list[tuple[int, int, int]], width: int, max_pitch: int) -> int | None:
+    """The dimension a 2-D copy takes as its rows: the most elements among those whose source and
+    destination strides are at least ``width`` and at most ``max_pitch`` (innermost on a tie), or None."""
+    fits = [i for i, (_, s, ds) in enumerate(dims) if width <= s <= max_pitch and ds <= max_pitch]
+    return max(reversed(fits), key=lambda i: dims[i][0], default=None)
+
+
+def _offsets(loops: list[tuple[int, int, int]]) -> Iterator[tuple[int, int]]:
+    """(source, destination) byte offsets of every index of the dimensions a plan loops over."""
+    for index in itertools.product(*(range(n) for n, _, _ in loops)):
+        yield (sum(i * s for i, (_, s, _) in zip(index, loops, strict=True)),
+               sum(i * ds for i, (_, _, ds) in zip(index, loops, strict=True)))  # fmt: skip
+
+
+def copy_plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    item: int,
+    *,
+    limit: int = MAX_COPIES,
+    max_pitch: int = MAX_PITCH,
+) -> list[Copy2D]:
+    """The 2-D copies that write the elements of a strided tensor to compact row-major memory, in order.
+
+    ``byte_strides`` may be positive, zero or negative, leave gaps, overlap or be transposed; ``item`` is the
+    element's size in bytes. Dimensions of one are dropped and neighbours that address memory as one
+    dimension would are merged. The elements at index 0 of every broadcast dimension (stride 0) are copied
+    first: the contiguous innermost run (one element when the innermost stride is not the item size:
+    negative, gapped, or a broadcast inside it) is each copy's ``width``; the dimension with the most
+    elements whose stride is positive, at least the width and at most ``max_pitch`` is its rows; the copies
+    loop over the rest, any sign. Then each broadcast dimension, innermost first, is filled by doubling
+    what is written (``within`` copies: 1, 2, 4, ... slices), so a broadcast of ``n`` takes about
+    ``log2(n)`` copies, not ``n``. BufferError when that takes more than ``limit`` copies, naming the layout
+    and why. An empty tensor needs none.
+    """
+    if not math.prod(shape):
+        return []
+    # (elements, source stride, destination stride) of each dimension that moves, outermost first
+    dims: list[tuple[int, int, int]] = []
+    dst_stride = item
+    for d, s in zip(reversed(shape), reversed(byte_strides), strict=True):
+        if d != 1:
+            if dims and s == dims[0][1] * dims[0][0]:  # addresses continue the inner one's: one dimension
+                n, inner_s, inner_ds = dims[0]
+                dims[0] = (n * d, inner_s, inner_ds)
+            else:
+                dims.insert(0, (d, s, dst_stride))
+        dst_stride *= d
+    # the first copies: every dimension but the broadcast ones (their index 0)
+    moving = [dim for dim in dims if dim[1]]
+    width = item
+    if moving and moving[-1][1] == item and moving[-1][2] == item:  # a contiguous run
+        width = moving.pop()[0] * item
+    h = _rows(moving, width, max_pitch)
+    height, spitch, dpitch = (moving[h][0], moving[h][1], moving[h][2]) if h is not None else (1, width, width)
+    loops = [dim for i, dim in enumerate(moving) if i != h]
+    count = math.prod(n for n, _, _ in loops)
+    # then each broadcast dimension, innermost first: doubling copies over the dimensions outside it
+    repeats = []
+    for at in reversed(range(len(dims))):
+        n, s, ds = dims[at]
+        if s:
+            continue
+        # the dimensions outside it (outer broadcasts are still at index 0), read and written in the destination
+        outer = [(m, dst, dst) for m, src, dst in dims[:at] if src]
+        r = _rows(outer, 0, max_pitch)
+        rows = (outer[r][0], outer[r][2]) if r is not None else (1, n * ds)
+        rest = [dim for i, dim in enumerate(outer) if i != r]
+        repeats.append((n, ds, rows, rest))
+        count += (n - 1).bit_length() * math.prod(m for m, _, _ in rest)
+    if count > limit:
+        why = ("run backwards" if any(s < 0 for _, s, _ in loops) else "are scattered") if loops else "repeat"
+        raise BufferError(
+            f"a device copy of shape {shape} with byte strides {byte_strides} ({item}-byte items) takes {count} "
+            f"copies, more than {limit}: its elements {why} in memory; copy it to the host, or with the array "
+            "library's own copy"
+        )
+    plan = [Copy2D(src, dst, width, height, spitch, dpitch) for src, dst in _offsets(loops)]
+    for n, ds, (height, pitch), rest in repeats:
+        done = 1
+        while done < n:
+            more = min(done, n - done)
+            copies = (Copy2D(off, off + done * ds, more * ds, height, pitch, pitch, True) for off, _ in _offsets(rest))
+            plan.extend(copies)
+            done += more
+    return plan
 
 
 def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> Memory:
