@@ -54,7 +54,8 @@ class Backend(Protocol):
       on the producer's (an event recorded on one, waited on by the other); the core has validated both
       values by the device's stream rule and never calls it for ``-1``;
     * ``copy_to_host(memory)``: a compact row-major host copy of device :class:`dlbind.export.Memory`, as
-      host ``Memory`` with ``Flags.IS_COPIED`` (``__dlpack__(dl_device=(kDLCPU, 0), copy=True)``);
+      host ``Memory`` with ``Flags.IS_COPIED`` (``__dlpack__(dl_device=(kDLCPU, 0), copy=True)``), ready
+      when returned; GPU backends also take ``stream=``, the stream the data is ready on;
     * ``device_of(pointer)``: the ``(device_type, device_id)`` that owns a data pointer of the backend;
     * ``empty(shape, dtype, *, device_id=0)`` and ``asarray(host_array, *, device_id=0)``: a
       :class:`dlbind.Tensor` on the device that owns new memory.

@@ -6,7 +6,7 @@ messages and its default stream, and overrides only what differs (version encodi
 pointer attributes). :class:`GpuAllocation` is memory one runtime allocated, freed with the object;
 :class:`PinnedPool` keeps the pinned host blocks that host copies land in (:class:`PinnedBlock`, back to the
 pool when its last user lets go); :class:`Loaded` keeps the process's runtime; :class:`GpuBackend` is the
-object registered under ``dlbind.backends`` (stream waits checked by the device's rule, the rest handed to the
+object registered under ``dlbind.backends`` (streams checked by the device's rule, the rest handed to the
 backend's tensors).
 
 Nothing here loads a library at import, and the core never imports a backend: backends import this.
@@ -214,6 +214,44 @@ class GpuRuntime:
             code = self.sym("Memcpy")(ffi.cast("void *", dst), ffi.cast("void *", src), nbytes, kind)
             self.check(code, p + "Memcpy")
             self.check(self.sym("StreamSynchronize")(self._stream(self.default_stream)), p + "StreamSynchronize")
+
+    def memcpy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
+        """``MemcpyAsync`` on ``stream`` (a DLPack stream integer of the device's rule), on the current device."""
+        ffi = self.ffi
+        code = self.sym("MemcpyAsync")(ffi.cast("void *", dst), ffi.cast("void *", src), nbytes, kind,
+                                       self._stream(stream))  # fmt: skip
+        self.check(code, self.prefix + "MemcpyAsync")
+
+    def memcpy_2d_async(
+        self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int, stream: int
+    ) -> None:
+        """``Memcpy2DAsync``: ``height`` rows of ``width`` bytes, ``spitch`` apart in ``src``, ``dpitch`` in ``dst``."""
+        ffi = self.ffi
+        code = self.sym("Memcpy2DAsync")(ffi.cast("void *", dst), dpitch, ffi.cast("void *", src), spitch, width,
+                                         height, kind, self._stream(stream))  # fmt: skip
+        self.check(code, self.prefix + "Memcpy2DAsync")
+
+    def synchronize(self, stream: int) -> None:
+        """Wait on the host until the work queued on ``stream`` has finished."""
+        self.check(self.sym("StreamSynchronize")(self._stream(stream)), self.prefix + "StreamSynchronize")
+
+    def new_event(self) -> Any:
+        """An event without timing (destroy it with :meth:`destroy_event`)."""
+        p = self.prefix
+        event = self.ffi.new(f"{p}Event_t *")
+        self.check(self.sym("EventCreateWithFlags")(event, self.decl.MACROS[p + "EventDisableTiming"]),
+                   p + "EventCreateWithFlags")  # fmt: skip
+        return event[0]
+
+    def record_event(self, event: Any, stream: int) -> None:
+        self.check(self.sym("EventRecord")(event, self._stream(stream)), self.prefix + "EventRecord")
+
+    def wait_event(self, event: Any) -> None:
+        """Wait on the host until the work recorded in ``event`` has finished."""
+        self.check(self.sym("EventSynchronize")(event), self.prefix + "EventSynchronize")
+
+    def destroy_event(self, event: Any) -> None:
+        self.sym("EventDestroy")(event)
 
     def pointer_attributes(self, pointer: int) -> tuple[Any, int] | None:
         """``(memory kind, device)`` of a pointer; None when the runtime does not know it."""
@@ -438,8 +476,24 @@ class GpuBackend:
             where = f"{device_name(device[0])}:{device[1]}"
             raise BufferError(f"synchronising {where} streams failed: {exc}") from exc
 
-    def copy_to_host(self, memory: Any) -> Any:
-        return self.tensors.copy_to_host(memory)
+    def check_stream(self, stream: Any, what: str) -> int:
+        """``stream`` as an int of the device's rule; TypeError for other types, BufferError for values the
+        rule refuses (``what`` names the stream: "the copy's stream")."""
+        if isinstance(stream, bool) or not isinstance(stream, int):
+            raise TypeError(f"{what} must be an int, not {type(stream).__name__}")
+        if self.refuses(stream):
+            raise BufferError(self.refusal(stream).replace("the producer's stream", what, 1))
+        return stream
+
+    def copy_to_host(self, memory: Any, stream: int | None = None) -> Any:
+        """A compact row-major host copy of device ``memory`` (kDLCPU, ``IS_COPIED``), ready when returned.
+
+        ``stream``: the stream the data is ready on (None: the device's default stream); the copy is queued
+        on it, then the stream is synchronised. See ``GpuTensors.copy_to_host``.
+        """
+        if stream is not None:
+            self.check_stream(stream, "the host copy's stream")
+        return self.tensors.copy_to_host(memory, stream)
 
     def device_of(self, pointer: int) -> Device:
         return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
