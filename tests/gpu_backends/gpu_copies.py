@@ -1,5 +1,5 @@
-"""The host copy through pinned memory (``copy_to_host``) of dlbind-cuda and dlbind-rocm, on the recording
-runtimes: the calls, their streams, and the bytes.
+"""The device copy (``copy_on_device``) and the host copy through pinned memory (``copy_to_host``) of dlbind-cuda
+and dlbind-rocm, on the recording runtimes: the calls, their streams, and the bytes.
 
 The recording runtime's "device" memory is host memory and its copies (``MemcpyAsync``, ``Memcpy2DAsync``)
 really copy, checked as the runtime checks them (bounds, directions, pitches), so every test reads the copy
@@ -20,7 +20,7 @@ import pytest
 
 import dlbind
 from dlbind import Flags
-from dlbind._device_tensors import GpuTensors
+from dlbind._device_tensors import MAX_COPIES, DeviceCopy, GpuTensors
 from dlbind._gpu_runtime import POOL_ENV, PinnedBlock
 from dlbind.dtypes import from_numpy
 from dlbind.export import Memory, byte_span
@@ -172,6 +172,172 @@ class CopyTests:
 
     def name_of(self, stream: int, streams: dict[int, str]) -> str:
         return {**self.stream_names, **streams}[stream]
+
+    # -- copy_on_device: values -------------------------------------------------------------------------------
+    @pytest.mark.parametrize("layout", list(LAYOUTS.values()), ids=list(LAYOUTS))
+    def test_device_copy_values(self, rec: Recording, layout: Layout) -> None:
+        values, base = self.source(layout)
+        s = self.recording.user_stream()
+        mem = self.view(base, values.dtype, layout)
+        rec.clear()
+        out = self.backend.copy_on_device(mem, s)
+        expected = self.expected(values, layout)
+        assert out.shape == expected.shape and out.dtype == mem.dtype and out.device == self.device
+        assert out.strides == dlbind.export.contiguous_strides(out.shape, saturate=not expected.size)
+        assert out.byte_offset == 0 and not out.readonly and out.stream == s
+        assert out.flags == Flags.IS_COPIED
+        assert np.array_equal(read(out.data, expected.nbytes), as_bytes(expected))
+        # nothing waits on the host, and every copy is queued on the copy's stream
+        copies = [c for c in rec.calls() if "Memcpy" in c]
+        assert not any("Synchronize" in c for c in rec.calls())
+        assert all(c.endswith(", S1)") for c in copies)
+        assert len(copies) <= max(expected.size, 1)
+
+    @property_test(case=layouts, seed=seeds)
+    def test_device_copy_of_any_layout(self, rec: Recording, case: tuple[np.dtype[Any], Layout], seed: int) -> None:
+        dtype, layout = case
+        values, base = self.source(layout, dtype, seed)
+        out = self.backend.copy_on_device(self.view(base, dtype, layout), self.default_stream)
+        expected = self.expected(values, layout)
+        assert out.shape == expected.shape
+        assert np.array_equal(read(out.data, expected.nbytes), as_bytes(expected))
+
+    # -- copy_on_device: calls, streams, ownership ------------------------------------------------------------
+    def test_device_copy_calls(self, rec: Recording) -> None:
+        layout = LAYOUTS["transposed"]  # float32 (4, 3) with element strides (1, 4): 3 copies of 4 rows
+        values, base = self.source(layout)
+        row_values, row_base = self.source(LAYOUTS["offset"])
+        s = self.recording.user_stream()
+        rec.clear()
+        out = self.backend.copy_on_device(self.view(base, values.dtype, layout), s)
+        p = self.prefix
+        assert self.calls(rec) == [
+            f"{p}Malloc(48) -> D2 on device 0",
+            f"{p}Memcpy2DAsync(D2+0, 12, D0+0, 4, 4, 4, DeviceToDevice, S1)",
+            f"{p}Memcpy2DAsync(D2+4, 12, D0+16, 4, 4, 4, DeviceToDevice, S1)",
+            f"{p}Memcpy2DAsync(D2+8, 12, D0+32, 4, 4, 4, DeviceToDevice, S1)",
+        ]
+        rec.clear()
+        row_major = self.backend.copy_on_device(self.view(row_base, row_values.dtype, LAYOUTS["offset"]), s)
+        assert self.calls(rec) == [
+            f"{p}Malloc(40) -> D3 on device 0",
+            f"{p}MemcpyAsync(D3+0, D1+28, 40, DeviceToDevice, S1)",
+        ]
+        del out, row_major
+
+    def test_device_copy_on_every_stream_of_the_rule(self, rec: Recording) -> None:
+        values, base = self.source(LAYOUTS["row-major"])
+        for stream, name in self.stream_names.items():
+            rec.clear()
+            out = self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["row-major"]), stream)
+            assert out.stream == stream
+            assert self.calls(rec)[1].endswith(f"DeviceToDevice, {name})")
+        for stream in self.refused_streams:
+            with pytest.raises(BufferError, match=f"the copy's stream {stream} is not a"):
+                self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["row-major"]), stream)
+        for stream in (None, True, 1.0):
+            with pytest.raises(TypeError, match="the copy's stream must be an int"):
+                self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["row-major"]), stream)
+
+    def test_device_copy_waits_for_the_producer_stream(self, rec: Recording) -> None:
+        values, base = self.source(LAYOUTS["row-major"])
+        producer, consumer = self.recording.user_stream(), self.recording.user_stream()
+        rec.clear()
+        out = self.backend.copy_on_device(
+            self.view(base, values.dtype, LAYOUTS["row-major"], stream=producer), consumer
+        )
+        p = self.prefix
+        assert self.calls(rec) == [
+            f"{p}Malloc(48) -> D1 on device 0",
+            f"{p}EventCreateWithFlags(2) -> E1",
+            f"{p}EventRecord(E1, S1)",
+            f"{p}StreamWaitEvent(S2, E1, 0)",
+            f"{p}EventDestroy(E1)",
+            f"{p}MemcpyAsync(D1+0, D0+0, 48, DeviceToDevice, S2)",
+        ]
+        assert out.stream == consumer
+        rec.clear()
+        self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["row-major"], stream=consumer), consumer)
+        assert not any("Event" in c for c in rec.calls())  # the same stream: ordered already
+
+    def test_a_consumer_on_another_stream_waits_for_the_copy(self, rec: Recording) -> None:
+        values, base = self.source(LAYOUTS["transposed"])
+        copier, consumer = self.recording.user_stream(), self.recording.user_stream()
+        out = self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["transposed"]), copier)
+        rec.clear()
+        t = dlbind.from_dlpack(Exporter(out).__dlpack__(stream=consumer, max_version=(1, 3)))
+        assert any(c == f"{self.prefix}EventRecord(E1, S1)" for c in rec.calls())
+        assert any(c == f"{self.prefix}StreamWaitEvent(S2, E1, 0)" for c in rec.calls())
+        assert t.data_ptr == out.data and t.flags & Flags.IS_COPIED and not t.readonly
+
+    def test_device_copy_owns_its_memory_and_keeps_the_source(self, rec: Recording) -> None:
+        values, base = self.source(LAYOUTS["gapped"])
+        mem = self.view(base, values.dtype, LAYOUTS["gapped"], readonly=True)
+        del base
+        out = self.backend.copy_on_device(mem, self.default_stream)
+        assert isinstance(out.owner, DeviceCopy) and not out.readonly
+        del mem
+        gc.collect()
+        assert not any("Free" in c for c in rec.calls())  # the source lives as long as the copy
+        t = dlbind.from_dlpack(Exporter(out))
+        del out
+        gc.collect()
+        assert not any("Free" in c for c in rec.calls())  # the tensor holds the copy
+        del t
+        gc.collect()
+        frees = [c for c in rec.calls() if "Free" in c]
+        assert frees == [f"{self.prefix}Free(D1)", f"{self.prefix}Free(D0)"]  # the copy, then the source
+
+    def test_device_copy_of_pinned_memory_stays_pinned(self, rec: Recording) -> None:
+        memory, device_type, call = self.host_memory
+        values = np.arange(12, dtype=np.float32)
+        base = self.module.asarray(values, memory=memory)
+        rec.clear()
+        out = self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["transposed"]), self.default_stream)
+        assert out.device == (device_type, 0)
+        assert self.calls(rec)[0] == call and all(", Default, " in c for c in self.calls(rec)[1:])
+        assert np.array_equal(read(out.data, 48).view(np.float32), values.reshape(3, 4).T.reshape(-1))
+
+    def test_device_copy_of_sub_byte_types(self, rec: Recording) -> None:
+        raw = np.arange(16, dtype=np.uint8)
+        base = self.upload(raw)
+        fp4 = dlbind.dtypes.lookup("float4_e2m1fn")
+        packed = Memory(base.data_ptr, (6, 4), (4, 1), fp4, base.device, 2, False, base)  # 24 nibbles, 12 bytes
+        out = self.backend.copy_on_device(packed, self.default_stream)
+        assert out.flags == Flags.IS_COPIED and np.array_equal(read(out.data, 12), raw[2:14])
+        with pytest.raises(BufferError, match=r"a strided float4_e2m1fn tensor \(packed below a byte.*share bytes"):
+            self.backend.copy_on_device(packed._replace(shape=(4, 6), strides=(1, 4)), self.default_stream)
+        padded_flag = int(Flags.IS_SUBBYTE_TYPE_PADDED)
+        padded = Memory(base.data_ptr, (4, 3), (1, 4), fp4, base.device, 0, False, base, padded_flag)
+        out = self.backend.copy_on_device(padded, self.default_stream)  # one byte each: any strides
+        assert out.flags == Flags.IS_COPIED | Flags.IS_SUBBYTE_TYPE_PADDED
+        assert np.array_equal(read(out.data, 12), raw[:12].reshape(3, 4).T.reshape(-1))
+
+    def test_device_copy_of_nothing(self, rec: Recording) -> None:
+        values, base = self.source(LAYOUTS["empty"])
+        rec.clear()
+        out = self.backend.copy_on_device(self.view(base, values.dtype, LAYOUTS["empty"]), self.default_stream)
+        assert out.shape == (0, 3) and out.data == 0 and out.flags == Flags.IS_COPIED
+        assert self.calls(rec) == []
+
+    def test_device_copy_failures(self, rec: Recording) -> None:
+        values, base = self.source(LAYOUTS["transposed"])
+        mem = self.view(base, values.dtype, LAYOUTS["transposed"])
+        rec.fail(f"{self.prefix}Memcpy2DAsync", 1)
+        with pytest.raises(BufferError, match=rf"copying {self.name}:0 memory on the device failed: "
+                           rf"{self.prefix}Memcpy2DAsync failed"):  # fmt: skip
+            self.backend.copy_on_device(mem, self.default_stream)
+        gc.collect()
+        assert f"{self.prefix}Free(D1)" in rec.calls()  # the new allocation does not outlive the failure
+        rec.fail(f"{self.prefix}Malloc", 2)
+        with pytest.raises(MemoryError, match=f"{self.prefix}Malloc failed: out of memory"):
+            self.backend.copy_on_device(mem, self.default_stream)
+        rec.clear()
+        backwards = Memory(base.data_ptr, (MAX_COPIES + 1,), (-1,), mem.dtype, mem.device, 0, False, base)
+        with pytest.raises(BufferError, match=rf"shape \({MAX_COPIES + 1},\) with byte strides \(-4,\) .* more "
+                           rf"than {MAX_COPIES}: its elements run backwards in memory"):  # fmt: skip
+            self.backend.copy_on_device(backwards, self.default_stream)
+        assert self.calls(rec) == []  # refused before anything is allocated
 
     # -- copy_to_host: the pinned pool ------------------------------------------------------------------------
     def test_host_copy_through_the_pool(self, rec: Recording) -> None:

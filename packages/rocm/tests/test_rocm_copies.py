@@ -1,5 +1,5 @@
-"""dlbind-rocm's host copy through pinned memory (``copy_to_host``), on the recording HIP runtime: the shared
-tests of ``tests/gpu_backends/gpu_copies.py`` with HIP's names."""
+"""dlbind-rocm's device copy (``copy_on_device``) and host copy through pinned memory (``copy_to_host``), on
+the recording HIP runtime: the shared tests of ``tests/gpu_backends/gpu_copies.py`` with HIP's names."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ attached as owner, so the core's export engine, capsules and deleters serve them
 (:func:`as_dtype`, :func:`as_shape`, :func:`one_of`, :func:`host_source`, :func:`extent`,
 :func:`from_span`) are the argument rules and the host-copy steps of all of them (Vulkan and Metal
 included); :func:`copy_plan` decomposes a strided copy into the runtime's 2-D copies (pure, unit-tested);
-:class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of`` and ``copy_to_host`` (through
-pinned memory) over a :class:`dlbind._gpu_runtime.GpuRuntime` (CUDA, ROCm).
+:class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of``, ``copy_to_host`` (through pinned
+memory) and ``copy_on_device`` over a :class:`dlbind._gpu_runtime.GpuRuntime` (CUDA, ROCm).
 
 The core never imports this module: backends do.
 """
@@ -29,7 +29,7 @@ from dlbind.dtypes import DType, from_numpy, lookup
 from dlbind.export import CPU, Memory, byte_span, contiguous_strides, copy_host
 
 __all__ = [
-    "MAX_COPIES", "Copy2D", "GpuTensors", "as_dtype", "as_shape", "byte_layout", "copy_plan", "extent",
+    "MAX_COPIES", "Copy2D", "DeviceCopy", "GpuTensors", "as_dtype", "as_shape", "byte_layout", "copy_plan", "extent",
     "from_span", "host_source", "one_of", "row_major", "run_plan",
 ]  # fmt: skip
 
@@ -244,6 +244,21 @@ def _settle(rt: GpuRuntime, stream: int) -> None:
         rt.synchronize(stream)
 
 
+class DeviceCopy:
+    """The owner of a device copy: its allocation, and the source's owner, kept alive as long as the copy.
+
+    The copies were queued, not finished, when the copy was handed out: the source's memory must not be
+    freed or reused (by a caching allocator, on another stream) before they ran. Freeing the allocation
+    (``cudaFree``, ``hipFree``) waits for the device, so the source is let go after it (slots are cleared in
+    order).
+    """
+
+    __slots__ = ("allocation", "source")
+
+    def __init__(self, allocation: GpuAllocation, source: object) -> None:
+        self.allocation, self.source = allocation, source
+
+
 def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> Memory:
     """The host copy of device ``mem`` whose :func:`extent` (``low``, ``low + span``) was copied to
     ``address`` (kept alive by ``owner``): compact row-major host memory with ``IS_COPIED``."""
@@ -259,7 +274,7 @@ def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> 
 
 
 class GpuTensors:
-    """``empty``, ``asarray``, ``device_of`` and ``copy_to_host`` of one GPU runtime.
+    """``empty``, ``asarray``, ``device_of``, ``copy_to_host`` and ``copy_on_device`` of one GPU runtime.
 
     ``runtime`` loads the backend's runtime, ``allocation`` allocates its memory; ``device_types`` maps each
     kind of memory ``empty`` makes (``"device"``, ``"host"``, ...) to its DLPack device type;
@@ -343,6 +358,49 @@ class GpuTensors:
     HOST_PLAN_LIMIT = 64
     #: The narrowest rows a host copy moves with 2-D copies unless the span is much larger than the data.
     HOST_PLAN_ROW = 512
+
+    def memory_of(self, device_type: int, what: str) -> str:
+        """The kind of memory (``"device"``, ``"host"``, ...) of a device type this backend serves."""
+        for memory, dtype in self.device_types.items():
+            if dtype == device_type:
+                return memory
+        raise BufferError(f"{what}: device type {device_type} is not {self.name} memory")
+
+    def copy_on_device(self, mem: Memory, stream: int) -> Memory:
+        """A compact row-major copy of ``mem`` in a new allocation of the same kind on the same device,
+        queued on ``stream`` (a DLPack stream integer of the device's rule, checked by the backend), with no
+        host synchronisation.
+
+        Any strides (positive, zero, negative, gaps, transposed) and ``byte_offset``; sub-byte data packed
+        below a byte only when row-major. The copies are :func:`copy_plan`'s (``MemcpyAsync`` and
+        ``Memcpy2DAsync``; BufferError beyond :data:`MAX_COPIES`); when the data is ready on another stream
+        (``mem.stream``), ``stream`` first waits for it (an event). The result has ``IS_COPIED`` (and
+        ``IS_SUBBYTE_TYPE_PADDED`` when ``mem`` has it), is writable, has byte_offset 0 and ``stream`` set to
+        ``stream``: its consumers on other streams wait for the copy through ``Backend.wait``. Its owner
+        frees the allocation with it (never at interpreter exit) and keeps ``mem``'s owner alive as long.
+        """
+        rt = self.runtime()
+        rt.require()
+        where = f"{self.name}:{mem.device[1]}"
+        memory = self.memory_of(mem.device[0], f"copying {where} memory on the device")
+        shape, strides, item, nbytes = byte_layout(mem)
+        plan = copy_plan(shape, strides, item)
+        flags = Flags.IS_COPIED | (mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+        compact = contiguous_strides(mem.shape, saturate=not nbytes)
+        if not nbytes:
+            return Memory(0, mem.shape, compact, mem.dtype, mem.device, 0, False, None, flags, stream)
+        device_id = mem.device[1]
+        allocation = self.allocation(rt, nbytes, memory, device_id)
+        kind = rt.sym("MemcpyDeviceToDevice" if memory == "device" else "MemcpyDefault")
+        try:
+            if mem.stream is not None and mem.stream != stream:
+                rt.wait(mem.stream, stream, device_id, host=False)
+            with rt.on_device(device_id):
+                run_plan(rt, plan, allocation.address, mem.data + mem.byte_offset, kind, kind, stream)
+        except rt.error_type as exc:
+            raise BufferError(f"copying {where} memory on the device failed: {exc}") from exc
+        owner = DeviceCopy(allocation, mem.owner)
+        return Memory(allocation.address, mem.shape, compact, mem.dtype, mem.device, 0, False, owner, flags, stream)
 
     def copy_to_host(self, mem: Memory, stream: int | None = None) -> Memory:
         """A compact row-major host copy of device ``mem`` (kDLCPU, ``IS_COPIED``), ready when returned.

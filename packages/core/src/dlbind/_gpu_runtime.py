@@ -495,6 +495,12 @@ class GpuBackend:
             self.check_stream(stream, "the host copy's stream")
         return self.tensors.copy_to_host(memory, stream)
 
+    def copy_on_device(self, memory: Any, stream: int) -> Any:
+        """A compact row-major copy of ``memory`` in a new allocation on its device, queued on ``stream``
+        (a DLPack stream integer, never None here), with no host synchronisation. See
+        ``GpuTensors.copy_on_device``."""
+        return self.tensors.copy_on_device(memory, self.check_stream(stream, "the copy's stream"))
+
     def device_of(self, pointer: int) -> Device:
         return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
 

@@ -18,7 +18,7 @@ from dlbind.devices import Device
 from dlbind.export import Memory
 from dlbind_rocm._runtime import Allocation, runtime
 
-__all__ = ["asarray", "copy_to_host", "device_of", "empty"]
+__all__ = ["asarray", "copy_on_device", "copy_to_host", "device_of", "empty"]
 
 DEVICE_TYPES = {"device": DeviceType.kDLROCM, "host": DeviceType.kDLROCMHost}
 # what hipPointerGetAttributes says -> DLPack (managed memory is the GPU's: DLPack has no ROCm managed type)
@@ -68,3 +68,10 @@ def copy_to_host(mem: Memory, stream: int | None = None) -> Memory:
     """
     return _TENSORS.copy_to_host(mem, stream)
 
+
+def copy_on_device(mem: Memory, stream: int) -> Memory:
+    """The core's ``copy_on_device``: a compact row-major copy of ``mem`` in a new allocation on its device,
+    queued on ``stream`` (``hipMemcpyAsync``, ``hipMemcpy2DAsync``), not synchronised. See
+    :meth:`dlbind._device_tensors.GpuTensors.copy_on_device`.
+    """
+    return _TENSORS.copy_on_device(mem, stream)
