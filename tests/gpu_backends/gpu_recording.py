@@ -40,13 +40,23 @@ class Recording:
         self.lib.recording_log.restype = ctypes.c_char_p
         self.lib.recording_set.argtypes = [ctypes.c_char_p, ctypes.c_long]
         self.lib.recording_fail.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.lib.recording_fail_times.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        self.lib.recording_live.argtypes = [ctypes.c_char, ctypes.POINTER(ctypes.c_long)]
+        self.lib.recording_live.restype = ctypes.c_long
 
     def set(self, key: str, value: int) -> None:
         assert self.lib.recording_set(key.encode(), value) == 0, f"the recording runtime has no setting {key!r}"
 
-    def fail(self, call: str, code: int) -> None:
-        """The next call of ``call`` returns ``code``."""
-        self.lib.recording_fail(call.encode(), code)
+    def fail(self, call: str, code: int, times: int = 1) -> None:
+        """The next call of ``call`` (the next ``times`` calls) returns ``code``."""
+        self.lib.recording_fail_times(call.encode(), code, times)
+
+    def live(self, kind: str) -> tuple[int, int]:
+        """How many allocations of ``kind`` (``"D"``, ``"H"``, ``"M"``: the log's letters) are not freed yet,
+        and their bytes."""
+        nbytes = ctypes.c_long()
+        count = self.lib.recording_live(kind.encode(), ctypes.byref(nbytes))
+        return int(count), int(nbytes.value)
 
     def calls(self) -> list[str]:
         return (self.lib.recording_log() or b"").decode().splitlines()

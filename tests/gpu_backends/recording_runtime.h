@@ -9,10 +9,17 @@
      static const char *special_stream(const void *p): the name of the runtime's special stream handles
      (NULL for others), declared here.
 
-   The log, the controls (recording_log, recording_clear, recording_set, recording_fail), the allocation and
-   handle tables, and the runtime calls both runtimes have with the same signature are here; the error table
-   (`errors`) and the vendor's type names come from the including file. See recording_cudart.c for what the
-   fake is and is not. */
+   The log, the controls (recording_log, recording_clear, recording_set, recording_fail, recording_fail_times,
+   recording_live), the allocation and handle tables, and the runtime calls both runtimes have with the same
+   signature are here; the error table (`errors`, which must list the codes RT_INVALID_VALUE,
+   RT_INVALID_PITCH and RT_INVALID_DIRECTION below) and the vendor's type names come from the including file.
+   See recording_cudart.c for what the fake is and is not.
+
+   Copies check what the real runtime checks and what would corrupt the fake's own memory: a range that starts
+   in an allocation must end in it, and one that starts outside every allocation must not reach into one
+   (invalid value); a direction must match the memory (HostToDevice into device or managed memory from
+   anything but device memory, and so on: invalid memcpy direction); a 2-D copy's pitches must be at least
+   its width and, with more than one row, at most 2**31 - 1 (invalid pitch value). */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -41,7 +48,7 @@ static char log_text[1 << 16];
 static size_t log_len;
 static long cfg_devices = 1, cfg_runtime = RT_RUNTIME_VERSION, cfg_driver = RT_RUNTIME_VERSION, cfg_count_error = 0;
 static char fail_call[64];
-static int fail_code;
+static int fail_code, fail_left;
 static __thread int current_device;
 
 struct block { char *base; size_t size; int type; int device; char name[16]; };
@@ -67,10 +74,9 @@ static void record(const char *fmt, ...) {
 }
 
 static int injected(const char *call) { /* under lock */
-    if (fail_code && strcmp(call, fail_call) == 0) {
-        int code = fail_code;
-        fail_code = 0;
-        return code;
+    if (fail_left > 0 && strcmp(call, fail_call) == 0) {
+        fail_left--;
+        return fail_code;
     }
     return 0;
 }
@@ -93,11 +99,29 @@ int recording_set(const char *key, long value) {
     return 0;
 }
 
-void recording_fail(const char *call, int code) {
+void recording_fail_times(const char *call, int code, int times) {
     pthread_mutex_lock(&lock);
     snprintf(fail_call, sizeof fail_call, "%s", call);
     fail_code = code;
+    fail_left = code ? times : 0;
     pthread_mutex_unlock(&lock);
+}
+
+void recording_fail(const char *call, int code) { recording_fail_times(call, code, 1); }
+
+/* The allocations not freed yet whose log names start with `kind` ('D', 'H', 'M'): their number, and their
+   bytes through `bytes` (when not NULL). */
+long recording_live(char kind, long *bytes) {
+    long n = 0, total = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nblocks; i++)
+        if (blocks[i].base && blocks[i].name[0] == kind) {
+            n++;
+            total += (long)blocks[i].size;
+        }
+    pthread_mutex_unlock(&lock);
+    if (bytes) *bytes = total;
+    return n;
 }
 
 /* -- names ------------------------------------------------------------------------------------------------- */
@@ -202,21 +226,29 @@ RT(Error_t) RT(SetDevice)(int device) {
 
 /* -- memory ---------------------------------------------------------------------------------------------- */
 
-static RT(Error_t) allocate(const char *call, void **out, size_t size, int type, char prefix) {
+/* `flags`: the allocation's flags as the log shows them after the size (", 1"), or "". */
+static RT(Error_t) allocate_flags(const char *call, void **out, size_t size, int type, char prefix, const char *flags) {
     ENTER(call);
     if (!code_) {
-        struct block *b = &blocks[nblocks < 4096 ? nblocks++ : 4095];
+        int slot = 0;
+        while (slot < nblocks && blocks[slot].base) slot++; /* a freed slot, or the next one */
+        if (slot == nblocks && nblocks < 4096) nblocks++;
+        struct block *b = &blocks[slot < 4096 ? slot : 4095];
         b->base = malloc(size ? size : 1);
         b->size = size;
         b->type = type;
         b->device = current_device;
         snprintf(b->name, sizeof b->name, "%c%d", prefix, counters[type]++);
         *out = b->base;
-        record("%s(%zu) -> %s on device %d", call, size, b->name, current_device);
+        record("%s(%zu%s) -> %s on device %d", call, size, flags, b->name, current_device);
     } else {
-        record("%s(%zu) -> error %d", call, size, code_);
+        record("%s(%zu%s) -> error %d", call, size, flags, code_);
     }
     LEAVE();
+}
+
+static RT(Error_t) allocate(const char *call, void **out, size_t size, int type, char prefix) {
+    return allocate_flags(call, out, size, type, prefix, "");
 }
 
 RT(Error_t) RT(Malloc)(void **p, size_t size) { return allocate(RT_NAME(Malloc), p, size, TYPE_DEVICE, 'D'); }
@@ -241,14 +273,55 @@ static RT(Error_t) release(const char *call, void *p) {
 
 RT(Error_t) RT(Free)(void *p) { return release(RT_NAME(Free), p); }
 
+/* the largest pitch a 2-D copy takes (cudaDeviceProp::memPitch, hipDeviceProp_t::memPitch on today's GPUs) */
+#define RT_MAX_PITCH ((size_t)0x7fffffff)
+
 static const char *kinds[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice", "Default"};
+
+/* under lock: `rows` rows of `width` bytes, `pitch` apart from `p`, stay in the allocation `p` is in; a range
+   that starts outside every allocation (the caller's own memory) must not reach into one */
+static int in_bounds(const void *p, size_t width, size_t rows, size_t pitch) {
+    if (!rows || !width) return 1;
+    const char *c = p;
+    size_t length = (rows - 1) * pitch + width;
+    struct block *b = find_block(p);
+    if (b) return (size_t)(c - b->base) + length <= b->size;
+    for (int i = 0; i < nblocks; i++)
+        if (blocks[i].base && c < blocks[i].base && c + length > blocks[i].base) return 0;
+    return 1;
+}
+
+/* under lock: the copy's direction says where each side is, as the runtime checks it */
+static int direction_ok(const void *dst, const void *src, int kind) {
+    struct block *d = find_block(dst), *s = find_block(src);
+    int d_dev = d && d->type != TYPE_HOST, s_dev = s && s->type != TYPE_HOST; /* device or managed */
+    int d_host = !d || d->type != TYPE_DEVICE, s_host = !s || s->type != TYPE_DEVICE; /* host, pinned, managed */
+    switch (kind) {
+    case 0: return d_host && s_host;
+    case 1: return d_dev && s_host;
+    case 2: return d_host && s_dev;
+    case 3: return d_dev && s_dev;
+    case 4: return 1;
+    default: return 0;
+    }
+}
+
+static int copy_checked(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows,
+                        int kind) { /* under lock: the error code, or 0 after copying */
+    if (dpitch < width || spitch < width) return RT_INVALID_PITCH;
+    if (rows > 1 && (dpitch > RT_MAX_PITCH || spitch > RT_MAX_PITCH)) return RT_INVALID_PITCH;
+    if (!direction_ok(dst, src, kind)) return RT_INVALID_DIRECTION;
+    if (!in_bounds(dst, width, rows, dpitch) || !in_bounds(src, width, rows, spitch)) return RT_INVALID_VALUE;
+    for (size_t r = 0; r < rows; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return 0;
+}
 
 RT(Error_t) RT(Memcpy)(void *dst, const void *src, size_t n, int kind) {
     ENTER(RT_NAME(Memcpy));
     char a[48], b[48];
     record(RT_NAME(Memcpy) "(%s, %s, %zu, %s)", pointer_name(dst, a, sizeof a), pointer_name(src, b, sizeof b), n,
            kind >= 0 && kind <= 4 ? kinds[kind] : "?");
-    if (!code_) memmove(dst, src, n);
+    if (!code_) code_ = copy_checked(dst, n, src, n, n, 1, kind);
     LEAVE();
 }
 
@@ -257,7 +330,18 @@ RT(Error_t) RT(MemcpyAsync)(void *dst, const void *src, size_t n, int kind, RT(S
     char a[48], b[48], c[32];
     record(RT_NAME(MemcpyAsync) "(%s, %s, %zu, %s, %s)", pointer_name(dst, a, sizeof a),
            pointer_name(src, b, sizeof b), n, kind >= 0 && kind <= 4 ? kinds[kind] : "?", handle_name(s, c, sizeof c));
-    if (!code_) memmove(dst, src, n);
+    if (!code_) code_ = copy_checked(dst, n, src, n, n, 1, kind);
+    LEAVE();
+}
+
+RT(Error_t) RT(Memcpy2DAsync)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              int kind, RT(Stream_t) s) {
+    ENTER(RT_NAME(Memcpy2DAsync));
+    char a[48], b[48], c[32];
+    record(RT_NAME(Memcpy2DAsync) "(%s, %zu, %s, %zu, %zu, %zu, %s, %s)", pointer_name(dst, a, sizeof a), dpitch,
+           pointer_name(src, b, sizeof b), spitch, width, height, kind >= 0 && kind <= 4 ? kinds[kind] : "?",
+           handle_name(s, c, sizeof c));
+    if (!code_) code_ = copy_checked(dst, dpitch, src, spitch, width, height, kind);
     LEAVE();
 }
 
@@ -322,6 +406,13 @@ RT(Error_t) RT(EventRecord)(RT(Event_t) e, RT(Stream_t) s) {
     ENTER(RT_NAME(EventRecord));
     char c[32], d[32];
     record(RT_NAME(EventRecord) "(%s, %s)", handle_name(e, c, sizeof c), handle_name(s, d, sizeof d));
+    LEAVE();
+}
+
+RT(Error_t) RT(EventSynchronize)(RT(Event_t) e) {
+    ENTER(RT_NAME(EventSynchronize));
+    char c[32];
+    record(RT_NAME(EventSynchronize) "(%s)", handle_name(e, c, sizeof c));
     LEAVE();
 }
 

@@ -26,6 +26,7 @@ class Missing:
         return Probe(False, "runtime library not found: tried libamdhip64.so.6 (set DLBIND_ROCM_LIBRARY to its path)")
     def wait(self, producer_stream, consumer_stream, device): raise AssertionError
     def copy_to_host(self, memory): raise AssertionError
+    def copy_on_device(self, memory, stream): raise AssertionError
     def device_of(self, pointer): raise AssertionError
     def empty(self, shape, dtype, *, device_id=0): raise AssertionError
     def asarray(self, host_array, *, device_id=0): raise AssertionError

@@ -4,16 +4,19 @@
    call (but the error-string look-ups) as one line of text: the tests load it through DLBIND_CUDA_LIBRARY
    and check which calls dlbind made, in which order, with which streams, events and devices. It is not a
    GPU: "device" memory is host memory from malloc, kept in a table so that cudaPointerGetAttributes can
-   answer, and copies are memmove. Nothing it returns is a hardware result; the tests never treat it so.
+   answer, and copies (cudaMemcpy, cudaMemcpyAsync, cudaMemcpy2DAsync) are memmove, checked as the runtime
+   checks them (recording_runtime.h). Work is never queued: an "async" call has finished when it returns.
+   Nothing it returns is a hardware result; the tests never treat it so.
 
-   Names in the log: allocations D<n> (cudaMalloc), H<n> (cudaMallocHost), M<n> (cudaMallocManaged), with
-   +offset for interior pointers; streams legacy (1), per-thread (2), S<n> (cudaStreamCreateWithFlags) or
-   their hex value; events E<n>; other pointers "host".
+   Names in the log: allocations D<n> (cudaMalloc), H<n> (cudaMallocHost, cudaHostAlloc), M<n>
+   (cudaMallocManaged), with +offset for interior pointers; streams legacy (1), per-thread (2), S<n>
+   (cudaStreamCreateWithFlags) or their hex value; events E<n>; other pointers "host".
 
    Control (for the tests, through ctypes): recording_log() returns the log, recording_clear() empties it,
    recording_set(key, value) sets "devices", "runtime_version", "driver_version" or "device_count_error"
    (what cudaGetDeviceCount returns), recording_fail(call, code) makes the next call of `call` return
-   `code`.
+   `code` (recording_fail_times(call, code, n): the next n calls), recording_live(kind,
+   &bytes) counts the allocations of a kind ('D', 'H', 'M') not freed yet, and their bytes.
 
    The log, the controls and the calls HIP has too are in tests/gpu_backends/recording_runtime.h, shared
    with recording_amdhip64.c; this file gives the CUDA names and what only CUDA has.
@@ -24,11 +27,16 @@
 #define RT_PREFIX cuda
 #define RT_RUNTIME_VERSION 13000
 #define RT_UNKNOWN_ERROR "cudaErrorUnknown"
+#define RT_INVALID_VALUE 1
+#define RT_INVALID_PITCH 12
+#define RT_INVALID_DIRECTION 21
 
 static const struct { int code; const char *name, *text; } errors[] = {
     {0, "cudaSuccess", "no error"},
     {1, "cudaErrorInvalidValue", "invalid argument"},
     {2, "cudaErrorMemoryAllocation", "out of memory"},
+    {12, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
+    {21, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
     {35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
     {100, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {101, "cudaErrorInvalidDevice", "invalid device ordinal"},
@@ -53,6 +61,12 @@ struct cudaPointerAttributes { /* CUDA 13's layout (12's is its prefix) */
 };
 
 cudaError_t cudaMallocHost(void **p, size_t size) { return allocate("cudaMallocHost", p, size, TYPE_HOST, 'H'); }
+
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags) {
+    char shown[16];
+    snprintf(shown, sizeof shown, ", %u", flags);
+    return allocate_flags("cudaHostAlloc", p, size, TYPE_HOST, 'H', shown);
+}
 cudaError_t cudaFreeHost(void *p) { return release("cudaFreeHost", p); }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrs, const void *p) {

@@ -1,5 +1,6 @@
-"""dlbind-cuda on a real GPU: allocation, host copies, exchange with torch and CuPy both ways, and stream
-ordering checked with real work on two streams.
+"""dlbind-cuda on a real GPU: allocation, host copies, exchange with torch and CuPy both ways, stream
+ordering checked with real work on two streams, and the device and pinned host copies
+(``tests/gpu_backends/gpu_hardware_copies.py``).
 
 Every test here is marked ``cuda_gpu``: without a GPU and its driver they are skipped with the reason the
 CUDA runtime gives (conftest.py). torch and CuPy are used where installed with CUDA support.
@@ -17,7 +18,11 @@ import pytest
 import dlbind
 import dlbind_cuda
 from dlbind import DeviceType, Flags
+from dlbind.export import Memory
+from dlbind.producer import Exporter
+from dlbind_cuda._backend import backend
 from dlbind_cuda._runtime import ffi, runtime
+from gpu_hardware_copies import HardwareCopyTests
 
 pytestmark = pytest.mark.cuda_gpu
 CUDA = (DeviceType.kDLCUDA, 0)
@@ -196,3 +201,28 @@ def test_torch_stream_to_dlbind_consumer_stream(streams: tuple[int, int]) -> Non
     rt = runtime()
     rt.check(rt.lib.cudaStreamSynchronize(ffi.cast("cudaStream_t", consumer)), "cudaStreamSynchronize")
     assert (host(t) == 8).all()
+
+
+# -- the device copy and the pinned host copy ------------------------------------------------------------------
+
+
+class TestCudaCopies(HardwareCopyTests):
+    module = dlbind_cuda
+    backend = backend
+    runtime = staticmethod(runtime)
+    default_stream = 1
+    memories = ("host", "managed")
+
+
+def test_a_device_copy_of_a_torch_view_is_a_torch_tensor() -> None:
+    """jax -> torch style: a transposed torch view copied on the device by dlbind-cuda, on torch's stream,
+    and handed to torch: torch's values, compact, not aliasing the source."""
+    torch = torch_cuda()
+    x = torch.arange(12.0, device="cuda").reshape(3, 4).t()
+    t = dlbind.from_dlpack(x)
+    mem = Memory(t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.byte_offset, t.readonly, t)
+    stream = torch.cuda.current_stream().cuda_stream or 1  # the default stream is the legacy one: 1
+    out = backend.copy_on_device(mem, stream)
+    y = torch.from_dlpack(Exporter(out))
+    assert y.is_cuda and y.is_contiguous() and y.data_ptr() != x.data_ptr()
+    assert torch.equal(y, x.contiguous())

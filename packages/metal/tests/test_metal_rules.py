@@ -168,3 +168,11 @@ def test_device_id_and_storage_rules_need_no_metal(fake: Any) -> None:
     with pytest.raises(BufferError, match="nil MTLBuffer"):
         dlbind_metal.device_of(0)
     assert fake.calls() == []  # nothing reached Metal
+
+
+def test_no_device_copy_yet() -> None:
+    t = metal_tensor()
+    mem = dlbind.export.Memory(t.data_ptr, t.shape, t.strides, t.dtype, t.device, 0, False, t)
+    with pytest.raises(BufferError, match="dlbind-metal has no device copy yet: kDLMetal memory is copied to the "
+                       "host only"):  # fmt: skip
+        backend.copy_on_device(mem, 0)

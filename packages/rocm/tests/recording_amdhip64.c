@@ -4,7 +4,9 @@
    call (but the error-string look-ups) as one line of text: the tests load it through DLBIND_ROCM_LIBRARY
    and check which calls dlbind made, in which order, with which streams, events and devices. It is not a
    GPU: "device" memory is host memory from malloc, kept in a table so that hipPointerGetAttributes can
-   answer, and copies are memmove. Nothing it returns is a hardware result; the tests never treat it so.
+   answer, and copies (hipMemcpy, hipMemcpyAsync, hipMemcpy2DAsync) are memmove, checked as the runtime
+   checks them (recording_runtime.h). Work is never queued: an "async" call has finished when it returns.
+   Nothing it returns is a hardware result; the tests never treat it so.
 
    hipPointerGetAttributes answers as the configured runtime version's HIP would: HIP 5 numbers
    hipMemoryType Host 0, Device 1 and refuses unknown pointers with hipErrorInvalidValue; HIP 6 numbers
@@ -17,7 +19,8 @@
    Control (for the tests, through ctypes): recording_log() returns the log, recording_clear() empties it,
    recording_set(key, value) sets "devices", "runtime_version", "driver_version" or "device_count_error"
    (what hipGetDeviceCount returns), recording_fail(call, code) makes the next call of `call` return
-   `code`.
+   `code` (recording_fail_times(call, code, n): the next n calls), recording_live(kind,
+   &bytes) counts the allocations of a kind ('D', 'H', 'M') not freed yet, and their bytes.
 
    The log, the controls and the calls CUDA has too are in tests/gpu_backends/recording_runtime.h, shared
    with recording_cudart.c; this file gives the HIP names and what only HIP has.
@@ -28,11 +31,16 @@
 #define RT_PREFIX hip
 #define RT_RUNTIME_VERSION 50221153
 #define RT_UNKNOWN_ERROR "hipErrorUnknown"
+#define RT_INVALID_VALUE 1
+#define RT_INVALID_PITCH 12
+#define RT_INVALID_DIRECTION 21
 
 static const struct { int code; const char *name, *text; } errors[] = {
     {0, "hipSuccess", "no error"},
     {1, "hipErrorInvalidValue", "invalid argument"},
     {2, "hipErrorOutOfMemory", "out of memory"},
+    {12, "hipErrorInvalidPitchValue", "hipErrorInvalidPitchValue"},
+    {21, "hipErrorInvalidMemcpyDirection", "hipErrorInvalidMemcpyDirection"},
     {35, "hipErrorInsufficientDriver", "hipErrorInsufficientDriver"},
     {100, "hipErrorNoDevice", "hipErrorNoDevice"},
     {101, "hipErrorInvalidDevice", "invalid device ordinal"},
@@ -54,8 +62,9 @@ typedef struct { /* HIP 5's layout (HIP 6 renames memoryType to type) */
 } hipPointerAttribute_t;
 
 hipError_t hipHostMalloc(void **p, size_t size, unsigned int flags) {
-    (void)flags;
-    return allocate("hipHostMalloc", p, size, TYPE_HOST, 'H');
+    char shown[16];
+    snprintf(shown, sizeof shown, ", %u", flags);
+    return allocate_flags("hipHostMalloc", p, size, TYPE_HOST, 'H', shown);
 }
 
 hipError_t hipHostFree(void *p) { return release("hipHostFree", p); }

@@ -1,5 +1,6 @@
-"""dlbind-rocm on a real AMD GPU: allocation, host copies, exchange with torch (ROCm build) both ways, and
-stream ordering checked with real work on two streams.
+"""dlbind-rocm on a real AMD GPU: allocation, host copies, exchange with torch (ROCm build) both ways,
+stream ordering checked with real work on two streams, and the device and pinned host copies
+(``tests/gpu_backends/gpu_hardware_copies.py``).
 
 Every test here is marked ``rocm_gpu``: without a GPU they are skipped with the reason the HIP runtime
 gives (conftest.py).
@@ -16,7 +17,9 @@ import pytest
 import dlbind
 import dlbind_rocm
 from dlbind import DeviceType, Flags
+from dlbind_rocm._backend import backend
 from dlbind_rocm._runtime import ffi, runtime
+from gpu_hardware_copies import HardwareCopyTests
 
 pytestmark = pytest.mark.rocm_gpu
 ROCM = (DeviceType.kDLROCM, 0)
@@ -112,3 +115,14 @@ def test_the_consumer_stream_waits_for_the_producer_stream(streams: tuple[int, i
     )  # fmt: skip
     rt.check(lib.hipStreamSynchronize(c), "hipStreamSynchronize")
     assert (np.from_dlpack(out) == 7).all()
+
+
+# -- the device copy and the pinned host copy ------------------------------------------------------------------
+
+
+class TestRocmCopies(HardwareCopyTests):
+    module = dlbind_rocm
+    backend = backend
+    runtime = staticmethod(runtime)
+    default_stream = 0
+    memories = ("host",)

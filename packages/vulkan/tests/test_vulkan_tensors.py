@@ -198,3 +198,11 @@ def test_backend_object_serves_the_protocol() -> None:
     assert backend.device_of(t.data_ptr) == VULKAN
     with pytest.raises(BufferError, match="no DLPack streams"):
         backend.wait(1, None, VULKAN)
+
+
+def test_no_device_copy_yet() -> None:
+    t = dlbind_vulkan.asarray(np.arange(4.0))
+    mem = dlbind.export.Memory(t.data_ptr, t.shape, t.strides, t.dtype, t.device, 0, False, t)
+    with pytest.raises(BufferError, match="dlbind-vulkan has no device copy yet: kDLVulkan memory is copied to the "
+                       "host only"):  # fmt: skip
+        backend.copy_on_device(mem, 0)

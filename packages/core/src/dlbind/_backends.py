@@ -54,7 +54,13 @@ class Backend(Protocol):
       on the producer's (an event recorded on one, waited on by the other); the core has validated both
       values by the device's stream rule and never calls it for ``-1``;
     * ``copy_to_host(memory)``: a compact row-major host copy of device :class:`dlbind.export.Memory`, as
-      host ``Memory`` with ``Flags.IS_COPIED`` (``__dlpack__(dl_device=(kDLCPU, 0), copy=True)``);
+      host ``Memory`` with ``Flags.IS_COPIED`` (``__dlpack__(dl_device=(kDLCPU, 0), copy=True)``), ready
+      when returned; GPU backends also take ``stream=``, the stream the data is ready on;
+    * ``copy_on_device(memory, stream)``: a compact row-major copy of ``memory`` in new memory on the same
+      device, ``Flags.IS_COPIED``, writable, byte_offset 0, queued on ``stream`` (an int of the device's
+      stream rule, never None or -1) without host synchronisation, returned with ``stream=stream`` so that
+      consumers on other streams wait for it; its owner frees the new memory. A backend without device
+      copies raises ``BufferError`` saying so;
     * ``device_of(pointer)``: the ``(device_type, device_id)`` that owns a data pointer of the backend;
     * ``empty(shape, dtype, *, device_id=0)`` and ``asarray(host_array, *, device_id=0)``: a
       :class:`dlbind.Tensor` on the device that owns new memory.
@@ -71,6 +77,8 @@ class Backend(Protocol):
     def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None: ...
 
     def copy_to_host(self, memory: Any) -> Any: ...
+
+    def copy_on_device(self, memory: Any, stream: int) -> Any: ...
 
     def device_of(self, pointer: int) -> Device: ...
 

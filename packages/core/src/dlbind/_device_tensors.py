@@ -4,27 +4,34 @@ Every backend makes its tensors through the core's producer (``dlbind.from_point
 attached as owner, so the core's export engine, capsules and deleters serve them unchanged. The helpers
 (:func:`as_dtype`, :func:`as_shape`, :func:`one_of`, :func:`host_source`, :func:`extent`,
 :func:`from_span`) are the argument rules and the host-copy steps of all of them (Vulkan and Metal
-included); :class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of`` and ``copy_to_host``
-over a :class:`dlbind._gpu_runtime.GpuRuntime` (CUDA, ROCm).
+included); :func:`copy_plan` decomposes a strided copy into the runtime's 2-D copies (pure, unit-tested);
+:class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of``, ``copy_to_host`` (through pinned
+memory) and ``copy_on_device`` over a :class:`dlbind._gpu_runtime.GpuRuntime` (CUDA, ROCm).
 
 The core never imports this module: backends do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import itertools
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import dlbind
 from dlbind._generated.enums import DeviceType, Flags
-from dlbind._gpu_runtime import GpuAllocation, GpuRuntime
+from dlbind._gpu_runtime import GpuAllocation, GpuRuntime, PinnedBlock
 from dlbind.devices import HOST_ACCESSIBLE, Device
 from dlbind.dtypes import DType, from_numpy, lookup
 from dlbind.export import CPU, Memory, byte_span, contiguous_strides, copy_host
 
-__all__ = ["GpuTensors", "as_dtype", "as_shape", "extent", "from_span", "host_source", "one_of"]
+__all__ = [
+    "MAX_COPIES", "Copy2D", "DeviceCopy", "GpuTensors", "as_dtype", "as_shape", "byte_layout", "copy_plan", "extent",
+    "from_span", "host_source", "one_of", "row_major", "run_plan",
+]  # fmt: skip
 
 
 def as_dtype(dtype: Any) -> DType:
@@ -79,6 +86,179 @@ def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple
     return byte_span(shape, tuple(s * item for s in strides), item)
 
 
+def row_major(shape: tuple[int, ...], strides: tuple[int, ...], item: int = 1) -> bool:
+    """Compact row-major, with strides in elements (or in bytes of ``item``-byte elements; dimensions of one
+    may have any stride)."""
+    expected = item
+    for d, s in zip(reversed(shape), reversed(strides), strict=True):
+        if d != 1 and s != expected:
+            return False
+        expected *= d
+    return True
+
+
+def byte_layout(mem: Memory) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+    """``(shape, byte strides, item, nbytes)`` of what a copy of ``mem`` moves: its own layout in bytes
+    (dimensions of one at stride 0), or, for sub-byte data packed below a byte, one run of ``nbytes`` bytes
+    (BufferError when such data is strided: its elements share bytes)."""
+    dt, padded = mem.dtype, bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+    nbytes = dt.nbytes(mem.size, padded=padded)
+    if dt.bits * dt.lanes % 8 and not padded:
+        if mem.size and not row_major(mem.shape, mem.strides):
+            raise BufferError(
+                f"a strided {dt.name} tensor (packed below a byte, shape {mem.shape}, strides {mem.strides}) "
+                "cannot be copied: its elements share bytes"
+            )
+        return (nbytes,), (1,), 1, nbytes
+    item = dt.itemsize
+    strides = tuple(s * item if d != 1 else 0 for d, s in zip(mem.shape, mem.strides, strict=True))
+    return mem.shape, strides, item, nbytes
+
+
+class Copy2D(NamedTuple):
+    """One copy of a :func:`copy_plan` (``Memcpy2DAsync``; ``MemcpyAsync`` when ``height`` is 1): ``height``
+    rows of ``width`` bytes, row ``r`` read at byte ``src + r * spitch`` and written at byte
+    ``dst + r * dpitch`` of the compact destination. ``src`` counts from the source's first element (it may be
+    negative: negative strides), or, when ``within``, from the destination's start: a copy that repeats what
+    earlier copies of the plan wrote (a broadcast dimension, stride 0), so it must run after them."""
+
+    src: int
+    dst: int
+    width: int
+    height: int
+    spitch: int
+    dpitch: int
+    within: bool = False
+
+
+#: The most runtime calls one device copy may take (:func:`copy_plan`): beyond it, a layout is refused.
+MAX_COPIES = 65536
+#: The largest pitch a 2-D copy is given: CUDA's ``cudaDeviceProp::memPitch`` and HIP's on the GPUs of
+#: today (2**31 - 1). A dimension with a larger stride is looped over instead.
+MAX_PITCH = (1 << 31) - 1
+
+
+def _rows(dims: list[tuple[int, int, int]], width: int, max_pitch: int) -> int | None:
+    """The dimension a 2-D copy takes as its rows: the most elements among those whose source and
+    destination strides are at least ``width`` and at most ``max_pitch`` (innermost on a tie), or None."""
+    fits = [i for i, (_, s, ds) in enumerate(dims) if width <= s <= max_pitch and ds <= max_pitch]
+    return max(reversed(fits), key=lambda i: dims[i][0], default=None)
+
+
+def _offsets(loops: list[tuple[int, int, int]]) -> Iterator[tuple[int, int]]:
+    """(source, destination) byte offsets of every index of the dimensions a plan loops over."""
+    for index in itertools.product(*(range(n) for n, _, _ in loops)):
+        yield (sum(i * s for i, (_, s, _) in zip(index, loops, strict=True)),
+               sum(i * ds for i, (_, _, ds) in zip(index, loops, strict=True)))  # fmt: skip
+
+
+def copy_plan(
+    shape: tuple[int, ...],
+    byte_strides: tuple[int, ...],
+    item: int,
+    *,
+    limit: int = MAX_COPIES,
+    max_pitch: int = MAX_PITCH,
+) -> list[Copy2D]:
+    """The 2-D copies that write the elements of a strided tensor to compact row-major memory, in order.
+
+    ``byte_strides`` may be positive, zero or negative, leave gaps, overlap or be transposed; ``item`` is the
+    element's size in bytes. Dimensions of one are dropped and neighbours that address memory as one
+    dimension would are merged. The elements at index 0 of every broadcast dimension (stride 0) are copied
+    first: the contiguous innermost run (one element when the innermost stride is not the item size:
+    negative, gapped, or a broadcast inside it) is each copy's ``width``; the dimension with the most
+    elements whose stride is positive, at least the width and at most ``max_pitch`` is its rows; the copies
+    loop over the rest, any sign. Then each broadcast dimension, innermost first, is filled by doubling
+    what is written (``within`` copies: 1, 2, 4, ... slices), so a broadcast of ``n`` takes about
+    ``log2(n)`` copies, not ``n``. BufferError when that takes more than ``limit`` copies, naming the layout
+    and why. An empty tensor needs none.
+    """
+    if not math.prod(shape):
+        return []
+    # (elements, source stride, destination stride) of each dimension that moves, outermost first
+    dims: list[tuple[int, int, int]] = []
+    dst_stride = item
+    for d, s in zip(reversed(shape), reversed(byte_strides), strict=True):
+        if d != 1:
+            if dims and s == dims[0][1] * dims[0][0]:  # addresses continue the inner one's: one dimension
+                n, inner_s, inner_ds = dims[0]
+                dims[0] = (n * d, inner_s, inner_ds)
+            else:
+                dims.insert(0, (d, s, dst_stride))
+        dst_stride *= d
+    # the first copies: every dimension but the broadcast ones (their index 0)
+    moving = [dim for dim in dims if dim[1]]
+    width = item
+    if moving and moving[-1][1] == item and moving[-1][2] == item:  # a contiguous run
+        width = moving.pop()[0] * item
+    h = _rows(moving, width, max_pitch)
+    height, spitch, dpitch = (moving[h][0], moving[h][1], moving[h][2]) if h is not None else (1, width, width)
+    loops = [dim for i, dim in enumerate(moving) if i != h]
+    count = math.prod(n for n, _, _ in loops)
+    # then each broadcast dimension, innermost first: doubling copies over the dimensions outside it
+    repeats = []
+    for at in reversed(range(len(dims))):
+        n, s, ds = dims[at]
+        if s:
+            continue
+        # the dimensions outside it (outer broadcasts are still at index 0), read and written in the destination
+        outer = [(m, dst, dst) for m, src, dst in dims[:at] if src]
+        r = _rows(outer, 0, max_pitch)
+        rows = (outer[r][0], outer[r][2]) if r is not None else (1, n * ds)
+        rest = [dim for i, dim in enumerate(outer) if i != r]
+        repeats.append((n, ds, rows, rest))
+        count += (n - 1).bit_length() * math.prod(m for m, _, _ in rest)
+    if count > limit:
+        why = ("run backwards" if any(s < 0 for _, s, _ in loops) else "are scattered") if loops else "repeat"
+        raise BufferError(
+            f"a device copy of shape {shape} with byte strides {byte_strides} ({item}-byte items) takes {count} "
+            f"copies, more than {limit}: its elements {why} in memory; copy it to the host, or with the array "
+            "library's own copy"
+        )
+    plan = [Copy2D(src, dst, width, height, spitch, dpitch) for src, dst in _offsets(loops)]
+    for n, ds, (height, pitch), rest in repeats:
+        done = 1
+        while done < n:
+            more = min(done, n - done)
+            copies = (Copy2D(off, off + done * ds, more * ds, height, pitch, pitch, True) for off, _ in _offsets(rest))
+            plan.extend(copies)
+            done += more
+    return plan
+
+
+def run_plan(rt: GpuRuntime, plan: Sequence[Copy2D], dst: int, src: int, kind: Any, within: Any, stream: int) -> None:
+    """Queue ``plan`` on ``stream`` (on the current device): from the address ``src`` of the source's first
+    element to ``dst`` with the copy kind ``kind``, and ``within`` the destination with the kind ``within``."""
+    for c in plan:
+        base, k = (dst, within) if c.within else (src, kind)
+        if c.height == 1:
+            rt.memcpy_async(dst + c.dst, base + c.src, c.width, k, stream)
+        else:
+            rt.memcpy_2d_async(dst + c.dst, c.dpitch, base + c.src, c.spitch, c.width, c.height, k, stream)
+
+
+def _settle(rt: GpuRuntime, stream: int) -> None:
+    """After a failed copy: let what was queued on ``stream`` land before its pinned blocks go back to the pool
+    (errors are the failure's own, already being raised)."""
+    with contextlib.suppress(rt.error_type):
+        rt.synchronize(stream)
+
+
+class DeviceCopy:
+    """The owner of a device copy: its allocation, and the source's owner, kept alive as long as the copy.
+
+    The copies were queued, not finished, when the copy was handed out: the source's memory must not be
+    freed or reused (by a caching allocator, on another stream) before they ran. Freeing the allocation
+    (``cudaFree``, ``hipFree``) waits for the device, so the source is let go after it (slots are cleared in
+    order).
+    """
+
+    __slots__ = ("allocation", "source")
+
+    def __init__(self, allocation: GpuAllocation, source: object) -> None:
+        self.allocation, self.source = allocation, source
+
+
 def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> Memory:
     """The host copy of device ``mem`` whose :func:`extent` (``low``, ``low + span``) was copied to
     ``address`` (kept alive by ``owner``): compact row-major host memory with ``IS_COPIED``."""
@@ -94,7 +274,7 @@ def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> 
 
 
 class GpuTensors:
-    """``empty``, ``asarray``, ``device_of`` and ``copy_to_host`` of one GPU runtime.
+    """``empty``, ``asarray``, ``device_of``, ``copy_to_host`` and ``copy_on_device`` of one GPU runtime.
 
     ``runtime`` loads the backend's runtime, ``allocation`` allocates its memory; ``device_types`` maps each
     kind of memory ``empty`` makes (``"device"``, ``"host"``, ...) to its DLPack device type;
@@ -168,17 +348,196 @@ class GpuTensors:
             )
         return kinds[kind], device
 
-    def copy_to_host(self, mem: Memory) -> Memory:
+    # -- copies ------------------------------------------------------------------------------------------------
+    #: Host copies smaller than this land in pageable memory (copied out of a pinned block, which goes back to
+    #: the pool at once); larger ones are returned in the pinned block itself.
+    HOLD_MIN = 1 << 20
+    #: The chunk of the double-buffered staging (when no pinned block can hold the whole copy).
+    STAGE_CHUNK = 8 << 20
+    #: The most 2-D copies a host copy of a strided layout takes before it copies the span instead.
+    HOST_PLAN_LIMIT = 64
+    #: The narrowest rows a host copy moves with 2-D copies unless the span is much larger than the data.
+    HOST_PLAN_ROW = 512
+
+    def memory_of(self, device_type: int, what: str) -> str:
+        """The kind of memory (``"device"``, ``"host"``, ...) of a device type this backend serves."""
+        for memory, dtype in self.device_types.items():
+            if dtype == device_type:
+                return memory
+        raise BufferError(f"{what}: device type {device_type} is not {self.name} memory")
+
+    def copy_on_device(self, mem: Memory, stream: int) -> Memory:
+        """A compact row-major copy of ``mem`` in a new allocation of the same kind on the same device,
+        queued on ``stream`` (a DLPack stream integer of the device's rule, checked by the backend), with no
+        host synchronisation.
+
+        Any strides (positive, zero, negative, gaps, transposed) and ``byte_offset``; sub-byte data packed
+        below a byte only when row-major. The copies are :func:`copy_plan`'s (``MemcpyAsync`` and
+        ``Memcpy2DAsync``; BufferError beyond :data:`MAX_COPIES`); when the data is ready on another stream
+        (``mem.stream``), ``stream`` first waits for it (an event). The result has ``IS_COPIED`` (and
+        ``IS_SUBBYTE_TYPE_PADDED`` when ``mem`` has it), is writable, has byte_offset 0 and ``stream`` set to
+        ``stream``: its consumers on other streams wait for the copy through ``Backend.wait``. Its owner
+        frees the allocation with it (never at interpreter exit) and keeps ``mem``'s owner alive as long.
+        """
         rt = self.runtime()
         rt.require()
-        low, high = extent(mem.shape, mem.strides, mem.dtype)
+        where = f"{self.name}:{mem.device[1]}"
+        memory = self.memory_of(mem.device[0], f"copying {where} memory on the device")
+        shape, strides, item, nbytes = byte_layout(mem)
+        plan = copy_plan(shape, strides, item)
+        flags = Flags.IS_COPIED | (mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+        compact = contiguous_strides(mem.shape, saturate=not nbytes)
+        if not nbytes:
+            return Memory(0, mem.shape, compact, mem.dtype, mem.device, 0, False, None, flags, stream)
+        device_id = mem.device[1]
+        allocation = self.allocation(rt, nbytes, memory, device_id)
+        kind = rt.sym("MemcpyDeviceToDevice" if memory == "device" else "MemcpyDefault")
+        try:
+            if mem.stream is not None and mem.stream != stream:
+                rt.wait(mem.stream, stream, device_id, host=False)
+            with rt.on_device(device_id):
+                run_plan(rt, plan, allocation.address, mem.data + mem.byte_offset, kind, kind, stream)
+        except rt.error_type as exc:
+            raise BufferError(f"copying {where} memory on the device failed: {exc}") from exc
+        owner = DeviceCopy(allocation, mem.owner)
+        return Memory(allocation.address, mem.shape, compact, mem.dtype, mem.device, 0, False, owner, flags, stream)
+
+    def copy_to_host(self, mem: Memory, stream: int | None = None) -> Memory:
+        """A compact row-major host copy of device ``mem`` (kDLCPU, ``IS_COPIED``), ready when returned.
+
+        ``stream``: the stream the data is ready on (None: the device's default stream; when ``mem.stream``
+        is another, ``stream`` first waits for it). The bytes cross the bus once, by DMA into pinned memory
+        from the runtime's :class:`dlbind._gpu_runtime.PinnedPool`, queued on ``stream``, which is then
+        synchronised: row-major data with one ``MemcpyAsync``, sparse strided data (rows of at least
+        :attr:`HOST_PLAN_ROW` bytes, or a span four times the data) with the few ``Memcpy2DAsync`` of
+        :func:`copy_plan`, other strided data (transposed, reversed, broadcast) as the span of bytes its
+        elements reach, compacted on the host. A copy of :attr:`HOLD_MIN` bytes or more is returned in its
+        pinned block (back to the pool when the copy's last user lets go); smaller ones and compacted spans
+        are copied out to pageable memory and the block goes back at once.
+
+        When no pinned block can hold the copy (the runtime cannot pin more, or the pool is at its bound)
+        the span is staged through two pinned blocks of :attr:`STAGE_CHUNK` bytes, double-buffered (the DMA
+        of one chunk runs while the CPU copies the last); when even those cannot be had, one pageable
+        ``Memcpy``.
+        """
+        rt = self.runtime()
+        rt.require()
+        device_id = mem.device[1]
+        on = rt.default_stream if stream is None else stream
+        shape, strides, item, nbytes = byte_layout(mem)
+        if not nbytes:
+            host = rt.ffi.new("char[]", 1)
+            return from_span(mem, int(rt.ffi.cast("uintptr_t", host)), host, 0, 0)
+        low, high = byte_span(shape, strides, item)
+        kind = rt.sym("MemcpyDeviceToHost" if mem.device[0] == self.device_types["device"] else "MemcpyDefault")
+        try:
+            if mem.stream is not None and mem.stream != on:
+                rt.wait(mem.stream, on, device_id, host=False)
+            with rt.on_device(device_id):
+                return self._pinned_copy(rt, mem, (shape, strides, item, nbytes), (low, high), kind, on)
+        except rt.error_type as exc:
+            raise BufferError(f"copying {self.name}:{device_id} memory to the host failed: {exc}") from exc
+
+    def _host_plan(self, layout: tuple[tuple[int, ...], tuple[int, ...], int, int], span: int) -> list[Copy2D] | None:
+        """The 2-D copies of a sparse strided layout into compact memory, or None where the span is better."""
+        shape, strides, item, nbytes = layout
+        try:
+            plan = copy_plan(shape, strides, item, limit=self.HOST_PLAN_LIMIT)
+        except BufferError:
+            return None
+        if any(c.within for c in plan) or not (min(c.width for c in plan) >= self.HOST_PLAN_ROW or span > 4 * nbytes):
+            return None
+        return plan
+
+    def _pinned_copy(
+        self,
+        rt: GpuRuntime,
+        mem: Memory,
+        layout: tuple[tuple[int, ...], tuple[int, ...], int, int],
+        reach: tuple[int, int],
+        kind: Any,
+        on: int,
+    ) -> Memory:
+        shape, strides, item, nbytes = layout
+        low, high = reach
+        src = mem.data + mem.byte_offset
+        compact = row_major(shape, strides, item)
+        plan = None if compact else self._host_plan(layout, high - low)
+        moved = nbytes if compact or plan is not None else high - low
+        try:
+            block = rt.pinned_pool().take(moved)
+        except (MemoryError, rt.error_type):
+            return self._staged_copy(rt, mem, src, reach, kind, on)
+        try:
+            if compact:
+                rt.memcpy_async(block.address, src, nbytes, kind, on)
+            elif plan is not None:
+                run_plan(rt, plan, block.address, src, kind, kind, on)
+            else:
+                rt.memcpy_async(block.address, src + low, high - low, kind, on)
+            rt.synchronize(on)
+        except BaseException:
+            _settle(rt, on)
+            block.release()
+            raise
+        padded = mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED
+        if compact or plan is not None:
+            pinned = Memory(
+                block.address, mem.shape, contiguous_strides(mem.shape), mem.dtype, CPU, 0, False, block,
+                Flags.IS_COPIED | padded,
+            )  # fmt: skip
+            if nbytes >= self.HOLD_MIN:
+                return pinned
+            copied = copy_host(pinned._replace(flags=padded))  # to pageable memory
+        else:
+            copied = from_span(mem, block.address, block, low, high - low)
+        if copied.owner is not block:
+            block.release()
+        return copied
+
+    def _staged_copy(self, rt: GpuRuntime, mem: Memory, src: int, reach: tuple[int, int], kind: Any, on: int) -> Memory:
+        """The span through two pinned chunks, double-buffered, into pageable memory; else one pageable copy."""
+        low, high = reach
         span = high - low
-        host = rt.ffi.new_allocator(should_clear_after_alloc=False)("char[]", max(span, 1))
+        host = rt.ffi.new_allocator(should_clear_after_alloc=False)("char[]", span)
         address = int(rt.ffi.cast("uintptr_t", host))
-        if span:
-            start = mem.data + mem.byte_offset + low
-            try:
-                rt.memcpy(address, start, span, rt.sym("MemcpyDeviceToHost"), mem.device[1])
-            except rt.error_type as exc:
-                raise BufferError(f"copying {self.name}:{mem.device[1]} memory to the host failed: {exc}") from exc
+        chunk = self.STAGE_CHUNK
+        count = -(-span // chunk)
+        pool = rt.pinned_pool()
+        blocks: list[PinnedBlock] = []
+        try:
+            for _ in range(min(count, 2)):
+                blocks.append(pool.take(min(chunk, span), over_bound=True))
+        except (MemoryError, rt.error_type):
+            for block in blocks:
+                block.release()
+            if on != rt.default_stream:  # the pageable copy runs on the default stream
+                rt.synchronize(on)
+            rt.memcpy(address, src + low, span, rt.sym("MemcpyDeviceToHost"), mem.device[1])
+            return from_span(mem, address, host, low, span)
+        events: list[Any] = []
+        done = False
+        try:
+            events = [rt.new_event() for _ in blocks]
+
+            def enqueue(i: int) -> None:
+                size = min(chunk, span - i * chunk)
+                rt.memcpy_async(blocks[i % 2].address, src + low + i * chunk, size, kind, on)
+                rt.record_event(events[i % 2], on)
+
+            for i in range(len(blocks)):
+                enqueue(i)
+            for i in range(count):
+                rt.wait_event(events[i % 2])
+                ctypes.memmove(address + i * chunk, blocks[i % 2].address, min(chunk, span - i * chunk))
+                if i + 2 < count:
+                    enqueue(i + 2)
+            done = True
+        finally:
+            if not done:
+                _settle(rt, on)
+            for event in events:
+                rt.destroy_event(event)
+            for block in blocks:
+                block.release()
         return from_span(mem, address, host, low, span)

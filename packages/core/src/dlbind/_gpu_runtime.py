@@ -4,8 +4,10 @@ The two runtimes have the same shape under different prefixes (``cudaMalloc``, `
 subclasses :class:`GpuRuntime` with its prefix, its cffi ``ffi`` and generated declarations, its names for
 messages and its default stream, and overrides only what differs (version encoding, the probe's reasons,
 pointer attributes). :class:`GpuAllocation` is memory one runtime allocated, freed with the object;
-:class:`Loaded` keeps the process's runtime; :class:`GpuBackend` is the object registered under
-``dlbind.backends`` (stream waits checked by the device's rule, the rest handed to the backend's tensors).
+:class:`PinnedPool` keeps the pinned host blocks that host copies land in (:class:`PinnedBlock`, back to the
+pool when its last user lets go); :class:`Loaded` keeps the process's runtime; :class:`GpuBackend` is the
+object registered under ``dlbind.backends`` (streams checked by the device's rule, the rest handed to the
+backend's tensors).
 
 Nothing here loads a library at import, and the core never imports a backend: backends import this.
 """
@@ -13,6 +15,7 @@ Nothing here loads a library at import, and the core never imports a backend: ba
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +24,15 @@ from typing import Any, ClassVar, Generic, TypeVar
 from dlbind._backends import Probe, find_library
 from dlbind.devices import HOST_ACCESSIBLE, Device, device_name
 
-__all__ = ["GpuAllocation", "GpuBackend", "GpuError", "GpuRuntime", "Loaded"]
+__all__ = [
+    "POOL_ENV", "GpuAllocation", "GpuBackend", "GpuError", "GpuRuntime", "Loaded", "PinnedBlock", "PinnedPool",
+    "pool_bound",
+]  # fmt: skip
+
+#: The environment variable that bounds the pinned host memory one runtime's :class:`PinnedPool` holds.
+POOL_ENV = "DLBIND_PINNED_POOL_BYTES"
+#: Its default: 1 GiB.
+DEFAULT_POOL_BYTES = 1 << 30
 
 
 class GpuError(RuntimeError):
@@ -63,6 +74,8 @@ class GpuRuntime:
         self.runtime_version = 0
         self.driver_version = 0
         self.device_count = 0
+        self._pool: PinnedPool | None = None
+        self._pool_lock = threading.Lock()
         self.probe = self._load()
 
     def sym(self, name: str) -> Any:
@@ -202,9 +215,61 @@ class GpuRuntime:
             self.check(code, p + "Memcpy")
             self.check(self.sym("StreamSynchronize")(self._stream(self.default_stream)), p + "StreamSynchronize")
 
+    def memcpy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
+        """``MemcpyAsync`` on ``stream`` (a DLPack stream integer of the device's rule), on the current device."""
+        ffi = self.ffi
+        code = self.sym("MemcpyAsync")(ffi.cast("void *", dst), ffi.cast("void *", src), nbytes, kind,
+                                       self._stream(stream))  # fmt: skip
+        self.check(code, self.prefix + "MemcpyAsync")
+
+    def memcpy_2d_async(
+        self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int, stream: int
+    ) -> None:
+        """``Memcpy2DAsync``: ``height`` rows of ``width`` bytes, ``spitch`` apart in ``src``, ``dpitch`` in ``dst``."""
+        ffi = self.ffi
+        code = self.sym("Memcpy2DAsync")(ffi.cast("void *", dst), dpitch, ffi.cast("void *", src), spitch, width,
+                                         height, kind, self._stream(stream))  # fmt: skip
+        self.check(code, self.prefix + "Memcpy2DAsync")
+
+    def synchronize(self, stream: int) -> None:
+        """Wait on the host until the work queued on ``stream`` has finished."""
+        self.check(self.sym("StreamSynchronize")(self._stream(stream)), self.prefix + "StreamSynchronize")
+
+    def new_event(self) -> Any:
+        """An event without timing (destroy it with :meth:`destroy_event`)."""
+        p = self.prefix
+        event = self.ffi.new(f"{p}Event_t *")
+        self.check(self.sym("EventCreateWithFlags")(event, self.decl.MACROS[p + "EventDisableTiming"]),
+                   p + "EventCreateWithFlags")  # fmt: skip
+        return event[0]
+
+    def record_event(self, event: Any, stream: int) -> None:
+        self.check(self.sym("EventRecord")(event, self._stream(stream)), self.prefix + "EventRecord")
+
+    def wait_event(self, event: Any) -> None:
+        """Wait on the host until the work recorded in ``event`` has finished."""
+        self.check(self.sym("EventSynchronize")(event), self.prefix + "EventSynchronize")
+
+    def destroy_event(self, event: Any) -> None:
+        self.sym("EventDestroy")(event)
+
     def pointer_attributes(self, pointer: int) -> tuple[Any, int] | None:
         """``(memory kind, device)`` of a pointer; None when the runtime does not know it."""
         raise NotImplementedError
+
+    # -- pinned host memory --------------------------------------------------------------------------------
+    def host_alloc(self, nbytes: int) -> tuple[int, Callable[[Any], Any]]:
+        """``nbytes`` of pinned (page-locked) host memory, portable to every device, on the current device's
+        context: ``(address, what frees it)``; MemoryError when the runtime has none left."""
+        raise NotImplementedError
+
+    def pinned_pool(self) -> PinnedPool:
+        """The pool of pinned blocks host copies land in (one per loaded runtime), bounded by
+        ``$DLBIND_PINNED_POOL_BYTES`` as it was when the pool was first needed."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = PinnedPool(self.host_alloc, pool_bound())
+            return self._pool
 
 
 class GpuAllocation:
@@ -226,6 +291,126 @@ class GpuAllocation:
     def _allocate(self, rt: GpuRuntime, out: Any, nbytes: int, memory: str) -> Callable[[Any], Any]:
         """Allocate ``nbytes`` of ``memory`` into ``out[0]`` (on the current device); return what frees it."""
         raise NotImplementedError
+
+
+def pool_bound() -> int:
+    """``$DLBIND_PINNED_POOL_BYTES`` (bytes; a ``K``, ``M`` or ``G`` suffix is binary), or 1 GiB when unset."""
+    text = os.environ.get(POOL_ENV, "").strip()
+    if not text:
+        return DEFAULT_POOL_BYTES
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+    number = text[:-1] if scale != 1 else text
+    try:
+        value = int(number) * scale
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{POOL_ENV}={text!r} is not a number of bytes (such as 1073741824, 512M or 2G)")
+    return value
+
+
+class PinnedBlock:
+    """Pinned host memory leased from a :class:`PinnedPool`: ``address`` and ``size`` (its size class, at
+    least what was asked). The block goes back to the pool when this object dies or :meth:`release` is called
+    (not at interpreter exit: the process's end frees it)."""
+
+    __slots__ = ("__weakref__", "_finalizer", "address", "size")
+
+    def __init__(self, pool: PinnedPool, address: int, size: int, free: Callable[[Any], Any]) -> None:
+        self.address, self.size = address, size
+        self._finalizer = weakref.finalize(self, pool._give_back, address, size, free)
+        self._finalizer.atexit = False
+
+    def release(self) -> None:
+        """Give the block back now (it must not be used after)."""
+        self._finalizer()
+
+
+class PoolFull(MemoryError):
+    """The pool's bound leaves no room for a block: its pinned blocks are all in use."""
+
+
+class PinnedPool:
+    """Pinned host blocks for host copies, reused: the bytes cross the bus once, at the DMA engine's speed.
+
+    ``allocate(nbytes)`` pins new memory (``(address, free)``, MemoryError when it cannot). Blocks come in
+    size classes (powers of two split in quarters, from :attr:`MIN_BLOCK`), so a copy of a similar size reuses
+    an idle block. ``bound`` caps the pinned bytes the pool has out (leased and idle together): idle blocks
+    are freed, largest first, to make room for a new one; a request that does not fit beside the leased ones
+    is :class:`PoolFull` (callers then stage through small blocks, ``over_bound=True``); a block given back
+    when the pool holds more than the bound is freed. Thread-safe (a re-entrant lock: a block may be given
+    back by the garbage collector in the middle of a lease).
+    """
+
+    MIN_BLOCK = 1 << 20
+
+    def __init__(self, allocate: Callable[[int], tuple[int, Callable[[Any], Any]]], bound: int) -> None:
+        self.allocate, self.bound = allocate, bound
+        self._lock = threading.RLock()
+        self._idle: dict[int, list[tuple[int, Callable[[Any], Any]]]] = {}  # size -> [(address, free)]
+        self.leased = 0  # bytes
+        self.idle = 0  # bytes
+
+    @classmethod
+    def size_class(cls, nbytes: int) -> int:
+        """The block size that serves ``nbytes``: at least :attr:`MIN_BLOCK`, at most 25 % more than asked."""
+        if nbytes <= cls.MIN_BLOCK:
+            return cls.MIN_BLOCK
+        step = 1 << max((nbytes - 1).bit_length() - 3, 0)
+        return -(-nbytes // step) * step
+
+    def take(self, nbytes: int, *, over_bound: bool = False) -> PinnedBlock:
+        """A block of at least ``nbytes``: an idle one of its size class, else newly pinned memory.
+
+        PoolFull when it would take the pool past its bound (unless ``over_bound``: small staging blocks);
+        MemoryError when the runtime cannot pin more.
+        """
+        size = self.size_class(nbytes)
+        evicted: list[tuple[int, Callable[[Any], Any]]] = []
+        with self._lock:
+            idle = self._idle.get(size)
+            if idle:
+                address, free = idle.pop()
+                self.idle -= size
+                self.leased += size
+                return PinnedBlock(self, address, size, free)
+            if not over_bound and self.leased + size > self.bound:
+                raise PoolFull(
+                    f"the pinned pool is full: {self.leased} of its {self.bound} bytes are in use and a copy needs "
+                    f"{size} more (raise {POOL_ENV})"
+                )
+            for other in sorted(self._idle, reverse=True):
+                while self._idle[other] and self.leased + self.idle + size > self.bound:
+                    evicted.append(self._idle[other].pop())
+                    self.idle -= other
+            self.leased += size  # reserved while it is being pinned
+        for address, free in evicted:
+            free(address)
+        try:
+            address, free = self.allocate(size)
+        except BaseException:
+            with self._lock:
+                self.leased -= size
+            raise
+        return PinnedBlock(self, address, size, free)
+
+    def _give_back(self, address: int, size: int, free: Callable[[Any], Any]) -> None:
+        with self._lock:
+            self.leased -= size
+            if self.leased + self.idle + size <= self.bound:
+                self._idle.setdefault(size, []).append((address, free))
+                self.idle += size
+                return
+        free(address)
+
+    def trim(self) -> None:
+        """Free every idle block now."""
+        with self._lock:
+            idle = [block for blocks in self._idle.values() for block in blocks]
+            self._idle.clear()
+            self.idle = 0
+        for address, free in idle:
+            free(address)
 
 
 R = TypeVar("R")
@@ -291,8 +476,30 @@ class GpuBackend:
             where = f"{device_name(device[0])}:{device[1]}"
             raise BufferError(f"synchronising {where} streams failed: {exc}") from exc
 
-    def copy_to_host(self, memory: Any) -> Any:
-        return self.tensors.copy_to_host(memory)
+    def check_stream(self, stream: Any, what: str) -> int:
+        """``stream`` as an int of the device's rule; TypeError for other types, BufferError for values the
+        rule refuses (``what`` names the stream: "the copy's stream")."""
+        if isinstance(stream, bool) or not isinstance(stream, int):
+            raise TypeError(f"{what} must be an int, not {type(stream).__name__}")
+        if self.refuses(stream):
+            raise BufferError(self.refusal(stream).replace("the producer's stream", what, 1))
+        return stream
+
+    def copy_to_host(self, memory: Any, stream: int | None = None) -> Any:
+        """A compact row-major host copy of device ``memory`` (kDLCPU, ``IS_COPIED``), ready when returned.
+
+        ``stream``: the stream the data is ready on (None: the device's default stream); the copy is queued
+        on it, then the stream is synchronised. See ``GpuTensors.copy_to_host``.
+        """
+        if stream is not None:
+            self.check_stream(stream, "the host copy's stream")
+        return self.tensors.copy_to_host(memory, stream)
+
+    def copy_on_device(self, memory: Any, stream: int) -> Any:
+        """A compact row-major copy of ``memory`` in a new allocation on its device, queued on ``stream``
+        (a DLPack stream integer, never None here), with no host synchronisation. See
+        ``GpuTensors.copy_on_device``."""
+        return self.tensors.copy_on_device(memory, self.check_stream(stream, "the copy's stream"))
 
     def device_of(self, pointer: int) -> Device:
         return self.tensors.device_of(pointer)  # type: ignore[no-any-return]

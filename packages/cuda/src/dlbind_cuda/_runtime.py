@@ -89,6 +89,13 @@ class Runtime(GpuRuntime):
             return None
         return int(attrs.type), int(attrs.device)
 
+    def host_alloc(self, nbytes: int) -> tuple[int, Any]:
+        """``cudaHostAlloc(cudaHostAllocPortable)``: pinned for every device's context; freed by ``cudaFreeHost``."""
+        lib = self.lib
+        out = ffi.new("void **")
+        self.check(lib.cudaHostAlloc(out, nbytes, M["cudaHostAllocPortable"]), "cudaHostAlloc")
+        return int(ffi.cast("uintptr_t", out[0])), lambda address: lib.cudaFreeHost(ffi.cast("void *", address))
+
 
 class Allocation(GpuAllocation):
     """Memory from ``cudaMalloc`` (``"device"``), ``cudaMallocHost`` (``"host"``, pinned) or

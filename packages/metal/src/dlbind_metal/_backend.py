@@ -41,6 +41,13 @@ class MetalBackend:
     def copy_to_host(self, memory: Memory) -> Memory:
         return _tensors.copy_to_host(memory)
 
+    def copy_on_device(self, memory: Memory, stream: int) -> Memory:
+        """No device copy yet: BufferError saying so (a host copy is :meth:`copy_to_host`)."""
+        raise BufferError(
+            "dlbind-metal has no device copy yet: kDLMetal memory is copied to the host only; copy it with the "
+            "array library that made it"
+        )
+
     def device_of(self, pointer: int) -> Device:
         return _tensors.device_of(pointer)
 

@@ -91,6 +91,13 @@ class Runtime(GpuRuntime):
             kind = "managed"
         return kind, int(attrs.device)
 
+    def host_alloc(self, nbytes: int) -> tuple[int, Any]:
+        """``hipHostMalloc(hipHostMallocPortable)``: pinned for every device; freed by ``hipHostFree``."""
+        lib = self.lib
+        out = ffi.new("void **")
+        self.check(lib.hipHostMalloc(out, nbytes, M["hipHostMallocPortable"]), "hipHostMalloc")
+        return int(ffi.cast("uintptr_t", out[0])), lambda address: lib.hipHostFree(ffi.cast("void *", address))
+
 
 class Allocation(GpuAllocation):
     """Memory from ``hipMalloc`` (``"device"``) or ``hipHostMalloc`` (``"host"``, pinned), freed with this object.

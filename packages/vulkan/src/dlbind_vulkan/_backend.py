@@ -37,6 +37,13 @@ class VulkanBackend:
         _runtime.runtime().require()
         return _tensors.copy_to_host(memory)
 
+    def copy_on_device(self, memory: Memory, stream: int) -> Memory:
+        """No device copy yet: BufferError saying so (a host copy is :meth:`copy_to_host`)."""
+        raise BufferError(
+            "dlbind-vulkan has no device copy yet: kDLVulkan memory is copied to the host only; copy it with the "
+            "array library that made it"
+        )
+
     def device_of(self, pointer: int) -> Device:
         return _tensors.device_of(pointer)
 

@@ -2,7 +2,7 @@
 # selected by spec/backends/cuda.toml, preprocessed with `cpp -undef -nostdinc -DCUDARTAPI= -DCUDARTAPI_CDECL= -D__NV_NO_VECTOR_DEPRECATION_DIAG=1 -D__align__(n)= -D__location__(a)=` and the generator's stubs.
 # The selected declarations, library names, macros.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=8be5fe25334d04c2edb820e624afdbd5b93f0dcdfe22ff94bea623590f265d7d
+# dlbind-seal: sha256=bd4868f6e57bb5b0639f9fe1f89629ef6f674ca6d27c683afffe6e0748bb05d2
 
 """What dlbind-cuda binds, selected from the vendor's header by spec/backends/cuda.toml.
 
@@ -42,6 +42,7 @@ MACROS: Final[dict[str, int]] = {
     "cudaStreamNonBlocking": 1,
     "cudaEventDisableTiming": 2,
     "cudaMemAttachGlobal": 1,
+    "cudaHostAllocPortable": 1,
 }
 
 CDEF: Final = """\
@@ -98,11 +99,13 @@ cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaMalloc(void **devPtr, size_t size);
 cudaError_t cudaMallocHost(void **ptr, size_t size);
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags);
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
 cudaError_t cudaFree(void *devPtr);
 cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream);
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream);
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags);
@@ -111,5 +114,6 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 """

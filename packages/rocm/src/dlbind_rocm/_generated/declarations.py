@@ -2,7 +2,7 @@
 # selected by spec/backends/rocm.toml, preprocessed with `cpp -undef -nostdinc -D__HIP_PLATFORM_AMD__=1 -D__attribute__(x)=` and the generator's stubs.
 # The selected declarations, library names, macros.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=0475c7765a8f484635c9e457b0019c0feffabb923db4ffcf31c69006e7e7ffbd
+# dlbind-seal: sha256=0b6036bde3074600d19c44eaa9100aacc47839c770b6a20b1022cd3a561f51d0
 
 """What dlbind-rocm binds, selected from the vendor's header by spec/backends/rocm.toml.
 
@@ -36,6 +36,7 @@ MACROS: Final[dict[str, int]] = {
     "hipStreamNonBlocking": 1,
     "hipEventDisableTiming": 2,
     "hipHostMallocDefault": 0,
+    "hipHostMallocPortable": 1,
     "hipMemAttachGlobal": 1,
 }
 
@@ -99,6 +100,7 @@ hipError_t hipFree(void *ptr);
 hipError_t hipHostFree(void *ptr);
 hipError_t hipMemcpy(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind);
 hipError_t hipMemcpyAsync(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream);
+hipError_t hipMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, hipMemcpyKind kind, hipStream_t stream);
 hipError_t hipMemsetAsync(void *dst, int value, size_t sizeBytes, hipStream_t stream);
 hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attributes, const void *ptr);
 hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags);
@@ -107,5 +109,6 @@ hipError_t hipStreamSynchronize(hipStream_t stream);
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags);
 hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags);
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
+hipError_t hipEventSynchronize(hipEvent_t event);
 hipError_t hipEventDestroy(hipEvent_t event);
 """
