@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -108,15 +109,16 @@ def test_newer_codes_devices_and_vector_dtypes_are_carried(kwargs: dict[str, Any
 
 
 def test_an_unnamed_device_is_refused_where_policy_is_needed() -> None:
-    capsule, counter = make_capsule(device_type=99)
+    capsule, _ = make_capsule(device_type=99)
     t = dlbind.from_dlpack(capsule)
     assert repr(t).endswith("device=99:0)")
-    for refused in (lambda: np.asarray(t), lambda: memoryview(t), lambda: t.copy(), lambda: t.__dlpack__(stream=1)):
+    refusals: list[Callable[[Any], Any]] = [np.asarray, memoryview, lambda x: x.copy()]
+    refusals.append(lambda x: x.__dlpack__(stream=1))
+    for refused in refusals:
         with pytest.raises(BufferError, match=r"device type 99.*a header bump would name it"):
-            refused()
+            refused(t)
     with pytest.raises(BufferError, match="device type 99 is not named by this dlbind's DLPack header"):
         dlbind.convert(t, to="numpy")
-    del t
 
 
 def test_an_extent_beyond_int64_names_the_producer() -> None:

@@ -110,7 +110,9 @@ CASES: dict[str, tuple[str, str | None]] = {
     "from_dlpack extent wraps the address space": (
         "dlbind.from_dlpack(capsule(shape=(2,), strides=(-(2**60),), data=64))", "ExtentError"
     ),
-    "from_dlpack packed extent": ("dlbind.from_dlpack(capsule(code=1, bits=4, shape=(3, 2), strides=(-2, 1), byte_offset=8))", "ok"),
+    "from_dlpack packed extent": (
+        "dlbind.from_dlpack(capsule(code=1, bits=4, ndim=2, shape=(3, 2), strides=(-2, 1), byte_offset=8))", "ok"
+    ),
     "from_dlpack zero bits": ("dlbind.from_dlpack(capsule(bits=0))", "BufferError"),
     "from_dlpack newer device type carried": ("dlbind.from_dlpack(capsule(device_type=99))", "ok"),
     "from_dlpack major 2": ("dlbind.from_dlpack(capsule(major=2))", "BufferError"),

@@ -16,7 +16,16 @@ from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter
 
-__all__ = ["MISSING", "TypeCache", "adapter_of_type", "dotted", "for_release", "library_of", "prepare_for_check", "row_lookups"]
+__all__ = [
+    "MISSING",
+    "TypeCache",
+    "adapter_of_type",
+    "dotted",
+    "for_release",
+    "library_of",
+    "prepare_for_check",
+    "row_lookups",
+]
 
 MISSING: Any = object()
 _LOOKUPS = [0]  # row lookups made (library_of, adapter_of_type, for_release): see row_lookups

@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 from dlbind import capsule
+from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
@@ -23,13 +24,12 @@ from dlbind.consumer import ordered
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
-from dlbind.plans import export_plan
 from dlbind.planner import Route
+from dlbind.plans import export_plan
 from dlbind.producer import asdlpack
 from dlbind.tensor import Tensor, from_capsule
-from dlbind._ffi import native
 
-__all__ = ["Relay", "bridged", "device_arg", "importer", "import_on", "on_device"]
+__all__ = ["Relay", "bridged", "device_arg", "import_on", "importer", "on_device"]
 
 # the dispatching from_dlpack: C for the common call in the compiled build
 _from_dlpack = native.from_dlpack if native is not None else _python_from_dlpack
@@ -283,12 +283,12 @@ def import_on(x: Any, stream: int | None) -> Tensor:
     whose capsule dlbind refuses for it is imported through the interface its row names instead
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
     try:
-        return _from_dlpack(x, stream=stream)  # type: ignore[no-any-return]
+        return _from_dlpack(x, stream=stream)
     except BufferError:
         plan = export_plan(type(x))
         if not (plan.unsigned_strides and plan.interface and hasattr(x, plan.interface)):
             raise
-    return _from_dlpack(asdlpack(x), stream=stream)  # type: ignore[no-any-return]
+    return _from_dlpack(asdlpack(x), stream=stream)
 
 
 def on_device(tensor: Tensor, stream: int | None) -> Tensor:

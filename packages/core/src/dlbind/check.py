@@ -109,8 +109,7 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
     import numpy as np
 
     import dlbind
-    from dlbind._libraries import prepare_for_check
-    from dlbind._libraries import library_of
+    from dlbind._libraries import library_of, prepare_for_check
 
     for name in libs:
         prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)

@@ -8,10 +8,10 @@ from dlbind import _backends, _capi, capsule, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind.plans import BARE, STREAM, ExportPlan, export_plan, library_export, truthy_guard
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, default_stream, device_name, parse_device, producer_device
-from dlbind.export import export_view
 from dlbind.dtypes import BOOL, UINT8, DType
+from dlbind.export import export_view
+from dlbind.plans import BARE, STREAM, ExportPlan, export_plan, library_export, truthy_guard
 from dlbind.tensor import ExtentError, Tensor, from_capsule
 
 __all__ = ["from_dlpack"]
@@ -67,7 +67,8 @@ def sealed(tensor: Tensor, x: Any, plan: ExportPlan | None = None) -> Tensor:
         else:
             fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
             fill._flags = flags | _READ_ONLY
-    if plan.python and BOOL.code >= 0 and tensor.dtype == UINT8 and str(getattr(x, plan.bool_method)()) == plan.bool_name:
+    reads_bool = plan.python and BOOL.code >= 0 and tensor.dtype == UINT8
+    if reads_bool and str(getattr(x, plan.bool_method)()) == plan.bool_name:
         return _retyped(tensor, BOOL)
     return tensor
 
@@ -337,7 +338,8 @@ def from_dlpack(
     # None on a device with streams names its default stream: said explicitly, as torch and CuPy do
     asked = stream if stream is not None else default_stream(here[0])
     dl_device = target if target is not None and target != here else None
-    if dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE and copy is not False:
+    to_host = dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE
+    if to_host and copy is not False:
         # a host copy of device data: the device's backend moves the bytes once at the bus's speed (pinned
         # memory); without one installed, the producer makes it (dl_device)
         backend = _backends.serving(here[0])

@@ -74,10 +74,8 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         if copy is not None and not isinstance(copy, bool):
             raise TypeError(f"copy must be None, True or False, not {copy!r}")
         source = export_plan(type(x))
-        if source.host_only or not hasattr(x, "__dlpack__"):
-            here = _CPU  # stream-free host memory, or a system exporting through a function of its own
-        else:
-            here = producer_device(x)
+        # stream-free host memory, or a system exporting through a function of its own: no device to ask
+        here = _CPU if source.host_only or not hasattr(x, "__dlpack__") else producer_device(x)
         decision = decide(source, route, here[0])
         kind = decision.kind
         if kind == SAME:  # the target's own array: itself, or what the target's own importer makes of it

@@ -65,11 +65,11 @@ def parse_device(device: Any) -> Device:
         kind, index = device
         if isinstance(kind, str):
             return parse_device(f"{kind}:{index}")
-        kind, index = int(kind), int(index)
-        if kind < 0:
-            raise BufferError(f"invalid DLPack device type {kind}: device types are >= 0")
+        number, at = int(kind), int(index)
+        if number < 0:
+            raise BufferError(f"invalid DLPack device type {number}: device types are >= 0")
         # a type newer than this runtime's header is carried as its number (policy refuses it where needed)
-        return (DeviceType(kind) if kind in DEVICE_NAMES else kind), index  # type: ignore[return-value]
+        return (DeviceType(number) if number in DEVICE_NAMES else number), at  # type: ignore[return-value]
     raise TypeError(f"a device is 'cpu', 'cuda:0', or a (device_type, device_id) tuple, not {device!r}")
 
 

@@ -119,7 +119,8 @@ def copy_device(mem: Memory, stream: int | None) -> Memory:
     on = stream if stream is not None and stream != -1 else (mem.stream if stream == -1 else None)
     if on is None:
         on = default_stream(mem.device[0])
-    copied: Memory = backend.copy_on_device(mem, on)
+    # export_memory ordered the consumer's stream after mem's already: the copy on it needs no second wait
+    copied: Memory = backend.copy_on_device(mem._replace(stream=None) if stream != -1 else mem, on)
     return copied
 
 

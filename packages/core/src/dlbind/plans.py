@@ -65,14 +65,33 @@ class ExportPlan:
         "via",
     )
 
+    row: Adapter | None
+    library: str
+    guards: tuple[tuple[str, bool], ...]
+    immutable: bool
+    refusal: type[Exception]
+    via: Any
+    host: str
+    bool_method: str
+    bool_name: str
+    python: bool
+    host_only: bool
+    layout: str
+    readonly: bool
+    unsigned_strides: bool
+    interface: str
+    call_style: int
+    pairs: dict[tuple[str, int], Any]
+
     def __init__(self, row: Adapter | None) -> None:
         self.row = row
         self.call_style = 0
-        self.pairs: dict[tuple[str, int], Any] = {}  # (target, device type) -> dlbind.planner.Decision
+        self.pairs = {}  # (target, device type) -> dlbind.planner.Decision
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
             self.via, self.host, self.bool_method, self.bool_name, self.python = None, "", "", "", False
-            self.host_only, self.layout, self.readonly, self.unsigned_strides, self.interface = False, "any", True, False, ""
+            self.host_only, self.layout, self.readonly = False, "any", True
+            self.unsigned_strides, self.interface = False, ""
             return
         self.library = row.name
         self.guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards)

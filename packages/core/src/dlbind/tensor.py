@@ -223,7 +223,8 @@ class Tensor(_Core):  # type: ignore[misc]
         flags = f", flags={self.flags!r}" if self._flags else ""
         kind = self._device_type
         where = device_name(kind) if kind in _KNOWN_DEVICES else str(kind)  # a newer header's type: its number
-        return f"{_PACKAGE}.Tensor(shape={self.shape}, dtype={self.dtype.name}, device={where}:{self._device_id}{flags})"
+        shown = f"shape={self.shape}, dtype={self.dtype.name}, device={where}:{self._device_id}{flags}"
+        return f"{_PACKAGE}.Tensor({shown})"
 
     def copy(self) -> Tensor:
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set), on the tensor's own device:
@@ -356,7 +357,7 @@ def _extent(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded:
         n, m = high + 1, -low
         high_b = n // 8 * bits + (n % 8 * bits + 7) // 8
         low_b = -(m // 8 * bits + (m % 8 * bits + 7) // 8)
-    if not why and not (-INT64_MAX <= low_b and high_b <= INT64_MAX):
+    if not why and not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
         why = "bytes beyond int64 of them"
     if not why and (start + low_b < 0 or start + high_b - 1 > MAX_ADDRESS):
         why = "past the ends of the address space"

@@ -299,7 +299,7 @@ def _re_exported(result: Any) -> tuple[int, int, int, int] | None:
         return None
     try:
         made = result.__dlpack__(max_version=DLPACK_VERSION)
-        managed, versioned = capsule.take(made)
+        managed, _ = capsule.take(made)
     except Exception:
         return None
     t = managed.dl_tensor
@@ -339,7 +339,9 @@ def c_lanes(consume: Consume, to_numpy: ToNumpy) -> str | None:
     return _refuses_or_carries(consume, producer, "lanes=4")
 
 
-@_register(C, "unknown_device_refused", "refuses an unknown device type, or carries it unchanged", "dlpack.h DLDeviceType")
+@_register(
+    C, "unknown_device_refused", "refuses an unknown device type, or carries it unchanged", "dlpack.h DLDeviceType"
+)
 def c_unknown_device(consume: Consume, to_numpy: ToNumpy) -> str | None:
     return _refuses_or_carries(consume, RawProducer(_sample(), device=(99, 0)), "device type 99")
 
