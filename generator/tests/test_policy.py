@@ -22,6 +22,7 @@ none_only = true
 [stream_rules.cuda]
 refused = [0]
 allowed = "None, -1, 1, 2 or a handle"
+default = 1
 [devices.kDLCPU]
 name = "cpu"
 host = true
@@ -126,6 +127,8 @@ def test_legacy_readings_become_rows(tmp_path: Path, canonical: HeaderModel) -> 
         (DEVICES, DTYPES.replace('float32 = ["f"]', 'float32 = ["i"]'), r"format 'i' is listed for int32 and float32"),
         (DEVICES, DTYPES + "float64 = ['d']\n", r"\[formats\].float64 is not a dtype named by \[codes\]"),
         (DEVICES.replace("[stream_rules.none]\nnone_only = true\n", ""), DTYPES, r"\[stream_rules.none\].*missing"),
+        (DEVICES.replace("default = 1\n", ""), DTYPES, r"\[stream_rules.cuda\].default: a rule with streams names"),
+        (DEVICES.replace("default = 1\n", "default = 0\n"), DTYPES, r"\[stream_rules.cuda\].default"),
         ("devices = [", DTYPES, r"devices.toml: invalid TOML"),
         (DEVICES, DTYPES.replace("bits = [8, 32]", "bits = [8, 32]\naccepts = [4, 8]"),
          r"\[codes.kDLInt\]: accepts must list every named width \(missing \[32\]\)"),

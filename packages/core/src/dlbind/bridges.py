@@ -26,7 +26,7 @@ from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
 from dlbind.planner import Route
 from dlbind.plans import export_plan
-from dlbind.producer import asdlpack
+from dlbind.producer import through_interface
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["Relay", "bridged", "device_arg", "import_on", "importer", "on_device"]
@@ -288,7 +288,7 @@ def import_on(x: Any, stream: int | None) -> Tensor:
         plan = export_plan(type(x))
         if not (plan.unsigned_strides and plan.interface and hasattr(x, plan.interface)):
             raise
-    return _from_dlpack(asdlpack(x), stream=stream)
+    return _from_dlpack(through_interface(x, plan.interface), stream=stream)
 
 
 def on_device(tensor: Tensor, stream: int | None) -> Tensor:
@@ -342,8 +342,11 @@ class Relay:
             on = None
         tensor = import_on(self.source, on)
         producer = device_bridge(self.route, tensor, self.copy, on)
-        if copy and producer is not tensor and isinstance(producer, Tensor):
-            copy = None  # dlbind's bridge copy is the copy the target asked for
+        if isinstance(producer, Tensor) and producer is not tensor:  # a copy the bridge made for this consumer
+            if copy:
+                copy = None  # it is the copy the target asked for
+            return export_view(producer, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy,
+                               copied=True)  # fmt: skip
         return producer.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __repr__(self) -> str:

@@ -74,6 +74,9 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         if copy is not None and not isinstance(copy, bool):
             raise TypeError(f"copy must be None, True or False, not {copy!r}")
         source = export_plan(type(x))
+        if not hasattr(x, "__dlpack__") and hasattr(x, "__cuda_array_interface__"):
+            x = asdlpack(x)  # dlbind's own producer of it, which knows its device and the stream its data is on
+            source = export_plan(type(x))
         # stream-free host memory, or a system exporting through a function of its own: no device to ask
         here = _CPU if source.host_only or not hasattr(x, "__dlpack__") else producer_device(x)
         decision = decide(source, route, here[0])

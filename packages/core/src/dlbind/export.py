@@ -314,11 +314,14 @@ def export_view(
     dl_device: Any = None,
     copy: bool | None = None,
     own: bool = False,
+    copied: bool = False,
 ) -> object:
     """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive. A consumer
-    asking on another stream than the one the Tensor is ready on waits for it (``Tensor.stream``)."""
+    asking on another stream than the one the Tensor is ready on waits for it (``Tensor.stream``). ``copied``:
+    the Tensor is a copy made for this consumer (a bridge's), which the capsule says (``IS_COPIED``)."""
+    flags = int(tensor._flags & SUBBYTE_PADDED) | (capsule.IS_COPIED if copied else 0)
     mem = Memory(
         tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, tensor.byte_offset,
-        tensor.readonly, tensor, int(tensor._flags & SUBBYTE_PADDED), tensor._stream,
+        tensor.readonly, tensor, flags, tensor._stream,
     )  # fmt: skip
     return export_memory(mem, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy, own=own)

@@ -36,6 +36,7 @@ __all__ = [
     "Decision",
     "Route",
     "decide",
+    "make_route",
     "plan",
     "resolve",
 ]
@@ -140,42 +141,51 @@ def plan(to: Any) -> Route:
             importlib.import_module(named.import_name)
         except ImportError as exc:
             raise ImportError(f"dlbind.convert(..., to={named.name!r}) needs {named.import_name}: {exc}") from None
-        adapter = for_release(named)  # the facts of the installed release
-        fn = dotted(adapter.from_dlpack)
-        simple = (
-            adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
-            and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
-        )  # fmt: skip
-        table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
-        legacy_only = adapter.asks != "versioned"
-        # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
-        # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
-        # Only for consumers whose row the tests verified against the installed release, that ask for
-        # versioned capsules, and that have no exchange table (that route is faster still).
-        verified_simple = simple and adapter.verified and not legacy_only
-        handover_type = _array_type(adapter) if table_type is None and verified_simple else None
-        route = ROUTES[key] = Route(
-            adapter,
-            fn,
-            table_type,
-            handover_type,
-            adapter.layout != "any",
-            legacy_only,
-            adapter.readonly == "ignored",
-            _keywords(fn, adapter),
-            dotted(adapter.view_with) if adapter.lacks_dtypes else None,
-            {} if adapter.device_form == "namespace" else None,
-            _device_types(adapter.devices),
-            _stream_of(adapter),
-            dotted(adapter.interface_function) if adapter.interface_function else None,
-            _device_types(adapter.interface_devices),
-        )
+        route = ROUTES[key] = make_route(for_release(named))  # the facts of the installed release
         if isinstance(to, str):
-            if table_type is not None:
-                C_ROUTES[to] = (table_type, route.refuse, None)
-            elif handover_type is not None:
-                C_ROUTES[to] = (handover_type, route.refuse, fn)
+            if route.table_type is not None:
+                C_ROUTES[to] = (route.table_type, route.refuse, None)
+            elif route.handover_type is not None:
+                C_ROUTES[to] = (route.handover_type, route.refuse, route.from_dlpack)
     return route
+
+
+def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None, stream_of: Any = None) -> Route:
+    """The route of a system whose row (resolved for the installed release) is ``adapter``: its importer
+    (``importer``, else the row's ``import.function``), array type, what the C routes may do, the keywords its
+    installed importer takes, its device forms, current stream and ``__cuda_array_interface__`` importer
+    (``interface`` and ``stream_of`` override the row's, for a system under test that no row names)."""
+    fn = importer if importer is not None else dotted(adapter.from_dlpack)
+    simple = (
+        adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
+        and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
+    )  # fmt: skip
+    table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
+    legacy_only = adapter.asks != "versioned"
+    # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
+    # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
+    # Only for consumers whose row the tests verified against the installed release, that ask for
+    # versioned capsules, and that have no exchange table (that route is faster still).
+    verified_simple = simple and adapter.verified and not legacy_only
+    handover_type = _array_type(adapter) if table_type is None and verified_simple else None
+    if interface is None and adapter.interface_function:
+        interface = dotted(adapter.interface_function)
+    return Route(
+        adapter,
+        fn,
+        table_type,
+        handover_type,
+        adapter.layout != "any",
+        legacy_only,
+        adapter.readonly == "ignored",
+        _keywords(fn, adapter),
+        dotted(adapter.view_with) if adapter.lacks_dtypes else None,
+        {} if adapter.device_form == "namespace" else None,
+        _device_types(adapter.devices),
+        stream_of if stream_of is not None else _stream_of(adapter),
+        interface,
+        _device_types(adapter.interface_devices),
+    )
 
 
 def _device_types(names: tuple[str, ...]) -> frozenset[int]:

@@ -22,7 +22,7 @@ from dlbind.devices import Device, device_name, parse_device, producer_device
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
 
-__all__ = ["Exporter", "asdlpack", "from_pointer"]
+__all__ = ["Exporter", "asdlpack", "from_pointer", "through_interface"]
 
 _READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
 _PACKAGE = capsule.PACKAGE
@@ -268,6 +268,17 @@ def _asdlpack(obj: Any, readonly: bool | None, device_id: int | None) -> Exporte
         f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
         f"__dlpack__ or __cuda_array_interface__ (use {_PACKAGE}.from_pointer for raw memory)"
     )
+
+
+def through_interface(obj: Any, interface: str) -> Exporter:
+    """``obj`` exported through the interface its row names instead of its ``__dlpack__`` (``export.interface``:
+    ``"__cuda_array_interface__"``, which carries signed byte strides and the stream its data is ready on)."""
+    if interface != "__cuda_array_interface__":
+        raise ValueError(f"dlbind exports through __cuda_array_interface__ only, not {interface!r}")
+    cai = getattr(obj, interface, None)
+    if not isinstance(cai, dict):
+        raise TypeError(f"{type(obj).__name__} has no {interface}")
+    return Exporter(_from_cuda_interface(cai, obj, None))
 
 
 def export_host(obj: Any) -> Exporter:

@@ -124,7 +124,12 @@ static int dlbind_plan_call_bits(PyObject *plan) {
  * dlbind.plans.ExportPlan (the same object the Python code follows: export guards, immutable, the
  * bool reading, host-only, how an older __dlpack__ is called). NULL on error. */
 static PyObject *dlbind_entry_new(PyObject *type) {
-    PyObject *cap = dlbind_table_attr(type);
+    PyObject *cap;
+    if (dlbind_cfg.tensor_type != NULL && PyType_IsSubtype((PyTypeObject *)type, dlbind_cfg.tensor_type))
+        cap = Py_NewRef(Py_None); /* dlbind's own Tensor: its __dlpack__ (C) is faster than its table, and says
+                                     the stream the tensor is ready on, which the table's per-device stream cannot */
+    else
+        cap = dlbind_table_attr(type);
     if (cap == NULL) return NULL;
     if (dlbind_cfg.export_plan == NULL) return Py_BuildValue("(NNiO)", cap, PyTuple_New(0), 0, Py_None);
     PyObject *plan = PyObject_CallOneArg(dlbind_cfg.export_plan, type);

@@ -1,0 +1,107 @@
+"""Plan once, execute once (issue 21): what a producer type takes to export from, how a target imports and one
+decision per (type, target, device type) are made from the rows of spec/adapters.toml once, and every later
+exchange follows them without looking a row up (``dlbind._libraries.row_lookups`` counts the lookups)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind import DeviceType
+from dlbind._generated.tables import DEVICE_BY_NAME
+from dlbind._libraries import row_lookups
+from dlbind.planner import DIRECT, HOST, HOST_COPY, INTERFACE, REFUSE, RELAY, SAME, decide, plan
+from dlbind.plans import export_plan
+
+CPU, CUDA, CUDA_HOST = int(DeviceType.kDLCPU), int(DeviceType.kDLCUDA), DEVICE_BY_NAME["cuda_host"]
+
+
+def _sources() -> dict[str, Any]:
+    out: dict[str, Any] = {"numpy": np.arange(6.0).reshape(2, 3)}
+    for name, make in (
+        ("torch", lambda m: m.arange(6.0).reshape(2, 3)),
+        ("jax", lambda m: m.numpy.arange(6.0).reshape(2, 3)),
+        ("array_api_strict", lambda m: m.reshape(m.arange(6.0), (2, 3))),
+    ):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        out[name] = make(module)
+    return out
+
+
+def test_after_the_first_exchange_of_a_type_no_row_is_looked_up() -> None:
+    sources = _sources()
+    for x in sources.values():  # the first exchanges make the plans
+        dlbind.from_dlpack(x)
+        for to in sources:
+            dlbind.convert(x, to=to)
+    before = row_lookups()
+    for _ in range(3):
+        for x in sources.values():
+            dlbind.from_dlpack(x)
+            dlbind.from_dlpack(x, copy=True)
+            for to in sources:
+                dlbind.convert(x, to=to)
+                dlbind.convert(x, to=to, copy=True)
+    assert row_lookups() == before, f"{row_lookups() - before} row lookups during exchanges that follow their plans"
+
+
+def test_the_count_is_a_real_count() -> None:
+    """The counter moves when rows are looked up (the test above could not fail otherwise)."""
+    from dlbind._libraries import library_of
+
+    before = row_lookups()
+    library_of(np.arange(3))
+    assert row_lookups() == before + 1
+
+
+def test_a_plan_holds_its_rows_facts() -> None:
+    numpy_plan = export_plan(np.ndarray)
+    assert numpy_plan.library == "numpy" and numpy_plan.host_only and not numpy_plan.immutable
+    assert export_plan(np.ndarray) is numpy_plan  # made once
+    assert export_plan(object).row is None and not export_plan(object).host_only
+    torch = pytest.importorskip("torch")
+    torch_plan = export_plan(torch.Tensor)
+    assert torch_plan.guards == (("requires_grad", False), ("is_neg", True), ("is_conj", True))
+    assert torch_plan.layout == "nonnegative" and not torch_plan.readonly and not torch_plan.host_only
+
+
+def test_decisions() -> None:
+    torch = pytest.importorskip("torch")
+    numpy_plan, torch_plan = export_plan(np.ndarray), export_plan(torch.Tensor)
+    to_torch, to_numpy = plan("torch"), plan("numpy")
+    assert decide(numpy_plan, to_torch, CPU).kind == HOST
+    assert decide(numpy_plan, to_numpy, CPU).kind == SAME
+    # torch on a GPU to numpy (host only): a host copy first
+    assert decide(torch_plan, to_numpy, CUDA).kind == HOST_COPY
+    # a producer no row names, to torch on a GPU: dlbind stands in between (the values are checked on the way)
+    relay = decide(export_plan(object), to_torch, CUDA)
+    assert relay.kind == RELAY and "no row" in relay.why
+    # a device type the header does not name: refused, with the reason
+    refused = decide(numpy_plan, to_torch, 99)
+    assert refused.kind == REFUSE and "a header bump" in refused.why
+    assert decide(numpy_plan, to_torch, CPU) is decide(numpy_plan, to_torch, CPU)  # kept in the plan
+
+
+def test_cupy_rows_decide_direct_relay_and_interface() -> None:
+    """CuPy cannot be imported here (no GPU); its row is data, and the decisions from it are what tests/gpu checks
+    on a GPU: torch -> CuPy straight to cupy.from_dlpack, CuPy (negative strides unsigned before 14.3) -> torch
+    through a relay, pinned memory -> CuPy through its __cuda_array_interface__ importer."""
+    pytest.importorskip("torch")
+    from dlbind._generated.adapters import ADAPTERS
+    from dlbind._libraries import for_release
+    from dlbind.planner import make_route
+    from dlbind.plans import ExportPlan
+
+    cupy_row = ADAPTERS["cupy"]._replace(export_negative_strides="unsigned")  # a release before 14.3
+    to_cupy = make_route(cupy_row, importer=lambda x: x, interface=lambda x: x)
+    # fresh plans of torch's and numpy's rows, so that the process's own plans keep no decision for this route
+    assert decide(ExportPlan(for_release(ADAPTERS["torch"])), to_cupy, CUDA).kind == DIRECT
+    assert decide(ExportPlan(ADAPTERS["numpy"]), to_cupy, CUDA_HOST).kind == INTERFACE
+    why = decide(ExportPlan(cupy_row), plan("torch"), CUDA).why
+    assert "negative strides as unsigned numbers" in why and "nonnegative" in why

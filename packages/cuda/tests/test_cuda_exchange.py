@@ -1,0 +1,343 @@
+"""The exchange on a device with streams, on the recording CUDA runtime (both builds; no GPU needed): which stream
+dlbind asks a CUDA producer on, the stream a Tensor carries and how a re-export orders the next consumer after
+it, and ``dlbind.convert``'s plans — hand over directly, relay on the target's own stream, copy on the device,
+go through ``__cuda_array_interface__``, copy to the host through pinned memory — with spy targets that import
+as a CUDA library's ``from_dlpack`` does (they ask the producer on a stream of their own).
+
+The spies follow the DLPack protocol; what they stand for (CuPy, torch on a GPU) cannot run here. The same
+decisions run against the real libraries in tests/gpu on a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+import dlbind_cuda
+from cuda_recording import Recording, user_stream
+from dlbind import DeviceType, Flags
+from dlbind._generated.adapters import Adapter
+from dlbind.planner import ROUTES, Route, make_route
+from dlbind.plans import _PLANS, ExportPlan
+
+CUDA = (DeviceType.kDLCUDA, 0)
+
+
+def event_wait(producer: str, consumer: str) -> list[str]:
+    return [
+        "cudaGetDevice() -> 0",
+        "cudaEventCreateWithFlags(2) -> E1",
+        f"cudaEventRecord(E1, {producer})",
+        f"cudaStreamWaitEvent({consumer}, E1, 0)",
+        "cudaEventDestroy(E1)",
+    ]
+
+
+def values(t: Any, dtype: Any = np.float32) -> np.ndarray:
+    """The values of a CUDA tensor, read through a host copy."""
+    return np.asarray(dlbind.from_dlpack(t, device="cpu", copy=True)).astype(dtype)
+
+
+class Producer:
+    """A CUDA producer with ``__dlpack__`` (a dlbind_cuda tensor behind it) that records what it is asked."""
+
+    def __init__(self, tensor: dlbind.Tensor) -> None:
+        self.tensor, self.calls = tensor, []  # type: list[dict[str, Any]]
+
+    def __dlpack_device__(self) -> Any:
+        return self.tensor.__dlpack_device__()
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls.append(kw)
+        return self.tensor.__dlpack__(**kw)
+
+
+class CudaArray:
+    """What a CUDA library's array without DLPack shows: __cuda_array_interface__ v3 (its stream included)."""
+
+    def __init__(self, tensor: dlbind.Tensor, stream: int | None, **extra: Any) -> None:
+        self.tensor = tensor
+        self.__cuda_array_interface__ = {**tensor.__cuda_array_interface__, "stream": stream, **extra}
+
+
+# -- the stream dlbind asks on, and the one a Tensor carries -------------------------------------------------
+
+
+def test_none_asks_a_cuda_producer_for_the_legacy_stream_by_name(rec: Recording) -> None:
+    """The array API's ``stream=None`` is CUDA's legacy default stream; dlbind passes 1 itself (as torch and CuPy
+    do: torch's test_dlpack_default_stream), and the Tensor is ready there."""
+    producer = Producer(dlbind_cuda.empty((4,), "float32"))
+    t = dlbind.from_dlpack(producer)
+    assert producer.calls[-1]["stream"] == 1 and t.stream == 1
+    s = user_stream()
+    t = dlbind.from_dlpack(producer, stream=s)
+    assert producer.calls[-1]["stream"] == s and t.stream == s
+    t = dlbind.from_dlpack(producer, stream=-1)
+    assert producer.calls[-1]["stream"] == -1 and t.stream is None  # -1: the consumer orders nothing
+
+
+def test_a_tensor_orders_the_next_consumer_after_its_stream(rec: Recording) -> None:
+    s1, s2 = user_stream(), user_stream()
+    base = dlbind_cuda.empty((4,), "float32")
+    t = dlbind.from_dlpack(CudaArray(base, s1), stream=s1)  # the array's work is on s1; imported on s1
+    assert t.stream == s1 and t.__cuda_array_interface__["stream"] == s1
+    rec.clear()
+    dlbind.from_dlpack(t.__dlpack__(stream=s1, max_version=(1, 3)))  # the same stream: nothing to do
+    dlbind.from_dlpack(t.__dlpack__(stream=-1, max_version=(1, 3)))  # the consumer orders nothing
+    assert rec.calls() == []
+    again = dlbind.from_dlpack(t, stream=s2)  # another stream waits for s1
+    assert rec.calls() == event_wait("S1", "S2") and again.stream == s2
+    rec.clear()
+    dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3)))  # None: the legacy default stream waits for s1
+    assert rec.calls() == [c.replace("E1", "E2") for c in event_wait("S1", "legacy")]
+
+
+def test_copy_true_copies_on_the_device_on_the_consumers_stream(rec: Recording) -> None:
+    """``__dlpack__(copy=True)`` of CUDA memory: a copy on the device (torch's test_dlpack asks for it), enqueued
+    on the consumer's stream after the data's; never through the host."""
+    s1, s2 = user_stream(), user_stream()
+    src = dlbind_cuda.asarray(np.arange(6, dtype=np.float32))
+    t = dlbind.from_dlpack(src, stream=s1)
+    rec.clear()
+    copied = dlbind.from_dlpack(t.__dlpack__(stream=s2, max_version=(1, 3), copy=True))
+    calls = rec.calls()
+    assert calls[:5] == [c.replace("E1", "E2") for c in event_wait("S1", "S2")]  # E1: asarray's legacy -> s1
+    assert any(c.startswith("cudaMalloc(24) -> D") for c in calls[5:]), calls
+    assert [c for c in calls if c.startswith("cudaMemcpy")] == [c for c in calls if c.startswith("cudaMemcpyAsync(")]
+    assert all(c.endswith(", S2)") for c in calls if c.startswith("cudaMemcpyAsync(")), calls
+    assert not any("Host" in c for c in calls)
+    assert copied.device == CUDA and copied.flags & Flags.IS_COPIED and copied.data_ptr != src.data_ptr
+    assert values(copied).tolist() == list(range(6))
+
+
+def test_a_host_copy_moves_through_pinned_memory(rec: Recording) -> None:
+    src = dlbind_cuda.asarray(np.arange(8, dtype=np.float64))
+    rec.clear()
+    host = dlbind.from_dlpack(src, device="cpu", copy=True)
+    assert host.device == (DeviceType.kDLCPU, 0) and np.asarray(host).tolist() == list(range(8))
+    calls = rec.calls()  # through the pinned pool: an asynchronous copy then a synchronisation, not a pageable one
+    assert any(c.startswith("cudaMemcpyAsync(") for c in calls) and not any(c.startswith("cudaMemcpy(") for c in calls)
+    assert any(c.startswith("cudaStreamSynchronize(") for c in calls), calls
+
+
+# -- convert's plans, with spy targets -----------------------------------------------------------------------
+
+
+class Target:
+    """A spy for a CUDA library's importer: it asks the producer on a stream of its own (``stream``) and keeps
+    what it was given; its "array" is a dlbind.Tensor of what it imported."""
+
+    def __init__(self, name: str, stream: int | None) -> None:
+        self.name, self.stream = name, stream
+        self.given, self.asked = [], []  # type: list[Any], list[dict[str, Any]]
+
+    def __call__(self, producer: Any, **kw: Any) -> dlbind.Tensor:
+        self.given.append(producer)
+        self.asked.append(kw)
+        producer.__dlpack_device__()
+        if self.stream is not None:  # a CPU importer passes none
+            kw["stream"] = self.stream
+        return dlbind.from_dlpack(producer.__dlpack__(max_version=(1, 3), **kw))
+
+
+def _row(name: str, **facts: Any) -> Adapter:
+    base: dict[str, Any] = {"from_dlpack": f"{name}.from_dlpack", "devices": ("cuda",), "keywords": ()}
+    return Adapter(name=name, import_name=name, array_types=(), immutable=False, verified=True, quirks=(),
+                   **{**base, **facts})  # fmt: skip
+
+
+_NAMES = itertools.count(1)
+
+
+@pytest.fixture
+def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
+    """Make a spy target whose row has the given facts; ``dlbind.convert(x, to=spy.name)`` reaches it. Each has a
+    name of its own: decisions are kept per target name, and a system's row never changes in a process."""
+
+    def make(stream: int | None, interface: Any = None, **facts: Any) -> Target:
+        name = f"spy{next(_NAMES)}"
+        spy = Target(name, stream)
+        route: Route = make_route(_row(name, **facts), spy, interface=interface)
+        monkeypatch.setitem(ROUTES, (name,), route)
+        return spy
+
+    return make
+
+
+def _rowed(kind: type, **facts: Any) -> type:
+    """Give the producer type ``kind`` an export plan from a row with ``facts`` (a library dlbind knows)."""
+    _PLANS.put(kind, ExportPlan(_row(kind.__name__.lower(), **facts)))
+    return kind
+
+
+class TorchLike(Producer):
+    """A producer of a library whose row says its exports are never read-only nor negatively strided."""
+
+
+class CupyLike(Producer):
+    """A producer whose capsules carry negative strides as unsigned numbers (CuPy before 14.3) and whose
+    __cuda_array_interface__ carries them right."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return self.tensor.__cuda_array_interface__
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls.append(kw)
+        t = self.tensor
+        item = t.dtype.itemsize
+        wrong = tuple(s if s >= 0 else ((s * item) % 2**64) // item for s in t.strides)  # the unsigned division
+        made = dlbind.from_pointer(t.data_ptr, t.shape, t.dtype, strides=wrong, byte_offset=t.byte_offset,
+                                   device=t.device, owner=t)  # fmt: skip
+        return made.__dlpack__(**kw)
+
+
+def test_a_pair_that_cannot_need_a_bridge_is_handed_over_directly(target: Any, rec: Recording) -> None:
+    """torch -> CuPy: torch exports neither read-only data nor negative strides and CuPy takes any layout: the
+    producer goes to the target's importer as it is, which asks it on its own stream (one exchange)."""
+    _rowed(TorchLike, devices=("cuda",), export_layout="nonnegative", export_readonly=False, export_devices=("cuda",))
+    s = user_stream()
+    spy = target(s)
+    x = TorchLike(dlbind_cuda.asarray(np.arange(4, dtype=np.float32)))
+    out = dlbind.convert(x, to=spy.name)
+    assert spy.given == [x] and x.calls[-1]["stream"] == s
+    assert values(out).tolist() == [0, 1, 2, 3]
+
+
+def test_a_relay_asks_the_producer_on_the_targets_stream(target: Any, rec: Recording) -> None:
+    """Finding 1 of issue 21: the producer's work is on its stream s1 and the target asks on its non-blocking
+    stream s2. dlbind stands in between (the producer has no row), and imports it on s2: s2 waits for s1,
+    and the target then reads in order."""
+    s1, s2 = user_stream(), user_stream()
+    spy = target(s2)
+    x = CudaArray(dlbind_cuda.asarray(np.arange(4, dtype=np.float32)), s1)
+    rec.clear()
+    out = dlbind.convert(x, to=spy.name)
+    assert type(spy.given[0]).__name__ == "Relay"
+    assert [c for c in rec.calls() if not c.startswith("cudaPointerGetAttributes")] == event_wait("S1", "S2")
+    assert values(out).tolist() == [0, 1, 2, 3]
+
+
+def test_convert_stream_orders_the_given_stream_then_the_targets(target: Any, rec: Recording) -> None:
+    s1, s2, s3 = user_stream(), user_stream(), user_stream()
+    spy = target(s2)
+    x = CudaArray(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)), s1)
+    rec.clear()
+    dlbind.convert(x, to=spy.name, stream=s3)  # the result is used on s3; the target asks on s2
+    calls = [c for c in rec.calls() if not c.startswith("cudaPointerGetAttributes")]
+    assert calls == event_wait("S1", "S3") + [c.replace("E1", "E2") for c in event_wait("S3", "S2")], calls
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_read_only_data_is_copied_on_the_device_for_a_target_that_ignores_the_flag(
+    target: Any, rec: Recording, readonly: bool
+) -> None:
+    """Finding 2 of issue 21 (jax -> torch): the target would import read-only memory writable, so dlbind copies
+    it on the device, on the target's stream; the result does not alias the source and has its values."""
+    s = user_stream()
+    spy = target(s, readonly="ignored", layout="nonnegative")
+    base = dlbind_cuda.asarray(np.arange(5, dtype=np.float32))
+    x = dlbind.from_pointer(base.data_ptr, (5,), "float32", device=CUDA, readonly=readonly, owner=base)
+    rec.clear()
+    out = dlbind.convert(x, to=spy.name)
+    calls = rec.calls()
+    copied = any(c.startswith("cudaMemcpyAsync(") and c.endswith("S1)") for c in calls)
+    assert copied == readonly, calls
+    assert not any("ToHost" in c for c in calls)  # never through the host
+    assert (out.data_ptr != base.data_ptr) == readonly and values(out).tolist() == [0, 1, 2, 3, 4]
+    assert bool(out.flags & Flags.IS_COPIED) == readonly
+
+
+def test_negative_strides_are_copied_on_the_device_for_a_target_that_cannot_take_them(
+    target: Any, rec: Recording
+) -> None:
+    s = user_stream()
+    spy = target(s, layout="nonnegative")
+    base = dlbind_cuda.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    x = dlbind.from_pointer(base.data_ptr, (2, 3), "float32", strides=(3, -1), byte_offset=8, device=CUDA, owner=base)
+    out = dlbind.convert(x, to=spy.name)
+    assert all(st >= 0 for st in out.strides) and out.data_ptr != base.data_ptr
+    assert values(out).tolist() == np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::-1].tolist()
+
+
+def test_unsigned_negative_strides_are_bridged_through_the_array_interface(target: Any, rec: Recording) -> None:
+    """Finding 3 of issue 21: CuPy before 14.3 divides negative byte strides as unsigned (torch aborts on what
+    it exports). dlbind refuses such a capsule (its extent overflows) and imports the array through its
+    __cuda_array_interface__ instead, where the strides are right; torch's layout rule then copies it."""
+    _rowed(CupyLike, devices=("cuda",), export_negative_strides="unsigned", export_interface="__cuda_array_interface__")
+    s = user_stream()
+    spy = target(s, layout="nonnegative")
+    base = dlbind_cuda.asarray(np.arange(10, dtype=np.float64))
+    reversed_view = dlbind.from_dlpack(
+        dlbind.from_pointer(base.data_ptr, (10,), "float64", strides=(-1,), byte_offset=72, device=CUDA, owner=base)
+    )
+    x = CupyLike(reversed_view)
+    with pytest.raises(BufferError, match=r"CupyLike\.__dlpack__ gave a tensor dlbind refuses"):
+        dlbind.from_dlpack(x)  # its own capsule: refused, never passed on
+    out = dlbind.convert(x, to=spy.name)
+    assert values(out, np.float64).tolist() == list(range(9, -1, -1))
+
+
+@pytest.mark.parametrize("memory", ["host", "managed"])
+def test_pinned_and_managed_memory_reach_a_target_through_its_interface(
+    target: Any, rec: Recording, memory: str
+) -> None:
+    """Finding 4 of issue 21: CuPy's from_dlpack refuses kDLCUDAHost and kDLCUDAManaged; its row names the importer
+    of __cuda_array_interface__ (cupy.asarray) for them."""
+    taken: list[Any] = []
+
+    def interface(obj: Any) -> Any:
+        taken.append(obj.__cuda_array_interface__)
+        return obj
+
+    s = user_stream()
+    kinds = ("cuda_host", "cuda_managed")
+    spy = target(s, interface=interface, interface_function="spy.asarray", interface_devices=kinds)
+    x = dlbind_cuda.asarray(np.arange(4, dtype=np.int32), memory=memory)
+    dlbind.convert(x, to=spy.name)
+    assert spy.given == [] and len(taken) == 1 and taken[0]["data"][0] == x.data_ptr
+
+
+def test_device_data_for_a_host_only_target_is_copied_through_pinned_memory(target: Any, rec: Recording) -> None:
+    spy = target(None, devices=("cpu",))
+    x = dlbind_cuda.asarray(np.arange(3, dtype=np.float32))
+    rec.clear()
+    out = dlbind.convert(x, to=spy.name)
+    assert out.device == (DeviceType.kDLCPU, 0) and np.asarray(out).tolist() == [0, 1, 2]
+    assert any(c.startswith("cudaMemcpyAsync(") for c in rec.calls()), rec.calls()
+
+
+def test_copy_true_for_a_target_that_ignores_copy_is_made_on_the_device(target: Any, rec: Recording) -> None:
+    s = user_stream()
+    spy = target(s, copy="ignored")
+    x = dlbind_cuda.asarray(np.arange(3, dtype=np.float32))
+    out = dlbind.convert(x, to=spy.name, copy=True)
+    assert out.data_ptr != x.data_ptr and out.flags & Flags.IS_COPIED and values(out).tolist() == [0, 1, 2]
+
+
+def test_vector_dtypes_reach_only_targets_that_take_lanes(target: Any, rec: Recording) -> None:
+    base = dlbind_cuda.empty((8,), "float32")
+    x = dlbind.from_pointer(base.data_ptr, (4,), dlbind.DType(2, 32, 2), device=CUDA, owner=base)
+    spy = target(user_stream())
+    with pytest.raises(BufferError, match="takes no vector dtypes"):
+        dlbind.convert(x, to=spy.name)
+    spy = target(user_stream(), import_lanes=True)
+    assert dlbind.convert(x, to=spy.name)._lanes == 2
+
+
+def test_plans_are_made_once(target: Any, rec: Recording) -> None:
+    from dlbind._libraries import row_lookups
+
+    spy = target(user_stream())
+    x = CudaArray(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)), None)
+    dlbind.convert(x, to=spy.name)
+    before = row_lookups()
+    for _ in range(5):
+        dlbind.convert(x, to=spy.name)
+        dlbind.from_dlpack(x)
+    assert row_lookups() == before
