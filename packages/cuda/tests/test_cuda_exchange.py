@@ -11,7 +11,7 @@ decisions run against the real libraries in tests/gpu on a GPU.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
