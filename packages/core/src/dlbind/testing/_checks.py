@@ -226,7 +226,7 @@ def _given_values(given: object, via: str | None) -> tuple[Any, Any, str | None]
         return managed, _values(t), None if via is None else f"through {via}"
     from dlbind.consumer import from_dlpack
 
-    note = f"through {via}, a {type(given).__name__} (a host copy, not a DLPack capsule)"
+    note = f"through {via}: a host copy ({type(given).__name__}), not a DLPack capsule"
     return None, _np().asarray(from_dlpack(given)), note
 
 
@@ -281,7 +281,7 @@ def p_legacy(make: Callable[[Any], Any]) -> str | None:
     if _no_protocol(x) is not None:
         given, via = _export(x)
         if not _is_capsule(given):
-            raise Unsupported(f"no capsule: {via} gives a {type(given).__name__}")
+            raise Unsupported(f"no capsule: {via} gives a host copy ({type(given).__name__})")
         if _name(given) != _capsule.LEGACY:
             raise CheckFailed(f"{via} gave a {_name(given)!r} capsule")
         _open(given)
