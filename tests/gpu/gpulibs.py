@@ -19,6 +19,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -335,7 +336,9 @@ def data_pointer(lib: str, x: Any) -> int:
     if lib == "cupy":
         return int(x.data.ptr)
     if lib == "jax":
-        return int(x.unsafe_buffer_pointer())
+        with warnings.catch_warnings():  # a deprecation of a newer jax would be attributed to the test
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return int(x.unsafe_buffer_pointer())
     if lib == "numba":
         return int(x.__cuda_array_interface__["data"][0])
     if lib in ("dlbind", "dlbind_cuda"):
