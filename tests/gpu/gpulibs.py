@@ -44,7 +44,7 @@ LAYOUTS: dict[str, Callable[[Any], Any]] = {
 PRODUCERS = ("torch", "cupy", "jax", "numba", "dlbind_cuda")
 CONSUMERS = ("torch", "cupy", "jax", "numba", "dlbind")
 MEMORIES = ("device", "host", "managed")  # dlbind_cuda.asarray(memory=...)
-TIMEOUT = 120  # seconds for any child process of the suite
+TIMEOUT = 100  # seconds for a child process of the suite (pytest-timeout, where installed, allows 150 a test)
 
 
 # -- is there a GPU ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""CuPy's reversed arrays through dlbind, in a child process of test_matrix.py (issue 21, finding 3).
+"""CuPy's reversed arrays through dlbind, in a child process of test_gpu_matrix.py (issue 21, finding 3).
 
 ``python negative_strides_worker.py ROUTE:CONSUMER:DTYPE ...``: for each case, one JSON line when it starts
 and one with its result: ``values`` (the right values arrived), ``refused`` (a BufferError: allowed),

@@ -39,7 +39,7 @@ def test_check_device_cuda_on_torch_and_cupy(tmp_path: Path) -> None:
         "import sys, runpy; sys.argv = ['dlbind', 'check', '--device', 'cuda', '--libs', "
         f"{','.join(libs)!r}, '--json', {str(out)!r}, '--details']; runpy.run_module('dlbind', run_name='__main__')"
     )
-    proc = gpulibs.run_child(code, timeout=240)
+    proc = gpulibs.run_child(code, timeout=140)
     assert proc.returncode == 0, gpulibs.describe_exit(proc)
     data = json.loads(out.read_text())
     assert data["device"] == "cuda"
