@@ -176,12 +176,9 @@ class Place:
         rt.sym("StreamDestroy")(rt._stream(stream))
 
     def synchronize(self, stream: int) -> None:
+        """Wait for ``stream`` (1: the legacy default stream, 2: the per-thread default stream, or a handle)."""
         rt = self._runtime()
         rt.check(rt.sym("StreamSynchronize")(rt._stream(stream)), "StreamSynchronize")
-
-    def synchronize_device(self) -> None:
-        rt = self._runtime()
-        rt.check(rt.sym("DeviceSynchronize")(), "DeviceSynchronize")
 
     def copy_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
         """Enqueue a device-to-device copy of ``nbytes`` on ``stream``."""
