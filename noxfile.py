@@ -586,3 +586,30 @@ def _counts(summary: Path) -> str:
     data = json.loads(summary.read_text())
     parts = ", ".join(f"{n} {k}" for k, n in sorted(data.items()) if k not in ("ran", "gaps") and n)
     return f"{data.get('ran', 0)} ran: {parts}"
+
+
+# -- the GPU run (issue 21) -----------------------------------------------------------------------------------
+
+
+@nox.session(venv_params=["--system-site-packages"])
+def gpu(session: nox.Session) -> None:
+    """The GPU run: build the core (for this session's Python) and dlbind-cuda wheels into .cache/gpu-dist,
+    then `bash .ci/gpu` with them.
+
+    .ci/gpu installs the wheels into a temporary folder, prints the GPU, the libraries and the backends,
+    then runs packages/cuda/tests and tests/gpu on both builds, compute-sanitizer memcheck of
+    tests/gpu/sanitize.py and benchmarks/gpu.py, in under 5 minutes, with logs, the summary and the
+    benchmark's JSON and Markdown in $OUT (else .cache/gpu). The venv sees the interpreter's own packages
+    (torch, CuPy, JAX, numba-cuda). Without a GPU it says why and skips everything (exit 0). A GPU machine
+    without network or nox: `bash .ci/gpu-wheels DIR` here, carry DIR, `bash .ci/gpu DIR` there (docs/gpu.md).
+    """
+    session.install("setuptools>=77", "cffi>=1.17", "wheel")
+    dist = ROOT / ".cache" / "gpu-dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    dist.mkdir(parents=True)
+    session.run(
+        "python", "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), CORE,
+        "packages/cuda",
+    )  # fmt: skip
+    python = str(Path(session.bin) / "python")
+    session.run("bash", ".ci/gpu", str(dist), external=True, env={"PYTHON": python})

@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind.testing",
             "dlbind.testing._checks",
             "dlbind.testing._consumer_checks",
+            "dlbind.testing._devices",
             "dlbind.testing._worker",
             "dlbind.testing._suite",
             "dlbind.testing.pytest_plugin",

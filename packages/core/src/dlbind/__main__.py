@@ -89,15 +89,28 @@ def check(args: argparse.Namespace) -> int:
     from dlbind import check as matrix_check
 
     names = [n for item in args.libs or () for n in item.split(",") if n] or None
-    libs = matrix_check.installed(names)
-    missing = [n for n in names or () if n not in libs]
+    device = None if args.device in (None, "cpu") else args.device
+    if device is not None:
+        from dlbind.testing._devices import PLACES
+
+        reason = PLACES[device].unavailable()
+        if reason is not None:
+            print(f"--device {device}: cannot run here: {reason}", file=sys.stderr)
+            return 2
+        libs, without = matrix_check.on_device(device, names)
+        if without:
+            print(f"not checked on {device} (dlbind.testing knows no constructor of their {device} arrays): "
+                  f"{', '.join(without)}", file=sys.stderr)  # fmt: skip
+    else:
+        libs = matrix_check.installed(names)
+    missing = [n for n in names or () if n not in libs and (device is None or n not in without)]
     if missing:
         print(f"not installed here: {', '.join(missing)}", file=sys.stderr)
         return 2
     if not libs:
         print("no array library dlbind knows is installed (numpy, torch, jax, ...)", file=sys.stderr)
         return 2
-    matrix = matrix_check.run(libs)
+    matrix = matrix_check.run(libs, device=device)
     sys.stdout.write(matrix_check.render(matrix, details=args.details))
     if args.json:
         with open(args.json, "w") as f:
@@ -132,6 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_check.add_argument("--json", help="also write the results as JSON")
     p_check.add_argument("--markdown", help="also write the matrix as a Markdown page")
     p_check.add_argument("--details", action="store_true", help="list every finding with its reason")
+    p_check.add_argument(
+        "--device", choices=["cpu", "cuda"], default=None,
+        help="where the libraries make their arrays: cpu (default), or cuda (each library's own CUDA arrays, "
+        "with stream checks; needs dlbind-cuda and a GPU)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "check":
         return check(args)

@@ -2,7 +2,9 @@
 and as consumer, and every pair of libraries through ``dlbind.convert``, as a matrix.
 
 Each library runs in its own process (a library that crashes on a check is reported, not fatal:
-the run goes on in a new process after that check).
+the run goes on in a new process after that check). ``--device cuda`` runs the same on each library's
+CUDA arrays, made by its own constructor (``dlbind.testing._devices.DEVICE_ARRAYS``), with the device's
+stream checks added; dlbind-cuda provides the memory dlbind makes there and the host copies of results.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Matrix:
     results: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)  # lib -> key -> result
     pairs: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)  # src -> dst -> result
     seconds: float = 0.0
+    device: str | None = None  # None: the CPU
 
 
 def installed(names: list[str] | None) -> list[str]:
@@ -69,14 +72,27 @@ class Progress:
         self.stream.flush()
 
 
-def run_library(name: str, progress: Progress, index: int) -> dict[str, dict[str, str]]:
-    from dlbind.testing import CONSUMER_CHECKS, PRODUCER_CHECKS
+def on_device(device: str, names: list[str] | None) -> tuple[list[str], list[str]]:
+    """(installed libraries checked on ``device``, installed ones that cannot be: no constructor of their
+    arrays there in dlbind.testing). ``names``: the asked ones (default: every installed one with a row)."""
+    from dlbind.testing._devices import DEVICE_ARRAYS
 
-    keys = [f"{c.kind}:{c.id}" for c in (*PRODUCER_CHECKS, *CONSUMER_CHECKS)]
+    rows = DEVICE_ARRAYS.get(device, {})
+    wanted = names or [n for n in ADAPTERS if n in rows]
+    found = installed(wanted)
+    return [n for n in found if n in rows], [n for n in found if n not in rows]
+
+
+def run_library(name: str, progress: Progress, index: int, device: str | None = None) -> dict[str, dict[str, str]]:
+    from dlbind.testing._checks import checks_for
+
+    producer_checks, consumer_checks = checks_for(device)
+    keys = [f"{c.kind}:{c.id}" for c in (*producer_checks, *consumer_checks)]
     results: dict[str, dict[str, str]] = {}
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    where = ["--device", device] if device else []
     while len(results) < len(keys):
-        args = [sys.executable, "-m", "dlbind.testing._worker", name, *results]
+        args = [sys.executable, "-m", "dlbind.testing._worker", *where, name, *results]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         running = None
         assert proc.stdout is not None
@@ -102,10 +118,19 @@ def run_library(name: str, progress: Progress, index: int) -> dict[str, dict[str
 
 
 CASES = ("contiguous", "transposed", "read-only")
+# on a device: views the source library makes with its own indexing (read-only memory is jax's, always).
+# No negative strides here: the pairs run in this process, and a target that aborts on them (torch) would end
+# it; the producer and consumer checks (one process per library) cover them.
+DEVICE_CASES: dict[str, Any] = {
+    "contiguous": lambda a: a,
+    "transposed": lambda a: a.T,
+    "offset": lambda a: a[1:, 2:],
+}
 
 
-def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[str, str]]]:
-    """Every pair through dlbind.convert: values intact for contiguous, transposed and read-only data."""
+def run_pairs(libs: list[str], progress: Progress, device: str | None = None) -> dict[str, dict[str, dict[str, str]]]:
+    """Every pair through dlbind.convert: values intact for contiguous, transposed and read-only data (on a
+    device: contiguous, transposed and offset views, on the device, of the target's type)."""
     import numpy as np
 
     import dlbind
@@ -113,6 +138,8 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
 
     for name in libs:
         prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)
+    if device is not None:
+        return _device_pairs(libs, progress, device)
     out: dict[str, dict[str, dict[str, str]]] = {}
     for src in libs:
         for dst in libs:
@@ -142,24 +169,74 @@ def run_pairs(libs: list[str], progress: Progress) -> dict[str, dict[str, dict[s
     return out
 
 
-def run(libs: list[str], stream: TextIO = sys.stderr) -> Matrix:
+def _device_pairs(libs: list[str], progress: Progress, device: str) -> dict[str, dict[str, dict[str, str]]]:
+    import numpy as np
+
+    import dlbind
+    from dlbind._libraries import library_of
+    from dlbind.testing._checks import _values
+    from dlbind.testing._devices import current, maker, placed, unusable
+
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    with placed(device):
+        place = current()
+        assert place is not None
+        usable = {name: unusable(name, device) for name in libs}
+        for src in libs:
+            for dst in libs:
+                progress.show(f"pairs on {device}: {src} -> {dst}")
+                why = usable[src] or usable[dst]
+                if why is not None:
+                    out.setdefault(src, {})[dst] = {"status": "unsupported", "detail": why}
+                    continue
+                problems, made = [], 0
+                for case, view in DEVICE_CASES.items():
+                    base = np.arange(20.0).reshape(4, 5)
+                    try:
+                        x = view(maker(src, device)(base))
+                    except Exception:
+                        continue  # the source cannot make this view on the device (torch: negative strides)
+                    made += 1
+                    try:
+                        y = dlbind.convert(x, dst)
+                        if library_of(y) is not ADAPTERS[dst]:
+                            raise TypeError(f"got a {type(y).__name__}")
+                        t = dlbind.from_dlpack(dlbind.compat(y))
+                        if int(t.device[0]) != place.device_type:
+                            raise BufferError(f"got an array on {t.device}, not on {device}")
+                        if _values(t).tolist() != view(base).tolist():
+                            raise ValueError("values differ")
+                    except Exception as exc:
+                        text = str(exc).splitlines()[0][:120] if str(exc) else ""
+                        problems.append(f"{case}: {type(exc).__name__}: {text}")
+                result = {"status": "pass", "detail": ""} if made else {"status": "unsupported", "detail": "no view"}
+                out.setdefault(src, {})[dst] = (
+                    result if not problems else {"status": "fail", "detail": "; ".join(problems)}
+                )
+    progress.show(f"pairs on {device}: {len(libs) ** 2} conversions", final=True)
+    return out
+
+
+def run(libs: list[str], stream: TextIO = sys.stderr, device: str | None = None) -> Matrix:
     """What ``python -m dlbind check --libs ...`` runs: the producer and consumer checks on each library (names
     of ``spec/adapters.toml``), each library in its own process (a crash is a ``CRASH`` result and the run
-    goes on), then ``dlbind.convert`` between every pair. Progress lines go to ``stream``."""
-    matrix = Matrix(libs, {name: _version(name) for name in libs})
+    goes on), then ``dlbind.convert`` between every pair. Progress lines go to ``stream``. ``device``
+    ("cuda"): on each library's arrays on that device, with the device's stream checks."""
+    matrix = Matrix(libs, {name: _version(name) for name in libs}, device=device)
     start = time.perf_counter()
     progress = Progress(stream, len(libs))
     for i, name in enumerate(libs, 1):
-        matrix.results[name] = run_library(name, progress, i)
-    matrix.pairs = run_pairs(libs, progress)
+        matrix.results[name] = run_library(name, progress, i, device)
+    matrix.pairs = run_pairs(libs, progress, device)
     matrix.seconds = time.perf_counter() - start
     return matrix
 
 
 def _table(matrix: Matrix, kind: str, markdown: bool) -> list[str]:
-    from dlbind.testing import CONSUMER_CHECKS, PRODUCER_CHECKS
+    from dlbind.testing._checks import checks_for
 
-    checks = PRODUCER_CHECKS if kind == "producer" else CONSUMER_CHECKS
+    producer_checks, consumer_checks = checks_for(matrix.device)
+    checks = producer_checks if kind == "producer" else consumer_checks
     head = ["check", *matrix.libs]
 
     def mark(lib: str, check_id: str) -> str:
@@ -198,6 +275,8 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
     """The matrix as text (or a Markdown page): producer and consumer tables, the pairs, and the findings
     (listed with their reasons when ``details``, always in Markdown)."""
     versions = ", ".join(f"{lib} {matrix.versions[lib]}" for lib in matrix.libs)
+    if matrix.device is not None:
+        versions += f", on {matrix.device}"
     lines = []
     if markdown:
         written = f"Written by `nox -s matrix` (`python -m dlbind check --markdown`) on {time.strftime('%Y-%m-%d')}"
@@ -225,4 +304,7 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
 
 
 def as_json(matrix: Matrix) -> dict[str, Any]:
-    return {"versions": matrix.versions, "seconds": matrix.seconds, "results": matrix.results, "pairs": matrix.pairs}
+    return {
+        "versions": matrix.versions, "seconds": matrix.seconds, "device": matrix.device or "cpu",
+        "results": matrix.results, "pairs": matrix.pairs,
+    }  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,9 @@ from dlbind import _capi
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, DeviceType, Flags
+from dlbind._generated.tables import HOST_DEVICES
 from dlbind.tensor import Tensor, from_managed
+from dlbind.testing._devices import current
 
 
 class CheckFailed(Exception):
@@ -97,7 +100,12 @@ def _open(capsule: object) -> tuple[Any, Tensor]:
 
 
 def _values(t: Tensor) -> Any:
-    return _np().asarray(t)
+    """The tensor's values as numpy: a view of host memory, a host copy of device memory (by its backend)."""
+    if int(t.device[0]) in HOST_DEVICES:
+        return _np().asarray(t)
+    from dlbind.consumer import from_dlpack
+
+    return _np().asarray(from_dlpack(t, device="cpu", copy=True))
 
 
 def _same(got: Any, want: Any, what: str) -> None:
@@ -144,6 +152,84 @@ def _versioned(x: Any, **kw: Any) -> object:
     return x.__dlpack__(max_version=DLPACK_VERSION, **kw)
 
 
+# -- systems that export without __dlpack__ (export.via of their row in spec/adapters.toml) -------------------
+
+
+def _via(x: Any) -> str | None:
+    """How ``x``'s system exports it when ``x`` has no ``__dlpack__``: its row's ``export.via`` (a method
+    ``"name()"`` or a function giving a capsule or a buffer), or None (``x`` has ``__dlpack__``, or no row
+    says otherwise)."""
+    if callable(getattr(x, "__dlpack__", None)):
+        return None
+    from dlbind.plans import export_plan
+
+    plan = export_plan(type(x))  # the row of its library's installed release, read once per type
+    return None if plan.via is None or plan.row is None else plan.row.export_via
+
+
+def _no_protocol(x: Any) -> str | None:
+    """Why ``x`` has no ``__dlpack__`` that a check could call, said as its system's row says; None when it has
+    one. Systems of spec/adapters.toml that export another way, and device arrays that carry only the CUDA
+    Array Interface, are reported so; anything else without ``__dlpack__`` fails the check."""
+    if callable(getattr(x, "__dlpack__", None)):
+        return None
+    via = _via(x)
+    if via is not None:
+        return f"no __dlpack__: {type(x).__name__} exports through {via} (export.via in spec/adapters.toml)"
+    if hasattr(x, "__cuda_array_interface__"):
+        return f"no __dlpack__: {type(x).__name__} carries only __cuda_array_interface__ (dlbind.asdlpack takes it)"
+    raise CheckFailed(f"{type(x).__name__} has no __dlpack__")
+
+
+def _protocol(x: Any, what: str) -> Any:
+    """``x`` for a check of its ``__dlpack__`` keywords (``what``); unsupported, with the reason, for a system
+    that exports another way."""
+    reason = _no_protocol(x)
+    if reason is not None:
+        raise Unsupported(f"{reason}: {what}")
+    return x
+
+
+def _export(x: Any) -> tuple[object, str | None]:
+    """What ``x`` gives as DLPack, the way its system exports (``__dlpack__``, versioned when it can, or its
+    row's ``export.via``): (a capsule or a buffer, None or how it was given)."""
+    if callable(getattr(x, "__dlpack__", None)):
+        return _versioned_or_legacy(x), None
+    reason = _no_protocol(x)
+    via = _via(x)
+    if via is None:
+        raise Unsupported(reason or f"{type(x).__name__} has no __dlpack__")
+    from dlbind.plans import library_export
+
+    try:
+        given = library_export(x)
+    except BufferError as exc:
+        raise Unsupported(f"{via} refused it: {exc}") from None
+    return given, via
+
+
+def _is_capsule(obj: object) -> bool:
+    return type(obj) is _capi.PyCapsuleType
+
+
+def _exported_values(x: Any) -> tuple[Any, Any, str | None]:
+    """(the raw struct or None, the values as numpy, a note) of what ``x`` exports (:func:`_export`); a buffer
+    (a host copy some systems give instead of a capsule) is read as it is."""
+    given, via = _export(x)
+    return _given_values(given, via)
+
+
+def _given_values(given: object, via: str | None) -> tuple[Any, Any, str | None]:
+    """:func:`_exported_values` of what :func:`_export` gave."""
+    if _is_capsule(given):
+        managed, t = _open(given)
+        return managed, _values(t), None if via is None else f"through {via}"
+    from dlbind.consumer import from_dlpack
+
+    note = f"through {via}: a host copy ({type(given).__name__}), not a DLPack capsule"
+    return None, _np().asarray(from_dlpack(given)), note
+
+
 # -- producer checks ----------------------------------------------------------------------------------
 P = "producer"
 
@@ -151,6 +237,9 @@ P = "producer"
 @_register(P, "protocol", "has __dlpack__ and __dlpack_device__", "array API __dlpack__")
 def p_protocol(make: Callable[[Any], Any]) -> str | None:
     x = _make(make, _sample())
+    reason = _no_protocol(x)
+    if reason is not None:
+        raise Unsupported(reason)
     missing = [m for m in ("__dlpack__", "__dlpack_device__") if not callable(getattr(x, m, None))]
     if missing:
         raise CheckFailed(f"missing {', '.join(missing)}")
@@ -159,12 +248,29 @@ def p_protocol(make: Callable[[Any], Any]) -> str | None:
 
 @_register(P, "device", "__dlpack_device__() is (known device type, id >= 0)", "array API __dlpack_device__")
 def p_device(make: Callable[[Any], Any]) -> str | None:
-    dev = _make(make, _sample()).__dlpack_device__()
+    x = _make(make, _sample())
+    note = None
+    if not callable(getattr(x, "__dlpack_device__", None)) and _via(x) is not None:
+        managed, _values_read, note = _exported_values(x)
+        if managed is None:
+            raise Unsupported(f"no __dlpack_device__ and no capsule: {note}")
+        dev = (int(managed.dl_tensor.device.device_type), int(managed.dl_tensor.device.device_id))
+        note = f"no __dlpack_device__: the device {dev} read from the capsule given {note}"
+    else:
+        dev = x.__dlpack_device__()
     if not isinstance(dev, tuple) or len(dev) != 2:
         raise CheckFailed(f"returned {dev!r}, not a 2-tuple")
+    for part, what in ((dev[0], "device type"), (dev[1], "device id")):
+        try:
+            operator.index(part)
+        except TypeError:
+            raise CheckFailed(f"returned {dev!r}: the {what} is a {type(part).__name__}, not an int") from None
     if int(dev[0]) not in DeviceType._value2member_map_ or int(dev[1]) < 0:
         raise CheckFailed(f"returned {dev!r}")
-    return None
+    place = current()
+    if place is not None and int(dev[0]) in (int(DeviceType.kDLCPU), int(DeviceType.kDLCUDAHost)):
+        raise CheckFailed(f"an array made on {place.name} reports {dev!r}")
+    return note
 
 
 @_register(
@@ -172,6 +278,14 @@ def p_device(make: Callable[[Any], Any]) -> str | None:
 )
 def p_legacy(make: Callable[[Any], Any]) -> str | None:
     x = _make(make, _sample())
+    if _no_protocol(x) is not None:
+        given, via = _export(x)
+        if not _is_capsule(given):
+            raise Unsupported(f"no capsule: {via} gives a host copy ({type(given).__name__})")
+        if _name(given) != _capsule.LEGACY:
+            raise CheckFailed(f"{via} gave a {_name(given)!r} capsule")
+        _open(given)
+        return f"{via} gives a legacy capsule"
     try:
         c = x.__dlpack__()
     except BufferError:
@@ -186,7 +300,7 @@ def p_legacy(make: Callable[[Any], Any]) -> str | None:
     P, "versioned_capsule", "__dlpack__(max_version=(1, 0)) gives 'dltensor_versioned'", "python_spec: max_version"
 )
 def p_versioned(make: Callable[[Any], Any]) -> str | None:
-    c = _make(make, _sample()).__dlpack__(max_version=(1, 0))
+    c = _protocol(_make(make, _sample()), "max_version").__dlpack__(max_version=(1, 0))
     if _name(c) != _capsule.VERSIONED:
         raise CheckFailed(f"max_version=(1, 0) returned a {_name(c)!r} capsule: read-only data cannot travel")
     _open(c)
@@ -200,7 +314,7 @@ def p_versioned(make: Callable[[Any], Any]) -> str | None:
     "python_spec: max_version",
 )
 def p_future(make: Callable[[Any], Any]) -> str | None:
-    c = _make(make, _sample()).__dlpack__(max_version=(2, 0))
+    c = _protocol(_make(make, _sample()), "max_version").__dlpack__(max_version=(2, 0))
     if _name(c) == _capsule.VERSIONED:
         managed, _ = _capsule.take(c)
         major = int(managed.version.major)
@@ -219,7 +333,7 @@ def p_future(make: Callable[[Any], Any]) -> str | None:
     "python_spec fallback",
 )
 def p_unknown_kw(make: Callable[[Any], Any]) -> str | None:
-    x = _make(make, _sample())
+    x = _protocol(_make(make, _sample()), "keywords")
     try:
         x.__dlpack__(not_a_keyword=1)
     except TypeError:
@@ -232,9 +346,9 @@ def p_unknown_kw(make: Callable[[Any], Any]) -> str | None:
 @_register(P, "values", "the data, shape and dtype arrive intact", "")
 def p_values(make: Callable[[Any], Any]) -> str | None:
     sample = _sample()
-    _, t = _open(_versioned_or_legacy(_make(make, sample)))
-    _same(_values(t), sample, "2x3 float32")
-    return None
+    _, values, note = _exported_values(_make(make, sample))
+    _same(values, sample, "2x3 float32")
+    return note
 
 
 def _versioned_or_legacy(x: Any) -> object:
@@ -246,51 +360,65 @@ def _versioned_or_legacy(x: Any) -> object:
 
 @_register(P, "strides_emitted", "strides are non-NULL for ndim > 0", "dlpack.h 1.2 (dmlc/dlpack#178), numpy#29872")
 def p_strides(make: Callable[[Any], Any]) -> str | None:
-    managed, _t = _open(_versioned_or_legacy(_make(make, _sample())))
+    managed, _values_read, note = _exported_values(_make(make, _sample()))
+    if managed is None:
+        raise Unsupported(f"no capsule to read strides from: {note}")
     if managed.dl_tensor.strides == ffi.NULL:
         raise CheckFailed("NULL strides (allowed before DLPack 1.2, refused by 1.2 consumers)")
     return None
 
 
-def _layout_check(make: Callable[[Any], Any], sample: Any, what: str) -> str | None:
-    _, t = _open(_versioned_or_legacy(_make(make, sample)))
-    _same(_values(t), _np().array(sample, order="C"), what)
-    return None
+def _layout_check(make: Callable[[Any], Any], base: Any, view: Callable[[Any], Any], what: str) -> str | None:
+    """The array of ``view(base)`` exports its values. On the CPU the library makes its array of the numpy
+    view; on a device it makes ``base`` there and takes the view with its own indexing (a copy to the device
+    would lose the layout)."""
+    sample = view(base)
+    if current() is None:
+        x = _make(make, sample)
+    else:
+        on_device = _make(make, base)
+        try:
+            x = view(on_device)
+        except Exception as exc:
+            raise Unsupported(f"cannot make this view: {type(exc).__name__}: {_first_line(exc)}") from None
+    _, values, note = _exported_values(x)
+    _same(values, _np().array(sample, order="C"), what)
+    return note
 
 
 @_register(P, "transposed", "a transposed array keeps its strides", "")
 def p_transposed(make: Callable[[Any], Any]) -> str | None:
-    return _layout_check(make, _sample((3, 4)).T, "transposed")
+    return _layout_check(make, _sample((3, 4)), lambda a: a.T, "transposed")
 
 
 @_register(P, "negative_strides", "negative strides arrive intact (or the array is copied)", "pytorch#188023")
 def p_negative(make: Callable[[Any], Any]) -> str | None:
-    return _layout_check(make, _sample((3, 4))[::-1, ::-2], "negative strides")
+    return _layout_check(make, _sample((3, 4)), lambda a: a[::-1, ::-2], "negative strides")
 
 
 @_register(P, "zero_size", "a zero-size array exports", "onnxruntime#27450, cccl#11605")
 def p_zero_size(make: Callable[[Any], Any]) -> str | None:
-    return _layout_check(make, _sample((0, 3)), "shape (0, 3)")
+    return _layout_check(make, _sample((0, 3)), lambda a: a, "shape (0, 3)")
 
 
 @_register(P, "zero_d", "a 0-d array exports", "numpy#29872")
 def p_zero_d(make: Callable[[Any], Any]) -> str | None:
-    return _layout_check(make, _np().array(2.5, dtype="float32"), "0-d")
+    return _layout_check(make, _np().array(2.5, dtype="float32"), lambda a: a, "0-d")
 
 
 @_register(P, "size1_dims", "size-1 dimensions export", "pytorch#99803")
 def p_size1(make: Callable[[Any], Any]) -> str | None:
-    return _layout_check(make, _sample((3, 1, 2)), "shape (3, 1, 2)")
+    return _layout_check(make, _sample((3, 1, 2)), lambda a: a, "shape (3, 1, 2)")
 
 
 @_register(P, "offset_view", "a view that starts inside its buffer exports (data/byte_offset)", "pytorch#168177")
 def p_offset(make: Callable[[Any], Any]) -> str | None:
-    return _layout_check(make, _sample((4, 5))[1:, 2:], "view [1:, 2:]")
+    return _layout_check(make, _sample((4, 5)), lambda a: a[1:, 2:], "view [1:, 2:]")
 
 
 @_register(P, "copy_true", "copy=True copies and sets IS_COPIED", "array API __dlpack__ copy")
 def p_copy_true(make: Callable[[Any], Any]) -> str | None:
-    x = _make(make, _sample())
+    x = _protocol(_make(make, _sample()), "copy=")
     original, _t0 = _open(_versioned(x))
     try:
         c = _versioned(x, copy=True)
@@ -312,7 +440,7 @@ def p_copy_true(make: Callable[[Any], Any]) -> str | None:
 @_register(P, "copy_false", "copy=False does not copy", "array API __dlpack__ copy")
 def p_copy_false(make: Callable[[Any], Any]) -> str | None:
     try:
-        c = _versioned(_make(make, _sample()), copy=False)
+        c = _versioned(_protocol(_make(make, _sample()), "copy="), copy=False)
     except TypeError as exc:
         raise CheckFailed(f"does not take copy= ({exc})") from None
     versioned = _name(c) == _capsule.VERSIONED
@@ -324,7 +452,7 @@ def p_copy_false(make: Callable[[Any], Any]) -> str | None:
 
 @_register(P, "dl_device_same", "dl_device equal to its own device is accepted", "array API __dlpack__ dl_device")
 def p_dl_device_same(make: Callable[[Any], Any]) -> str | None:
-    x = _make(make, _sample())
+    x = _protocol(_make(make, _sample()), "dl_device=")
     dev = tuple(x.__dlpack_device__())
     try:
         _open(_versioned(x, dl_device=dev))
@@ -335,7 +463,7 @@ def p_dl_device_same(make: Callable[[Any], Any]) -> str | None:
 
 @_register(P, "dl_device_unsupported", "an unsupported dl_device raises BufferError", "array API __dlpack__ dl_device")
 def p_dl_device_bad(make: Callable[[Any], Any]) -> str | None:
-    x = _make(make, _sample())
+    x = _protocol(_make(make, _sample()), "dl_device=")
     try:
         _versioned(x, dl_device=(int(DeviceType.kDLExtDev), 0))
     except BufferError:
@@ -347,7 +475,7 @@ def p_dl_device_bad(make: Callable[[Any], Any]) -> str | None:
 
 @_register(P, "stream_none", "stream=None is accepted", "array API __dlpack__ stream")
 def p_stream_none(make: Callable[[Any], Any]) -> str | None:
-    _open(_versioned(_make(make, _sample()), stream=None))
+    _open(_versioned(_protocol(_make(make, _sample()), "stream="), stream=None))
     return None
 
 
@@ -357,7 +485,7 @@ def p_stream_cpu(make: Callable[[Any], Any]) -> str | None:
     # array it copied but accepts it on one that aliases 64-byte aligned numpy memory
     note = None
     for offset in (0, 16):
-        x = _make(make, _sample_at(offset))
+        x = _protocol(_make(make, _sample_at(offset)), "stream=")
         if int(x.__dlpack_device__()[0]) != DeviceType.kDLCPU:
             raise Unsupported("not a CPU array")
         try:
@@ -407,15 +535,17 @@ def _producer_dtype_check(name: str, code: int, bits: int) -> Callable[..., str 
         sample = _dtype_sample(name)
         x = _make(make, sample)
         try:
-            capsule = _versioned_or_legacy(x)
+            given, via = _export(x)
         except BufferError as exc:
             raise Unsupported(f"BufferError: {exc}") from None
-        managed, t = _open(capsule)
-        got = (int(managed.dl_tensor.dtype.code), int(managed.dl_tensor.dtype.bits), int(managed.dl_tensor.dtype.lanes))
-        if got != (code, bits, 1):
-            raise CheckFailed(f"exported as (code, bits, lanes) {got}, expected {(code, bits, 1)}")
-        _same(_values(t), sample, name)
-        return None
+        managed, values, note = _given_values(given, via)
+        if managed is not None:
+            dtype = managed.dl_tensor.dtype
+            got = (int(dtype.code), int(dtype.bits), int(dtype.lanes))
+            if got != (code, bits, 1):
+                raise CheckFailed(f"exported as (code, bits, lanes) {got}, expected {(code, bits, 1)}")
+        _same(values, sample, name)
+        return note
 
     return run
 
@@ -426,11 +556,140 @@ for _n, _c, _b in _DTYPES:
     )
 
 
+# -- checks on a device only (python -m dlbind check --device cuda) --------------------------------------------
+
+#: Checks that run only on a device (``--device``, ``check_producer(..., device=...)``): CUDA streams.
+DEVICE_PRODUCER_CHECKS: list[Check] = []
+DEVICE_CONSUMER_CHECKS: list[Check] = []
+
+
+def _register_device(
+    kind: str, id_: str, text: str, ref: str = ""
+) -> Callable[[Callable[..., str | None]], Callable[..., str | None]]:
+    def wrap(fn: Callable[..., str | None]) -> Callable[..., str | None]:
+        (DEVICE_PRODUCER_CHECKS if kind == "producer" else DEVICE_CONSUMER_CHECKS).append(
+            Check(id_, kind, text, ref, fn)
+        )
+        return fn
+
+    return wrap
+
+
+def checks_for(device: str | None) -> tuple[list[Check], list[Check]]:
+    """(producer checks, consumer checks) that run on ``device`` (None: the CPU)."""
+    if device is None:
+        return PRODUCER_CHECKS, CONSUMER_CHECKS
+    return [*PRODUCER_CHECKS, *DEVICE_PRODUCER_CHECKS], [*CONSUMER_CHECKS, *DEVICE_CONSUMER_CHECKS]
+
+
+def _place() -> Any:
+    place = current()
+    if place is None:
+        raise Unsupported("a check of device streams: run it on a device (python -m dlbind check --device cuda)")
+    return place
+
+
+@_register_device(
+    P,
+    "stream_values",
+    "__dlpack__(stream=...) takes the legacy default stream (1), a non-blocking stream and -1",
+    "array API __dlpack__ stream",
+)
+def p_stream_values(make: Callable[[Any], Any]) -> str | None:
+    place = _place()
+    sample = _sample((64,))
+    x = _protocol(_make(make, sample), "stream=")
+    stream = place.new_stream()
+    notes = []
+    try:
+        for value, what in ((1, "1 (legacy default)"), (stream, "a non-blocking stream"), (-1, "-1 (no sync)"),
+                            (2, "2 (per-thread default)")):  # fmt: skip
+            try:
+                c = _versioned(x, stream=value)
+            except BufferError as exc:
+                if value != 2:
+                    raise CheckFailed(f"stream={what} refused: {_first_line(exc)}") from None
+                notes.append(f"refuses stream=2 with BufferError ({_first_line(exc)})")
+                continue
+            except Exception as exc:
+                raise CheckFailed(f"stream={what}: {type(exc).__name__}: {_first_line(exc)}") from None
+            _, t = _open(c)
+            if value != -1:  # -1 comes after 1: the first call already waited for the producer's work
+                place.synchronize(value)
+            _same(_values(t), sample, f"stream={what}")
+    finally:
+        place.destroy_stream(stream)
+    return "; ".join(notes) or None
+
+
+@_register_device(P, "stream_zero_refused", "stream=0 is refused on CUDA (ambiguous)", "array API __dlpack__ stream")
+def p_stream_zero(make: Callable[[Any], Any]) -> str | None:
+    _place()
+    x = _protocol(_make(make, _sample()), "stream=")
+    try:
+        c = _versioned(x, stream=0)
+    except (BufferError, ValueError):
+        return None
+    except Exception as exc:
+        return f"refused with {type(exc).__name__} (the spec's types: BufferError, ValueError): {_first_line(exc)}"
+    _open(c)
+    raise CheckFailed("accepted stream=0, which on CUDA could mean None, 1 or 2")
+
+
+@_register_device(
+    P,
+    "stream_ordered",
+    "the consumer's stream is ordered after the producer's queued writes (a busy producer stream)",
+    "array API __dlpack__ stream; dlbind issue 21",
+)
+def p_stream_ordered(make: Callable[[Any], Any]) -> str | None:
+    from dlbind.testing._devices import BUSY_WRITERS, DEVICE_ARRAYS, VALUE
+
+    place = _place()
+    library = getattr(make, "dlbind_library", None)
+    row = DEVICE_ARRAYS.get(place.name, {}).get(library or "")
+    writer = BUSY_WRITERS.get(row.streams) if row is not None else None
+    if writer is None:
+        raise Unsupported(f"dlbind.testing has no way to keep {library or 'this library'}'s stream busy (streams)")
+    n = 1 << 20
+    np = _np()
+    try:
+        busy = writer(n)
+    except Exception as exc:
+        raise Unsupported(f"cannot keep the stream busy here: {type(exc).__name__}: {_first_line(exc)}") from None
+    _protocol(busy.array, "stream=")
+    stream = place.new_stream()
+    out = place.tensor(np.zeros(n, dtype="float32"))
+    try:
+        with busy.current():
+            _, t = _open(_versioned(busy.array, stream=stream))
+            place.copy_async(out.data_ptr + out.byte_offset, t.data_ptr + t.byte_offset, n * 4, stream)
+            still = busy.busy()
+        place.synchronize(stream)
+        got = _values(out)
+        busy.sync()
+    finally:
+        place.destroy_stream(stream)
+    stale = int((got != VALUE).sum())
+    if stale:
+        when = "while it was still busy" if still else "after it had finished (yet stale)"
+        raise CheckFailed(f"the consumer's stream read {stale} of {n} elements before the producer wrote them ({when})")
+    return None if still else "inconclusive: the producer had finished before the consumer's read was queued"
+
+
 def check_producer(
-    make_array: Callable[[Any], Any], *, name: str = "producer", only: list[str] | None = None
+    make_array: Callable[[Any], Any],
+    *,
+    name: str = "producer",
+    only: list[str] | None = None,
+    device: str | None = None,
 ) -> Report:
-    """Run the producer checks on arrays made by ``make_array(numpy_array)``."""
-    return _run(PRODUCER_CHECKS, name, only, make_array)
+    """Run the producer checks on arrays made by ``make_array(numpy_array)``; ``device`` ("cuda"): the arrays
+    are made there (``make_array`` makes them there), with the device's own checks (streams) added."""
+    from dlbind.testing._devices import placed
+
+    with placed(device):
+        return _run(checks_for(device)[0], name, only, make_array)
 
 
 def _run(checks: list[Check], name: str, only: list[str] | None, *args: Any) -> Report:

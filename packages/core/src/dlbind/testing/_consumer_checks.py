@@ -11,7 +11,6 @@ from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind.producer import asdlpack
 from dlbind.testing._checks import (
     _DTYPES,
-    CONSUMER_CHECKS,
     CheckFailed,
     Report,
     Unsupported,
@@ -19,10 +18,14 @@ from dlbind.testing._checks import (
     _first_line,
     _np,
     _register,
+    _register_device,
     _run,
     _same,
     _sample,
+    _values,
+    checks_for,
 )
+from dlbind.testing._devices import current, placed
 
 C = "consumer"
 Consume = Callable[[Any], Any]
@@ -63,7 +66,7 @@ class RawProducer:
         code: int | None = None,
         bits: int | None = None,
         lanes: int = 1,
-        device: tuple[int, int] = (1, 0),
+        device: tuple[int, int] | None = None,
         null_data: bool = False,
         null_strides: bool = False,
         strides: tuple[int, ...] | None = None,
@@ -73,6 +76,12 @@ class RawProducer:
         from dlbind.dtypes import from_numpy
 
         self.array = array
+        place = current()  # on a device (--device cuda), the memory is a device copy laid out as on the host
+        if device is None:
+            device = (place.device_type, 0) if place is not None else (1, 0)
+        self._owner, self._address = (None, array.__array_interface__["data"][0])
+        if place is not None and not null_data:
+            self._owner, self._address = place.upload(array)
         dt = from_numpy(array.dtype)
         self.fields: dict[str, Any] = {
             "versioned": versioned, "major": major, "flags": flags, "code": dt.code if code is None else code,
@@ -108,7 +117,7 @@ class RawProducer:
             m = ffi.new("DLManagedTensor *")
             m.deleter = ffi.cast("void (*)(DLManagedTensor *)", _DELETER_ADDRESS)
         t = m.dl_tensor
-        t.data = ffi.NULL if f["null_data"] else ffi.cast("void *", self.array.__array_interface__["data"][0])
+        t.data = ffi.NULL if f["null_data"] else ffi.cast("void *", self._address)
         t.device.device_type, t.device.device_id = f["device"]
         t.ndim = ndim
         t.dtype.code, t.dtype.bits, t.dtype.lanes = f["code"], f["bits"], f["lanes"]
@@ -116,7 +125,7 @@ class RawProducer:
         t.strides = ffi.NULL if f["null_strides"] or not ndim else dims + ndim
         t.byte_offset = f["byte_offset"]
         address = int(ffi.cast("uintptr_t", m))
-        _HANDED_OUT[address] = (m, dims, self.array, self._cell)
+        _HANDED_OUT[address] = (m, dims, self.array, self._owner, self._cell)
         name = b"dltensor_versioned" if versioned else b"dltensor"
         capsule = _capi.capsule_new(address, name, _capi.CapsuleDestructor())
         self.capsules.append(capsule)
@@ -182,9 +191,16 @@ def c_max_version(consume: Consume, to_numpy: ToNumpy) -> str | None:
     return None
 
 
+def _here() -> tuple[int, int]:
+    """The device the consumer checks' producers say they are on: the current one, else the CPU."""
+    place = current()
+    return (place.device_type, 0) if place is not None else (1, 0)
+
+
 class _LegacyOnly:
     def __init__(self, array: Any) -> None:
-        self.inner = asdlpack(array)
+        place = current()
+        self.inner = asdlpack(array) if place is None else place.tensor(array)
 
     def __dlpack_device__(self) -> Any:
         return self.inner.__dlpack_device__()
@@ -205,7 +221,7 @@ class _Raising:
         self.exc, self.calls = exc, 0
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)
+        return _here()
 
     def __dlpack__(self, **kw: Any) -> object:
         self.calls += 1
@@ -241,7 +257,7 @@ def c_buffererror(consume: Consume, to_numpy: ToNumpy) -> str | None:
 
 class _NotACapsule:
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)
+        return _here()
 
     def __dlpack__(self, **kw: Any) -> object:
         return 42
@@ -275,7 +291,7 @@ def c_deleter(consume: Consume, to_numpy: ToNumpy) -> str | None:
     result = consume(p)
     got = _read(to_numpy, result)
     if p.deleted:  # fine for a consumer that copied on import; a use-after-free otherwise
-        if _np().shares_memory(got, p.array):
+        if current() is None and _np().shares_memory(got, p.array):
             raise CheckFailed("called the deleter while the result still uses the memory")
         return "copied on import and freed the producer's tensor at once"
     del result, got
@@ -399,6 +415,9 @@ def c_readonly(consume: Consume, to_numpy: ToNumpy) -> str | None:
     except BufferError as exc:
         raise CheckFailed(f"cannot import read-only data: {exc}") from None
     out = to_numpy(result)
+    if current() is not None:
+        _same(_np().asarray(out), sample, "read-only data")
+        return "imported (on a device the result's writability is not read)"
     writeable = getattr(getattr(out, "flags", None), "writeable", None)
     return "imported read-only" if writeable is False else "flag ignored: the result is writable (allowed)"
 
@@ -442,11 +461,45 @@ def _default_to_numpy(result: Any) -> Any:
 
     if isinstance(result, np.ndarray):
         return result
-    return np.asarray(from_dlpack(compat(result)))
+    return _values(from_dlpack(compat(result)))
+
+
+_MISSING = object()
+
+
+@_register_device(
+    C,
+    "stream_passed",
+    "asks a CUDA producer with its stream: an int, never 0 (None: the legacy default stream)",
+    "array API from_dlpack; torch's test_dlpack_default_stream",
+)
+def c_stream_passed(consume: Consume, to_numpy: ToNumpy) -> str | None:
+    if current() is None:
+        raise Unsupported("a check of device streams: run it on a device (python -m dlbind check --device cuda)")
+    sample = _sample()
+    p = RawProducer(sample)
+    _same(_read(to_numpy, _consume(consume, p)), sample, "2x3 float32")
+    if not p.calls:
+        raise CheckFailed("imported without calling __dlpack__")
+    stream = p.calls[0].get("stream", _MISSING)
+    if stream is _MISSING or stream is None:
+        return "asked without a stream: the producer orders the legacy default stream (allowed)"
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise CheckFailed(f"passed stream={stream!r}, not an int")
+    if stream == 0:
+        raise CheckFailed("passed stream=0, which on CUDA could mean None, 1 or 2")
+    return f"passed stream={stream}"
 
 
 def check_consumer(
-    from_dlpack: Consume, *, to_numpy: ToNumpy | None = None, name: str = "consumer", only: list[str] | None = None
+    from_dlpack: Consume,
+    *,
+    to_numpy: ToNumpy | None = None,
+    name: str = "consumer",
+    only: list[str] | None = None,
+    device: str | None = None,
 ) -> Report:
-    """Run the consumer checks on ``from_dlpack``; ``to_numpy`` reads a result back (default np.asarray)."""
-    return _run(CONSUMER_CHECKS, name, only, from_dlpack, to_numpy or _default_to_numpy)
+    """Run the consumer checks on ``from_dlpack``; ``to_numpy`` reads a result back (default np.asarray).
+    ``device`` ("cuda"): the producers hand it memory there, with the device's own checks (streams) added."""
+    with placed(device):
+        return _run(checks_for(device)[1], name, only, from_dlpack, to_numpy or _default_to_numpy)

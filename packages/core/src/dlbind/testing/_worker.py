@@ -1,4 +1,4 @@
-"""One library's conformance run, in its own process (``python -m dlbind.testing._worker LIB``).
+"""One library's conformance run, in its own process (``python -m dlbind.testing._worker [--device cuda] LIB``).
 
 Prints one JSON line when a check starts and one with its result, so that the parent can tell
 which check killed the process if the library crashes, and start a new worker after it.
@@ -14,16 +14,23 @@ import sys
 from typing import Any
 
 
-def subject(name: str) -> tuple[Any, Any]:
-    """(make_array, from_dlpack) for a library of spec/adapters.toml."""
+def subject(name: str, device: str | None = None) -> tuple[Any, Any]:
+    """(make_array, from_dlpack) for a library of spec/adapters.toml, on the CPU or on ``device`` ("cuda": its
+    own constructor of device arrays; its importer of device memory, or None when it has none)."""
     import dlbind
     from dlbind._generated.adapters import ADAPTERS
-    from dlbind._libraries import prepare_for_check
+    from dlbind._libraries import dotted, prepare_for_check
     from dlbind.bridges import importer
 
     adapter = ADAPTERS[name]
     prepare_for_check(adapter)  # its check.setup: jax enables its 64-bit dtypes
-    return (lambda a: dlbind.convert(a, name)), importer(adapter)
+    if device is None:
+        return (lambda a: dlbind.convert(a, name)), importer(adapter)
+    from dlbind.testing._devices import DEVICE_ARRAYS, maker
+
+    row = DEVICE_ARRAYS[device][name]
+    consume = importer(adapter) if row.consumer == "row" else dotted(row.consumer) if row.consumer else None
+    return maker(name, device), consume
 
 
 def run_pickled() -> int:
@@ -44,20 +51,33 @@ def run_pickled() -> int:
 def main(argv: list[str]) -> int:
     if argv == ["--pickled"]:
         return run_pickled()
-    from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER_CHECKS, run_check
-
-    name, skip = argv[0], set(argv[1:])
-    make, consume = subject(name)
+    from dlbind.testing._checks import Result, checks_for, run_check
     from dlbind.testing._consumer_checks import _default_to_numpy
+    from dlbind.testing._devices import DEVICE_ARRAYS, placed, unusable
 
-    for check in [*PRODUCER_CHECKS, *CONSUMER_CHECKS]:
-        key = f"{check.kind}:{check.id}"
-        if key in skip:
-            continue
-        print(json.dumps({"start": key}), flush=True)
-        args = (make,) if check.kind == "producer" else (consume, _default_to_numpy)
-        result = run_check(check, *args)
-        print(json.dumps({"key": key, "status": result.status, "detail": result.detail}), flush=True)
+    device = None
+    if argv[:1] == ["--device"]:
+        device, argv = argv[1], argv[2:]
+    name, skip = argv[0], set(argv[1:])
+    producer_checks, consumer_checks = checks_for(device)
+    why = unusable(name, device) if device is not None else None
+    make, consume = subject(name, device) if why is None else (None, None)
+    row = DEVICE_ARRAYS.get(device or "", {}).get(name)
+    with placed(device):
+        for check in [*producer_checks, *consumer_checks]:
+            key = f"{check.kind}:{check.id}"
+            if key in skip:
+                continue
+            print(json.dumps({"start": key}), flush=True)
+            if why is not None:
+                result = Result(check.id, "unsupported", why)
+            elif check.kind == "producer":
+                result = run_check(check, make)
+            elif consume is None:
+                result = Result(check.id, "unsupported", row.consumer_note if row else "no importer")
+            else:
+                result = run_check(check, consume, _default_to_numpy)
+            print(json.dumps({"key": key, "status": result.status, "detail": result.detail}), flush=True)
     return 0
 
 
