@@ -412,6 +412,46 @@ class InteropSuite:
         self.write(lib, y, poke(a))
         same(a, values("float32"))
 
+    @pytest.mark.parametrize("copy", [None, True])
+    @pytest.mark.parametrize("source", ["ndarray", "Tensor"])
+    def test_from_numpy_is_the_systems_array(self, lib: Any, source: str, copy: bool | None) -> None:
+        """convert(..., to=system) gives the system's own array (issue 21: dpnp answered numpy arrays)."""
+        from dlbind._libraries import library_of
+
+        a = values("float32")
+        x = a if source == "ndarray" else dlbind.from_dlpack(a)
+        y = dlbind.convert(x, to=self.system, copy=copy)
+        row = library_of(y)
+        assert row is not None and row.name == self.system, type(y)
+        same(self.to_numpy(lib, y), a)
+
+    @pytest.mark.parametrize("readonly", [False, True])
+    @pytest.mark.parametrize(
+        "kw", [{}, {"copy": None}, {"copy": False}, {"device": "cpu"}, {"device": "cpu", "copy": False}]
+    )
+    def test_own_array_is_itself(self, lib: Any, readonly: bool, kw: dict[str, Any]) -> None:
+        """An array converted to its own library is itself whatever copy=False or its own device asks (issue 21:
+        numpy < 2.1 copied, refused or made a read-only view)."""
+        x = self._make(lib, values("float32"))
+        if readonly and not self._set_readonly(lib, x):
+            pytest.skip(f"{self.system} has no read-only arrays")
+        if "device" in kw:
+            from dlbind.devices import producer_device
+
+            try:
+                if tuple(producer_device(dlbind.compat(x))) != (1, 0):
+                    pytest.skip(f"{self.system}'s array is not on the CPU")
+            except (BufferError, TypeError):
+                pytest.skip(f"{self.system}'s array does not say its device")
+        assert dlbind.convert(x, to=self.system, **kw) is x
+
+    def _set_readonly(self, lib: Any, x: Any) -> bool:
+        flags = getattr(x, "flags", None)
+        if flags is None or not hasattr(flags, "writeable"):
+            return False
+        flags.writeable = False
+        return True
+
     # -- system <-> torch, where both install -------------------------------------------------------
 
     def _torch(self) -> Any:

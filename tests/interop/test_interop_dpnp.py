@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+import pytest
 from _suite import InteropSuite, compiled, require, version  # noqa: F401
+
+import dlbind
 
 require("dpnp")
 
@@ -20,6 +23,28 @@ class TestDpnp(InteropSuite):
 
     def to_numpy(self, lib: Any, x: Any) -> np.ndarray:
         return np.array(lib.asnumpy(x), copy=True)
+
+    @pytest.mark.parametrize(
+        "make",
+        [lambda a: a, lambda a: a[::-1, ::-2], lambda a: a.T, lambda a: a[1, 2, ...], lambda a: a[:0]],
+        ids=["contiguous", "negative strides", "transposed", "0-d", "empty"],
+    )
+    @pytest.mark.parametrize("readonly", [False, True])
+    def test_host_data_becomes_a_dpnp_array(self, lib: Any, make: Any, readonly: bool) -> None:
+        """issue 21: dpnp.from_dlpack of host data answers numpy arrays, and its device= fallback fails on
+        read-only, strided, 0-d and empty arrays; dlbind copies host data in with dpnp.asarray."""
+        a = make(np.arange(12.0).reshape(3, 4))
+        a.flags.writeable = not readonly
+        y = dlbind.convert(a, to="dpnp")
+        assert isinstance(y, lib.ndarray), type(y)
+        np.testing.assert_array_equal(lib.asnumpy(y), a)
+
+    def test_host_data_copy_false_and_cpu_are_refused(self, lib: Any) -> None:
+        a = np.arange(4.0)
+        with pytest.raises(BufferError, match="copy=False"):
+            dlbind.convert(a, to="dpnp", copy=False)
+        with pytest.raises(BufferError):
+            dlbind.convert(a, to="dpnp", device="cpu")
 
     @classmethod
     def own_gaps(cls) -> dict[str, str]:

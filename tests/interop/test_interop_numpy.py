@@ -68,3 +68,19 @@ class TestNumpy(InteropSuite):
         np.testing.assert_array_equal(back, a)
         if back.flags.writeable and np.shares_memory(back, a):
             raise AssertionError(f"convert(read-only, to={target!r}) gave a writable alias")
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_own_array_copy_true_is_a_writable_copy(readonly: bool) -> None:
+    a = np.arange(6.0)
+    a.flags.writeable = not readonly
+    y = dlbind.convert(a, to="numpy", copy=True)
+    assert not np.shares_memory(y, a) and y.flags.writeable and np.array_equal(y, a)
+
+
+def test_a_read_only_tensor_reaches_numpy_zero_copy() -> None:
+    """numpy < 2.1 imports every legacy capsule read-only: a read-only tensor needs no copy (issue 21)."""
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    y = dlbind.convert(dlbind.from_dlpack(a), to="numpy", copy=False)
+    assert np.shares_memory(y, a) and not y.flags.writeable

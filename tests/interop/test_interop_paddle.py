@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 import numpy as np
 from _suite import InteropSuite, compiled, require, version  # noqa: F401
 
+import dlbind
+
 require("paddle")
 
 
@@ -32,3 +34,9 @@ class TestPaddle(InteropSuite):
     def own_gaps(cls) -> dict[str, str]:
         gaps: dict[str, str] = {}
         return gaps
+
+    def test_byte_offset_reaches_the_right_values(self, lib: Any) -> None:
+        """issue 21: paddle's importer ignores byte_offset (wrong values); its row says so and dlbind copies."""
+        base = np.arange(12.0).reshape(3, 4)
+        p = dlbind.from_pointer(base.ctypes.data, (2, 4), "float64", byte_offset=32, owner=base)
+        np.testing.assert_array_equal(dlbind.convert(p, to="paddle").numpy(), base[1:])

@@ -36,6 +36,10 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "readonly"): ("export_readonly", bool, None, True),
     ("export", "negative_strides"): ("export_negative_strides", str, frozenset({"signed", "unsigned"}), "signed"),
     ("export", "interface"): ("export_interface", str, frozenset({"", "__cuda_array_interface__"}), ""),
+    ("export", "capsules"): ("export_capsules", str, frozenset({"versioned", "legacy"}), "versioned"),
+    ("export", "bits"): ("bits", dict, None, ()),
+    ("export", "bits_of"): ("bits_of", str, None, ""),
+    ("export", "bits_via"): ("export_bits_via", str, None, ""),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
     ("import", "asks"): ("asks", str, frozenset({"versioned", "legacy", "bare"}), "versioned"),
@@ -47,7 +51,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "namespace"): ("namespace", str, None, ""),
     ("import", "layout"): ("layout", str, frozenset({"any", "nonnegative", "compact"}), "any"),
     ("import", "byte_offset"): ("byte_offset", bool, None, True),
-    ("import", "readonly"): ("readonly", str, frozenset({"honoured", "ignored"}), "honoured"),
+    ("import", "readonly"): ("readonly", str, frozenset({"honoured", "ignored", "always"}), "honoured"),
     ("import", "copy"): ("copy", str, frozenset({"honoured", "always", "ignored"}), "honoured"),
     ("import", "alignment"): ("alignment", int, None, 0),
     ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
@@ -59,6 +63,10 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "stream_attribute"): ("stream_attribute", str, None, ""),
     ("import", "interface"): ("interface_function", str, None, ""),
     ("import", "interface_devices"): ("interface_devices", list, None, ()),
+    ("import", "bits_via"): ("import_bits_via", str, None, ""),
+    ("import", "copy_from"): ("copy_from", list, None, ()),
+    ("import", "copy_with"): ("copy_with", str, None, ""),
+    ("import", "copy_takes"): ("copy_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
     ("check", "setup"): ("check_setup", str, None, ""),
     ("check", "setup_args"): ("check_setup_args", "args", None, ()),
 }
@@ -119,8 +127,18 @@ def _fact(section: str, key: str, raw: Any, where: str) -> tuple[str, Any]:
 
 
 def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
-    if bool(facts["lacks_dtypes"]) != bool(facts["view_with"]):
-        raise GeneratorError(f"{where}: lacks_dtypes and view_with go together")
+    if facts["view_with"] and not facts["lacks_dtypes"]:
+        raise GeneratorError(f"{where}: view_with views the dtypes of lacks_dtypes: it needs them")
+    via = facts["export_bits_via"] or facts["import_bits_via"]
+    if bool(facts["bits"]) != bool(facts["bits_of"]) or (via and not facts["bits"]):
+        raise GeneratorError(f"{where}: export.bits (its dtype names -> dlbind's) goes with export.bits_of (the module "
+                             "naming its dtypes), and bits_via needs them")
+    for via in (facts["export_bits_via"], facts["import_bits_via"]):
+        if via and not (via.endswith("()") and via[:-2].isidentifier()):
+            raise GeneratorError(f"{where}: bits_via is a method 'name()', not {via!r}")
+    if bool(facts["copy_from"]) != bool(facts["copy_with"]):
+        raise GeneratorError(f"{where}: import.copy_from (devices) and import.copy_with (the target's constructor) go "
+                             "together")
     if set(facts["keywords"]) - _KEYWORDS:
         raise GeneratorError(f"{where}: import.keywords may only be {sorted(_KEYWORDS)}")
     for guard in facts["export_guards"]:

@@ -17,7 +17,7 @@ from dlbind import capsule
 from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
-from dlbind._generated.tables import VERSIONED_CAPSULES
+from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind._libraries import MISSING, dotted, for_release
 from dlbind.consumer import from_dlpack as _python_from_dlpack
 from dlbind.consumer import ordered
@@ -29,7 +29,7 @@ from dlbind.plans import export_plan
 from dlbind.producer import through_interface
 from dlbind.tensor import Tensor, from_capsule
 
-__all__ = ["Relay", "bridged", "device_arg", "import_on", "importer", "on_device"]
+__all__ = ["Relay", "bridged", "copied_in", "device_arg", "import_on", "importer", "keywords", "on_device"]
 
 # the dispatching from_dlpack: C for the common call in the compiled build
 _from_dlpack = native.from_dlpack if native is not None else _python_from_dlpack
@@ -196,7 +196,9 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
     """
     adapter = route.adapter
-    if route.viewer is not None and _lacks(adapter, tensor):
+    if adapter.lacks_dtypes and _lacks(adapter, tensor):
+        if route.viewer is None:
+            raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} ({adapter.from_dlpack} lacks it)")
         return _viewed(route, tensor, device, copy)
     if tensor._lanes != 1 and not adapter.import_lanes:
         raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
@@ -223,8 +225,32 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     elif adapter.takes == "ndarray":
         import numpy
 
+        theirs = route.bits.get(tensor.dtype.name) if route.bits else None
+        if theirs is not None:  # its importer cannot read this dtype back: its bits go in, reinterpreted there
+            bits = numpy.asarray(tensor).view(f"u{tensor.dtype.itemsize}")
+            method = adapter.import_bits_via.removesuffix("()")
+            return getattr(route.from_dlpack(bits, **kwargs), method)(theirs)
         producer = numpy.asarray(producer)  # a zero-copy view of the Tensor
     return route.from_dlpack(producer, **kwargs)
+
+
+def copied_in(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+    """Data on a device the target holds no arrays of (``import.copy_from``: dpnp's importer answers numpy arrays
+    for host data), copied in by the target's own constructor (``import.copy_with``) onto ``device`` (None: the
+    first device it imports from, index 0)."""
+    adapter = route.adapter
+    where = device_name(tensor._device_type)
+    if copy is False:
+        raise BufferError(
+            f"{adapter.name} holds {', '.join(adapter.devices)} memory only: importing {where} data copies, and "
+            "copy=False forbids it"
+        )
+    target = parse_device(device) if device is not None else (DEVICE_BY_NAME[adapter.devices[0]], 0)
+    if adapter.copy_takes == "ndarray":
+        import numpy
+
+        return route.copy_with(numpy.asarray(tensor), device=device_arg(route, target))
+    return route.copy_with(tensor, device=device_arg(route, target))
 
 
 def _wrapped(route: Route, tensor: Tensor) -> Any:
@@ -234,7 +260,7 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
     if adapter.import_bool != "bool" and tensor.dtype == BOOL:
         return _BoolAs(tensor, adapter.import_bool)
     if route.legacy_only and tensor._flags & _READ_ONLY:
-        return _LegacyReadOnly(tensor)  # only immutable targets get here (needs_copy)
+        return _LegacyReadOnly(tensor)  # only targets for which it is safe get here (needs_copy, legacy_safe)
     return tensor
 
 
@@ -250,7 +276,9 @@ def needs_copy(route: Route, tensor: Tensor) -> str | None:
     if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
         if route.ignores_readonly:
             return "read-only data (it imports read-only data writable)"
-        if route.legacy_only and not adapter.immutable:
+        if route.legacy_only and not route.legacy_safe:
+            if adapter.immutable:  # its arrays are immutable, but their exports would hand the memory on writable
+                return "read-only data (its exports are unmarked legacy capsules: writable to every consumer)"
             return "read-only data (it asks for legacy capsules, which cannot say read-only)"
     return None
 
@@ -308,8 +336,9 @@ def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) 
     adapter = route.adapter
     if tensor._lanes != 1 and not adapter.import_lanes:
         raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
-    if route.viewer is not None and _lacks(adapter, tensor):
-        raise BufferError(f"{adapter.name} views {tensor.dtype.name} data in host memory only")
+    if adapter.lacks_dtypes and _lacks(adapter, tensor):
+        lacks = f"{adapter.from_dlpack} lacks it"
+        raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} on a device ({lacks})")
     misaligned = adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment
     if copy or misaligned or needs_copy(route, tensor) is not None:
         tensor = on_device(tensor, stream)

@@ -30,7 +30,7 @@ from typing import Any
 
 from dlbind import consumer
 from dlbind._ffi import native
-from dlbind.bridges import Relay, bridged, capsule_for_target, import_on, keywords
+from dlbind.bridges import Relay, bridged, capsule_for_target, copied_in, import_on, keywords
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
 from dlbind.planner import (
     C_ROUTES,
@@ -130,6 +130,9 @@ def _host(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             return out
     tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
     kind = tensor._device_type  # the int: no DeviceType made on every convert
+    copy_in = kind in route.copy_from and kind not in route.imports
+    if copy_in and (device is None or parse_device(device)[0] in route.imports):
+        return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
     here = device_name(kind)
     if device is not None:
         host = kind not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE

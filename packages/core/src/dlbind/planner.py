@@ -90,6 +90,10 @@ class Route(NamedTuple):
     stream_of: Any = None  # device index -> its current stream there (a DLPack stream int), or None
     interface: Any = None  # its importer of __cuda_array_interface__ objects (import.interface), or None
     interface_types: frozenset[int] = frozenset()  # device types imported through `interface`
+    legacy_safe: bool = False  # read-only data may reach it in a legacy capsule (it never lets it be written)
+    bits: dict[str, str] | None = None  # dlbind dtype name -> its own, for dtypes imported as their bits
+    copy_with: Any = None  # its own constructor copying in data of `copy_from` devices (import.copy_with)
+    copy_from: frozenset[int] = frozenset()
 
     @property
     def bridges(self) -> bool:
@@ -185,6 +189,11 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         stream_of if stream_of is not None else _stream_of(adapter),
         interface,
         _device_types(adapter.interface_devices),
+        # every import read-only, or immutable arrays whose exports say read-only: a legacy capsule is safe
+        adapter.readonly == "always" or (adapter.immutable and adapter.export_capsules == "versioned"),
+        {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None,
+        dotted(adapter.copy_with) if adapter.copy_with else None,
+        _device_types(adapter.copy_from),
     )
 
 
@@ -295,14 +304,14 @@ def _between(source: ExportPlan, route: Route) -> str:
         reasons.append(f"{a.name} ignores byte_offset")
     if a.alignment:
         reasons.append(f"{a.name} views {a.alignment}-byte aligned data only")
-    if source.readonly and (route.ignores_readonly or (route.legacy_only and not a.immutable)):
-        reasons.append(f"{a.name} would import read-only data writable")
+    if source.readonly and (route.ignores_readonly or (route.legacy_only and not route.legacy_safe)):
+        reasons.append(f"{a.name} would take read-only data writable")
     if route.legacy_only and source.readonly:
         reasons.append(f"{a.name} asks for legacy capsules, which cannot say read-only")
+    if a.lacks_dtypes or route.bits:
+        reasons.append(f"{a.name} lacks some dtypes, or takes them as their bits")
     if a.import_bool != "bool" or source.python:
         reasons.append("bool travels under another dtype")
-    if route.viewer is not None:
-        reasons.append(f"{a.name} lacks some dtypes its arrays hold")
     if a.takes != "producer":
         reasons.append(f"{a.from_dlpack} takes a {a.takes}, not a producer")
     return "; ".join(reasons)

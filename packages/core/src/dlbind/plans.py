@@ -15,10 +15,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from dlbind import capsule
 from dlbind._generated.adapters import Adapter
+from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, adapter_of_type, dotted, for_release
 from dlbind.devices import stream_free
+from dlbind.dtypes import DType, lookup
+from dlbind.export import contiguous_strides
 
 __all__ = ["BARE", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
 
@@ -46,9 +50,12 @@ class ExportPlan:
 
     __slots__ = (
         "__weakref__",
+        "bits",
+        "bits_via",
         "bool_method",
         "bool_name",
         "call_style",
+        "capsules",
         "guards",
         "host",
         "host_only",
@@ -67,6 +74,9 @@ class ExportPlan:
 
     row: Adapter | None
     library: str
+    capsules: str
+    bits: Any
+    bits_via: str
     guards: tuple[tuple[str, bool], ...]
     immutable: bool
     refusal: type[Exception]
@@ -87,6 +97,7 @@ class ExportPlan:
         self.row = row
         self.call_style = 0
         self.pairs = {}  # (target, device type) -> dlbind.planner.Decision
+        self.capsules, self.bits, self.bits_via = "versioned", None, ""
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
             self.via, self.host, self.bool_method, self.bool_name, self.python = None, "", "", "", False
@@ -108,6 +119,9 @@ class ExportPlan:
         self.readonly = row.immutable or row.export_readonly
         self.unsigned_strides = row.export_negative_strides == "unsigned"
         self.interface = row.export_interface
+        self.capsules = row.export_capsules
+        if row.bits and row.export_bits_via:
+            self.bits, self.bits_via = _Bits(row.bits_of, row.bits), row.export_bits_via.removesuffix("()")
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
@@ -134,6 +148,44 @@ class _Lazy:
         if fn is None:
             fn = self.fn = dotted(self.path)
         return fn(x)
+
+
+class _Bits:
+    """A library's dtypes that travel as their bits (``export.bits``): its dtype objects (attributes of the module
+    ``bits_of``, looked up on first use: the library is imported by then) -> dlbind's dtype."""
+
+    __slots__ = ("by_dtype", "module", "names")
+
+    def __init__(self, module: str, names: tuple[tuple[str, str], ...]) -> None:
+        self.module, self.names = module, names
+        self.by_dtype: list[tuple[Any, DType]] | None = None
+
+    def of(self, dtype: Any) -> DType | None:
+        """dlbind's dtype for the library's ``dtype`` when it travels as its bits, else None."""
+        if self.by_dtype is None:
+            module = dotted(self.module)
+            found = [(name, ours) for name, ours in self.names if hasattr(module, name)]
+            self.by_dtype = [(getattr(module, name), lookup(ours)) for name, ours in found]
+        return next((ours for theirs, ours in self.by_dtype if dtype == theirs), None)
+
+
+_UNSIGNED = {8: "uint8", 16: "uint16", 32: "uint32", 64: "uint64"}
+
+
+def _bits_export(x: Any, plan: ExportPlan, via: Any) -> object | None:
+    """A capsule of ``x``'s host copy made through its bits (``export.bits``: its export would widen the dtype),
+    read as dlbind's dtype; None when ``x``'s dtype is none of them."""
+    ours = plan.bits.of(getattr(x, "dtype", None))
+    if ours is None:
+        return None
+    host = via(getattr(x, plan.bits_via)(_UNSIGNED[ours.bits]))  # e.g. x.bitcast("uint16").numpy()
+    iface = host.__array_interface__
+    item = ours.itemsize
+    strides = iface["strides"]
+    elements = contiguous_strides(tuple(host.shape)) if strides is None else tuple(s // item for s in strides)
+    return capsule.export(
+        iface["data"][0], tuple(host.shape), elements, ours, (DeviceType.kDLCPU, 0), 0, host, versioned=True,
+    )  # fmt: skip
 
 
 _PLANS = TypeCache()  # type -> its ExportPlan (kept no longer than the type)
@@ -177,6 +229,10 @@ def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
     if via is None:
         return None
     try:
+        if plan.bits is not None:
+            made = _bits_export(x, plan, via)
+            if made is not None:
+                return made
         return via(x)
     except Exception as exc:  # its export refused this array (a dtype it cannot export, ...)
         if not plan.host:
