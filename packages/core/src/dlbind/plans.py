@@ -163,7 +163,10 @@ class _Bits:
     def of(self, dtype: Any) -> DType | None:
         """dlbind's dtype for the library's ``dtype`` when it travels as its bits, else None."""
         if self.by_dtype is None:
-            module = dotted(self.module)
+            try:
+                module = dotted(self.module)
+            except ImportError:  # an array of the library's type without the library's dtypes module: none apply
+                module = None
             found = [(name, ours) for name, ours in self.names if hasattr(module, name)]
             self.by_dtype = [(getattr(module, name), lookup(ours)) for name, ours in found]
         return next((ours for theirs, ours in self.by_dtype if dtype == theirs), None)

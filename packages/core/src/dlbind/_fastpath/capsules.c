@@ -453,13 +453,19 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
         return -1;
     }
     out->versioned = 0;
+    out->stream = NULL;
     Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     int fast = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[i];
         int kw = dlbind_keyword(key);
         if (kw == DLBIND_KW_STREAM) {
-            if (value != Py_None) fast = 0;
+            if (value != Py_None) {
+                if (out->stream_ok && PyLong_CheckExact(value))
+                    out->stream = value;
+                else
+                    fast = 0;
+            }
         } else if (kw == DLBIND_KW_MAX_VERSION) {
             if (value == Py_None) continue;
             if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0))) {

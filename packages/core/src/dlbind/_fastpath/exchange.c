@@ -753,7 +753,7 @@ static PyObject *dlbind_handover_tensor(dlbind_handover *self) {
 
 static PyObject *dlbind_handover_dlpack(dlbind_handover *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    dlbind_dlpack_args parsed;
+    dlbind_dlpack_args parsed = {0, 0, NULL};
     int fast = dlbind_parse_dlpack("Handover", args, nargs, kwnames, self->device, &parsed);
     if (fast < 0) return NULL;
     if (fast && parsed.versioned && self->m != NULL) {

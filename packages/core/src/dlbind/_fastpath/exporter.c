@@ -136,7 +136,7 @@ static PyObject *dlbind_exporter_slow(dlbind_exporter *self) {
 
 static PyObject *dlbind_exporter_dlpack(dlbind_exporter *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    dlbind_dlpack_args parsed;
+    dlbind_dlpack_args parsed = {0, 0, NULL};
     DLDevice cpu = {kDLCPU, 0};
     int fast = dlbind_parse_dlpack("Exporter", args, nargs, kwnames, cpu, &parsed);
     if (fast < 0) return NULL;

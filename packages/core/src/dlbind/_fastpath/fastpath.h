@@ -201,9 +201,12 @@ PyObject *dlbind_versioned_refused(void);
 /* Export blocks (and BufferExporter's dimension arrays) hold this many dimensions inline. */
 #define DLBIND_INLINE_NDIM 4
 
-/* The keywords of __dlpack__: 1 for the fast case, 0 for "ask Python", -1 on error. */
+/* The keywords of __dlpack__: 1 for the fast case, 0 for "ask Python", -1 on error. A stream that is not None
+ * makes the call "ask Python" unless stream_ok (then *stream is its value, borrowed, and the caller decides). */
 typedef struct {
     int versioned;
+    int stream_ok;     /* in: the caller takes an int stream itself */
+    PyObject *stream;  /* out: the stream= value when stream_ok (NULL: absent or None) */
 } dlbind_dlpack_args;
 int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                         DLDevice here, dlbind_dlpack_args *out);

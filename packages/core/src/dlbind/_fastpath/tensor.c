@@ -305,13 +305,27 @@ static PyGetSetDef dlbind_tensor_getset[] = {
 static PyObject *dlbind_tensor_dlpack(dlbind_tensor *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     DLTensor *t = self->t;
-    dlbind_dlpack_args parsed;
+    dlbind_dlpack_args parsed = {0, self->stream != NULL, NULL};
     int fast = dlbind_parse_dlpack("Tensor", args, nargs, kwnames, t->device, &parsed);
     if (fast < 0) return NULL;
+    if (fast && self->stream != NULL) {
+        /* ready on self->stream: fast when the consumer asks on that very stream, or orders nothing (-1), or
+         * asks with None on the device's default stream and that is the tensor's; else Python waits */
+        long long ready = PyLong_AsLongLong(self->stream), asked;
+        if (parsed.stream == NULL) {
+            asked = dlbind_device_default_stream(t->device.device_type);
+            fast = !dlbind_device_host(t->device.device_type) && asked == ready; /* managed memory: a host reader */
+        } else {
+            int overflow = 0;
+            asked = PyLong_AsLongLongAndOverflow(parsed.stream, &overflow);
+            fast = !overflow && (asked == -1 || asked == ready) && dlbind_device_stream_accepted(t->device.device_type, asked);
+        }
+        if (PyErr_Occurred()) return NULL;
+    }
     /* export_view(self, **kwargs): the parser checked there are only known keywords; a legacy capsule of
      * a sub-byte dtype goes there too (DType.legacy_refusal), and a tensor ordered on a stream (the consumer's
      * stream may have to wait for it) */
-    if (fast == 0 || self->stream != NULL || (!parsed.versioned && (t->dtype.bits * t->dtype.lanes) % 8 != 0)) {
+    if (fast == 0 || (!parsed.versioned && (t->dtype.bits * t->dtype.lanes) % 8 != 0)) {
         PyObject *stack[5];
         Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
         if (n > 4) {
