@@ -38,6 +38,7 @@ PACKAGES = [
     *(f"python{v}{suffix}" for v in PYTHONS for suffix in ("", "-dev", "-venv")),
     "gcc",
     "libc6-dev",
+    "libffi-dev",  # cffi has no wheel for 3.15: pip builds it from its sdist
     "clang",  # tinygrad's CPU device compiles with it (its interop tests)
     "patchelf",  # auditwheel's (bookworm's 0.14.3 is older than the 0.14.5 auditwheel 6 requires)
 ]
