@@ -723,9 +723,11 @@ def _cached_core_wheel(tag: str, build: Callable[[str], object]) -> str:
             build(tmp)
             if not list(Path(tmp).glob("*.whl")):  # nox --no-install skips run_install's command
                 return str(ROOT / CORE)
-            shutil.rmtree(out, ignore_errors=True)
-            Path(tmp).rename(out)
-            Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+            try:
+                Path(tmp).rename(out)  # atomic; refused when another session (.ci/run runs two) was first
+                Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+            except OSError:
+                pass  # theirs is the same build
     return str(next(out.glob("*.whl")))
 
 
