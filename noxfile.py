@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,9 +143,10 @@ SID_SKIPPED = {
 @nox.parametrize("python,version", [nox.param(_interpreter(v), v, id=v) for v in PYTHONS])
 def tests_python(session: nox.Session, version: str) -> None:
     """The core's tests on Python 3.10, 3.12 and 3.13, both builds (``nox -t pythons`` adds 3.14 and 3.15)."""
-    if version != "3.10":  # the generator, a tool of this repository, needs 3.11 (its tests skip without it)
-        _install_generator(session)
     session.install("pytest>=8", "hypothesis>=6.100", "setuptools", *PYTHONS[version])
+    if version != "3.10":  # the generator, a tool of this repository, needs 3.11 (its tests skip without it)
+        with _clean_copy(GENERATOR) as generator:  # not in place: .ci/run runs other sessions meanwhile
+            session.install("--upgrade", generator)  # --upgrade: the same version with other sources is reinstalled
     _install_core(session)
     session.run("python", "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
     for pure in ("0", "1"):
@@ -187,7 +189,7 @@ class _SidVenv:
     def install_core(self) -> str:
         tag = f"cp{self.version.replace('.', '')}"
         wheel = _cached_core_wheel(
-            tag, lambda out: self.run(self.python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, CORE)
+            tag, lambda out, src: self.run(self.python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, src)
         )
         self.install("--force-reinstall", "--no-deps", wheel)
         self.install(wheel)  # its dependencies (cffi)
@@ -203,7 +205,10 @@ def tests_sid(session: nox.Session, version: str) -> None:
 
     start = time.monotonic()
     venv = _SidVenv(session, version, f"tests-{version}")
-    venv.install("pytest>=8", "hypothesis>=6.100", "setuptools", "-e", GENERATOR, *SID_PYTHONS[version])
+    # the generator (the tests use it) from a copy: `nox` may be installing it at the same time in CI
+    with _clean_copy(GENERATOR) as generator:
+        venv.install("pytest>=8", "hypothesis>=6.100", "setuptools", *SID_PYTHONS[version])
+        venv.install("--upgrade", generator)  # the same version with other sources is reinstalled
     venv.install_core()
     venv.run(venv.python, "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
     for pure in ("0", "1"):
@@ -315,7 +320,7 @@ def build(session: nox.Session) -> None:
                         external=True)  # fmt: skip
         (wheel,) = out.glob("dlbind-*.whl")
         # the sessions of this Python reuse it (same sources: the sdist is made from them)
-        _cached_core_wheel(f"cp{version.replace('.', '')}", lambda d, w=wheel: shutil.copy(w, d))
+        _cached_core_wheel(f"cp{version.replace('.', '')}", lambda d, _, w=wheel: shutil.copy(w, d))
         tools.run(tools.python, "-m", "auditwheel", "repair", "-w", str(dist), str(wheel))
         session.log(f"core wheel for Python {version}: {time.monotonic() - start:.1f} s")
     session.run("python", "-m", "twine", "check", "--strict", *sorted(str(p) for p in dist.iterdir()))
@@ -712,15 +717,30 @@ def _core_digest() -> str:
 CORE_WHEELS = ROOT / ".cache" / "core-wheels"
 
 
-def _cached_core_wheel(tag: str, build: Callable[[str], object]) -> str:
-    """The core's wheel for CPython ``tag`` (``cp311``) at the current sources; ``build(DIR)`` makes it once."""
+@contextlib.contextmanager
+def _clean_copy(project: str) -> Iterator[str]:
+    """A copy of ``project`` in a new folder under /tmp (also seen inside Debian unstable's root), without build
+    outputs: pip builds a local project in place (egg-info, build folders), which two sessions running at once
+    (.ci/run's lanes) must not share."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dlbind-src-") as tmp:
+        dest = Path(tmp) / Path(project).name
+        ignore = shutil.ignore_patterns("build", "*.egg-info", "*.so", "__pycache__", "dist")
+        shutil.copytree(ROOT / project, dest, ignore=ignore)
+        yield str(dest)
+
+
+def _cached_core_wheel(tag: str, build: Callable[[str, str], object]) -> str:
+    """The core's wheel for CPython ``tag`` (``cp311``) at the current sources; ``build(DIR, SOURCE)`` makes it
+    once into DIR from SOURCE, a clean copy of the core."""
     import tempfile
 
     out = CORE_WHEELS / f"{_core_digest()}-{tag}"
     if not list(out.glob("*.whl")):
         out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-            build(tmp)
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp, _clean_copy(CORE) as src:
+            build(tmp, src)
             if not list(Path(tmp).glob("*.whl")):  # nox --no-install skips run_install's command
                 return str(ROOT / CORE)
             try:
@@ -736,7 +756,7 @@ def _core_wheel(session: nox.Session) -> str:
     tag = session.run_install("python", "-c", "import sys; print('cp%d%d' % sys.version_info[:2])", silent=True)
     return _cached_core_wheel(
         str(tag).strip(),
-        lambda out: session.run_install("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, CORE),
+        lambda out, src: session.run_install("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, src),
     )
 
 

@@ -140,11 +140,23 @@ def _configure(root: Path) -> None:
 
 
 def ensure(log: Callable[[str], None] = print) -> Path:
-    """The root, built first when missing or made by another recipe. Returns its path."""
+    """The root, built first when missing or made by another recipe. Returns its path.
+
+    Holds a lock beside the root meanwhile: callers in parallel (.ci/run runs two lanes) wait for the one
+    that builds it instead of building it again over it."""
+    import fcntl
+
     root = location()
-    if ready(root):
-        _configure(root)  # DNS and CA may differ on this machine
-        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.with_name(root.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready(root):
+            _configure(root)  # DNS and CA may differ on this machine
+            return root
+        return _build(root, log)
+
+
+def _build(root: Path, log: Callable[[str], None]) -> Path:
     _need_tools(log)
     partial = root.with_name(root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
