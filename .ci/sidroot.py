@@ -8,7 +8,7 @@ and every command that needs them runs inside it with ``chroot``, in a mount nam
 cache sit at the same paths as outside, so paths need no translation either way.
 
 The root is cached under ``.nox/_debian-sid/root`` (git-ignored; ``DLBIND_SID_ROOT`` names another place)
-with a stamp of the recipe that made it; a fresh machine builds it on first use (about 4 minutes, 750 MB).
+with a stamp of the recipe that made it; a fresh machine builds it on first use (about 4 minutes, 1.2 GB).
 The ``.deb`` files debootstrap downloads are kept in ``~/.cache/dlbind/debootstrap``, so a new clone on the
 same machine builds its root without downloading them again.
 
@@ -165,7 +165,7 @@ def _build(root: Path, log: Callable[[str], None]) -> Path:
     DEB_CACHE.mkdir(parents=True, exist_ok=True)
     source = mirror()
     start = time.monotonic()
-    log(f"sidroot: debootstrap {SUITE} from {source} into {root} (about 4 minutes and 750 MB, once)")
+    log(f"sidroot: debootstrap {SUITE} from {source} into {root} (about 4 minutes and 1.2 GB, once)")
     cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", f"--cache-dir={DEB_CACHE}",
            SUITE, str(partial), source]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
