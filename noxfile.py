@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -92,27 +95,147 @@ def tests(session: nox.Session) -> None:
 
 
 # The core's tests on every Python it claims besides 3.11 (`nox -s tests`, the only one with torch here), with
-# the libraries that install on each: numpy, ml_dtypes and jax (jaxlib stops at 0.6 on 3.10). Tests of other
-# libraries skip naming them.
+# the anchors that publish wheels for each (looked up on the package index, 2026-11-26). Tests of other
+# libraries skip naming them. 3.10, 3.12 and 3.13 are pyenv's; 3.14 and 3.15 are Debian unstable's, in a
+# root of their own (.ci/sidroot.py, session tests_sid).
 PYTHONS = {
     "3.10": ["numpy==2.2.6", "ml_dtypes==0.6.0", "jax==0.6.2", "jaxlib==0.6.2", "tomli"],
     "3.12": ["numpy==2.5.5", "ml_dtypes==0.6.0", "jax==0.10.2"],
     "3.13": ["numpy==2.5.5", "ml_dtypes==0.6.0", "jax==0.10.2"],
 }
+# 3.14 and 3.15 (Debian unstable's): the core's tests with the same anchors as above where they have wheels
+# (jaxlib starts at 0.11 on 3.15, whose jax sends max_version, unlike the 0.10 that tests/test_adapters.py
+# describes: there jax runs in the interop venv only).
+SID_PYTHONS = {
+    "3.14": ["numpy==2.5.5", "ml_dtypes==0.6.0", "jax==0.10.2", "jaxlib==0.10.2"],
+    "3.15": ["numpy==2.5.5", "ml_dtypes==0.6.0"],
+}
+# ... and tests/interop with every anchor that has a wheel for that Python, together in one venv (as the
+# matrix's cells, each suite on both builds; the suites set NUMBA_ENABLE_CUDASIM and DEV=PYTHON themselves,
+# dpnp's OpenCL CPU driver is named by the session). The matrix's pins where they have a wheel.
+_INTEROP_NEWEST = ["numpy==2.5.5", "ml_dtypes==0.6.0", "jax==0.12.0.1", "jaxlib==0.12.0.1",
+                   "array-api-strict==2.6.1", "apache-tvm-ffi==0.1.15.post2", "mlx[cpu]==0.32.4", "numba==0.68.1",
+                   "tinygrad==0.14.0"]  # fmt: skip
+SID_INTEROP = {
+    "3.14": [*_INTEROP_NEWEST, "onnxruntime==1.31.1", "dpnp==0.20.0"],
+    "3.15": _INTEROP_NEWEST,
+}
+# What each leaves out, and why (the session logs it; docs/pythons.md keeps the table).
+_TORCH_WHY = ("the index's Linux wheels of torch for this Python (2.15.0) are CUDA builds of several GB; the CPU "
+              "build lies only on PyTorch's own index, which cannot be reached here")  # fmt: skip
+SID_SKIPPED = {
+    version: {
+        "torch": _TORCH_WHY,
+        "tensorflow": f"no tensorflow-cpu wheel for Python {version}",
+        "paddle": f"no paddlepaddle wheel for Python {version}",
+        "mindspore": f"no mindspore wheel for Python {version}",
+        "mxnet": f"mxnet 1.9.1 needs numpy < 2, which has no wheel for Python {version}",
+        **({} if version == "3.14" else {
+            "onnxruntime": f"no onnxruntime wheel for Python {version} (1.32.0 stops at 3.14)",
+            "dpnp": f"no dpnp wheel for Python {version} (0.20.0 stops at 3.14)",
+        }),
+    }
+    for version in SID_PYTHONS
+}  # fmt: skip
 
 
 @nox.session(name="tests_python", tags=["pythons"])
 @nox.parametrize("python,version", [nox.param(_interpreter(v), v, id=v) for v in PYTHONS])
 def tests_python(session: nox.Session, version: str) -> None:
-    """The core's tests on Python 3.10, 3.12 and 3.13, both builds (``nox -t pythons`` runs the three)."""
-    if version != "3.10":  # the generator, a tool of this repository, needs 3.11 (its tests skip without it)
-        _install_generator(session)
+    """The core's tests on Python 3.10, 3.12 and 3.13, both builds (``nox -t pythons`` adds 3.14 and 3.15)."""
     session.install("pytest>=8", "hypothesis>=6.100", "setuptools", *PYTHONS[version])
-    session.install("--force-reinstall", "--no-deps", CORE)
-    session.install(CORE)
+    if version != "3.10":  # the generator, a tool of this repository, needs 3.11 (its tests skip without it)
+        with _clean_copy(GENERATOR) as generator:  # not in place: .ci/run runs other sessions meanwhile
+            session.install("--upgrade", generator)  # --upgrade: the same version with other sources is reinstalled
+    _install_core(session)
     session.run("python", "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
     for pure in ("0", "1"):
         session.run("pytest", "packages/core/tests", "tests", "-q", *session.posargs, env={"DLBIND_PURE": pure})
+
+
+def _sidroot() -> Any:
+    """.ci/sidroot.py: Debian unstable's Python 3.14 and 3.15 in a root of their own, run through chroot."""
+    import importlib.util
+    import sys
+
+    if "dlbind_sidroot" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("dlbind_sidroot", ROOT / ".ci" / "sidroot.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["dlbind_sidroot"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["dlbind_sidroot"]
+
+
+class _SidVenv:
+    """A venv of one of the root's Pythons under .nox/_debian-sid/venvs/NAME (kept like nox's own), run inside
+    the root: the repository, /tmp and pip's cache are at the same paths there as here."""
+
+    def __init__(self, session: nox.Session, version: str, name: str) -> None:
+        self.session, self.version = session, version
+        self.sid = _sidroot()
+        self.sid.ensure(log=session.log)
+        self.path = ROOT / ".nox" / "_debian-sid" / "venvs" / name
+        self.python = str(self.path / "bin" / "python")
+        if not (self.path / "bin" / "python").is_symlink():  # (to the root's /usr/bin/python3.X: absent here)
+            self.run(f"python{version}", "-m", "venv", "--clear", str(self.path))
+
+    def run(self, *args: str, env: dict[str, str] | None = None, silent: bool = False) -> Any:
+        return self.session.run(*self.sid.command(list(args), env=env, cwd=ROOT), external=True, silent=silent)
+
+    def install(self, *args: str) -> None:
+        self.run(self.python, "-m", "pip", "install", "-q", *args)
+
+    def install_core(self) -> str:
+        tag = f"cp{self.version.replace('.', '')}"
+        wheel = _cached_core_wheel(
+            tag, lambda out, src: self.run(self.python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, src)
+        )
+        self.install("--force-reinstall", "--no-deps", wheel)
+        self.install(wheel)  # its dependencies (cffi)
+        return wheel
+
+
+@nox.session(name="tests_sid", python=False, tags=["pythons"])
+@nox.parametrize("version", [nox.param(v, id=v) for v in SID_PYTHONS])
+def tests_sid(session: nox.Session, version: str) -> None:
+    """The core's tests on Python 3.14 and 3.15, both builds: Debian unstable's interpreters, run through chroot in
+    a root of their own (.ci/sidroot.py builds it on first use, ~4 min; cached under .nox/)."""
+    import time
+
+    start = time.monotonic()
+    venv = _SidVenv(session, version, f"tests-{version}")
+    # the generator (the tests use it) from a copy: `nox` may be installing it at the same time in CI
+    with _clean_copy(GENERATOR) as generator:
+        venv.install("pytest>=8", "hypothesis>=6.100", "setuptools", *SID_PYTHONS[version])
+        venv.install("--upgrade", generator)  # the same version with other sources is reinstalled
+    venv.install_core()
+    venv.run(venv.python, "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
+    for pure in ("0", "1"):
+        venv.run(venv.python, "-m", "pytest", "packages/core/tests", "tests", "-q", "-p", "no:cacheprovider",
+                 *session.posargs, env={"DLBIND_PURE": pure})  # fmt: skip
+    session.log(f"tests_sid {version}: {time.monotonic() - start:.1f} s wall")
+
+
+@nox.session(name="interop_sid", python=False, tags=["pythons"])
+@nox.parametrize("version", [nox.param(v, id=v) for v in SID_PYTHONS])
+def interop_sid(session: nox.Session, version: str) -> None:
+    """tests/interop on Python 3.14 and 3.15, both builds, with every anchor that has a wheel there (one venv in
+    the root of tests_sid); the log names the anchors left out and why."""
+    import time
+
+    start = time.monotonic()
+    for system, why in SID_SKIPPED[version].items():
+        session.log(f"Python {version}: {system} left out: {why}")
+    venv = _SidVenv(session, version, f"interop-{version}")
+    venv.install("pytest>=8", *SID_INTEROP[version])
+    venv.install_core()
+    venv.run(venv.python, "-m", "pip", "check")
+    env = {"OCL_ICD_FILENAMES": f"{venv.path}/lib/libintelocl.so"}  # dpnp's OpenCL CPU device, where installed
+    for pure in ("0", "1"):
+        venv.run(venv.python, "-m", "pytest", INTEROP_TESTS, "-q", "-p", "no:cacheprovider", *session.posargs,
+                 env={**env, "DLBIND_PURE": pure})  # fmt: skip
+    session.log(f"interop_sid {version}: {time.monotonic() - start:.1f} s wall")
 
 
 @nox.session
@@ -127,7 +250,7 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict over the core and the generator."""
     _install_generator(session)
     session.install(*_group("typecheck"))
-    session.install(CORE)
+    _install_core(session)
     session.run("mypy")
 
 
@@ -135,7 +258,7 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx site into docs/_build/html (warnings are errors) and run its examples as doctests."""
     session.install(*_group("docs"))
-    session.install(CORE)
+    _install_core(session)
     session.run("sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html")
     session.run("sphinx-build", "-W", "-q", "-b", "doctest", "docs", "docs/_build/doctest")
 
@@ -146,7 +269,7 @@ def docs_screenshots(session: nox.Session) -> None:
     index, quickstart and API render with working navigation; screenshots in docs/_build/screenshots."""
     _install_debs(session, ["chromium"])
     session.install(*_group("docs"))
-    session.install(CORE)
+    _install_core(session)
     out = "docs/_build/fresh-html"
     session.run("sphinx-build", "-W", "--keep-going", "-q", "-E", "-b", "html", "docs", out)
     session.run("python", "docs/screenshots.py", "--html", out, "--out", "docs/_build/screenshots")
@@ -160,16 +283,49 @@ BACKENDS = sorted(
 )
 DISTRIBUTIONS = [CORE, *BACKENDS, GENERATOR]
 
+# The CPythons the core ships a binary wheel for (issue 23): pyenv's 3.10-3.13 here, Debian unstable's 3.14 and
+# 3.15 in their root (.ci/sidroot.py). auditwheel (in that root: bookworm's patchelf is older than it needs)
+# gives each the manylinux tag its symbols allow.
+WHEEL_PYTHONS = ["3.10", "3.11", "3.12", "3.13", *SID_PYTHONS]
+AUDITWHEEL = "auditwheel==6.8.2"
+
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build the sdist and the wheel (from the sdist) of every distribution into dist/, then check them installed."""
+    """Build every distribution into dist/ and check it: sdists, pure wheels, and the core's binary wheel for
+    each CPython 3.10-3.15 built from its sdist and repaired by auditwheel to a manylinux tag; then
+    `twine check` and .ci/check_dist.py (contents, tags, fresh venvs of every Python, the README tour)."""
+    import time
+
     session.install(*_group("build"))
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)  # only this run's files, so the check sees one of each
     for project in DISTRIBUTIONS:
-        session.run("python", "-m", "build", "--outdir", str(dist), project)
+        only = ["--sdist"] if project == CORE else []  # the core's wheels: one per Python, below
+        session.run("python", "-m", "build", *only, "--outdir", str(dist), project)
+    sdist = str(next(dist.glob("dlbind-*.tar.gz")))
+    tools = _SidVenv(session, "3.14", "tools-3.14")
+    tools.install(AUDITWHEEL)
+    raw = ROOT / ".cache" / "raw-wheels"
+    shutil.rmtree(raw, ignore_errors=True)
+    for version in WHEEL_PYTHONS:
+        start = time.monotonic()
+        out = raw / version
+        if version in SID_PYTHONS:
+            venv = tools if version == tools.version else _SidVenv(session, version, f"tools-{version}")
+            venv.run(venv.python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", str(out), sdist)
+        else:
+            python = _interpreter(version)
+            session.run(python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", str(out), sdist,
+                        external=True)  # fmt: skip
+        (wheel,) = out.glob("dlbind-*.whl")
+        # the sessions of this Python reuse it (same sources: the sdist is made from them)
+        _cached_core_wheel(f"cp{version.replace('.', '')}", lambda d, _, w=wheel: shutil.copy(w, d))
+        tools.run(tools.python, "-m", "auditwheel", "repair", "-w", str(dist), str(wheel))
+        session.log(f"core wheel for Python {version}: {time.monotonic() - start:.1f} s")
     session.run("python", "-m", "twine", "check", "--strict", *sorted(str(p) for p in dist.iterdir()))
-    session.run("python", ".ci/check_dist.py", str(dist), "--python-3.12", _interpreter("3.12"))
+    session.run("python", ".ci/check_dist.py", str(dist), "--python-3.12", _interpreter("3.12"),
+                *(f"--python={v}={_interpreter(v)}" for v in WHEEL_PYTHONS if v not in SID_PYTHONS))  # fmt: skip
 
 
 VULKAN_DEBS = ["mesa-vulkan-drivers", "libvulkan1", "libvulkan-dev"]
@@ -204,8 +360,7 @@ def backends(session: nox.Session) -> None:
     _install_debs(session, VULKAN_DEBS + ROCM_DEBS + ["gcc", "libc6-dev"])
     session.install(*_group("backends"))
     _install_generator(session)  # dlbind-cuda compares its selection with the CUDA 12 header
-    session.install("--force-reinstall", "--no-deps", CORE)
-    session.install(CORE, *BACKENDS)
+    _install_core(session, *BACKENDS)
     tests = [f"{b}/tests" for b in BACKENDS] + ["packages/core/tests/test_backends.py"]
     for pure in ("0", "1"):
         session.run("pytest", *tests, *session.posargs, env={"DLBIND_PURE": pure})
@@ -302,8 +457,7 @@ def mpi(session: nox.Session) -> None:
         session.error("mpicc/mpiexec not found: install Debian's mpich and libmpich-dev (as root: nox does it)")
     session.install("pytest>=8", "numpy==2.4.6")
     session.install("--no-binary", "mpi4py", MPI4PY, env={"MPICC": shutil.which("mpicc") or "mpicc"})
-    session.install("--force-reinstall", "--no-deps", CORE)
-    session.install(CORE)
+    _install_core(session)
     session.run("python", "-c", "import mpi4py; from mpi4py import MPI; print('mpi4py', mpi4py.__version__, "
                 "MPI.__file__); print(MPI.Get_library_version().splitlines()[0])")  # fmt: skip
     for pure in ("0", "1"):
@@ -541,10 +695,9 @@ def _interop_cell(session: nox.Session, cell: _System, venv: str) -> None:
         session.log(line)
 
 
-def _core_wheel(session: nox.Session) -> str:
-    """The core's wheel for the session's interpreter, built from the current sources (cached by their hash)."""
+def _core_digest() -> str:
+    """A hash of the core's sources: what its compiled build is made from (build outputs left out)."""
     import hashlib
-    import tempfile
 
     digest = hashlib.sha256()
     core = ROOT / CORE
@@ -555,16 +708,63 @@ def _core_wheel(session: nox.Session) -> str:
         if any(part.endswith(".egg-info") or part == "__pycache__" for part in rel.parts):
             continue
         digest.update(str(rel).encode() + b"\0" + path.read_bytes())
-    tag = session.run_install("python", "-c", "import sys; print('cp%d%d' % sys.version_info[:2])", silent=True)
-    out = ROOT / ".cache" / "interop" / "wheels" / f"{digest.hexdigest()[:16]}-{str(tag).strip()}"
+    return digest.hexdigest()[:16]
+
+
+# One compiled core wheel per Python and source state, shared by every session of that Python (the tests,
+# typecheck, docs, backends, mpi and the interop cells) instead of each compiling its own; `nox -s build` puts
+# the wheels it builds from the sdist here too.
+CORE_WHEELS = ROOT / ".cache" / "core-wheels"
+
+
+@contextlib.contextmanager
+def _clean_copy(project: str) -> Iterator[str]:
+    """A copy of ``project`` in a new folder under /tmp (also seen inside Debian unstable's root), without build
+    outputs: pip builds a local project in place (egg-info, build folders), which two sessions running at once
+    (.ci/run's lanes) must not share."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dlbind-src-") as tmp:
+        dest = Path(tmp) / Path(project).name
+        ignore = shutil.ignore_patterns("build", "*.egg-info", "*.so", "__pycache__", "dist")
+        shutil.copytree(ROOT / project, dest, ignore=ignore)
+        yield str(dest)
+
+
+def _cached_core_wheel(tag: str, build: Callable[[str, str], object]) -> str:
+    """The core's wheel for CPython ``tag`` (``cp311``) at the current sources; ``build(DIR, SOURCE)`` makes it
+    once into DIR from SOURCE, a clean copy of the core."""
+    import tempfile
+
+    out = CORE_WHEELS / f"{_core_digest()}-{tag}"
     if not list(out.glob("*.whl")):
         out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-            session.run_install("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, CORE)
-            shutil.rmtree(out, ignore_errors=True)
-            Path(tmp).rename(out)
-            Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp, _clean_copy(CORE) as src:
+            build(tmp, src)
+            if not list(Path(tmp).glob("*.whl")):  # nox --no-install skips run_install's command
+                return str(ROOT / CORE)
+            try:
+                Path(tmp).rename(out)  # atomic; refused when another session (.ci/run runs two) was first
+                Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+            except OSError:
+                pass  # theirs is the same build
     return str(next(out.glob("*.whl")))
+
+
+def _core_wheel(session: nox.Session) -> str:
+    """The core's wheel for the session's interpreter, built from the current sources (cached by their hash)."""
+    tag = session.run_install("python", "-c", "import sys; print('cp%d%d' % sys.version_info[:2])", silent=True)
+    return _cached_core_wheel(
+        str(tag).strip(),
+        lambda out, src: session.run_install("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, src),
+    )
+
+
+def _install_core(session: nox.Session, *extra: str) -> None:
+    """Install the core (the shared wheel of this Python, reinstalled whatever the venv held) and ``extra``."""
+    wheel = _core_wheel(session)
+    session.install("--force-reinstall", "--no-deps", wheel)
+    session.install(wheel, *extra)  # the core's dependencies (cffi) and the rest
 
 
 @nox.session(name="interop_report", python=False)

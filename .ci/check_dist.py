@@ -25,8 +25,13 @@ distribution; usable alone as ``python .ci/check_dist.py [DIST_DIR]`` once dist/
    ``BufferError`` naming the backend, and the two backends' own tests (recording runtimes) pass against
    the installed wheels with their GPU tests collected and skipped naming the reason.
 
-6. The README's tour (the python block under "## Using it") runs in a fresh venv with every wheel
-   (``dlbind[all]`` from dist/), numpy and torch, and its ``dlbind.backends()`` lists every backend.
+6. The core's binary wheels (issue 23): one per CPython 3.10-3.15, each tagged ``manylinux_2_N_x86_64``
+   by ``auditwheel repair`` and accepted by ``auditwheel show`` with that tag.
+7. The README's tour (the python block under "## Using it") runs in a fresh venv of every one of those
+   Pythons with its wheel (``dlbind[all]`` from dist/: the core and every backend) and numpy, and its
+   ``dlbind.backends()`` lists every backend. torch joins on Python 3.11 (the CPU build on this disk); where
+   it has no CPU wheel the tour runs with numpy in torch's place, and says so. Python 3.14 and 3.15 are
+   Debian unstable's, run in the root of ``.ci/sidroot.py``.
 
 Exit status 0 when every check passes; otherwise 1, after printing every failure.
 """
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,7 +51,15 @@ import venv
 import zipfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import sidroot  # Python 3.14 and 3.15 in Debian unstable's root
+
 ROOT = Path(__file__).resolve().parents[1]
+# The CPythons the core ships a binary wheel for; the last two live in sidroot's root.
+WHEEL_PYTHONS = ["3.10", "3.11", "3.12", "3.13", *sidroot.PYTHONS]
+# The Python this script runs on (3.11): its venvs have torch (the CPU build lies on this disk for 3.11 only).
+TORCH = "torch==2.13.0"
+TORCH_PYTHON = "3.11"
 CORE_SRC = ROOT / "packages" / "core" / "src" / "dlbind"
 GENERATOR = ROOT / "generator"
 
@@ -68,6 +82,20 @@ def _one(dist_dir: Path, pattern: str) -> Path:
             f"check_dist: expected exactly one {pattern} in {dist_dir}, found {names} (run `nox -s build`)"
         )
     return found[0]
+
+
+def _core_wheels(dist_dir: Path) -> list[Path]:
+    """The core's binary wheels (one per CPython), e.g. dlbind-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl."""
+    found = sorted(dist_dir.glob("dlbind-*.whl"))
+    if not found:
+        raise SystemExit(f"check_dist: no core wheel (dlbind-*.whl) in {dist_dir} (run `nox -s build`)")
+    return found
+
+
+def _core_wheel(dist_dir: Path, version: str) -> Path | None:
+    tag = "cp" + version.replace(".", "")
+    found = [p for p in _core_wheels(dist_dir) if p.name.split("-")[2:4] == [tag, tag]]
+    return found[0] if len(found) == 1 else None
 
 
 def _sdist_names(path: Path) -> set[str]:
@@ -93,12 +121,12 @@ def _core_build_inputs() -> set[str]:
 
 def check_contents(dist_dir: Path, f: Failures) -> None:
     print("contents", flush=True)
-    core_sdist, core_wheel = _one(dist_dir, "dlbind-*.tar.gz"), _one(dist_dir, "dlbind-*.whl")
+    core_sdist, core_wheels = _one(dist_dir, "dlbind-*.tar.gz"), _core_wheels(dist_dir)
     gen_sdist, gen_wheel = _one(dist_dir, "dlbind_generator-*.tar.gz"), _one(dist_dir, "dlbind_generator-*.whl")
 
     for sdist in (core_sdist, gen_sdist):
         f.check("LICENSE" in _sdist_names(sdist), f"{sdist.name} carries LICENSE")
-    for wheel in (core_wheel, gen_wheel):
+    for wheel in (*core_wheels, gen_wheel):
         f.check(
             any(n.endswith(".dist-info/licenses/LICENSE") for n in _wheel_names(wheel)),
             f"{wheel.name} carries LICENSE",
@@ -109,12 +137,15 @@ def check_contents(dist_dir: Path, f: Failures) -> None:
     f.check(
         bool(inputs) and not missing, f"{core_sdist.name} carries all {len(inputs)} C/header/stub files {missing or ''}"
     )
-    wheel = _wheel_names(core_wheel)
-    f.check("dlbind/py.typed" in wheel, f"{core_wheel.name} carries py.typed")
     stubs = {n.removeprefix("src/") for n in inputs if n.endswith(".pyi")}
-    f.check(stubs <= wheel, f"{core_wheel.name} carries the {len(stubs)} .pyi stubs {sorted(stubs - wheel) or ''}")
-    c_files = sorted(n for n in wheel if n.endswith((".c", ".h")))
-    f.check(not c_files, f"{core_wheel.name} carries no C sources {c_files or ''}")
+    for core_wheel in core_wheels:
+        wheel = _wheel_names(core_wheel)
+        f.check("dlbind/py.typed" in wheel, f"{core_wheel.name} carries py.typed")
+        f.check(stubs <= wheel, f"{core_wheel.name} carries the {len(stubs)} .pyi stubs {sorted(stubs - wheel) or ''}")
+        c_files = sorted(n for n in wheel if n.endswith((".c", ".h")))
+        f.check(not c_files, f"{core_wheel.name} carries no C sources {c_files or ''}")
+        compiled = sorted(n for n in wheel if n.endswith(".so"))
+        f.check(len(compiled) == 2, f"{core_wheel.name} carries the two compiled modules {compiled}")
 
     wheel = _wheel_names(gen_wheel)
     templates = {f"dlbind_generator/templates/{p.name}" for p in (GENERATOR / "templates").glob("*.j2")}
@@ -144,7 +175,11 @@ def _run(
 def check_wheels(dist_dir: Path, tmp: Path, f: Failures) -> None:
     print("wheels in a fresh venv", flush=True)
     py = str(_venv(tmp / "wheels"))
-    wheels = [str(_one(dist_dir, "dlbind-*.whl")), str(_one(dist_dir, "dlbind_generator-*.whl"))]
+    core = _core_wheel(dist_dir, f"{sys.version_info[0]}.{sys.version_info[1]}")
+    if core is None:
+        f.check(False, f"a core wheel for this Python ({sys.version.split()[0]}) in {dist_dir}")
+        return
+    wheels = [str(core), str(_one(dist_dir, "dlbind_generator-*.whl"))]
     _run(f, "pip install both wheels", [py, "-m", "pip", "install", "--quiet", *wheels])
     # Run outside the checkout so that the installed packages, not the source tree, are imported.
     _run(f, "import dlbind: compiled build", [py, "-c", "import dlbind; print(dlbind.ffi_build())"],
@@ -162,19 +197,86 @@ def readme_tour() -> str:
     return block + "\n"
 
 
-def check_tour(dist_dir: Path, tmp: Path, f: Failures) -> None:
-    """The README's tour in a fresh venv with every wheel (``dlbind[all]`` from dist/: the core and each
-    backend), numpy and torch (the CPU build on this disk); the tour's ``dlbind.backends()`` lists them all."""
-    print("the README tour with every wheel installed (dlbind[all])", flush=True)
-    py = str(_venv(tmp / "tour"))
-    _run(f, 'pip install --find-links dist "dlbind[all]" numpy torch==2.13.0',
-         [py, "-m", "pip", "install", "--quiet", "--find-links", str(dist_dir), "dlbind[all]", "numpy",
-          "torch==2.13.0"])  # fmt: skip
+def tour_with_numpy() -> str:
+    """The tour for a Python without torch: numpy where the README has torch (the same exchanges)."""
+    code = readme_tour()
+    for old, new in (("import numpy as np, torch, dlbind", "import numpy as np, dlbind"),
+                     ("torch.arange(6.0)", "np.arange(6.0)"), ("torch.from_dlpack(t)", "np.from_dlpack(t)"),
+                     ('to="torch"', 'to="numpy"')):  # fmt: skip
+        code = code.replace(old, new)
+    if "torch" in code:
+        raise SystemExit("check_dist: the README tour uses torch in a way tour_with_numpy() does not replace")
+    return code
+
+
+def check_manylinux(dist_dir: Path, f: Failures) -> None:
+    """One core wheel per CPython, tagged manylinux_2_N_x86_64, and `auditwheel show` agrees with its tag."""
+    print("the core's binary wheels: manylinux tags (auditwheel show)", flush=True)
+    for version in WHEEL_PYTHONS:
+        wheel = _core_wheel(dist_dir, version)
+        if wheel is None:
+            f.check(False, f"one core wheel for CPython {version} in {dist_dir.name}/")
+            continue
+        platforms = wheel.name.removesuffix(".whl").split("-")[4].split(".")
+        manylinux = [p for p in platforms if re.fullmatch(r"manylinux_2_\d+_x86_64", p)]
+        f.check(bool(manylinux) and all(p.startswith("manylinux") for p in platforms),
+                f"{wheel.name}: a manylinux_2_N_x86_64 tag {platforms}")  # fmt: skip
+        out = _run(f, f"auditwheel show {wheel.name}", [sys.executable, "-m", "auditwheel", "show", str(wheel)])
+        shown = re.search(r'consistent with the\s+following platform tag:\s+"([^"]+)"', out)
+        f.check(bool(shown) and shown.group(1) in manylinux,  # type: ignore[union-attr]
+                f"auditwheel: {wheel.name} is consistent with {shown.group(1) if shown else '?'}")  # fmt: skip
+
+
+def _python(version: str, hosts: dict[str, str]) -> tuple[list[str], bool]:
+    """How to run Python ``version``: (the command prefix, whether it runs inside sidroot's root)."""
+    if version in sidroot.PYTHONS:
+        return [f"python{version}"], True
+    return [hosts.get(version, f"python{version}")], False
+
+
+def check_tours(dist_dir: Path, tmp: Path, f: Failures, hosts: dict[str, str]) -> None:
+    """The README's tour in a fresh venv of every CPython with a core wheel: ``dlbind[all]`` from dist/ (its
+    manylinux wheel and every backend) and numpy, torch where it has a CPU wheel (3.11); the tour's
+    ``dlbind.backends()`` lists every backend."""
     names = sorted(_backends())
-    listed = f"assert sorted(dlbind.backends()) == {names!r}, dlbind.backends()\n"
-    code = readme_tour() + listed + "print('README tour: ok')\n"
-    # the compiled build (the wheel's); the README says what memoryview(t) needs of the pure one
-    _run(f, "the README tour", [py, "-c", code], cwd=tmp, expect="README tour: ok")
+    for version in WHEEL_PYTHONS:
+        print(f"the README tour on Python {version} (dlbind[all] from dist/)", flush=True)
+        wheel = _core_wheel(dist_dir, version)
+        if wheel is None:
+            f.check(False, f"a core wheel for Python {version}")
+            continue
+        prefix, inside = _python(version, hosts)
+        if not inside and not shutil.which(prefix[0]):
+            f.check(False, f"Python {version} ({prefix[0]}) for its README tour")
+            continue
+        if inside:
+            sidroot.ensure(log=print)
+
+        def run(what: str, args: list[str], expect: str = "", cwd: Path = tmp, inside: bool = inside) -> str:
+            if inside:
+                return _run(f, what, sidroot.command(args, cwd=cwd, env={"DLBIND_PURE": "0"}), cwd=cwd, expect=expect)
+            return _run(f, what, args, cwd=cwd, expect=expect)
+
+        where = tmp / f"tour-{version}"
+        py = str(where / "bin" / "python")
+        run(f"Python {version}: a fresh venv", [*prefix, "-m", "venv", str(where)])
+        extra = [TORCH] if version == TORCH_PYTHON else []
+        run(f'Python {version}: pip install --find-links dist "dlbind[all]" numpy {" ".join(extra)}',
+            [py, "-m", "pip", "install", "--quiet", "--find-links", str(dist_dir), "dlbind[all]", "numpy", *extra])
+        installed = run(f"Python {version}: the installed core is {wheel.name}",
+                        [py, "-c", "import importlib.metadata as m; "
+                         "print(m.distribution('dlbind').read_text('WHEEL'))"])  # fmt: skip
+        tags = {line.split(":", 1)[1].strip() for line in installed.splitlines() if line.startswith("Tag:")}
+        py_tag, abi_tag, platforms = wheel.name.removesuffix(".whl").split("-")[2:5]
+        expected = {f"{py_tag}-{abi_tag}-{p}" for p in platforms.split(".")}
+        f.check(tags == expected, f"Python {version}: installed from the manylinux wheel ({sorted(tags)})")
+        tour = readme_tour() if extra else tour_with_numpy()
+        if not extra:
+            print(f"  (Python {version}: no CPU build of torch here; the tour runs with numpy in its place)")
+        listed = f"assert sorted(dlbind.backends()) == {names!r}, dlbind.backends()\n"
+        code = tour + listed + "print('README tour: ok', dlbind.ffi_build())\n"
+        # the compiled build (the wheel's); the README says what memoryview(t) needs of the pure one
+        run(f"Python {version}: the README tour (compiled build)", [py, "-c", code], expect="README tour: ok compiled")
 
 
 def check_pure_sdist(dist_dir: Path, tmp: Path, f: Failures) -> None:
@@ -196,7 +298,7 @@ def _backends() -> list[str]:
 
 
 def check_backends(dist_dir: Path, tmp: Path, f: Failures) -> None:
-    core_version = _one(dist_dir, "dlbind-*.whl").name.split("-")[1]
+    core_version = _core_wheels(dist_dir)[0].name.split("-")[1]
     for name in _backends():
         print(f"backend {name}", flush=True)
         module = f"dlbind_{name}"
@@ -319,6 +421,10 @@ def main(argv: list[str] | None = None) -> int:
         "--python-3.12", dest="py312", default="python3.12",
         help="the Python 3.12 interpreter of the numpy 2.5 run (nox -s build passes pyenv's)",
     )  # fmt: skip
+    parser.add_argument(
+        "--python", action="append", default=[], type=lambda s: tuple(s.split("=", 1)), metavar="VERSION=PATH",
+        help="the interpreter of a CPython (3.10-3.13) for its README tour (nox -s build passes pyenv's)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     f = Failures()
     start = time.perf_counter()
@@ -328,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         check_pure_sdist(args.dist_dir.resolve(), Path(tmp), f)
         check_backends(args.dist_dir.resolve(), Path(tmp), f)
         check_acceptance(args.dist_dir.resolve(), Path(tmp), f, args.py312)
-        check_tour(args.dist_dir.resolve(), Path(tmp), f)
+        check_manylinux(args.dist_dir.resolve(), f)
+        check_tours(args.dist_dir.resolve(), Path(tmp), f, dict(args.python))
     print(f"check_dist: {len(f.messages)} failed ({time.perf_counter() - start:.0f} s)", flush=True)
     for m in f.messages:
         print(f"  FAILED: {m}", file=sys.stderr)

@@ -74,7 +74,29 @@ def _options() -> dict[str, object]:
         # a missing declaration is an error, not a module that fails at import and falls back to pure
         extra_compile_args=["-std=c11", "-Werror=implicit-function-declaration"] if os.name != "nt" else [],
     )
-    return {"cffi_modules": [f"{GENERATED}/build_api.py:ffibuilder"], "ext_modules": [fastpath]}
+    return {
+        "cffi_modules": [f"{GENERATED}/build_api.py:ffibuilder"],
+        "ext_modules": [fastpath],
+        "cmdclass": {"build_ext": _build_ext()},
+    }
+
+
+def _build_ext() -> type:
+    """setuptools' build_ext, linking every module (cffi's too) against libc by name on Linux.
+
+    ``dlbind._api`` calls nothing from libc, so the linker's ``--as-needed`` leaves libc out of its
+    ``DT_NEEDED``; auditwheel then cannot tell glibc from musl for a CPython 3.10 module (3.10's file
+    names do not say which) and refuses to repair the wheel. cffi subclasses this command for its module.
+    """
+    from setuptools.command.build_ext import build_ext
+
+    class BuildExt(build_ext):  # type: ignore[misc]
+        def build_extension(self, ext: Extension) -> None:
+            if sys.platform.startswith("linux"):
+                ext.extra_link_args = [*(ext.extra_link_args or []), "-Wl,--no-as-needed", "-lc"]
+            super().build_extension(ext)
+
+    return BuildExt
 
 
 def _fresh_build_base() -> str:
