@@ -303,3 +303,17 @@ CONSUMER_DTYPES = {
 def test_dtype_export_to(consumer: str, dtype: str) -> None:
     a = _array(dtype)
     _same(CONSUMERS[consumer](dlbind.asdlpack(a)), a)
+
+
+def test_torch_vector_dtype_comes_back_unchanged(torch: Any) -> None:
+    """torch's float4_e2m1fn_x2 is a vector dtype (lanes 2): dlbind carries it back to torch unchanged (issue 22,
+    as torch's own test_dlpack.py expects), and a target without vector dtypes refuses it by name."""
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        pytest.skip(f"torch {torch.__version__} has no float4_e2m1fn_x2")
+    x = torch.arange(4, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    t = dlbind.from_dlpack(x)
+    assert (t._bits, t._lanes) == (4, 2)
+    for back in (torch.from_dlpack(t), torch.from_dlpack(dlbind.asdlpack(x)), dlbind.convert(t, to="torch")):
+        assert back.dtype == torch.float4_e2m1fn_x2 and back.view(torch.uint8).tolist() == [0, 1, 2, 3]
+    with pytest.raises(BufferError, match="numpy takes no vector dtypes"):
+        dlbind.convert(t, to="numpy")

@@ -22,7 +22,7 @@ import dlbind_cuda
 from cuda_recording import Recording, user_stream
 from dlbind import DeviceType, Flags
 from dlbind._generated.adapters import Adapter
-from dlbind.planner import ROUTES, Route, make_route
+from dlbind.planner import C_DIRECT, ROUTES, Route, make_route
 from dlbind.plans import _PLANS, ExportPlan
 
 CUDA = (DeviceType.kDLCUDA, 0)
@@ -207,6 +207,10 @@ def test_a_pair_that_cannot_need_a_bridge_is_handed_over_directly(target: Any, r
     out = dlbind.convert(x, to=spy.name)
     assert spy.given == [x] and x.calls[-1]["stream"] == s
     assert values(out).tolist() == [0, 1, 2, 3]
+    # the decision is kept: the compiled convert follows it in C from the second call on
+    assert C_DIRECT[spy.name][TorchLike] == (int(DeviceType.kDLCUDA), spy)
+    dlbind.convert(x, to=spy.name)
+    assert spy.given == [x, x] and x.calls[-1]["stream"] == s
 
 
 def test_a_relay_asks_the_producer_on_the_targets_stream(target: Any, rec: Recording) -> None:

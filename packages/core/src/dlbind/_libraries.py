@@ -22,6 +22,7 @@ __all__ = [
     "adapter_of_type",
     "dotted",
     "for_release",
+    "lasting",
     "library_of",
     "prepare_for_check",
     "row_lookups",
@@ -65,6 +66,12 @@ class TypeCache:
             self.lasting[kind] = value
         else:
             self.passing[kind] = value
+
+
+def lasting(kind: type) -> bool:
+    """Whether ``kind`` lives as long as the process (a static type, or one its module names): a cache may then
+    hold it strongly."""
+    return _lasting(kind)
 
 
 def _lasting(kind: type) -> bool:

@@ -44,4 +44,5 @@ def configure() -> None:
         order=exchange.order,
         finish=consumer.sealed,
         producer_error=consumer.producer_error,
+        convert_direct=planner.C_DIRECT,
     )

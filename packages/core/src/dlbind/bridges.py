@@ -196,12 +196,12 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
     serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
     """
     adapter = route.adapter
+    if tensor._lanes != 1 and not adapter.import_lanes:
+        raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
     if adapter.lacks_dtypes and _lacks(adapter, tensor):
         if route.viewer is None:
             raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} ({adapter.from_dlpack} lacks it)")
         return _viewed(route, tensor, device, copy)
-    if tensor._lanes != 1 and not adapter.import_lanes:
-        raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
     kwargs, copied = keywords(route, tensor.device, device, copy)
     if copied:
         tensor = tensor.copy()  # the importer cannot be asked for a copy: dlbind makes it

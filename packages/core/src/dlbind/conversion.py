@@ -32,7 +32,9 @@ from dlbind import consumer
 from dlbind._ffi import native
 from dlbind.bridges import Relay, bridged, capsule_for_target, copied_in, import_on, keywords
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
+from dlbind._libraries import lasting
 from dlbind.planner import (
+    C_DIRECT,
     C_ROUTES,
     DIRECT,
     HOST,
@@ -103,6 +105,8 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
             return _interface(x, route, here, device, copy, stream)
         kwargs, copy_here = keywords(route, here, device, copy)
         if kind == DIRECT and not copy_here and stream is None:
+            if not kwargs and type(to) is str and type(x) not in C_DIRECT.get(to, ()) and lasting(type(x)):
+                C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.from_dlpack)  # the compiled convert: C
             return route.from_dlpack(x, **kwargs)  # one exchange, asked on the target's own stream
         relay = Relay(x, route, here, stream, copy_here)
         if route.adapter.takes != "producer":

@@ -25,6 +25,10 @@ HOST_ACCESSIBLE = HOST_DEVICES
 
 Device = tuple[DeviceType, int]
 
+#: value -> its DeviceType member, for every type the header names: a dict lookup where ``DeviceType(value)``
+#: (an Enum call) would cost a microsecond on every exchange
+MEMBERS: dict[int, DeviceType] = {int(member): member for member in DeviceType}
+
 
 def stream_free(device_type: int) -> bool:
     """The device type's stream rule is "None only": no stream orders its memory (CPU-like devices)."""
@@ -60,7 +64,7 @@ def parse_device(device: Any) -> Device:
             raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICE_BY_NAME)}")
         if index and not index.isdigit():
             raise ValueError(f"invalid device index in {device!r}: expected 'name' or 'name:N'")
-        return DeviceType(value), int(index or 0)
+        return MEMBERS[value], int(index or 0)
     if isinstance(device, tuple) and len(device) == 2:
         kind, index = device
         if isinstance(kind, str):
@@ -69,7 +73,7 @@ def parse_device(device: Any) -> Device:
         if number < 0:
             raise BufferError(f"invalid DLPack device type {number}: device types are >= 0")
         # a type newer than this runtime's header is carried as its number (policy refuses it where needed)
-        return (DeviceType(number) if number in DEVICE_NAMES else number), at  # type: ignore[return-value]
+        return MEMBERS.get(number, number), at  # type: ignore[return-value]
     raise TypeError(f"a device is 'cpu', 'cuda:0', or a (device_type, device_id) tuple, not {device!r}")
 
 

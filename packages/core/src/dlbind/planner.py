@@ -24,6 +24,7 @@ from dlbind.devices import HOST_ACCESSIBLE, device_name, stream_free
 from dlbind.plans import ExportPlan
 
 __all__ = [
+    "C_DIRECT",
     "C_ROUTES",
     "DIRECT",
     "HOST",
@@ -44,6 +45,9 @@ __all__ = [
 # to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
 # table's), read by the compiled convert (the C routes of host memory)
 C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
+# to -> {producer type: (device type, the target's importer)}: the DIRECT decisions of lasting producer types,
+# which the compiled convert follows in C (dlbind.conversion.convert adds each the first time it makes one)
+C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
 
 _LAYOUT_PROMISE = {"any": 0, "nonnegative": 1, "compact": 2}  # how much a layout promises
 

@@ -24,6 +24,7 @@ from dlbind._generated.tables import (
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
 )
+from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, unnamed_note
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
@@ -178,7 +179,7 @@ class Tensor(_Core):  # type: ignore[misc]
     def device(self) -> Device:
         """``(DeviceType, device_id)``; a device type newer than this runtime's header is its plain number."""
         kind = self._device_type
-        return (DeviceType(kind) if kind in _KNOWN_DEVICES else kind), self._device_id  # type: ignore[return-value]
+        return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[return-value]
 
     @property
     def flags(self) -> Flags:

@@ -928,6 +928,33 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
     return NULL;
 }
 
+/* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
+ * the target asks on its own stream), when dlbind.planner decided it for x's type and the device x is on
+ * (convert_direct, filled by dlbind.conversion.convert); NotImplemented (a new reference) otherwise. */
+static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to) {
+    PyObject *by_type = PyDict_GetItemWithError(dlbind_cfg.convert_direct, to);
+    PyObject *entry = by_type != NULL ? PyDict_GetItemWithError(by_type, (PyObject *)Py_TYPE(x)) : NULL;
+    if (entry == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    Py_INCREF(entry); /* the producer's code below may change the dicts */
+    DLDevice dev;
+    PyObject *dev_obj = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
+    int ok = dev_obj != NULL && PyTuple_Check(dev_obj) && PyTuple_GET_SIZE(dev_obj) == 2 &&
+             PyLong_Check(PyTuple_GET_ITEM(dev_obj, 0));
+    dev.device_type = ok ? (DLDeviceType)PyLong_AsLong(PyTuple_GET_ITEM(dev_obj, 0)) : kDLCPU;
+    Py_XDECREF(dev_obj);
+    if (dev_obj == NULL || PyErr_Occurred()) {
+        PyErr_Clear(); /* Python's convert says what is wrong */
+        ok = 0;
+    }
+    PyObject *out;
+    if (ok && PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)) == (long)dev.device_type)
+        out = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), x);
+    else
+        out = Py_NewRef(Py_NotImplemented);
+    Py_DECREF(entry);
+    return out;
+}
+
 /* convert(x, to, *, device=None, copy=None, stream=None): the C routes when dlbind.convert has
  * cached one for `to` (convert_routes: to -> (target type, refuse, from_dlpack or None)); every
  * other call in Python. */
@@ -947,6 +974,9 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
             plain = 0;
     }
     if (plain && to != NULL && PyUnicode_CheckExact(to)) {
+        PyObject *out = dlbind_convert_direct(args[0], to);
+        if (out != Py_NotImplemented) return out == NULL ? dlbind_target_error(args[0], to) : out;
+        Py_DECREF(out);
         PyObject *route = PyDict_GetItemWithError(dlbind_cfg.convert_routes, to);
         if (route == NULL && PyErr_Occurred()) return NULL;
         if (route != NULL && PyTuple_CheckExact(route) && PyTuple_GET_SIZE(route) == 3) {

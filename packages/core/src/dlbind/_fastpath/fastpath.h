@@ -111,6 +111,9 @@ typedef struct {
                                     the consumer's stream waits for the producer's (through the device's backend) */
     PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
     PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
+    PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
+                                    hand-overs dlbind.planner decided (devices with streams), filled by
+                                    dlbind.conversion.convert the first time */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */

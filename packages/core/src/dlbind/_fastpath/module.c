@@ -72,14 +72,14 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
                                "export_view", "after_refusal", "managed_from_object", "object_from_managed",
                                "allocate", "convert", "convert_routes", "target_error", "export_plan", "refuse_guarded",
-                               "order", "finish", "producer_error", NULL};
-    PyObject *v[18];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3],
+                               "order", "finish", "producer_error", "convert_direct", NULL};
+    PyObject *v[19];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3],
                                      &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14],
-                                     &v[15], &v[16], &v[17]))
+                                     &v[15], &v[16], &v[17], &v[18]))
         return NULL;
     /* all required: parsed as optional keyword-only only to name the missing one */
-    for (int i = 0; i < 18; i++) {
+    for (int i = 0; i < 19; i++) {
         if (kwargs == NULL || PyDict_GetItemString(kwargs, keywords[i]) == NULL) {
             PyErr_Format(PyExc_TypeError, "configure() missing required keyword argument '%s'", keywords[i]);
             return NULL;
@@ -97,16 +97,20 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     }
     for (int i = 12; i < 18; i++)
         if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
-    PyObject **slots[18] = {
+    if (!PyDict_Check(v[18])) {
+        PyErr_SetString(PyExc_TypeError, "configure(): convert_direct must be a dict");
+        return NULL;
+    }
+    PyObject **slots[19] = {
         (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
         &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
         &dlbind_cfg.after_refusal,           &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
         &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.convert_routes,
         &dlbind_cfg.target_error,             &dlbind_cfg.export_plan,
         &dlbind_cfg.refuse_guarded,           &dlbind_cfg.order,            &dlbind_cfg.finish,
-        &dlbind_cfg.producer_error,
+        &dlbind_cfg.producer_error,           &dlbind_cfg.convert_direct,
     };
-    for (int i = 0; i < 18; i++) {
+    for (int i = 0; i < 19; i++) {
         Py_INCREF(v[i]);
         Py_XSETREF(*slots[i], v[i]);
     }
@@ -117,7 +121,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
 static PyMethodDef dlbind_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, export_plan, refuse_guarded, order, finish, producer_error): the Python pieces the C code "
+     "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, convert_direct): the Python pieces the C code "
      "uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
