@@ -30,9 +30,9 @@ from typing import Any
 
 from dlbind import consumer
 from dlbind._ffi import native
+from dlbind._libraries import lasting
 from dlbind.bridges import Relay, bridged, capsule_for_target, copied_in, import_on, keywords
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
-from dlbind._libraries import lasting
 from dlbind.planner import (
     C_DIRECT,
     C_ROUTES,

@@ -24,8 +24,8 @@ from dlbind._generated.tables import (
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
 )
-from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, unnamed_note
+from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
 
