@@ -149,6 +149,8 @@ def tests_python(session: nox.Session, version: str) -> None:
             session.install("--upgrade", generator)  # --upgrade: the same version with other sources is reinstalled
     _install_core(session)
     session.run("python", "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
+    # what `import dlbind` costs on this Python, beside numpy (a report: issue 23's target is <= 5 ms after numpy)
+    session.run("python", "benchmarks/startup.py", "--imports-only", "--runs", "7")
     for pure in ("0", "1"):
         session.run("pytest", "packages/core/tests", "tests", "-q", *session.posargs, env={"DLBIND_PURE": pure})
 

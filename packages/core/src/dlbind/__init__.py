@@ -9,7 +9,9 @@ package for assertion rewriting in every run; this marker lets ``import dlbind``
 
 from __future__ import annotations
 
-from dlbind import _wiring, exchange, spec
+from typing import Any
+
+from dlbind import _wiring, exchange
 from dlbind._backends import backends
 from dlbind._ffi import native as _native
 from dlbind._generated import enums as _enums
@@ -18,7 +20,6 @@ from dlbind._generated import enums as _enums
 # DLPACK_FLAG_BITMASK_*, ...): all of them, whichever header version the runtime is generated from.
 from dlbind._generated.enums import *  # noqa: F403
 from dlbind.consumer import from_dlpack
-from dlbind.conversion import compat, convert
 from dlbind.dtypes import DType
 from dlbind.producer import Exporter, asdlpack, from_pointer
 from dlbind.tensor import Tensor
@@ -37,6 +38,21 @@ if _native is not None:
     asdlpack = _native.asdlpack
     from_dlpack = _native.from_dlpack
     convert = _native.convert
+
+
+def __getattr__(name: str) -> Any:
+    """What ``import dlbind`` leaves for first use (it needs none of it): ``spec`` (the per-version tables),
+    ``compat`` and, in the pure build, ``convert`` (the planner and the rows of ``spec/adapters.toml``)."""
+    import importlib
+
+    if name == "spec":
+        return importlib.import_module("dlbind.spec")
+    if name in ("compat", "convert"):
+        conversion = importlib.import_module("dlbind.conversion")
+        value = getattr(conversion, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dlbind' has no attribute {name!r}")
 
 __all__ = [
     "DType",

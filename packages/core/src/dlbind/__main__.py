@@ -71,11 +71,9 @@ def info(as_json: bool) -> int:
 
 
 def backends(as_json: bool) -> int:
-    import dataclasses
-
     found = dlbind.backends()
     if as_json:
-        json.dump({name: dataclasses.asdict(s) for name, s in found.items()}, sys.stdout, indent=2)
+        json.dump({name: s._asdict() for name, s in found.items()}, sys.stdout, indent=2)
         print()
         return 0
     if not found:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+import _thread
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from dlbind._generated.tables import DEVICE_BACKENDS, DEVICE_NAMES
 from dlbind.devices import Device, device_name
@@ -28,8 +27,7 @@ GROUP = "dlbind.backends"
 DISTRIBUTIONS = DEVICE_BACKENDS
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     """What a backend's runtime says when loaded: available, or why not in one line.
 
     ``reason`` starts with one of the kinds users act on: ``"runtime library not found"``, ``"no driver"``,
@@ -87,8 +85,7 @@ class Backend(Protocol):
     def asarray(self, host_array: Any, *, device_id: int = 0) -> Any: ...
 
 
-@dataclass(frozen=True)
-class BackendStatus:
+class BackendStatus(NamedTuple):
     """One installed backend as :func:`dlbind.backends` reports it."""
 
     name: str
@@ -107,7 +104,7 @@ class BackendStatus:
         return f"{self.name}: unavailable: {self.reason}{loaded}"
 
 
-_LOCK = threading.Lock()
+_LOCK = _thread.allocate_lock()  # threading's Lock, without importing threading at `import dlbind`
 _LOADED: dict[str, Any] = {}  # name -> backend object
 _BROKEN: dict[str, tuple[str, str, str]] = {}  # name -> (distribution, version, why it did not load)
 _META: dict[str, tuple[str, str]] = {}  # name -> (distribution, version)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlbind._generated.adapters import ADAPTERS, Adapter
+if TYPE_CHECKING:
+    from dlbind._generated.adapters import Adapter
 
 __all__ = [
     "MISSING",
@@ -26,10 +27,19 @@ __all__ = [
     "library_of",
     "prepare_for_check",
     "row_lookups",
+    "rows",
 ]
 
 MISSING: Any = object()
 _LOOKUPS = [0]  # row lookups made (library_of, adapter_of_type, for_release): see row_lookups
+
+
+def rows() -> dict[str, Adapter]:
+    """The rows of ``spec/adapters.toml`` (``dlbind._generated.adapters.ADAPTERS``), imported on first use: not at
+    ``import dlbind``, which needs none of them."""
+    from dlbind._generated.adapters import ADAPTERS
+
+    return ADAPTERS
 
 
 def row_lookups() -> int:
@@ -109,7 +119,7 @@ def _find(kind: type) -> Adapter | None:
     found = None
     for klass in kind.__mro__:
         name = f"{klass.__module__}.{klass.__qualname__}"
-        found = next((a for a in ADAPTERS.values() if name in a.array_types), None)
+        found = next((a for a in rows().values() if name in a.array_types), None)
         if found is not None:
             break
     _BY_TYPE.put(kind, found)

@@ -9,12 +9,27 @@ passed here, by name: the C code imports no module.
 
 from __future__ import annotations
 
-from dlbind import consumer, conversion, exchange, export, planner, plans, producer
+from typing import Any
+
+from dlbind import consumer, exchange, export, plans, producer
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
 from dlbind.tensor import Tensor, check_managed
 
 __all__ = ["configure"]
+
+
+def _convert(*args: Any, **kwargs: Any) -> Any:
+    """dlbind.conversion.convert, imported on the first call that needs it (not at ``import dlbind``)."""
+    from dlbind.conversion import convert
+
+    return convert(*args, **kwargs)
+
+
+def _target_error(x: Any, to: str, exc: BaseException) -> BaseException:
+    from dlbind.conversion import target_error
+
+    return target_error(x, to, exc)
 
 
 def configure() -> None:
@@ -36,13 +51,13 @@ def configure() -> None:
         managed_from_object=exchange.managed_from_object,
         object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,
-        convert=conversion.convert,
-        convert_routes=planner.C_ROUTES,
-        target_error=conversion.target_error,
+        convert=_convert,
+        convert_routes=plans.C_ROUTES,
+        target_error=_target_error,
         export_plan=plans.export_plan,
         refuse_guarded=consumer.refuse_guarded,
         order=exchange.order,
         finish=consumer.sealed,
         producer_error=consumer.producer_error,
-        convert_direct=planner.C_DIRECT,
+        convert_direct=plans.C_DIRECT,
     )

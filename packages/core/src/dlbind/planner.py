@@ -21,7 +21,7 @@ from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
 from dlbind.devices import HOST_ACCESSIBLE, device_name, stream_free
-from dlbind.plans import ExportPlan
+from dlbind.plans import C_DIRECT, C_ROUTES, ExportPlan
 
 __all__ = [
     "C_DIRECT",
@@ -42,12 +42,7 @@ __all__ = [
     "resolve",
 ]
 
-# to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange
-# table's), read by the compiled convert (the C routes of host memory)
-C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
-# to -> {producer type: (device type, the target's importer)}: the DIRECT decisions of lasting producer types,
-# which the compiled convert follows in C (dlbind.conversion.convert adds each the first time it makes one)
-C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
+# C_ROUTES and C_DIRECT (the decisions the compiled convert follows in C) live in dlbind.plans
 
 _LAYOUT_PROMISE = {"any": 0, "nonnegative": 1, "compact": 2}  # how much a layout promises
 

@@ -13,10 +13,9 @@ still across repeated exchanges).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbind import capsule
-from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, adapter_of_type, dotted, for_release
@@ -24,7 +23,18 @@ from dlbind.devices import stream_free
 from dlbind.dtypes import DType, lookup
 from dlbind.export import contiguous_strides
 
-__all__ = ["BARE", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
+if TYPE_CHECKING:
+    from dlbind._generated.adapters import Adapter
+
+__all__ = ["BARE", "C_DIRECT", "C_ROUTES", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
+
+# The decisions the compiled convert follows in C, filled by dlbind.planner and dlbind.conversion as they make
+# them (here, low in the layers, so that the C code is handed them at import without importing the planner):
+# to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange table's),
+# the routes of host memory; and to -> {producer type: (device type, the target's importer)}, the direct
+# hand-overs on devices with streams of lasting producer types.
+C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
+C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
 
 STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords (learned once per type)
 
