@@ -11,9 +11,9 @@ from dlbind_generator.sources import load_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 _SOURCES = load_sources(ROOT / "spec" / "headers.toml")
-# Every DLPack version spec/headers.toml lists, and the canonical one: tests parametrised over the
-# headers follow a bump without an edit.
-LISTED = [h.version for h in _SOURCES.headers]
+# Every DLPack release spec/headers.toml lists ((1, 3); a post-release (1, 3, 1)), and the canonical one:
+# tests parametrised over the headers follow a bump without an edit.
+LISTED = [h.release for h in _SOURCES.headers]
 CANONICAL = _SOURCES.canonical
 
 
@@ -23,7 +23,7 @@ def root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def headers() -> dict[tuple[int, int], Path]:
-    """Every header of spec/headers.toml, fetched and verified (downloads once, then cached)."""
+def headers() -> dict[tuple[int, ...], Path]:
+    """Every header of spec/headers.toml by release, fetched and verified (downloads once, then cached)."""
     paths = Paths(ROOT)
     return fetch_all(load_sources(paths.headers_toml), paths.cache, lambda m: print(m, file=sys.stderr))

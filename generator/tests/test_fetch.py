@@ -77,7 +77,7 @@ def test_pure_wheel_needs_no_platform(tmp_path: Path) -> None:
 @pytest.mark.network
 def test_listed_wheel_through_the_installed_pip(tmp_path: Path, root: Path) -> None:
     """The real route: the installed pip downloads the wheel listed for DLPack 1.3, the header matches."""
-    src = load_sources(root / "spec" / "headers.toml").by_version((1, 3))
+    src = load_sources(root / "spec" / "headers.toml").by_release((1, 3))
     assert src.file.endswith(".whl")
     messages: list[str] = []
     got = fetch_one(src, tmp_path, messages.append)

@@ -39,7 +39,7 @@ def _compile(header: Path, cdef: str, tmp: Path, name: str):  # type: ignore[no-
 @pytest.mark.parametrize("version", LISTED)
 def test_model_layout_matches_compiler(headers: dict, version: tuple[int, int], tmp_path: Path) -> None:
     model = parse_header(headers[version])
-    mod = _compile(headers[version], c_declarations(model), tmp_path, f"_layout_v{version[0]}{version[1]}")
+    mod = _compile(headers[version], c_declarations(model), tmp_path, f"_layout_v{'_'.join(map(str, version))}")
     ffi, lib = mod.ffi, mod.lib
     for s in model.structs:
         ctype = s.name if s.typedef else f"struct {s.name}"

@@ -16,6 +16,7 @@ from conftest import CANONICAL, LISTED, ROOT
 from dlbind_generator.__main__ import main
 from dlbind_generator.emit import SEAL_MARK, seal_ok
 from dlbind_generator.errors import GeneratorError
+from dlbind_generator.sources import format_version
 from dlbind_generator.vendor import EXCLUDED, RECORD, check_package, sha256
 from dlbind_generator.vendor_reroot import imports_of, reroot
 
@@ -107,7 +108,7 @@ def test_pure_copy_is_self_contained(tmp_path: Path, fetched: None) -> None:
     assert "hostlib._dlpack._generated._abi" in files["_generated/_abi.py"]
     record = tomllib.loads(files[RECORD])
     assert record["package"] == "hostlib._dlpack"
-    assert record["header_version"] == f"{CANONICAL[0]}.{CANONICAL[1]}"
+    assert record["header_version"] == format_version(CANONICAL)
     assert record["build"] == "pure"
     init = (ROOT / "packages/core/src/dlbind/__init__.py").read_text(encoding="utf-8")
     assert f'__version__ = "{record["dlbind_version"]}"' in init.splitlines()
@@ -132,9 +133,9 @@ def test_canonical_copy_generates_what_the_core_has(tmp_path: Path, fetched: Non
     )
 
 
-@pytest.mark.parametrize("version", LISTED, ids=lambda v: f"{v[0]}.{v[1]}")
-def test_every_header_version(tmp_path: Path, fetched: None, version: tuple[int, int]) -> None:
-    text = f"{version[0]}.{version[1]}"
+@pytest.mark.parametrize("version", LISTED, ids=format_version)
+def test_every_header_version(tmp_path: Path, fetched: None, version: tuple[int, ...]) -> None:
+    text = format_version(version)
     into = tmp_path / "_dlpack"
     assert vendor(into, "h._dlpack", "--header-version", text) == 0  # compiled, 0.x included
     enums = (into / "_generated" / "enums.py").read_text()

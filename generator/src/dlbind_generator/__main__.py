@@ -4,8 +4,11 @@ python -m dlbind_generator parse HEADER.h        # the model of one header as JS
 python -m dlbind_generator fetch                 # download + verify the headers of spec/headers.toml
 python -m dlbind_generator generate [--check]    # every target; --check: diff, exit 1 if stale
 python -m dlbind_generator bump SOURCE           # record a new dlpack.h in spec/headers.toml, regenerate
-python -m dlbind_generator rehearsal-header OUT  # write a made-up next version of the canonical header
-python -m dlbind_generator vendor --into DIR --package NAME [--header-version M.m] [--pure] [--force]
+                                                 # (a listed version with other bytes: a post-release M.m.postN)
+python -m dlbind_generator canonical M.m         # back to the released header: drop its post-releases, regenerate
+python -m dlbind_generator rehearsal-header OUT [--kind drift|minor]
+                                                 # the released canonical header + upstream's post-1.3 additions
+python -m dlbind_generator vendor --into DIR --package NAME [--header-version M.m[.postN]] [--pure] [--force]
                                                  # a self-contained copy of the core inside a host library
 """
 
@@ -50,15 +53,32 @@ def main(argv: list[str] | None = None) -> int:
     p_bump = sub.add_parser(
         "bump",
         help="record a new dlpack.h in spec/headers.toml, regenerate everything, print the report's summary",
-        description="SOURCE is a path to a dlpack.h (a rehearsal: recorded with `local =`, never to be committed) "
-        "or PACKAGE==VERSION:PATH/IN/ARCHIVE (a registry archive: the form to commit).",
+        description="SOURCE is a path to a dlpack.h (a rehearsal: recorded with `local =`, never to be committed), "
+        "a URL of one (e.g. the raw dlpack.h of an upstream commit) or PACKAGE==VERSION:PATH/IN/ARCHIVE (a "
+        "registry archive). A header whose version macros name a listed version but whose bytes differ is "
+        "recorded as a post-release of that version (M.m.postN, dated); `canonical M.m` goes back.",
     )
     p_bump.add_argument("source", metavar="SOURCE")
     p_bump.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_canon = sub.add_parser(
+        "canonical",
+        help="make a listed release canonical again (the way back from a post-release) and regenerate",
+        description="Sets `canonical` in spec/headers.toml to RELEASE (e.g. 1.3: the released header) and removes "
+        "the post-releases of that version after it (printed: bump the header again to return), then "
+        "regenerates everything like `generate` and prints the report's summary.",
+    )
+    p_canon.add_argument("release", metavar="RELEASE")
+    p_canon.add_argument("--root", help="repository root (default: found from the current folder)")
     p_next = sub.add_parser(
-        "rehearsal-header", help="write a made-up next version of the canonical header (to rehearse a bump)"
+        "rehearsal-header",
+        help="write the released canonical header plus upstream's post-1.3 additions (to rehearse a bump)",
+        description="Adds kDLTPU = 19, kDLTPUHost = 20, kDLAscend = 21 (DLDeviceType) and kDLBcomplex = 18U "
+        "(DLDataTypeCode) to the released header of the canonical version. --kind drift (default) keeps the "
+        "version macros, as upstream's main branch does (a bump records it as M.m.post1); --kind minor raises "
+        "DLPACK_MINOR_VERSION (a bump records M.(m+1)).",
     )
     p_next.add_argument("out", type=Path)
+    p_next.add_argument("--kind", choices=("drift", "minor"), default="drift")
     p_next.add_argument("--root", help="repository root (default: found from the current folder)")
     p_vendor = sub.add_parser(
         "vendor",
@@ -69,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_vendor.add_argument("--into", required=True, type=Path, metavar="DIR", help="the package folder to write")
     p_vendor.add_argument("--package", required=True, metavar="NAME", help="its dotted import path")
-    p_vendor.add_argument("--header-version", metavar="M.m", help="DLPack header version (default: canonical)")
+    p_vendor.add_argument("--header-version", metavar="M.m[.postN]", help="DLPack header release (default: canonical)")
     p_vendor.add_argument("--pure", action="store_true", help="no C: cffi ABI mode only (needs no compiler)")
     p_vendor.add_argument("--force", action="store_true", help="overwrite edited files, remove unlisted ones")
     p_vendor.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
@@ -87,13 +107,17 @@ def main(argv: list[str] | None = None) -> int:
         paths = Paths(_root(args.root))
         if args.command == "fetch":
             _, models = load_models(paths, stderr_progress)
+            from .sources import format_version
+
             for m in models:
-                print(f"dlpack {m.version[0]}.{m.version[1]}: ok (sha256 {m.sha256})")
+                print(f"dlpack {format_version(m.release)}: ok (sha256 {m.sha256})")
             return 0
         if args.command == "bump":
             return _bump(paths, args.source)
+        if args.command == "canonical":
+            return _canonical(paths, args.release)
         if args.command == "rehearsal-header":
-            return _rehearsal_header(paths, args.out)
+            return _rehearsal_header(paths, args.out, args.kind)
         if args.command == "vendor":
             from .vendor import run
 
@@ -122,44 +146,75 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _rehearsal_header(paths: Paths, out: Path) -> int:
+def _rehearsal_header(paths: Paths, out: Path, kind: str) -> int:
     from .fetch import fetch_one
     from .parse import parse_header
     from .pipeline import stderr_progress
-    from .rehearsal import derive_next
-    from .sources import format_version, load_sources
+    from .rehearsal import derive
+    from .sources import base_of, format_version, load_sources
 
     sources = load_sources(paths.headers_toml)
-    header = fetch_one(sources.by_version(sources.canonical), paths.cache, stderr_progress)
-    nxt = derive_next(header.read_text(encoding="utf-8"), parse_header(header))
-    out.write_text(nxt.text, encoding="utf-8")
+    released = sources.by_release(base_of(sources.canonical))
+    header = fetch_one(released, paths.cache, stderr_progress)
+    made = derive(header.read_text(encoding="utf-8"), parse_header(header), kind)
+    out.write_text(made.text, encoding="utf-8")
+    added = [f"DLDeviceType.{n} = {v}" for n, v in made.devices] + [f"DLDataTypeCode.{n} = {v}" for n, v in made.dtypes]
+    what = "version macros kept: a bump records a post-release" if kind == "drift" else "DLPACK_MINOR_VERSION raised"
     print(
-        f"wrote {out}: DLPack {format_version(nxt.version)} (made up) = {format_version(sources.canonical)} + "
-        f"device types {', '.join(f'{n} = {v}' for n, v in nxt.devices)}, dtype code {nxt.dtype[0]} = {nxt.dtype[1]}, "
-        f"flag {nxt.flag[0]} = {nxt.flag[1]}, struct {nxt.struct}",
+        f"wrote {out}: dlpack.h {format_version(released.release)} + {', '.join(added)} "
+        f"(upstream's additions after v1.3); DLPack {format_version(made.version)}, {what}",
         file=sys.stderr,
     )
     return 0
 
 
-def _bump(paths: Paths, source: str) -> int:
-    from .bump import cache, record, report_summary, resolve_source
-    from .pipeline import REPORT, build, stderr_progress
-    from .sources import format_version
+def _regenerate(paths: Paths, text: str, before: str) -> tuple[list[str], int, str]:
+    """Write headers.toml's new ``text``, regenerate everything; on any failure put ``before`` back.
+    Returns (files written, files generated, the report)."""
+    from .pipeline import REPORT, build
 
-    src, data = resolve_source(source, stderr_progress)
-    before = paths.headers_toml.read_text(encoding="utf-8")
-    text, done = record(paths.headers_toml, src)  # refuses a listed version with another sha256
-    cache(src, data, paths.cache)
-    v = format_version(src.version)
     paths.headers_toml.write_text(text, encoding="utf-8")
     try:
         files = build(paths)  # what `generate` makes; nothing is written if it fails
     except BaseException:
         paths.headers_toml.write_text(before, encoding="utf-8")
         raise
-    touched = files.write(paths.root)
-    if done.added:
+    return files.write(paths.root), len(files.files), files.files[REPORT]
+
+
+def _print_summary(touched: list[str], total: int, report: str) -> None:
+    from .bump import report_summary
+    from .pipeline import REPORT
+
+    for rel in touched:
+        print(f"wrote {rel}", file=sys.stderr)
+    print(f"{len(touched)} of {total} generated files changed", file=sys.stderr)
+    print(f"Summary of {REPORT}:\n")
+    print(report_summary(report))
+
+
+def _bump(paths: Paths, source: str) -> int:
+    from .bump import cache, model_of, record, resolve_source
+    from .merge import read_ledger
+    from .pipeline import stderr_progress
+    from .sources import format_version
+
+    src, data = resolve_source(source, stderr_progress)
+    before = paths.headers_toml.read_text(encoding="utf-8")
+    abi = read_ledger(paths.ledger).abi
+    text, done = record(paths.headers_toml, src, ledger=abi, abi_hash=model_of(data).abi_hash())
+    src = done.source
+    cache(src, data, paths.cache)
+    v = format_version(src.release)
+    touched, total, report = _regenerate(paths, text, before)
+    if done.added and done.released is not None:
+        print(
+            f"recorded DLPack {v} in spec/headers.toml: a post-release of {format_version(src.version)} (its version "
+            f"macros say {format_version(src.version)}, its bytes differ from the released header's: sha256 "
+            f"{src.sha256}, not {done.released.sha256}); {src.label}, {src.date}",
+            file=sys.stderr,
+        )
+    elif done.added:
         print(f"recorded DLPack {v} in spec/headers.toml (sha256 {src.sha256}, {src.label})", file=sys.stderr)
     else:
         print(f"DLPack {v} is listed already with this sha256: nothing to record", file=sys.stderr)
@@ -168,13 +223,29 @@ def _bump(paths: Paths, source: str) -> int:
             f"canonical: {format_version(done.canonical_before)} -> {format_version(done.canonical_after)}",
             file=sys.stderr,
         )
+    if src.post and done.added:
+        print(
+            f"back to the released header: python -m dlbind_generator canonical {format_version(src.version)}",
+            file=sys.stderr,
+        )
     if src.local:
         print("this entry names a file on this machine: a rehearsal, do not commit it", file=sys.stderr)
-    for rel in touched:
-        print(f"wrote {rel}", file=sys.stderr)
-    print(f"{len(touched)} of {len(files.files)} generated files changed", file=sys.stderr)
-    print(f"Summary of {REPORT}:\n")
-    print(report_summary(files.files[REPORT]))
+    _print_summary(touched, total, report)
+    return 0
+
+
+def _canonical(paths: Paths, release: str) -> int:
+    from .bump import set_canonical
+    from .sources import format_version
+
+    before = paths.headers_toml.read_text(encoding="utf-8")
+    text, old, removed = set_canonical(paths.headers_toml, release)
+    touched, total, report = _regenerate(paths, text, before)
+    for src in removed:
+        print(f"removed DLPack {format_version(src.release)} from spec/headers.toml ({src.label}, sha256 {src.sha256})",
+              file=sys.stderr)  # fmt: skip
+    print(f"canonical: {format_version(old)} -> {release}", file=sys.stderr)
+    _print_summary(touched, total, report)
     return 0
 
 

@@ -8,7 +8,8 @@ Only public interfaces of pip and of package indexes are used, so whatever index
 - an sdist cannot go that way (``pip download`` builds its metadata, which old cupy sdists cannot do), so
   it is looked up on the indexes pip names (``python -m pip config list``, else the default that
   ``pip download --help`` states) through the simple repository API (PEP 691 JSON, PEP 503 HTML) and
-  downloaded with ``urllib``; the index's sha256 of the archive is checked when it gives one.
+  downloaded with ``urllib``; the index's sha256 of the archive is checked when it gives one;
+- a header listed by ``url`` (a post-release taken from an upstream commit) is downloaded as it is.
 
 The header's sha256 is the fact that matters: the archive is only a carrier. This is a maintainer step:
 it runs only on ``generate``/``fetch``, never at import.
@@ -35,13 +36,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from .errors import GeneratorError
-from .sources import HeaderSource, Sources, format_version
+from .sources import HeaderSource, Release, Sources, format_version
 
 Progress = Callable[[str], None]
 
 
-def cache_path(cache_dir: Path, version: tuple[int, int]) -> Path:
-    return cache_dir / f"dlpack-{format_version(version)}.h"
+def cache_path(cache_dir: Path, release: Release) -> Path:
+    return cache_dir / f"dlpack-{format_version(release)}.h"
 
 
 def sha256(data: bytes) -> str:
@@ -238,6 +239,16 @@ def _download_archive(src: HeaderSource, progress: Progress) -> bytes:
     return _download_from_index(src, progress)
 
 
+def download_url(url: str, progress: Progress) -> bytes:
+    """The bytes at ``url`` (a header listed by URL: e.g. the raw ``dlpack.h`` of an upstream commit)."""
+    progress(f"  downloading {url} ...")
+    try:
+        data, _ = _open(url, ssl.create_default_context())
+    except (OSError, urllib.error.URLError) as exc:
+        raise GeneratorError(f"cannot download {url}: {exc}") from None
+    return data
+
+
 def _extract(src: HeaderSource, archive: bytes) -> bytes:
     try:
         if src.file.endswith(".whl") or src.file.endswith(".zip"):
@@ -262,14 +273,18 @@ def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline
             raise GeneratorError(f"{src.label}: no such file")
         _verify(src, local.read_bytes(), src.local)
         return local
-    dest = cache_path(cache_dir, src.version)
+    dest = cache_path(cache_dir, src.release)
     if dest.exists() and sha256(dest.read_bytes()) == src.sha256:
         return dest
     if offline:
         raise GeneratorError(f"{src.label}: not cached in {cache_dir} and offline mode is on")
     progress(f"fetching {src.label}")
-    data = _extract(src, _download_archive(src, progress))
-    _verify(src, data, src.file)
+    if src.url:
+        data = download_url(src.url, progress)
+        _verify(src, data, src.url)
+    else:
+        data = _extract(src, _download_archive(src, progress))
+        _verify(src, data, src.file)
     progress(f"  sha256 ok ({src.sha256[:12]}...)")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".tmp")
@@ -280,6 +295,7 @@ def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline
 
 def fetch_all(
     sources: Sources, cache_dir: Path, progress: Progress | None = None, *, offline: bool = False
-) -> dict[tuple[int, int], Path]:
+) -> dict[Release, Path]:
+    """Every listed header, verified, by release (``(1, 3)``; ``(1, 3, 1)`` for 1.3.post1)."""
     progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    return {src.version: fetch_one(src, cache_dir, progress, offline=offline) for src in sources.headers}
+    return {src.release: fetch_one(src, cache_dir, progress, offline=offline) for src in sources.headers}

@@ -4,7 +4,8 @@ that removed it, and the names it had before.
 Fetched headers give the facts they can; ``spec/history.toml`` fills in the releases no registry
 archive carries (each entry checked against the fetched headers, so it can narrow a range the
 headers leave open but never contradict them). A ledger of per-version ABI hashes catches a header
-that changed without a version bump.
+that changed without a version bump; a header recorded as a post-release of its version (``M.m.postN``)
+is a release of its own here, ordered after ``M.m``, and must keep ``M.m``'s layout.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import tomllib
 
 from .errors import GeneratorError
 from .model import HeaderModel
-from .sources import format_version, parse_version
+from .sources import Release, format_version, parse_release, parse_version
 
-Version = tuple[int, int]
+Version = Release  # (major, minor), or (major, minor, post) for a post-release
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,12 @@ def names_of(model: HeaderModel) -> dict[str, tuple[str, int | None]]:
 
 @dataclass(frozen=True)
 class History:
-    releases: tuple[Version, ...]
-    since: dict[str, Version]
-    removed: dict[str, Version]
-    renamed: dict[str, tuple[str, Version]]
+    """spec/history.toml: facts of DLPack releases (never of post-releases, which are headers listed here)."""
+
+    releases: tuple[tuple[int, int], ...]
+    since: dict[str, tuple[int, int]]
+    removed: dict[str, tuple[int, int]]
+    renamed: dict[str, tuple[str, tuple[int, int]]]
 
 
 def load_history(path: Path) -> History:
@@ -119,8 +122,8 @@ def _qual_parent(qualname: str) -> str:
 def merge(
     models: list[HeaderModel], history: History, canonical: Version, history_file: str = "history.toml"
 ) -> MergedModel:
-    models = sorted(models, key=lambda m: m.version)
-    fetched = tuple(m.version for m in models)
+    models = sorted(models, key=lambda m: m.release)
+    fetched = tuple(m.release for m in models)
     present = [names_of(m) for m in models]
     every = sorted(set().union(*present))
     fv = format_version
@@ -162,7 +165,7 @@ def merge(
             removed = r
         names.append(Name(q, kind, since, removed, (), values[-1]))
 
-    renamed = dict(history.renamed)
+    renamed: dict[str, tuple[str, Version]] = dict(history.renamed)
     # Detect renames between consecutive fetched headers: a member vanishes and another with the
     # same value appears in the same enum. History, where it has the entry, says when exactly.
     for p0, (v1, p1) in zip(present, zip(fetched[1:], present[1:], strict=True), strict=False):
@@ -196,34 +199,88 @@ LEDGER_HEAD = """\
 # DLPack release -> sha256 of its ABI model (what `python -m dlbind_generator parse` prints, less
 # docs and the header digest). Append-only: `generate` adds a line for a new release; a fetched
 # header whose model differs from its release's line changed without a version bump, and
-# generation stops. Never edit a line; a genuinely new header gets a new version.
+# generation stops. Never edit a line; a genuinely new header gets a new version, or is recorded as
+# a post-release of its version (M.m.postN, `nox -s bump`), which gets a line of its own.
+"""
+LAYOUT_HEAD = """
+# Release -> sha256 of its layout alone: structs (fields, types, sizes, offsets), typedefs and
+# function types; no enum values, no macros. A post-release must have exactly the layout of the
+# release it follows (generation stops otherwise): equal digests here show that no layout changed.
+[layout]
 """
 
 
-def read_ledger(path: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Ledger:
+    """Per release (``"1.3"``, ``"1.3.post1"``): the ABI model's digest and the layout's digest."""
+
+    abi: dict[str, str]
+    layout: dict[str, str]
+
+
+def read_ledger(path: Path) -> Ledger:
     if not path.exists():
-        return {}
+        return Ledger({}, {})
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
-    return {str(k): str(v) for k, v in data.items()}
+    layout = data.pop("layout", {})
+    if not isinstance(layout, dict):
+        raise GeneratorError("[layout] must be a table", file=str(path))
+    return Ledger({str(k): str(v) for k, v in data.items()}, {str(k): str(v) for k, v in layout.items()})
 
 
-def check_ledger(ledger: dict[str, str], models: list[HeaderModel], ledger_file: str) -> dict[str, str]:
+def _sorted(table: dict[str, str]) -> dict[str, str]:
+    return dict(sorted(table.items(), key=lambda kv: parse_release(kv[0])))
+
+
+def check_ledger(ledger: Ledger, models: list[HeaderModel], ledger_file: str) -> Ledger:
     """Return the ledger with new releases added; raise on a changed model for a known release."""
-    out = dict(ledger)
+    abi, layout = dict(ledger.abi), dict(ledger.layout)
     for m in models:
-        key, digest = format_version(m.version), m.abi_hash()
-        if key in ledger and ledger[key] != digest:
+        key, digest = format_version(m.release), m.abi_hash()
+        if key in ledger.abi and ledger.abi[key] != digest:
             raise GeneratorError(
                 f"the header for DLPack {key} (sha256 {m.sha256[:12]}...) has a different ABI model than the one "
-                f"recorded ({ledger[key][:12]}... -> {digest[:12]}...): it changed without a version bump",
+                f"recorded ({ledger.abi[key][:12]}... -> {digest[:12]}...): it changed without a version bump "
+                "(record it as a post-release with `nox -s bump -- SOURCE`)",
                 file=ledger_file,
             )
-        out[key] = digest
-    return dict(sorted(out.items(), key=lambda kv: parse_version(kv[0])))
+        abi[key] = digest
+        layout[key] = m.layout_hash()
+    return Ledger(_sorted(abi), _sorted(layout))
 
 
-def render_ledger(ledger: dict[str, str]) -> str:
-    return LEDGER_HEAD + "".join(f'"{k}" = "{v}"\n' for k, v in ledger.items())
+def render_ledger(ledger: Ledger) -> str:
+    return (
+        LEDGER_HEAD
+        + "".join(f'"{k}" = "{v}"\n' for k, v in ledger.abi.items())
+        + LAYOUT_HEAD
+        + "".join(f'"{k}" = "{v}"\n' for k, v in ledger.layout.items())
+    )
+
+
+def check_post_releases(models: list[HeaderModel]) -> None:
+    """A post-release keeps its release's layout: every struct, typedef and function type of ``M.m`` is
+    unchanged in ``M.m.postN`` (it may add enum values, and declarations of its own)."""
+    by_release = {m.release: m for m in models}
+    for m in models:
+        if not m.post:
+            continue
+        base = by_release.get(m.version)
+        if base is None:
+            raise GeneratorError(
+                f"DLPack {format_version(m.release)}: its release {format_version(m.version)} is not listed"
+            )
+        changed = sorted(
+            [s.name for s in base.structs if s not in m.structs]
+            + [n for n, t in base.typedefs if (n, t) not in m.typedefs]
+            + [n for n, t in base.functions if (n, t) not in m.functions]
+        )
+        if changed:
+            raise GeneratorError(
+                f"DLPack {format_version(m.release)} changes the layout of {format_version(m.version)} "
+                f"({', '.join(changed)}): a header with another layout is an ABI change and needs a new version, "
+                "not a post-release"
+            )

@@ -6,7 +6,9 @@ JSON shape (the CLI contract of ``parse``; extra keys may be added, none removed
 ``structs`` {Struct: [{name, type, offset, size}]}; ``macros`` {NAME: int} (integer macros);
 ``typedefs`` {name: "C type text"} (aliases and function pointers); plus ``struct_info``
 {Struct: {tag, typedef, size, align}}, ``enum_info`` {Enum: {tag, typedef}}, ``functions``,
-``declarations`` [[kind, name]] in header order, ``abi`` and ``docs`` {qualified name: text}.
+``declarations`` [[kind, name]] in header order, ``abi`` and ``docs`` {qualified name: text}; and
+``release`` ("1.3.post1") only for a post-release (a header that changed after its release without a
+new version: ``version`` is still what its macros say).
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class HeaderModel:
     declarations: tuple[tuple[str, str], ...]  # (kind, name) in header order
     docs: tuple[tuple[str, str], ...]
     abi: str
+    post: int = 0  # N of a post-release M.m.postN (set from spec/headers.toml; the header cannot say it)
+
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The release key: ``version``, or ``(major, minor, post)`` for a post-release."""
+        return (*self.version, self.post) if self.post else self.version
 
     def enum(self, name: str) -> Enum:
         return next(e for e in self.enums if e.name == name)
@@ -67,8 +75,10 @@ class HeaderModel:
         return dict(self.macros)
 
     def to_json(self) -> dict[str, Any]:
+        release = {"release": f"{self.version[0]}.{self.version[1]}.post{self.post}"} if self.post else {}
         return {
             "version": list(self.version),
+            **release,
             "header_sha256": self.sha256,
             "abi": self.abi,
             "enums": {e.name: dict(e.members) for e in sorted(self.enums, key=lambda e: e.name)},
@@ -94,7 +104,18 @@ class HeaderModel:
         """sha256 of everything but docs and the header digest: what the ledger pins per version."""
         data = self.to_json()
         del data["docs"], data["header_sha256"]
+        data.pop("release", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+    def layout_hash(self) -> str:
+        """sha256 of the layout alone: structs (fields, types, sizes, offsets), typedefs and function types.
+
+        Enum values and macros are left out: a header that only adds enum values (upstream's post-1.3
+        device types and dtype code) has the same layout hash as the release it follows.
+        """
+        data = self.to_json()
+        layout = {k: data[k] for k in ("structs", "struct_info", "typedefs", "functions")}
+        return hashlib.sha256(json.dumps(layout, sort_keys=True).encode()).hexdigest()
 
 
 def dumps(data: Any) -> str:

@@ -7,7 +7,7 @@ import io
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,12 @@ from .backends import BackendSpec, HeaderUnavailable, load_backend_specs, select
 from .emit import FileSet, banner, seal
 from .errors import GeneratorError
 from .fetch import fetch_all
-from .merge import MergedModel, check_ledger, load_history, merge, read_ledger, render_ledger
+from .merge import MergedModel, check_ledger, check_post_releases, load_history, merge, read_ledger, render_ledger
 from .model import HeaderModel, dumps
 from .parse import parse_header
 from .policy import MAX_REFUSED, join
 from .render import context, environment, ruff_format
-from .sources import Sources, format_version, load_sources
+from .sources import HeaderSource, Sources, format_version, load_sources
 
 Progress = Callable[[str], None]
 
@@ -75,18 +75,19 @@ def stderr_progress(msg: str) -> None:
 
 
 def load_models(paths: Paths, progress: Progress, *, offline: bool = False) -> tuple[Sources, list[HeaderModel]]:
+    """Every listed header, fetched, verified and parsed; a post-release's model carries its ``post``."""
     sources = load_sources(paths.headers_toml)
     files = fetch_all(sources, paths.cache, progress, offline=offline)
     models = []
     for src in sources.headers:
-        model = parse_header(files[src.version])
+        model = parse_header(files[src.release])
         if model.version != src.version:
             raise GeneratorError(
-                f"headers.toml lists this header as DLPack {format_version(src.version)}, "
+                f"headers.toml lists this header as DLPack {format_version(src.release)}, "
                 f"but its version macros say {format_version(model.version)}",
-                file=str(files[src.version]),
+                file=str(files[src.release]),
             )
-        models.append(model)
+        models.append(replace(model, post=src.post))
     return sources, models
 
 
@@ -139,20 +140,34 @@ def _flag_decisions(release: dict[str, Any]) -> list[str]:
     ]
 
 
+def post_release_view(canonical: HeaderModel, src: HeaderSource, models: list[HeaderModel]) -> dict[str, Any] | None:
+    """What the report says of a canonical post-release: its release, date and source, the layout check."""
+    if not canonical.post:
+        return None
+    base = next(m for m in models if m.release == canonical.version)
+    return {
+        "release": format_version(canonical.release),
+        "base": format_version(base.release),
+        "base_sha256": base.sha256,
+        "date": src.date,
+        "origin": src.url or src.local or f"{src.package} {src.package_version}: {src.path}",
+        "layout": canonical.layout_hash(),
+        "same_layout": canonical.layout_hash() == base.layout_hash(),
+    }
+
+
 def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool = False) -> FileSet:
     """Everything the generator owns, in memory."""
     sources, models = load_models(paths, progress, offline=offline)
     history = load_history(paths.history)
     merged = merge(models, history, sources.canonical, history_file=str(paths.history))
+    check_post_releases(models)
     ledger = check_ledger(read_ledger(paths.ledger), models, str(paths.ledger))
-    canonical = next(m for m in models if m.version == sources.canonical)
-    labels = {
-        format_version(s.version): ("local file" if s.local else f"{s.package} {s.package_version}")
-        for s in sources.headers
-    }
+    canonical = next(m for m in models if m.release == sources.canonical)
+    labels = {format_version(s.release): s.origin for s in sources.headers}
     env = environment()
     ctx = context(canonical, merged, labels)
-    hv, hs = format_version(canonical.version), canonical.sha256
+    hv, hs = format_version(canonical.release), canonical.sha256
     files = FileSet(owned_dirs=[CORE_GENERATED, MODELS])
 
     def python(name: str, what: str, template: str | None = None) -> None:
@@ -189,7 +204,8 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
             f"{len(policy.devices)} device types ({sum(d.derived for d in policy.devices)} derived), "
             f"{len(policy.stream_rules)} stream rules, {len(policy.codes)} dtype codes "
             f"({sum(c.derived for c in policy.codes)} derived), {len(policy.dtypes)} named dtypes, "
-            f"{sum(len(t.formats) for t in policy.dtypes)} buffer formats",
+            f"{sum(len(t.formats) for t in policy.dtypes)} buffer formats; waiting for the header: "
+            f"{len(policy.pending_devices)} device type(s), {len(policy.pending_codes)} dtype code(s)",
         )
     )
     c_header("dlpack_types.h", "The header's declarations as C (the cdef), for the C fast path.")
@@ -220,14 +236,19 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     )
 
     for m in models:
-        files.add(f"{MODELS}/dlpack-{format_version(m.version)}.json", dumps(m.to_json()))
+        files.add(f"{MODELS}/dlpack-{format_version(m.release)}.json", dumps(m.to_json()))
     files.add(f"{MODELS}/merged.json", dumps(merged.to_json()))
     files.add(f"{MODELS}/ledger.toml", render_ledger(ledger))
-    targets.append((f"{MODELS}/", f"{len(models)} header models, merged.json, ledger.toml ({len(ledger)} releases)"))
+    targets.append(
+        (f"{MODELS}/", f"{len(models)} header models, merged.json, ledger.toml ({len(ledger.abi)} releases)")
+    )
 
     by_release = _by_release(merged)
     new = next(r for r in by_release if r["version"] == hv)
     report = env.get_template("REPORT.md.j2").render(
+        post=post_release_view(canonical, sources.by_release(canonical.release), models),
+        waiting=policy.waiting,
+        waiting_names=policy.waiting_names,
         decisions=policy.decisions,
         summary_decisions=[*policy.decisions, *_flag_decisions(new)],
         models=models,

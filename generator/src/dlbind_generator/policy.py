@@ -4,8 +4,13 @@ DLPack's header defines the values of ``DLDeviceType`` and ``DLDataTypeCode``; w
 needs — a device's user-facing name, whether the host reads its memory, its stream rule and the backend
 that serves it; a dtype's name and buffer format — lives in the two tables. :func:`join` checks them
 against the canonical header: every enum member gets a row (a member without an entry gets a derived
-default, recorded in :attr:`Policy.decisions` for the report); an entry for a member the header lacks,
-an unknown key or a wrong type is a :class:`GeneratorError` naming the file and the entry.
+default, recorded in :attr:`Policy.decisions` for the report). An entry for a member the header does
+not declare *yet* (upstream added it after this header) names its value (``value = 19``): it is
+checked like any other entry, kept as *pending* (:attr:`Policy.pending_devices`, ``pending_codes``:
+rendered as the tables of names waiting for the header, and listed in the report), and applied as
+soon as a header that declares the member is canonical. An unknown key, a wrong type, a pending entry
+without ``value`` or whose value the header gives another member is a :class:`GeneratorError` naming
+the file and the entry.
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from .model import HeaderModel
 
 DEVICE_ENUM = "DLDeviceType"
 DTYPE_ENUM = "DLDataTypeCode"
-_DEVICE_KEYS = {"name", "host", "stream", "backend"}
+_DEVICE_KEYS = {"name", "host", "stream", "backend", "value"}
 _RULE_KEYS = {"none_only", "refused", "allowed", "default"}
-_CODE_KEYS = {"name", "bits", "accepts"}
+_CODE_KEYS = {"name", "bits", "accepts", "value"}
+#: The widest value each enum's members may take where the header stores them (DLDevice.device_type is
+#: the enum, an int; DLDataType.code is a uint8_t).
+_VALUE_LIMIT = {"DLDeviceType": 2**31 - 1, "DLDataTypeCode": 255}
 _LEGACY_KEYS = {"code", "bits", "reads_as", "ref"}
 MAX_REFUSED = 4  # the C table's fixed array size
 
@@ -102,6 +110,37 @@ class Policy:
     dtypes: tuple[DTypeRow, ...]  # every named (code, bits)
     legacy: tuple[LegacyRow, ...]  # dtypes of legacy capsules read one element per byte
     decisions: tuple[str, ...]  # derived defaults a maintainer should confirm
+    # entries for members this header does not declare yet (value from the entry), in value order
+    pending_devices: tuple[DeviceRow, ...] = ()
+    pending_codes: tuple[CodeRow, ...] = ()
+    pending_dtypes: tuple[DTypeRow, ...] = ()  # the named dtypes of pending_codes
+
+    @property
+    def waiting_names(self) -> tuple[str, ...]:
+        """``DLDeviceType.kDLTPU = 19``, ... for every pending entry."""
+        return tuple(
+            [f"{DEVICE_ENUM}.{d.member} = {d.value}" for d in self.pending_devices]
+            + [f"{DTYPE_ENUM}.{c.member} = {c.value}" for c in self.pending_codes]
+        )
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        """One line per pending entry, for the report ("waiting for the header")."""
+        lines = [
+            f"{DEVICE_ENUM}.{d.member} = {d.value}: {d.name!r}, "
+            f"{'host memory' if d.host else 'not host-accessible'}, stream rule {d.stream!r}, "
+            f"{'backend ' + repr(d.backend) if d.backend else 'no backend'}"
+            for d in self.pending_devices
+        ]
+        for c in self.pending_codes:
+            named = [t.name + (f" (buffer format {t.formats[0]!r})" if t.formats else "")
+                     for t in self.pending_dtypes if t.code == c.value]  # fmt: skip
+            lines.append(
+                f"{DTYPE_ENUM}.{c.member} = {c.value}: {', '.join(named) or repr(c.pattern)}"
+                + (f"; widths accepted {', '.join(map(str, c.accepts))}" if c.accepts is not None else "")
+                + ("" if any(t.formats for t in self.pending_dtypes if t.code == c.value) else "; no buffer format")
+            )
+        return tuple(lines)
 
     @property
     def device_limit(self) -> int:
@@ -160,25 +199,62 @@ def _entries(
     path: Path,
     subset: bool,
     earlier: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """The ``[table.<member>]`` entries, each naming a member of ``enum`` in the canonical header
-    (``subset``: an older header's, checked against the canonical one already: entries for newer members
-    drop, and an entry of a member this header knows under an earlier name (``earlier``: canonical name ->
-    this header's name for the same value, kDLCUDA -> kDLGPU in DLPack 0.4) is keyed by that name)."""
+) -> tuple[dict[str, Any], dict[str, tuple[int, Any]]]:
+    """The ``[table.<member>]`` entries: (entries of members the header declares, by member; pending
+    entries of members it does not declare yet, by member, with the value their ``value`` key gives).
+
+    ``subset``: ``members`` are an older header's, checked against the canonical one already: entries
+    for newer members without a ``value`` drop, and an entry of a member this header knows under an
+    earlier name (``earlier``: canonical name -> this header's name for the same value, kDLCUDA ->
+    kDLGPU in DLPack 0.4) is keyed by that name.
+    """
     entries = data.get(table, {})
     if not isinstance(entries, dict):
         raise GeneratorError(f"[{table}] must be a table", file=str(path))
-    extra = sorted(set(entries) - {m for m, _ in members})
-    if subset:
-        renamed: dict[str, str] = earlier or {}
-        return {renamed.get(str(k), str(k)): v for k, v in entries.items() if k not in extra or k in renamed}
-    if extra:
-        raise GeneratorError(
-            f"[{table}.{extra[0]}] names no member of {enum} in the canonical header "
-            f"(entries for values the header lacks are errors: remove or rename it)",
-            file=str(path),
-        )
-    return entries
+    values = dict(members)
+    by_value = {v: m for m, v in members}
+    renamed: dict[str, str] = (earlier or {}) if subset else {}
+    declared: dict[str, Any] = {}
+    pending: dict[str, tuple[int, Any]] = {}
+    for key, raw in entries.items():
+        where = f"[{table}.{key}]"
+        if not isinstance(raw, dict):
+            raise GeneratorError(f"{where} must be a table", file=str(path))
+        member = renamed.get(str(key), str(key))
+        value = raw.get("value")
+        if value is not None:
+            _typed(value, int, f"{where}.value", path)
+            if not 0 <= value <= _VALUE_LIMIT[enum]:
+                raise GeneratorError(f"{where}.value = {value} does not fit {enum}", file=str(path))
+        if member in values:
+            if value is not None and value != values[member]:
+                raise GeneratorError(
+                    f"{where}.value = {value}, but the header declares {member} = {values[member]}", file=str(path)
+                )
+            declared[member] = raw
+        elif value is None:
+            if subset:  # a member of the canonical header that this older header lacks
+                continue
+            raise GeneratorError(
+                f"{where} names no member of {enum} in the canonical header; an entry for a member that a newer "
+                "header declares needs `value =` (the value that header gives it): it waits for the header",
+                file=str(path),
+            )
+        elif value in by_value:
+            if subset:  # an older header gave the value to a member since removed: not this one
+                continue
+            raise GeneratorError(
+                f"{where}.value = {value} is {by_value[value]} in the canonical header (remove or rename the entry)",
+                file=str(path),
+            )
+        else:
+            pending[member] = (value, raw)
+    taken: dict[int, str] = {}
+    for member, (value, _) in pending.items():
+        if value in taken:
+            raise GeneratorError(f"value {value} is given to both {taken[value]} and {member}", file=str(path))
+        taken[value] = member
+    return declared, dict(sorted(pending.items(), key=lambda kv: kv[1][0]))
 
 
 def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
@@ -215,15 +291,36 @@ def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
     return tuple(rules)
 
 
+def _device_row(member: str, value: int, raw: Any, rule_names: set[str], path: Path) -> DeviceRow:
+    where = f"[devices.{member}]"
+    entry = _check_keys(raw, _DEVICE_KEYS, where, path)
+    missing = sorted({"name", "host", "stream"} - set(entry))
+    if missing:
+        raise GeneratorError(f"{where}: missing {', '.join(missing)}", file=str(path))
+    stream = _typed(entry["stream"], str, f"{where}.stream", path)
+    if stream not in rule_names:
+        raise GeneratorError(f"{where}.stream = {stream!r} is not a rule of [stream_rules]", file=str(path))
+    backend = entry.get("backend")
+    return DeviceRow(
+        member,
+        value,
+        _typed(entry["name"], str, f"{where}.name", path),
+        _typed(entry["host"], bool, f"{where}.host", path),
+        stream,
+        None if backend is None else _typed(backend, str, f"{where}.backend", path),
+        False,
+    )
+
+
 def _devices(
     model: HeaderModel, path: Path, decisions: list[str], subset: bool, earlier: dict[str, str] | None = None
-) -> tuple[tuple[StreamRule, ...], tuple[DeviceRow, ...]]:
+) -> tuple[tuple[StreamRule, ...], tuple[DeviceRow, ...], tuple[DeviceRow, ...]]:
     data = _load(path)
     _check_keys(data, {"stream_rules", "devices"}, "the top level", path)
     rules = _stream_rules(data, path)
     rule_names = {r.name for r in rules}
     members = _members(model, DEVICE_ENUM)
-    entries = _entries(data, "devices", members, DEVICE_ENUM, path, subset, earlier)
+    entries, waiting = _entries(data, "devices", members, DEVICE_ENUM, path, subset, earlier)
     rows = []
     for member, value in members:
         raw = entries.get(member)
@@ -235,40 +332,61 @@ def _devices(
             )
             rows.append(DeviceRow(member, value, name, False, "none", None, True))
             continue
-        where = f"[devices.{member}]"
-        entry = _check_keys(raw, _DEVICE_KEYS, where, path)
-        missing = sorted({"name", "host", "stream"} - set(entry))
-        if missing:
-            raise GeneratorError(f"{where}: missing {', '.join(missing)}", file=str(path))
-        stream = _typed(entry["stream"], str, f"{where}.stream", path)
-        if stream not in rule_names:
-            raise GeneratorError(f"{where}.stream = {stream!r} is not a rule of [stream_rules]", file=str(path))
-        backend = entry.get("backend")
-        rows.append(
-            DeviceRow(
-                member,
-                value,
-                _typed(entry["name"], str, f"{where}.name", path),
-                _typed(entry["host"], bool, f"{where}.host", path),
-                stream,
-                None if backend is None else _typed(backend, str, f"{where}.backend", path),
-                False,
-            )
-        )
-    names = [r.name for r in rows]
+        rows.append(_device_row(member, value, raw, rule_names, path))
+    pending = [_device_row(member, value, raw, rule_names, path) for member, (value, raw) in waiting.items()]
+    names = [r.name for r in (*rows, *pending)]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise GeneratorError(f"device name(s) used twice: {', '.join(dupes)}", file=str(path))
-    return rules, tuple(rows)
+    return rules, tuple(rows), tuple(pending)
+
+
+def _code_row(member: str, value: int, raw: Any, path: Path) -> CodeRow:
+    where = f"[codes.{member}]"
+    entry = _check_keys(raw, _CODE_KEYS, where, path)
+    if "name" not in entry:
+        raise GeneratorError(f"{where}: missing name", file=str(path))
+    bits = entry.get("bits")
+    widths = None if bits is None else tuple(_typed(b, int, f"{where}.bits", path) for b in bits)
+    pattern = _typed(entry["name"], str, f"{where}.name", path)
+    if "{bits}" not in pattern and (widths is None or len(widths) != 1):
+        raise GeneratorError(f"{where}: a name without {{bits}} needs exactly one width in bits", file=str(path))
+    accepts = widths
+    if "accepts" in entry:
+        accepts = tuple(_typed(b, int, f"{where}.accepts", path) for b in entry["accepts"])
+        missing = sorted(set(widths or ()) - set(accepts))
+        if widths is None or missing:
+            raise GeneratorError(
+                f"{where}: accepts must list every named width (missing {missing})"
+                if missing
+                else f"{where}: accepts needs bits (without bits every width is accepted)",
+                file=str(path),
+            )
+    if accepts is not None:
+        bad = [b for b in accepts if not 1 <= b <= 255]
+        if bad:
+            raise GeneratorError(f"{where}: widths {bad} do not fit DLDataType.bits (1..255)", file=str(path))
+        accepts = tuple(sorted(set(accepts)))
+    return CodeRow(member, value, pattern, widths, False, accepts)
+
+
+def _named(codes: list[CodeRow], dtypes: dict[str, DTypeRow], path: Path) -> None:
+    """Add the named dtypes of ``codes`` to ``dtypes`` (a name produced twice is an error)."""
+    for c in codes:
+        for b in c.bits or ():
+            name = c.pattern.replace("{bits}", str(b))
+            if name in dtypes:
+                raise GeneratorError(f"dtype name {name!r} is produced twice", file=str(path))
+            dtypes[name] = DTypeRow(c.value, b, name, ())
 
 
 def _dtypes(
     model: HeaderModel, path: Path, decisions: list[str], subset: bool, earlier: dict[str, str] | None = None
-) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
+) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...], tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
     data = _load(path)
     _check_keys(data, {"codes", "formats", "legacy"}, "the top level", path)
     members = _members(model, DTYPE_ENUM)
-    entries = _entries(data, "codes", members, DTYPE_ENUM, path, subset, earlier)
+    entries, waiting = _entries(data, "codes", members, DTYPE_ENUM, path, subset, earlier)
     codes = []
     for member, value in members:
         raw = entries.get(member)
@@ -280,39 +398,12 @@ def _dtypes(
             )
             codes.append(CodeRow(member, value, pattern, None, True))
             continue
-        where = f"[codes.{member}]"
-        entry = _check_keys(raw, _CODE_KEYS, where, path)
-        if "name" not in entry:
-            raise GeneratorError(f"{where}: missing name", file=str(path))
-        bits = entry.get("bits")
-        widths = None if bits is None else tuple(_typed(b, int, f"{where}.bits", path) for b in bits)
-        pattern = _typed(entry["name"], str, f"{where}.name", path)
-        if "{bits}" not in pattern and (widths is None or len(widths) != 1):
-            raise GeneratorError(f"{where}: a name without {{bits}} needs exactly one width in bits", file=str(path))
-        accepts = widths
-        if "accepts" in entry:
-            accepts = tuple(_typed(b, int, f"{where}.accepts", path) for b in entry["accepts"])
-            missing = sorted(set(widths or ()) - set(accepts))
-            if widths is None or missing:
-                raise GeneratorError(
-                    f"{where}: accepts must list every named width (missing {missing})"
-                    if missing
-                    else f"{where}: accepts needs bits (without bits every width is accepted)",
-                    file=str(path),
-                )
-        if accepts is not None:
-            bad = [b for b in accepts if not 1 <= b <= 255]
-            if bad:
-                raise GeneratorError(f"{where}: widths {bad} do not fit DLDataType.bits (1..255)", file=str(path))
-            accepts = tuple(sorted(set(accepts)))
-        codes.append(CodeRow(member, value, pattern, widths, False, accepts))
+        codes.append(_code_row(member, value, raw, path))
+    pending = [_code_row(member, value, raw, path) for member, (value, raw) in waiting.items()]
     dtypes: dict[str, DTypeRow] = {}
-    for c in codes:
-        for b in c.bits or ():
-            name = c.pattern.replace("{bits}", str(b))
-            if name in dtypes:
-                raise GeneratorError(f"dtype name {name!r} is produced twice", file=str(path))
-            dtypes[name] = DTypeRow(c.value, b, name, ())
+    _named(codes, dtypes, path)
+    declared_names = set(dtypes)
+    _named(pending, dtypes, path)
     formats = data.get("formats", {})
     seen: dict[str, str] = {}
     for name, chars in formats.items():
@@ -327,11 +418,24 @@ def _dtypes(
             seen[ch] = name
         row = dtypes[name]
         dtypes[name] = DTypeRow(row.code, row.bits, row.name, chars)
-    return tuple(codes), tuple(sorted(dtypes.values(), key=lambda r: (r.code, r.bits)))
+
+    def ordered(rows: list[DTypeRow]) -> tuple[DTypeRow, ...]:
+        return tuple(sorted(rows, key=lambda r: (r.code, r.bits)))
+
+    return (
+        tuple(codes),
+        ordered([t for n, t in dtypes.items() if n in declared_names]),
+        tuple(pending),
+        ordered([t for n, t in dtypes.items() if n not in declared_names]),
+    )
 
 
 def _legacy(
-    path: Path, members: tuple[tuple[str, int], ...], dtypes: tuple[DTypeRow, ...], subset: bool
+    path: Path,
+    members: tuple[tuple[str, int], ...],
+    dtypes: tuple[DTypeRow, ...],
+    subset: bool,
+    pending: frozenset[str] = frozenset(),
 ) -> tuple[LegacyRow, ...]:
     entries = _load(path).get("legacy", [])
     if not isinstance(entries, list):
@@ -346,8 +450,8 @@ def _legacy(
         if missing:
             raise GeneratorError(f"{where}: missing {', '.join(missing)}", file=str(path))
         member = _typed(entry["code"], str, f"{where}.code", path)
-        if subset and (member not in values or entry["reads_as"] not in by_name):
-            continue
+        if member in pending or (subset and (member not in values or entry["reads_as"] not in by_name)):
+            continue  # waits for a header that declares the code
         if member not in values:
             raise GeneratorError(f"{where}.code = {member!r} is no member of {DTYPE_ENUM}", file=str(path))
         bits = _typed(entry["bits"], int, f"{where}.bits", path)
@@ -385,7 +489,12 @@ def join(model: HeaderModel, devices_toml: Path, dtypes_toml: Path, *, canonical
         join(canonical, devices_toml, dtypes_toml)
     decisions: list[str] = []
     earlier = _earlier_names(model, canonical) if canonical is not None and subset else {}
-    rules, devices = _devices(model, devices_toml, decisions, subset, earlier.get(DEVICE_ENUM))
-    codes, dtypes = _dtypes(model, dtypes_toml, decisions, subset, earlier.get(DTYPE_ENUM))
-    legacy = _legacy(dtypes_toml, _members(model, DTYPE_ENUM), dtypes, subset)
-    return Policy(rules, devices, codes, dtypes, legacy, tuple(decisions))
+    rules, devices, pending_devices = _devices(model, devices_toml, decisions, subset, earlier.get(DEVICE_ENUM))
+    codes, dtypes, pending_codes, pending_dtypes = _dtypes(
+        model, dtypes_toml, decisions, subset, earlier.get(DTYPE_ENUM)
+    )
+    waiting = frozenset(c.member for c in pending_codes)
+    legacy = _legacy(dtypes_toml, _members(model, DTYPE_ENUM), dtypes, subset, waiting)
+    return Policy(
+        rules, devices, codes, dtypes, legacy, tuple(decisions), pending_devices, pending_codes, pending_dtypes
+    )

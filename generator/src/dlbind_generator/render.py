@@ -20,7 +20,7 @@ from .cdecl import c_declarations, struct_declaration
 from .errors import GeneratorError
 from .merge import MergedModel
 from .model import HeaderModel
-from .sources import format_version
+from .sources import Release, format_version, post_of
 
 
 def _template_dir() -> Path:
@@ -52,6 +52,13 @@ def c_string(text: str) -> str:
     return f'"{escaped}"'
 
 
+def py_release(release: Release) -> str:
+    """A release as Python source: ``(1, 3)``; a post-release ``(1, PostMinor(3, 1))`` (spec_tables.py)."""
+    if post_of(release):
+        return f"({release[0]}, PostMinor({release[1]}, {post_of(release)}))"
+    return f"({release[0]}, {release[1]})"
+
+
 def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
@@ -62,6 +69,7 @@ def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["version"] = format_version
+    env.filters["pyrelease"] = py_release
     env.filters["one_line"] = one_line
     env.filters["pyrepr"] = repr
     env.filters["cstr"] = c_string
@@ -168,7 +176,8 @@ def context(model: HeaderModel, merged: MergedModel, sources_label: dict[str, st
     return {
         "model": model,
         "merged": merged,
-        "version": model.version,
+        # the release: DLPACK_VERSION is version[:2] (the macros); "version" filter: "1.3" or "1.3.post1"
+        "version": model.release,
         "enums": enum_views(model, merged),
         # DLPACK_VERSION (0.x headers' macro, 80 or the octal 040) is the (major, minor) tuple in Python
         "constants": [(n, v) for n, v in model.macros if n != "DLPACK_VERSION"],

@@ -1,7 +1,14 @@
-"""Reads ``spec/headers.toml``: which registry archive carries which DLPack header."""
+"""Reads ``spec/headers.toml``: which registry archive (or file, or URL) carries which DLPack header.
+
+Headers are keyed by *release*: ``(major, minor)`` for a header whose version macros name a DLPack
+release, or ``(major, minor, post)`` for a **post-release** — a header that changed after release
+``major.minor`` without a new version (upstream's main branch adds enum values and keeps the version
+macros), recorded as ``M.m.postN``. Plain tuple order puts ``1.3 < 1.3.post1 < 1.3.post2 < 1.4``.
+"""
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +17,11 @@ import tomllib
 
 from .errors import GeneratorError
 
+#: A release key: (major, minor) or (major, minor, post).
+Release = tuple[int, ...]
+
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
+_RELEASE_RE = re.compile(r"^(\d+)\.(\d+)(?:\.post([1-9]\d*))?$")
 
 
 def parse_version(text: str, *, where: str = "version") -> tuple[int, int]:
@@ -21,16 +32,39 @@ def parse_version(text: str, *, where: str = "version") -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def format_version(version: tuple[int, int]) -> str:
-    return f"{version[0]}.{version[1]}"
+def parse_release(text: str, *, where: str = "version") -> Release:
+    """``"1.3"`` -> ``(1, 3)``, ``"1.3.post1"`` -> ``(1, 3, 1)``; anything else is a :class:`GeneratorError`."""
+    m = _RELEASE_RE.match(text)
+    if not m:
+        raise GeneratorError(f"{where}: expected MAJOR.MINOR or MAJOR.MINOR.postN, got {text!r}")
+    major, minor, post = m.groups()
+    return (int(major), int(minor)) if post is None else (int(major), int(minor), int(post))
+
+
+def format_version(version: Release) -> str:
+    """``(1, 3)`` -> ``"1.3"``, ``(1, 3, 1)`` -> ``"1.3.post1"``."""
+    text = f"{version[0]}.{version[1]}"
+    return f"{text}.post{version[2]}" if len(version) > 2 and version[2] else text
+
+
+def base_of(release: Release) -> tuple[int, int]:
+    """The DLPack release a release key belongs to: ``(1, 3, 1)`` -> ``(1, 3)``."""
+    return release[0], release[1]
+
+
+def post_of(release: Release) -> int:
+    """The post number of a release key: 0 for a release, N for ``M.m.postN``."""
+    return release[2] if len(release) > 2 else 0
 
 
 @dataclass(frozen=True)
 class HeaderSource:
-    """One ``[[header]]`` entry: a registry archive and the path of ``dlpack.h`` inside it.
+    """One ``[[header]]`` entry: where ``dlpack.h`` comes from and its sha256.
 
-    ``local`` (a file path) replaces the registry fields for headers made on this machine, as the
-    header-bump rehearsal does.
+    ``version`` is what the header's version macros say; ``post`` > 0 marks a post-release (the
+    header changed after that release without a new version) recorded on ``date``. The header comes
+    from a registry archive (``package``, ``package_version``, ``file``, ``path``), a ``url`` (e.g.
+    the raw file of an upstream commit), or ``local``: a file on this machine (rehearsals only).
     """
 
     version: tuple[int, int]
@@ -40,28 +74,63 @@ class HeaderSource:
     file: str = ""
     path: str = ""
     local: str = ""
+    url: str = ""
+    post: int = 0
+    date: str = ""  # ISO date a post-release was recorded
+
+    @property
+    def release(self) -> Release:
+        return (*self.version, self.post) if self.post else self.version
+
+    @property
+    def origin(self) -> str:
+        """Where the header comes from, in a few words (the report's "source" column)."""
+        if self.local:
+            return "local file"
+        if self.url:
+            return f"URL {self.url}"
+        return f"{self.package} {self.package_version}"
 
     @property
     def label(self) -> str:
+        v = format_version(self.release)
         if self.local:
-            return f"dlpack {format_version(self.version)} (local file {self.local})"
-        return f"dlpack {format_version(self.version)} ({self.package} {self.package_version}: {self.path})"
+            return f"dlpack {v} (local file {self.local})"
+        if self.url:
+            return f"dlpack {v} ({self.url})"
+        return f"dlpack {v} ({self.package} {self.package_version}: {self.path})"
 
 
 @dataclass(frozen=True)
 class Sources:
-    canonical: tuple[int, int]
+    canonical: Release
     headers: tuple[HeaderSource, ...]
 
-    def by_version(self, version: tuple[int, int]) -> HeaderSource:
+    def by_release(self, release: Release) -> HeaderSource:
         for h in self.headers:
-            if h.version == version:
+            if h.release == tuple(release):
                 return h
-        raise GeneratorError(f"no header for DLPack {format_version(version)} in headers.toml")
+        raise GeneratorError(f"no header for DLPack {format_version(release)} in headers.toml")
+
+    @property
+    def releases(self) -> list[Release]:
+        return [h.release for h in self.headers]
 
 
 _REQUIRED = ("version", "sha256")
 _REGISTRY = ("package", "package_version", "file", "path")
+_OTHER = ("local", "url", "date")
+
+
+def _date(value: object, where: str) -> str:
+    if isinstance(value, datetime.datetime):
+        value = value.date()
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    try:
+        return datetime.date.fromisoformat(str(value)).isoformat()
+    except ValueError:
+        raise GeneratorError(f"{where}: date must be a date (YYYY-MM-DD), not {value!r}") from None
 
 
 def load_sources(path: Path) -> Sources:
@@ -73,29 +142,51 @@ def load_sources(path: Path) -> Sources:
     for i, raw in enumerate(data.get("header", [])):
         where = f"{path.name} [[header]] #{i + 1}"
         missing = [k for k in _REQUIRED if k not in raw]
-        if not raw.get("local"):
+        kinds = [f"`{k}`" for k in ("local", "url") if raw.get(k)]
+        kinds += ["a registry archive"] if any(k in raw for k in _REGISTRY) else []
+        if len(kinds) > 1:
+            raise GeneratorError(f"{where}: one source per header: a registry archive, `url` or `local`, "
+                                 f"not {' and '.join(kinds)}")  # fmt: skip
+        if not raw.get("local") and not raw.get("url"):
             missing += [k for k in _REGISTRY if k not in raw]
         if missing:
             raise GeneratorError(f"{where}: missing {', '.join(missing)}")
-        unknown = set(raw) - set(_REQUIRED) - set(_REGISTRY) - {"local"}
+        unknown = set(raw) - set(_REQUIRED) - set(_REGISTRY) - set(_OTHER)
         if unknown:
             raise GeneratorError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
         sha = str(raw["sha256"]).lower()
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise GeneratorError(f"{where}: sha256 must be 64 hex digits")
+        url = str(raw.get("url", ""))
+        if url and not re.match(r"^(https?|file)://", url):
+            raise GeneratorError(f"{where}: url must be an http(s):// or file:// URL, not {url!r}")
+        release = parse_release(str(raw["version"]), where=where)
+        post = post_of(release)
+        if post and "date" not in raw:
+            raise GeneratorError(f"{where}: a post-release ({format_version(release)}) needs the date it was recorded")
         entries.append(
             HeaderSource(
-                version=parse_version(str(raw["version"]), where=where),
+                version=base_of(release),
                 sha256=sha,
                 **{k: str(raw.get(k, "")) for k in (*_REGISTRY, "local")},
+                url=url,
+                post=post,
+                date=_date(raw["date"], where) if "date" in raw else "",
             )
         )
     if not entries:
         raise GeneratorError("no [[header]] entries", file=str(path))
-    versions = [e.version for e in entries]
-    if len(set(versions)) != len(versions):
+    releases = [e.release for e in entries]
+    if len(set(releases)) != len(releases):
         raise GeneratorError("a DLPack version is listed twice", file=str(path))
-    canonical = parse_version(str(data.get("canonical", "")), where=f"{path.name} canonical")
-    if canonical not in versions:
+    for e in entries:
+        if e.post and e.version not in releases:
+            raise GeneratorError(
+                f"{format_version(e.release)} is a post-release of {format_version(e.version)}, which has no "
+                "[[header]] entry (the released header stays listed)",
+                file=str(path),
+            )
+    canonical = parse_release(str(data.get("canonical", "")), where=f"{path.name} canonical")
+    if canonical not in releases:
         raise GeneratorError(f"canonical {format_version(canonical)} has no [[header]] entry", file=str(path))
-    return Sources(canonical=canonical, headers=tuple(sorted(entries, key=lambda e: e.version)))
+    return Sources(canonical=canonical, headers=tuple(sorted(entries, key=lambda e: e.release)))

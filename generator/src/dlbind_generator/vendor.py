@@ -1,6 +1,6 @@
 """``vendor``: a self-contained copy of the dlbind core inside a host library, under the host's name.
 
-``python -m dlbind_generator vendor --into DIR --package NAME [--header-version M.m] [--pure] [--force]``
+``python -m dlbind_generator vendor --into DIR --package NAME [--header-version M.m[.postN]] [--pure] [--force]``
 writes the package ``NAME`` (a dotted import path) into the folder ``DIR``:
 
 * the runtime of ``packages/core/src/dlbind`` (``asdlpack``, ``from_dlpack``, ``from_pointer``,
@@ -34,7 +34,7 @@ from . import __version__
 from .errors import GeneratorError
 from .merge import load_history, merge
 from .pipeline import Paths, load_models
-from .sources import format_version, parse_version
+from .sources import format_version, parse_release
 from .vendor_render import Target, render_generated
 from .vendor_reroot import imports_of, reroot
 
@@ -223,9 +223,9 @@ def build_copy(root: Path, package: str, header_version: str | None, *, pure: bo
     paths = Paths(root)
     check_package(package)
     sources, models = load_models(paths, lambda msg: print(msg, file=sys.stderr, flush=True), offline=offline)
-    want = sources.canonical if header_version is None else parse_version(header_version, where="--header-version")
-    known = [m.version for m in models]
-    model = next((m for m in models if m.version == want), None)
+    want = sources.canonical if header_version is None else parse_release(header_version, where="--header-version")
+    known = [m.release for m in models]
+    model = next((m for m in models if m.release == want), None)
     if model is None:
         raise GeneratorError(
             f"--header-version {format_version(want)}: no such header in spec/headers.toml "
@@ -236,12 +236,14 @@ def build_copy(root: Path, package: str, header_version: str | None, *, pure: bo
             f"--header-version {format_version(want)}: a vendored copy needs DLPack {format_version(OLDEST)} or "
             f"newer (DLTensor.device, a DLDevice; DLContext ctx before)"
         )
-    canonical = next(m for m in models if m.version == sources.canonical)
-    merged = merge(models, load_history(paths.history), sources.canonical, history_file=str(paths.history))
-    labels = {
-        format_version(s.version): ("local file" if s.local else f"{s.package} {s.package_version}")
-        for s in sources.headers
-    }
+    canonical = next(m for m in models if m.release == sources.canonical)
+    # The copy's per-release tables describe DLPack's releases; the repository's post-releases (upstream
+    # drift it recorded) only in a copy made from one: a copy of a released header is the same before and
+    # after a post-release is bumped.
+    kept = [m for m in models if not m.post or m.release == want]
+    described = max(m.release for m in kept if m.release <= sources.canonical)
+    merged = merge(kept, load_history(paths.history), described, history_file=str(paths.history))
+    labels = {format_version(s.release): s.origin for s in sources.headers}
     target = Target(package, model, canonical, merged, labels, pure, command)
     files = runtime_files(root, package, command, pure=pure)
     files.update(render_generated(target, paths.devices, paths.dtypes, paths.adapters))

@@ -44,7 +44,8 @@ class Target:
 
     @property
     def header_version(self) -> str:
-        return format_version(self.model.version)
+        """The header's release: ``1.3``, or ``1.3.post1`` for a post-release."""
+        return format_version(self.model.release)
 
 
 def banner(target: Target, what: str, comment: str = "#") -> str:

@@ -14,9 +14,10 @@ except ImportError:  # Python 3.10
 
 
 def _canonical() -> str:
-    """The canonical DLPack version as spec/headers.toml writes it."""
+    """The canonical DLPack version as spec/headers.toml writes it, as the header's version macros say it: a
+    post-release (``1.3.post1``, a header changed after 1.3 without a new version) keeps its release's."""
     headers = Path(__file__).resolve().parents[3] / "spec/headers.toml"
-    return str(tomllib.loads(headers.read_text(encoding="utf-8"))["canonical"])
+    return ".".join(str(tomllib.loads(headers.read_text(encoding="utf-8"))["canonical"]).split(".")[:2])
 
 
 def _run(*args: str) -> str:

@@ -61,8 +61,9 @@ DTYPE_CODES = {
 
 
 def _canonical() -> tuple[int, int]:
+    """The version macros of the canonical header: "1.3", and "1.3.post1" (a post-release keeps them)."""
     text = tomllib.loads((ROOT / "spec/headers.toml").read_text(encoding="utf-8"))["canonical"]
-    major, minor = text.split(".")
+    major, minor = text.split(".")[:2]
     return int(major), int(minor)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ except ImportError:  # Python 3.10
 
 import dlbind
 from dlbind import spec
+from dlbind._generated.spec_tables import PostMinor
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -60,8 +62,34 @@ def test_available_and_names_in() -> None:
 def test_releases() -> None:
     canonical = tomllib.loads((ROOT / "spec/headers.toml").read_text(encoding="utf-8"))["canonical"]
     assert spec.RELEASES[0] == (0, 1) and spec.RELEASES[-1] == spec.CANONICAL
-    assert ".".join(map(str, spec.CANONICAL)) == canonical and spec.CANONICAL == dlbind.DLPACK_VERSION
+    assert f"{spec.CANONICAL[0]}.{spec.CANONICAL[1]}" == canonical  # "1.3", or "1.3.post1" after a drift bump
+    # a post-release keeps its release's version macros: DLPACK_VERSION is (M, m)
+    assert (spec.CANONICAL[0], int(spec.CANONICAL[1])) == dlbind.DLPACK_VERSION
     assert set(spec.FETCHED) <= set(spec.RELEASES)
+    assert list(spec.RELEASES) == sorted(spec.RELEASES)
+
+
+def test_post_release_versions() -> None:
+    """A post-release M.m.postN (a header that changed after M.m without a new version) is (M, PostMinor(m, N)):
+    a (major, minor) tuple that sorts after M.m and before M.(m+1), equals only itself and reads "M.m.postN"."""
+    post1, post2 = (1, PostMinor(3, 1)), (1, PostMinor(3, 2))
+    assert (1, 2) < (1, 3) < post1 < post2 < (1, 4)
+    assert post1 != (1, 3) and post1 == (1, PostMinor(3, 1)) and post1 in {post1} and (1, 3) not in {post1}
+    assert sorted([(1, 4), post2, (1, 3), post1]) == [(1, 3), post1, post2, (1, 4)]
+    assert f"{post1[0]}.{post1[1]}" == "1.3.post1" and repr(post1) == "(1, 3.post1)" and int(post1[1]) == 3
+    assert tuple(post1) == post1  # what spec.available() compares
+    assert pickle.loads(pickle.dumps(post1)) == post1
+    with pytest.raises(ValueError, match="post-release number"):
+        PostMinor(3, 0)
+
+
+def test_names_of_a_post_release() -> None:
+    """Names a post-release added have it as `since`; every other name keeps its release."""
+    posts = [v for v in spec.RELEASES if isinstance(v[1], PostMinor)]
+    for v in posts:
+        new = [q for q in spec.names_in(v) if spec.since(q) == v]
+        assert new and all(spec.available(q, v) and not spec.available(q, (v[0], int(v[1]))) for q in new)
+    assert spec.since("DLDeviceType.kDLTrn") == (1, 2) and type(spec.since("DLTensor")[1]) is int
 
 
 def test_unknown_name() -> None:
