@@ -110,7 +110,7 @@ def markdown(rows: dict[str, float | None], regen: float | None, runs: int) -> s
     ]
     base = rows.get("dlbind")
     for name, us in rows.items():
-        shown = f"`import dlbind` after `import numpy`" if name == "dlbind after numpy" else f"`import {name}`"
+        shown = "`import dlbind` after `import numpy`" if name == "dlbind after numpy" else f"`import {name}`"
         target = f"<= {TARGET_AFTER_NUMPY_MS:g} ms" if name == "dlbind after numpy" else ""
         if us is None:
             lines.append(f"| {shown} | n/a | | {target} |")

@@ -9,7 +9,7 @@ package for assertion rewriting in every run; this marker lets ``import dlbind``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbind import _wiring, exchange
 from dlbind._backends import backends
@@ -23,6 +23,10 @@ from dlbind.consumer import from_dlpack
 from dlbind.dtypes import DType
 from dlbind.producer import Exporter, asdlpack, from_pointer
 from dlbind.tensor import Tensor
+
+if TYPE_CHECKING:  # imported on first use (__getattr__ below), not at `import dlbind`
+    from dlbind import spec
+    from dlbind.conversion import compat, convert
 
 __version__ = "0.1.0"
 

@@ -11,9 +11,9 @@ distribution to install, or why the installed one cannot serve.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import _thread
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 

@@ -73,7 +73,7 @@ def parse_device(device: Any) -> Device:
         if number < 0:
             raise BufferError(f"invalid DLPack device type {number}: device types are >= 0")
         # a type newer than this runtime's header is carried as its number (policy refuses it where needed)
-        return MEMBERS.get(number, number), at  # type: ignore[return-value]
+        return MEMBERS.get(number, number), at  # type: ignore[arg-type]
     raise TypeError(f"a device is 'cpu', 'cuda:0', or a (device_type, device_id) tuple, not {device!r}")
 
 

@@ -179,7 +179,7 @@ class Tensor(_Core):  # type: ignore[misc]
     def device(self) -> Device:
         """``(DeviceType, device_id)``; a device type newer than this runtime's header is its plain number."""
         kind = self._device_type
-        return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[return-value]
+        return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[arg-type]
 
     @property
     def flags(self) -> Flags:
