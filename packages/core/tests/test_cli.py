@@ -14,10 +14,10 @@ except ImportError:  # Python 3.10
 
 
 def _canonical() -> str:
-    """The canonical DLPack version as spec/headers.toml writes it, as the header's version macros say it: a
-    post-release (``1.3.post1``, a header changed after 1.3 without a new version) keeps its release's."""
+    """The canonical DLPack version as spec/headers.toml writes it: a post-release (``1.3.post1``, a header that
+    changed after 1.3 without a new version) is said as such (``DLPACK_VERSION`` keeps its release's)."""
     headers = Path(__file__).resolve().parents[3] / "spec/headers.toml"
-    return ".".join(str(tomllib.loads(headers.read_text(encoding="utf-8"))["canonical"]).split(".")[:2])
+    return str(tomllib.loads(headers.read_text(encoding="utf-8"))["canonical"])
 
 
 def _run(*args: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gpu_recording
 from dlbind_cuda import _runtime
 
-__all__ = ["Recording", "user_stream"]
+__all__ = ["Recording", "event_wait", "user_stream"]
 
 
 class Recording(gpu_recording.Recording):
@@ -16,3 +16,14 @@ class Recording(gpu_recording.Recording):
 
 
 user_stream = Recording.user_stream
+
+
+def event_wait(producer: str, consumer: str) -> list[str]:
+    """The log of the consumer's stream waiting for the producer's (named as the log names streams)."""
+    return [
+        "cudaGetDevice() -> 0",
+        "cudaEventCreateWithFlags(2) -> E1",
+        f"cudaEventRecord(E1, {producer})",
+        f"cudaStreamWaitEvent({consumer}, E1, 0)",
+        "cudaEventDestroy(E1)",
+    ]

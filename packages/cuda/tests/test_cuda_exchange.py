@@ -19,23 +19,13 @@ import pytest
 
 import dlbind
 import dlbind_cuda
-from cuda_recording import Recording, user_stream
+from cuda_recording import Recording, event_wait, user_stream
 from dlbind import DeviceType, Flags
 from dlbind._generated.adapters import Adapter
 from dlbind.planner import C_DIRECT, ROUTES, Route, make_route
 from dlbind.plans import _PLANS, ExportPlan
 
 CUDA = (DeviceType.kDLCUDA, 0)
-
-
-def event_wait(producer: str, consumer: str) -> list[str]:
-    return [
-        "cudaGetDevice() -> 0",
-        "cudaEventCreateWithFlags(2) -> E1",
-        f"cudaEventRecord(E1, {producer})",
-        f"cudaStreamWaitEvent({consumer}, E1, 0)",
-        "cudaEventDestroy(E1)",
-    ]
 
 
 def values(t: Any, dtype: Any = np.float32) -> np.ndarray:

@@ -17,7 +17,7 @@ import pytest
 
 import dlbind
 import dlbind_cuda
-from cuda_recording import Recording, user_stream
+from cuda_recording import Recording, event_wait, user_stream
 from dlbind import DeviceType
 
 NAMES = {None: "legacy", 1: "legacy", 2: "per-thread"}
@@ -29,16 +29,6 @@ class CudaArray:
     def __init__(self, tensor: dlbind.Tensor, stream: int | None, **extra: Any) -> None:
         self.tensor = tensor
         self.__cuda_array_interface__ = {**tensor.__cuda_array_interface__, "stream": stream, **extra}
-
-
-def event_wait(producer: str, consumer: str) -> list[str]:
-    return [
-        "cudaGetDevice() -> 0",
-        "cudaEventCreateWithFlags(2) -> E1",
-        f"cudaEventRecord(E1, {producer})",
-        f"cudaStreamWaitEvent({consumer}, E1, 0)",
-        "cudaEventDestroy(E1)",
-    ]
 
 
 PRODUCERS = [None, 1, 2, "S1"]

@@ -50,9 +50,9 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     if name == "spec":
-        return importlib.import_module("dlbind.spec")
+        return importlib.import_module(".spec", __name__)  # relative: a vendored copy imports its own
     if name in ("compat", "convert"):
-        conversion = importlib.import_module("dlbind.conversion")
+        conversion = importlib.import_module(".conversion", __name__)
         value = getattr(conversion, name)
         globals()[name] = value
         return value

@@ -54,7 +54,7 @@ def info(as_json: bool) -> int:
     }
     head = {
         "dlbind": dlbind.__version__,
-        "dlpack": _fmt(dlbind.DLPACK_VERSION),
+        "dlpack": _fmt(spec.CANONICAL),  # the header's version; a post-release (1.3.post1) of a drifted header
         "build": dlbind.ffi_build(),
         "releases": [_fmt(v) for v in spec.RELEASES],
         "fetched": [_fmt(v) for v in spec.FETCHED],
@@ -123,8 +123,7 @@ def _version_line() -> str:
     """``python -m dlbind --version``: the package, the header it was generated from, the build."""
     import dlbind
 
-    major, minor = dlbind.DLPACK_VERSION
-    return f"dlbind {dlbind.__version__} (DLPack {major}.{minor}, {dlbind.ffi_build()} build)"
+    return f"dlbind {dlbind.__version__} (DLPack {_fmt(spec.CANONICAL)}, {dlbind.ffi_build()} build)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -107,8 +107,7 @@ static int dlbind_plan_flag(PyObject *plan, PyObject *name) {
     return truth;
 }
 
-/* The DLBIND_TYPE_* bits of how a plan's type accepted __dlpack__ once max_version was refused. */
-static int dlbind_plan_call_bits(PyObject *plan) {
+int dlbind_plan_call_bits(PyObject *plan) {
     PyObject *style = PyObject_GetAttr(plan, dlbind_cfg.attr_call_style);
     if (style == NULL) {
         PyErr_Clear();
@@ -608,13 +607,9 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         /* data that may be on a device with streams: Python's route asks it on the target's stream, so it is
          * not exported here first (a second exchange) */
         DLDevice dev;
-        PyObject *res = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
-        int ok = res != NULL && PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 2 && PyLong_Check(PyTuple_GET_ITEM(res, 0));
-        dev.device_type = ok ? (DLDeviceType)PyLong_AsLong(PyTuple_GET_ITEM(res, 0)) : kDLCPU;
-        Py_XDECREF(res);
-        if (res == NULL && !PyErr_ExceptionMatches(PyExc_Exception)) return -1;
-        PyErr_Clear();
-        if (!ok || !dlbind_device_stream_free(dev.device_type)) return 0;
+        int found = dlbind_producer_device(x, &dev);
+        if (found < 0) return -1;
+        if (found == 0 || !dlbind_device_stream_free(dev.device_type)) return 0;
     }
     if (taken == 0) {
         int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
@@ -900,32 +895,7 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
 /* The pending exception of a failed C route to `to`, as dlbind.conversion.target_error makes it
  * (a target's RuntimeError etc. becomes a BufferError naming it); always returns NULL. */
 static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (value == NULL) { /* nothing raised: leave it to the caller's SystemError */
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    if (tb != NULL) PyException_SetTraceback(value, tb);
-    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.target_error, x, to, value, NULL);
-    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
-        if (made != NULL && made != value) /* a hook returning a non-exception: keep the original */
-            Py_DECREF(made);
-        else if (made == NULL) { /* the hook failed: the original matters more */
-            PyErr_Clear();
-        } else {
-            Py_DECREF(made);
-        }
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    Py_XDECREF(type);
-    Py_DECREF(value);
-    Py_XDECREF(tb);
-    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
-    Py_DECREF(made);
-    return NULL;
+    return dlbind_error_through(dlbind_cfg.target_error, x, to);
 }
 
 /* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
@@ -937,17 +907,13 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to) {
     if (entry == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
     Py_INCREF(entry); /* the producer's code below may change the dicts */
     DLDevice dev;
-    PyObject *dev_obj = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
-    int ok = dev_obj != NULL && PyTuple_Check(dev_obj) && PyTuple_GET_SIZE(dev_obj) == 2 &&
-             PyLong_Check(PyTuple_GET_ITEM(dev_obj, 0));
-    dev.device_type = ok ? (DLDeviceType)PyLong_AsLong(PyTuple_GET_ITEM(dev_obj, 0)) : kDLCPU;
-    Py_XDECREF(dev_obj);
-    if (dev_obj == NULL || PyErr_Occurred()) {
-        PyErr_Clear(); /* Python's convert says what is wrong */
-        ok = 0;
+    int found = dlbind_producer_device(x, &dev);
+    if (found < 0) {
+        Py_DECREF(entry);
+        return NULL;
     }
     PyObject *out;
-    if (ok && PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)) == (long)dev.device_type)
+    if (found == 1 && PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)) == (long)dev.device_type)
         out = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), x);
     else
         out = Py_NewRef(Py_NotImplemented);

@@ -175,6 +175,14 @@ int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out);
 
 /* type(obj).__name__, as the Python side's messages show it (a new reference, NULL on error). */
 PyObject *dlbind_type_name(PyObject *obj);
+/* The pending exception replaced by what hook(x, [to,] exc) returns (dlbind.conversion.target_error,
+ * dlbind.consumer.producer_error); the original stands when the hook fails or returns it. Always NULL. */
+PyObject *dlbind_error_through(PyObject *hook, PyObject *x, PyObject *to);
+/* x.__dlpack_device__() as (device type, id) of ints: 1 with *out set, 0 (no error set) when it says something
+ * else (Python's producer_device reads it, or says what is wrong), -1 on an error that must propagate. */
+int dlbind_producer_device(PyObject *x, DLDevice *out);
+/* The DLBIND_TYPE_* bits of how an ExportPlan's type accepted __dlpack__ once max_version was refused. */
+int dlbind_plan_call_bits(PyObject *plan);
 
 /* ---- capsules.c ----------------------------------------------------------------------------- */
 extern const char DLBIND_NAME_VERSIONED[], DLBIND_NAME_USED_VERSIONED[], DLBIND_NAME_LEGACY[], DLBIND_NAME_USED_LEGACY[];

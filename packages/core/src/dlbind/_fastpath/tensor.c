@@ -218,15 +218,7 @@ static int dlbind_learned_call(PyObject *x) {
         PyErr_Clear();
         return 0;
     }
-    PyObject *style = PyObject_GetAttr(info.plan, dlbind_cfg.attr_call_style);
-    if (style == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    long value = PyLong_AsLong(style);
-    Py_DECREF(style);
-    if (value == -1 && PyErr_Occurred()) PyErr_Clear();
-    return value == 1 ? DLBIND_TYPE_LEGACY_CALL : value == 2 ? (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL) : 0;
+    return dlbind_plan_call_bits(info.plan);
 }
 
 int dlbind_tensor_set_stream(PyObject *tensor, long long stream) {
@@ -496,9 +488,7 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
  * producer or capsule in C; any other call (and every error to explain) in Python. */
-/* x.__dlpack_device__() as (device type, id) of exact ints: 1 with *out set, 0 (no error set) when it says
- * something else (Python's producer_device reads it, or says what is wrong), -1 on error. */
-static int dlbind_producer_device(PyObject *x, DLDevice *out) {
+int dlbind_producer_device(PyObject *x, DLDevice *out) {
     PyObject *dev = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
     if (dev == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
@@ -523,23 +513,7 @@ static int dlbind_producer_device(PyObject *x, DLDevice *out) {
  * (naming x where the producer is at fault). Passes NULL through; returns tensor otherwise. */
 static PyObject *dlbind_named(PyObject *tensor, PyObject *x) {
     if (tensor != NULL || !PyErr_ExceptionMatches(PyExc_BufferError)) return tensor;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb != NULL) PyException_SetTraceback(value, tb);
-    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.producer_error, x, value, NULL);
-    if (made == NULL || !PyExceptionInstance_Check(made)) {
-        Py_XDECREF(made);
-        PyErr_Clear();
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    Py_XDECREF(type);
-    Py_DECREF(value);
-    Py_XDECREF(tb);
-    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
-    Py_DECREF(made);
-    return NULL;
+    return dlbind_error_through(dlbind_cfg.producer_error, x, NULL);
 }
 
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {

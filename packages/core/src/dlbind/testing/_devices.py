@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbind._generated.enums import DeviceType
+from dlbind._libraries import dotted
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,6 @@ DEVICE_ARRAYS: dict[str, dict[str, DeviceArrays]] = {
 }
 
 
-def _dotted(path: str) -> Any:
-    parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(f"cannot import {path}")
-
-
 def maker(library: str, device: str) -> Callable[[Any], Any]:
     """``make_array`` of the producer checks for ``library`` on ``device``: a numpy sample in, the library's
     array on the device out, made by the library's own constructor (its row of :data:`DEVICE_ARRAYS`)."""
@@ -90,11 +78,11 @@ def maker(library: str, device: str) -> Callable[[Any], Any]:
         given = dlbind.convert(sample, library) if row.takes == "host" else sample
         keywords = dict(row.keywords)
         if row.device:
-            found = _dotted(row.device)(*row.device_args)
+            found = dotted(row.device)(*row.device_args)
             keywords[row.device_keyword] = found[0] if isinstance(found, list | tuple) else found
         if row.make.endswith("()"):
             return getattr(given, row.make[:-2])(**keywords)
-        return _dotted(row.make)(given, **keywords)
+        return dotted(row.make)(given, **keywords)
 
     make.dlbind_device = device  # type: ignore[attr-defined]
     make.dlbind_library = library  # type: ignore[attr-defined]
@@ -107,10 +95,10 @@ def unusable(library: str, device: str) -> str | None:
     if row is None:
         return f"dlbind.testing knows no constructor of {library}'s {device} arrays (DEVICE_ARRAYS)"
     try:
-        if row.probe and not _dotted(row.probe)():
+        if row.probe and not dotted(row.probe)():
             return f"{library} cannot use {device} here ({row.probe}() is false)"
         if row.device:
-            _dotted(row.device)(*row.device_args)
+            dotted(row.device)(*row.device_args)
     except Exception as exc:
         return f"{library} cannot use {device} here: {type(exc).__name__}: {str(exc).strip().splitlines()[0:1]}"
     return None
