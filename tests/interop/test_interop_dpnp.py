@@ -39,6 +39,14 @@ class TestDpnp(InteropSuite):
         assert isinstance(y, lib.ndarray), type(y)
         np.testing.assert_array_equal(lib.asnumpy(y), a)
 
+    def test_byte_offset_reaches_the_right_values(self, lib: Any) -> None:
+        """dpnp's import of host data ignores byte_offset (wrong values); dlbind copies host data in itself."""
+        base = np.arange(12.0).reshape(3, 4)
+        p = dlbind.from_pointer(base.ctypes.data, (2, 4), "float64", byte_offset=32, owner=base)
+        y = dlbind.convert(p, to="dpnp")
+        assert isinstance(y, lib.ndarray)
+        np.testing.assert_array_equal(lib.asnumpy(y), base[1:])
+
     def test_host_data_copy_false_and_cpu_are_refused(self, lib: Any) -> None:
         a = np.arange(4.0)
         with pytest.raises(BufferError, match="copy=False"):

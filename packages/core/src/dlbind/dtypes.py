@@ -19,8 +19,11 @@ from dlbind._generated.tables import (
     DTYPE_FORMATS,
     DTYPE_NAMES,
     FORMAT_DTYPES,
+    KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
 )
+
+_KNOWN_CODES = KNOWN_DTYPE_CODES
 
 __all__ = [
     "SUBBYTE_PADDED",
@@ -117,6 +120,11 @@ class DType(NamedTuple):
                 raise ValueError(f"{self.name} needs ml_dtypes: pip install ml_dtypes") from None
             if hasattr(ml_dtypes, name):
                 return np.dtype(getattr(ml_dtypes, name))
+        if self.code not in _KNOWN_CODES:  # a code newer than this runtime's header, carried by number
+            raise BufferError(
+                f"numpy has no dtype for {self.name}: this dlbind's DLPack header does not name code {self.code} "
+                "(a header bump would name it)"
+            )
         raise ValueError(f"numpy has no dtype for {self.name}")
 
     def __str__(self) -> str:

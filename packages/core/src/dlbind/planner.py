@@ -162,6 +162,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     simple = (
         adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
         and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
+        and not adapter.copy_from  # data of those devices goes through its own constructor (import.copy_with)
     )  # fmt: skip
     table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
     legacy_only = adapter.asks != "versioned"
@@ -172,7 +173,10 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     verified_simple = simple and adapter.verified and not legacy_only
     handover_type = _array_type(adapter) if table_type is None and verified_simple else None
     if interface is None and adapter.interface_function:
-        interface = dotted(adapter.interface_function)
+        try:
+            interface = dotted(adapter.interface_function)
+        except (ImportError, AttributeError):  # absent in this configuration (numba's CUDA simulator)
+            interface = None
     return Route(
         adapter,
         fn,
@@ -182,12 +186,12 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         legacy_only,
         adapter.readonly == "ignored",
         _keywords(fn, adapter),
-        dotted(adapter.view_with) if adapter.lacks_dtypes else None,
+        dotted(adapter.view_with) if adapter.lacks_dtypes and adapter.view_with else None,
         {} if adapter.device_form == "namespace" else None,
         _device_types(adapter.devices),
         stream_of if stream_of is not None else _stream_of(adapter),
         interface,
-        _device_types(adapter.interface_devices),
+        _device_types(adapter.interface_devices) if interface is not None else frozenset(),
         # every import read-only, or immutable arrays whose exports say read-only: a legacy capsule is safe
         adapter.readonly == "always" or (adapter.immutable and adapter.export_capsules == "versioned"),
         {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None,

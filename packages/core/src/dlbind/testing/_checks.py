@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlbind import _capi
+from dlbind import _backends, _capi
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_VERSION, DataTypeCode, DeviceType, Flags
@@ -214,8 +214,20 @@ def _is_capsule(obj: object) -> bool:
 
 def _exported_values(x: Any) -> tuple[Any, Any, str | None]:
     """(the raw struct or None, the values as numpy, a note) of what ``x`` exports (:func:`_export`); a buffer
-    (a host copy some systems give instead of a capsule) is read as it is."""
+    (a host copy some systems give instead of a capsule) is read as it is. Device memory no dlbind backend
+    serves (dpnp's oneAPI memory) is read through the producer's own host copy (``dl_device``)."""
     given, via = _export(x)
+    if _is_capsule(given):
+        managed, t = _open(given)
+        if int(t.device[0]) not in HOST_DEVICES and _backends.serving(int(t.device[0])) is None:
+            from dlbind.consumer import from_dlpack
+
+            try:
+                host = from_dlpack(x, device="cpu", copy=True)
+            except (BufferError, TypeError, ValueError) as exc:
+                raise Unsupported(f"no dlbind backend reads {t.device} memory, and {exc}") from None
+            return managed, _np().asarray(host), "read through the producer's own host copy (dl_device)"
+        return managed, _values(t), None if via is None else f"through {via}"
     return _given_values(given, via)
 
 
