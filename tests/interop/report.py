@@ -38,18 +38,30 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
     if f["readonly"] == "ignored":
         rules.append("copy: read-only data (it would import it writable)")
     if f["asks"] != "versioned":
-        rules.append(
-            "read-only data: a legacy capsule (its arrays are immutable)" if immutable
-            else "copy: read-only data (a legacy capsule cannot say read-only)"
-        )  # fmt: skip
+        # as dlbind.planner's legacy_safe and bridges.needs_copy decide
+        if f["readonly"] == "always":
+            rules.append("read-only data: a legacy capsule (it imports every capsule read-only)")
+        elif immutable and f["export_capsules"] == "versioned":
+            rules.append("read-only data: a legacy capsule (its arrays are immutable)")
+        elif immutable:
+            rules.append("copy: read-only data (its exports are unmarked legacy capsules, writable to every consumer)")
+        else:
+            rules.append("copy: read-only data (a legacy capsule cannot say read-only)")
     if f["copy"] == "always":
         rules.append("always copies: `copy=False` refused (BufferError)")
     elif f["copy"] == "ignored":
         rules.append("`copy=True`: dlbind copies (its own `copy=True` shares)")
     if f["alignment"]:
         rules.append(f"`copy=False` refused for data not {f['alignment']}-byte aligned")
-    if f["lacks_dtypes"]:
+    if f["lacks_dtypes"] and f["view_with"]:
         rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
+    elif f["lacks_dtypes"]:
+        rules.append(f"refused (BufferError naming the dtype): {', '.join(f['lacks_dtypes'])}")
+    if f["copy_from"]:
+        rules.append(
+            f"copy: {', '.join(f['copy_from'])} data (it holds no arrays there), by `{f['copy_with']}` onto its "
+            f"{f['devices'][0]} device 0: `copy=False` refused"
+        )  # fmt: skip
     if f["import_bool"] == "uint1":
         rules.append("bool handed over as its legacy `(kDLUInt, 1, 1)`, a byte per element (zero-copy)")
     elif f["import_bool"] == "uint8":

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from _suite import InteropSuite, compiled, require, version  # noqa: F401
+from _suite import DEVICES, InteropSuite, compiled, require, values, version  # noqa: F401
 
 import dlbind
 
@@ -46,6 +46,15 @@ class TestDpnp(InteropSuite):
         y = dlbind.convert(p, to="dpnp")
         assert isinstance(y, lib.ndarray)
         np.testing.assert_array_equal(lib.asnumpy(y), base[1:])
+
+    @pytest.mark.parametrize("device", list(DEVICES))
+    def test_from_numpy_device(self, lib: Any, device: str) -> None:
+        """The suite's rule, for a system with no host arrays: dpnp holds SYCL (kDLOneAPI) memory only, so host
+        data asked for on the host (kDLCPU, in every form of device=) cannot become a dpnp array: BufferError
+        naming the device (issue 21). dpnp.from_dlpack(x, device=(kDLCPU, 0)) answers a numpy.ndarray; its
+        device="cpu" is a SYCL filter selector (the OpenCL CPU device, kDLOneAPI), not kDLCPU."""
+        with pytest.raises(BufferError, match="no device cpu:0"):
+            dlbind.convert(values("float32"), to="dpnp", device=DEVICES[device])
 
     def test_host_data_copy_false_and_cpu_are_refused(self, lib: Any) -> None:
         a = np.arange(4.0)
