@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind._fastpath",  # the C extension of the hot paths, built from dlbind/_fastpath/*.c
             "dlbind._ffi",
             "dlbind._capi",
+            "dlbind._load",  # how a module imported on its own gets the runtime loaded (calls up, imports nothing)
             "dlbind.spec",
         ),
     ),

@@ -1,64 +1,41 @@
 """dlbind: the Python binding to DLPack, generated from ``dlpack.h``.
 
-Importing dlbind loads no array library and no device backend.
+Importing dlbind loads no array library and no device backend, and none of its own runtime either: the
+public names below are loaded on first use (``dlbind.from_dlpack``, ``from dlbind import Tensor``), so that
+``import dlbind`` costs a library that imports it next to nothing (``benchmarks/startup.py``). A module of
+the package imported directly (``import dlbind.consumer``) loads the rest when it first needs it.
 
 PYTEST_DONT_REWRITE: dlbind ships a pytest plugin (``dlbind.testing.pytest_plugin``), so pytest marks the
 package for assertion rewriting in every run; this marker lets ``import dlbind`` come before an in-process
 ``pytest.main()`` without a PytestAssertRewriteWarning (an error under ``filterwarnings = error``).
 """
 
-from __future__ import annotations
+import _thread
 
-from typing import TYPE_CHECKING, Any
+from dlbind import _load
 
-from dlbind import _wiring, exchange
-from dlbind._backends import backends
-from dlbind._ffi import native as _native
-from dlbind._generated import enums as _enums
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
+if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlbind`
+    from typing import Any
 
-# The header's enums, flags and constants (DLPACK_VERSION, DeviceType, DataTypeCode, Flags,
-# DLPACK_FLAG_BITMASK_*, ...): all of them, whichever header version the runtime is generated from.
-from dlbind._generated.enums import *  # noqa: F403
-from dlbind.consumer import from_dlpack
-from dlbind.dtypes import DType
-from dlbind.producer import Exporter, asdlpack, from_pointer
-from dlbind.tensor import Tensor
-
-if TYPE_CHECKING:  # imported on first use (__getattr__ below), not at `import dlbind`
-    from dlbind import spec
-    from dlbind.conversion import compat, convert
+    from dlbind import spec as spec
+    from dlbind._backends import backends as backends
+    from dlbind._generated.enums import *  # noqa: F403
+    from dlbind.consumer import from_dlpack as from_dlpack
+    from dlbind.conversion import compat as compat
+    from dlbind.conversion import convert as convert
+    from dlbind.dtypes import DType as DType
+    from dlbind.producer import Exporter as Exporter
+    from dlbind.producer import asdlpack as asdlpack
+    from dlbind.producer import from_pointer as from_pointer
+    from dlbind.tensor import Tensor as Tensor
 
 __version__ = "0.1.0"
 
-# DLPack 1.3: consumers find dlbind's C exchange table on the type (when the header declares the API).
-_table = exchange.table()
-if _table is not None:
-    Tensor.__dlpack_c_exchange_api__ = _table
-
-# The compiled build answers the common calls in C and hands every other case to the Python
-# implementations imported above (same signatures, same errors).
-_wiring.configure()
-if _native is not None:
-    asdlpack = _native.asdlpack
-    from_dlpack = _native.from_dlpack
-    convert = _native.convert
-
-
-def __getattr__(name: str) -> Any:
-    """What ``import dlbind`` leaves for first use (it needs none of it): ``spec`` (the per-version tables),
-    ``compat`` and, in the pure build, ``convert`` (the planner and the rows of ``spec/adapters.toml``)."""
-    import importlib
-
-    if name == "spec":
-        return importlib.import_module(".spec", __name__)  # relative: a vendored copy imports its own
-    if name in ("compat", "convert"):
-        conversion = importlib.import_module(".conversion", __name__)
-        value = getattr(conversion, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dlbind' has no attribute {name!r}")
-
-__all__ = [
+# The public names beside the header's enums, flags and constants (DLPACK_VERSION, DeviceType,
+# DataTypeCode, Flags, DLPACK_FLAG_BITMASK_*, ...: all of them, whichever header version the runtime is
+# generated from), which __all__ gains when the runtime loads.
+_NAMES = [
     "DType",
     "Exporter",
     "Tensor",
@@ -72,7 +49,93 @@ __all__ = [
     "from_pointer",
     "spec",
 ]
-__all__ += _enums.__all__
+# The package's modules: ``from dlbind import consumer`` (in the runtime's own modules too) and
+# ``dlbind.spec`` import the module without loading the runtime. packages/core/tests/test_lazy_import.py
+# keeps the set equal to the package's files.
+_MODULES = frozenset({
+    "__main__", "_api", "_backends", "_capi", "_device_tensors", "_fastpath", "_ffi", "_generated",
+    "_gpu_runtime", "_libraries", "_load", "_wiring", "bridges", "capsule", "check", "consumer", "conversion",
+    "devices", "dtypes", "exchange", "export", "planner", "plans", "producer", "spec", "tensor", "testing",
+})  # fmt: skip
+_lock = _thread.RLock()  # `threading` itself costs more to import than this whole module
+_loaded = False
+
+
+def _load_runtime() -> None:
+    """Import the runtime, wire the compiled fast path to it and publish the public names (once; a call
+    made while the runtime is loading, from the loading thread, returns at once)."""
+    global _loaded
+    with _lock:
+        if _loaded or _load.loading:
+            return
+        _load.loading = True
+        try:
+            import importlib
+
+            def module(name: str) -> "Any":  # relative: a vendored copy imports its own
+                return importlib.import_module(name, __name__)
+
+            enums = module("._generated.enums")
+            names = {name: getattr(enums, name) for name in enums.__all__}
+            # imported for the wiring: the C exchange table (dlbind.exchange) and every layer the fast
+            # path hands calls to; configure() makes them ready
+            module("._wiring").configure()
+            consumer, producer = module(".consumer"), module(".producer")
+            native = module("._ffi").native
+            names.update(
+                DType=module(".dtypes").DType,
+                Exporter=producer.Exporter,
+                Tensor=module(".tensor").Tensor,
+                backends=module("._backends").backends,
+                asdlpack=producer.asdlpack,
+                from_pointer=producer.from_pointer,
+                from_dlpack=consumer.from_dlpack,
+            )
+            # The compiled build answers the common calls in C and hands every other case to the Python
+            # implementations (same signatures, same errors).
+            if native is not None:
+                names.update(asdlpack=native.asdlpack, from_dlpack=native.from_dlpack, convert=native.convert)
+            globals().update(names)
+            globals()["__all__"] = [*_NAMES, *enums.__all__]
+            _loaded = True
+        finally:
+            _load.loading = False
+    _load.loader = None  # loaded: the lower layers' _load.ensure() is a no-op from now on
+
+
+_load.loader = _load_runtime
+
+
+def __getattr__(name: str) -> "Any":
+    """The public names, loaded on first use; the modules (``spec``: the per-version tables) when asked for,
+    without the runtime; ``compat`` and, in the pure build, ``convert`` (the planner and the rows of
+    ``spec/adapters.toml``) only when asked for."""
+    if name in _MODULES:  # `from dlbind import x` asks the package first, then imports the module
+        import importlib
+
+        try:
+            return importlib.import_module("." + name, __name__)  # relative: a vendored copy imports its own
+        except ModuleNotFoundError as error:  # a copy without it (vendored), a build without the extension
+            if error.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name.startswith("__") and name != "__all__":  # probes of tools (pytest, inspect, copy): no load
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load_runtime()
+    if name in globals():
+        return globals()[name]
+    if name in ("compat", "convert"):
+        import importlib
+
+        value = getattr(importlib.import_module(".conversion", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> "list[str]":
+    _load_runtime()
+    return sorted({*globals(), *globals()["__all__"]})
 
 
 def ffi_build() -> str:

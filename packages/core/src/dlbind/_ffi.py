@@ -15,6 +15,8 @@ import importlib
 import os
 from typing import Any
 
+from dlbind import _load
+
 ffi: Any
 #: The C extension ``dlbind._fastpath`` (``export``, ``take``, ``TensorCore``, ...), or None (pure build).
 native: Any = None
@@ -41,5 +43,8 @@ if _found is None:
 else:
     ffi, native = _found
     BUILD = "compiled"
+    # the fast path, called before the package has wired it (a module of dlbind imported on its own),
+    # loads the runtime through the package first
+    native.set_loader(_load.ensure)
 
 __all__ = ["BUILD", "ffi", "native"]

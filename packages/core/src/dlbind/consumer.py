@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import _backends, _capi, capsule, exchange
+from dlbind import _backends, _capi, _load, capsule, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
@@ -261,7 +261,9 @@ def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
 def _host_fallback(x: Any) -> Any:
     """``x`` exported through its buffer protocol or array interface, or None."""
     if export_host is None:
-        return None
+        _load.ensure()  # a module imported on its own: the package wires export_host when it loads
+        if export_host is None:
+            return None
     try:
         return export_host(x)
     except (TypeError, ValueError, BufferError):
@@ -317,6 +319,8 @@ def from_dlpack(
         given = library_export(x, plan)  # a system that exports through a method or function of its own
         if given is not None:
             return import_library_export(x, given, device, copy, stream, allow_vector)
+        if export_other is None:
+            _load.ensure()  # a module imported on its own: the package wires export_other when it loads
         try:
             x = export_other(x)  # a buffer or array interface: exported zero-copy by dlbind itself
         except TypeError:

@@ -168,3 +168,9 @@ def order(producer: int, consumer: int, device_type: int, device_id: int) -> Non
     producer's ``__dlpack__(stream=consumer)`` does, for an import through its exchange table."""
     device = (device_type, device_id)
     _backends.for_device(device_type, f"ordering {device_name(device_type)} streams").wait(producer, consumer, device)
+
+
+# DLPack 1.3: consumers find dlbind's C exchange table on the type (when the header declares the API).
+_TABLE = table()
+if _TABLE is not None:
+    Tensor.__dlpack_c_exchange_api__ = _TABLE

@@ -12,8 +12,19 @@ dlbind_config dlbind_cfg;
 unsigned long long dlbind_deleter_count = 0;
 unsigned long long dlbind_export_count = 0;
 
+/* dlbind._load.ensure (set_loader): loads the package's runtime, whose wiring configures this module. `import
+ * dlbind` loads nothing of it, so a module of dlbind imported on its own may call in here first. */
+static PyObject *dlbind_loader = NULL;
+
 int dlbind_configured(void) {
     if (dlbind_cfg.tensor_type != NULL) return 1;
+    if (dlbind_loader != NULL) {
+        /* another thread waits for the one loading; a call from inside the load returns at once (the error) */
+        PyObject *res = PyObject_CallNoArgs(dlbind_loader);
+        if (res == NULL) return 0;
+        Py_DECREF(res);
+        if (dlbind_cfg.tensor_type != NULL) return 1;
+    }
     PyErr_SetString(PyExc_RuntimeError, DLBIND_MODULE " is not configured: import " DLBIND_PACKAGE " first");
     return 0;
 }
@@ -143,7 +154,20 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     Py_RETURN_NONE;
 }
 
+static PyObject *dlbind_py_set_loader(PyObject *mod, PyObject *loader) {
+    (void)mod;
+    if (!PyCallable_Check(loader)) {
+        PyErr_SetString(PyExc_TypeError, "set_loader(loader): loader must be callable");
+        return NULL;
+    }
+    Py_INCREF(loader);
+    Py_XSETREF(dlbind_loader, loader);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef dlbind_methods[] = {
+    {"set_loader", (PyCFunction)dlbind_py_set_loader, METH_O,
+     "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
      "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, convert_direct): the Python pieces the C code "
@@ -175,7 +199,7 @@ static PyMethodDef dlbind_methods[] = {
 static struct PyModuleDef dlbind_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = DLBIND_MODULE,
-    .m_doc = "The compiled build's hot paths (capsules, exporter, tensor, exchange table); configured by dlbind at import.",
+    .m_doc = "The compiled build's hot paths (capsules, exporter, tensor, exchange table); configured by dlbind when its runtime loads.",
     .m_size = -1,
     .m_methods = dlbind_methods,
 };
