@@ -30,6 +30,7 @@ def _document_the_specifications(app):
 
     import dlbind
 
+    assert dlbind.__all__  # loads the runtime now: loading later would publish the C functions over these
     for public, (module, attribute) in _SPECIFIED_BY.items():
         setattr(dlbind, public, getattr(importlib.import_module(module), attribute))
 
