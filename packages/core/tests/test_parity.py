@@ -48,6 +48,20 @@ CASES: dict[str, tuple[str, str | None]] = {
     "asdlpack 0-d": ("dlbind.asdlpack(np.float32(1.5).reshape(()))", "ok"),
     "asdlpack empty": ("dlbind.asdlpack(np.zeros((0, 3)))", "ok"),
     "asdlpack struct format": ("dlbind.asdlpack(np.zeros(2, dtype='i4,f4'))", "BufferError"),
+    # what an Exporter of a buffer exports: repr, __dlpack_device__, the capsule's fields, numpy's import, and
+    # every capsule made deleted once (exporter_facts)
+    "asdlpack facts C-contiguous": ("exporter_facts(np.arange(6, dtype=np.float32).reshape(2, 3))", "ok"),
+    "asdlpack facts C-contiguous, free stride": ("exporter_facts(np.ones((2, 2), dtype=np.float32)[:1])", "ok"),
+    "asdlpack facts strided": ("exporter_facts(np.arange(12.0).reshape(3, 4)[:, ::2])", "ok"),
+    "asdlpack facts negative strides": ("exporter_facts(np.arange(4, dtype=np.int16)[::-1])", "ok"),
+    "asdlpack facts size-1 dimension": ("exporter_facts(np.ones((3, 1, 2), dtype=np.float32)[:, :, ::2])", "ok"),
+    "asdlpack facts read-only": ("exporter_facts(READONLY)", "ok"),
+    "asdlpack facts readonly=True": ("exporter_facts(bytearray(b'abc'), readonly=True)", "ok"),
+    "asdlpack facts 0-d": ("exporter_facts(np.array(2.5, dtype=np.float32))", "ok"),
+    "asdlpack facts zero-size": ("exporter_facts(np.zeros((0, 3)))", "ok"),
+    "asdlpack facts bytes": ("exporter_facts(b'abcd')", "ok"),
+    "asdlpack facts bytearray": ("exporter_facts(bytearray(b'abcd'))", "ok"),
+    "asdlpack facts long format": ("exporter_facts(memoryview(bytes(16)).cast('l'))", "ok"),
     # -- the exporter's __dlpack__ ------------------------------------------------------------------
     "exporter legacy of read-only": ("dlbind.asdlpack(b'abc').__dlpack__()", "BufferError"),
     "exporter versioned": ("dlbind.asdlpack(b'abc').__dlpack__(max_version=(1, 3))", "ok"),
@@ -286,6 +300,7 @@ CASES: dict[str, tuple[str, str | None]] = {
 
 def _namespace() -> dict[str, Any]:
     import ctypes
+    import gc
 
     import numpy as np
 
@@ -349,6 +364,48 @@ def _namespace() -> dict[str, Any]:
         values = np.asarray(t).tolist()
         return fmt, t.shape, t.byte_strides, t.readonly, t.nbytes, values
 
+    def capsule_fields(cap: object, own: int) -> dict[str, Any]:
+        """Every field of a versioned capsule (the data pointer as whether it is ``own``); released after."""
+        managed, versioned = dlbind.capsule.take(cap)
+        t = managed.dl_tensor
+        ndim = int(t.ndim)
+        fields = {
+            "versioned": versioned,
+            "version": [int(managed.version.major), int(managed.version.minor)],
+            "flags": int(managed.flags),
+            "data is the buffer's": int(ffi.cast("uintptr_t", t.data)) == own,
+            "device": [int(t.device.device_type), int(t.device.device_id)],
+            "dtype": [int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)],
+            "shape": ffi.unpack(t.shape, ndim) if t.shape != ffi.NULL else None,
+            "strides": ffi.unpack(t.strides, ndim) if t.strides != ffi.NULL else None,
+            "byte_offset": int(t.byte_offset),
+        }
+        dlbind.capsule.Owner(managed).release()
+        return fields
+
+    def exporter_facts(x: Any, **kwargs: Any) -> dict[str, Any]:
+        """asdlpack(x, **kwargs): its __dlpack_device__, the capsules of a plain call and of one with the other
+        keywords, its repr, numpy's import of it, and how many capsules were made and deleted by the end (those,
+        numpy's, one dropped unconsumed)."""
+        gc.collect()
+        before = dlbind.capsule.stats()
+        e = dlbind.asdlpack(x, **kwargs)
+        own = np.asarray(memoryview(x)).__array_interface__["data"][0]  # the buffer's address
+        imported = np.from_dlpack(e)
+        facts = {
+            "device": [int(v) for v in e.__dlpack_device__()],
+            "plain": capsule_fields(e.__dlpack__(max_version=(1, 3)), own),
+            "keywords": capsule_fields(e.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False), own),
+            "repr": repr(e),
+            "numpy": [imported.tolist(), imported.flags.writeable],
+        }
+        e.__dlpack__(max_version=(1, 3))  # dropped unconsumed: its destructor frees it
+        del e, imported
+        gc.collect()
+        after = dlbind.capsule.stats()
+        facts["exported, deleted"] = [after[0] - before[0], after[1] - before[1]]
+        return facts
+
     def torch() -> Any:
         import torch
 
@@ -359,6 +416,7 @@ def _namespace() -> dict[str, Any]:
 
     return {
         "view_facts": view_facts,
+        "exporter_facts": exporter_facts,
         "torch": torch,
         "summary_of_torch": summary_of_torch,
         "NotACapsule": NotACapsule,

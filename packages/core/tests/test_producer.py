@@ -287,3 +287,30 @@ def test_device_id_is_never_ignored(make: typing.Any) -> None:
     assert dlbind.asdlpack(obj, device_id=0).__dlpack_device__() == (DeviceType.kDLCPU, 0)
     with pytest.raises(ValueError, match=r"asdlpack\(device_id=1\): this \w+ is on cpu:0; device_id names the GPU"):
         dlbind.asdlpack(obj, device_id=1)
+
+
+# The pure build's exchange of a buffer, np.from_dlpack(asdlpack(x)), in Python frames: asdlpack (the buffer's
+# export arguments made at once), Exporter.__dlpack__, capsule.export_args, and the four that the capsule's
+# destructor and the deleter cost (their callbacks, and the __del__ of the entries they drop: see capsule.py).
+# It was 14 (Memory, _from_buffer, from_format, ... on every call); the compiled build runs none.
+FRAMES_PER_EXCHANGE = 7
+
+
+@pytest.mark.skipif(dlbind.ffi_build() != "pure", reason="the compiled build exchanges buffers in C")
+def test_buffer_exchange_frames() -> None:
+    small = np.ones(1, dtype=np.float32)
+    for _ in range(10):  # the caches of formats and strides filled
+        np.from_dlpack(dlbind.asdlpack(small))
+    calls: list[str] = []
+
+    def profile(frame: typing.Any, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(f"{frame.f_code.co_filename.rpartition('/')[2]}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        for _ in range(10):
+            np.from_dlpack(dlbind.asdlpack(small))
+    finally:
+        sys.setprofile(None)
+    assert len(calls) / 10 <= FRAMES_PER_EXCHANGE, calls[: len(calls) // 10]

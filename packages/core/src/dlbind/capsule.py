@@ -230,30 +230,30 @@ def export_args(args: tuple[Any, ...]) -> object:
     if _PACKED:
         # one allocation, one pack: the struct, then shape and strides
         ndim = len(shape)
-        size = (_SIZE_V if versioned else _SIZE_L) + 2 * _DIM_SIZE * ndim
+        head = _SIZE_V if versioned else _SIZE_L  # the struct, then shape and strides
+        size = head + 2 * _DIM_SIZE * ndim
         pool = _POOLS.get(size)
         if pool:  # a block whose deleter already ran
             block = pool.pop()
         else:
             managed = ffi.new("char[]", size)
             block = (managed, int(ffi.cast("uintptr_t", managed)), ffi.buffer(managed), size)
-        address, buffer = block[1], block[2]
-        dims_at = address + size - 2 * _DIM_SIZE * ndim if ndim else 0
+        address = block[1]
+        dims_at = address + head if ndim else 0
         strides_at = dims_at + _DIM_SIZE * ndim if ndim else 0
-        code, bits, lanes = dtype
         packer = _PACKERS.get((versioned, ndim)) or _packer(versioned, ndim)
         if versioned and _ORDER_V is None:  # the struct's fields are FIELDS, in that order: pass them as they are
             packer.pack_into(
-                buffer, 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V, flags, data, device[0],
-                device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset, *shape, *strides,
+                block[2], 0, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V, flags, data, device[0],
+                device[1], ndim, dtype[0], dtype[1], dtype[2], dims_at, strides_at, byte_offset, *shape, *strides,
             )  # fmt: skip
         else:
             order: Any = _ORDER_V if versioned else _ORDER_L
             values = order((
                 DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, _DELETER_V if versioned else _DELETER_L, flags, data,
-                device[0], device[1], ndim, code, bits, lanes, dims_at, strides_at, byte_offset,
+                device[0], device[1], ndim, dtype[0], dtype[1], dtype[2], dims_at, strides_at, byte_offset,
             ))  # fmt: skip
-            packer.pack_into(buffer, 0, *values, *shape, *strides)
+            packer.pack_into(block[2], 0, *values, *shape, *strides)
         _LIVE[address] = _Export((block, owner))
     else:
         managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)

@@ -46,22 +46,26 @@ class Exporter(metaclass=ABCMeta):
 
     __slots__ = ("_fast", "_memory", "_source")
 
+    _fast: tuple[Any, ...] | None
     _memory: Memory | None
     _source: Any
 
     def __init__(self, memory: Memory | None, source: Any = None) -> None:
         self._memory = memory
         self._source = source  # an object with __dlpack__, re-negotiated on every export
-        # capsule.export's arguments for the common call (versioned, no stream/device/copy)
-        self._fast = None
-        if memory is not None:
-            # tuple indexing (faster than the named fields): data, shape, strides, dtype, device,
-            # byte_offset, readonly, owner, flags, stream; a DType is itself (code, bits, lanes)
-            m = memory
-            if m[9] is None and VERSIONED_CAPSULES:
-                self._fast = (m[0], m[1], m[2], m[3], m[4], m[5], m[7], True, m[8] | (_READ_ONLY if m[6] else 0))
+        # capsule.export_args's arguments for the common call (versioned, no stream/device/copy)
+        self._fast = _export_args(memory) if memory is not None else None
+
+    def _described(self) -> Memory | None:
+        """The memory this exporter describes (None: it re-exports its ``__dlpack__`` source), made from the
+        kept export arguments when :func:`asdlpack` made the exporter with those only."""
+        if self._memory is None and self._fast is not None:
+            self._memory = _memory_of(self._fast)
+        return self._memory
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
+        if self._fast is not None:
+            return self._fast[4]  # type: ignore[no-any-return]
         if self._memory is not None:
             return self._memory.device
         return producer_device(self._source)
@@ -77,8 +81,9 @@ class Exporter(metaclass=ABCMeta):
         plain = stream is None and dl_device is None and copy is None
         if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_VERSION[0]:
             return capsule.export_args(self._fast)
-        if self._memory is not None:
-            return export_memory(self._memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        memory = self._described()
+        if memory is not None:
+            return export_memory(memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         # import as the source can (it may not know the newer keywords), then answer them here
         if plain:  # the Tensor's own export (C in the compiled build) answers max_version
             return _import_plain(self._source).__dlpack__(max_version=max_version)
@@ -86,13 +91,34 @@ class Exporter(metaclass=ABCMeta):
         return export_view(tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __repr__(self) -> str:
-        if self._memory is None:
+        m = self._described()
+        if m is None:
             return f"{_PACKAGE}.Exporter(of {type(self._source).__name__}.__dlpack__)"
-        m = self._memory
         return (
             f"{_PACKAGE}.Exporter(shape={m.shape}, dtype={m.dtype.name}, "
             f"device={device_name(m.device[0])}:{m.device[1]})"
         )
+
+
+# An exporter keeps capsule.export_args's arguments for the common call (versioned, no stream, device or
+# copy): data, shape, strides, dtype, device, byte_offset, owner, versioned, flags (READ_ONLY included).
+# A DType is itself (code, bits, lanes). Memory with a stream has none (every export waits on it), nor
+# has any when the header has no versioned capsules.
+
+
+def _export_args(memory: Memory) -> tuple[Any, ...] | None:
+    """The export arguments of the common call over ``memory`` (tuple indexing: faster than the fields)."""
+    m = memory
+    if m[9] is not None or not VERSIONED_CAPSULES:
+        return None
+    return (m[0], m[1], m[2], m[3], m[4], m[5], m[7], True, m[8] | (_READ_ONLY if m[6] else 0))
+
+
+def _memory_of(args: tuple[Any, ...]) -> Memory:
+    """The memory that :func:`_export_args` made ``args`` of."""
+    data, shape, strides, dtype, device, byte_offset, owner, _, flags = args
+    readonly = bool(flags & _READ_ONLY)
+    return Memory(data, shape, strides, dtype, device, byte_offset, readonly, owner, flags & ~_READ_ONLY)
 
 
 # -- sources -----------------------------------------------------------------------------------
@@ -102,28 +128,64 @@ def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
     view = memoryview(obj) if view is None else view
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
-    dtype = from_format(view.format)
+    dtype = _buffer_dtype(view.format)
     shape, byte_strides, itemsize = view.shape or (), view.strides or (), view.itemsize
     if dtype.bits != 8 * itemsize:
         raise BufferError(f"buffer format {view.format!r} has itemsize {itemsize}, expected {dtype.bits // 8}")
-    strides = tuple([s // itemsize for s in byte_strides])
+    strides = _element_strides(byte_strides, itemsize)
     if not view.c_contiguous and any(s % itemsize for s in byte_strides):
         raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
     if view.c_contiguous:
-        # cffi reads the address cheaply; the memoryview itself is the owner, never cffi's pointer. The
-        # pointer holds a buffer export *of the memoryview*, and a memoryview cleared by the garbage
-        # collector while exported loses its managed buffer, then crashes when freed (CPython
-        # gh-77894, fixed in 3.12.7 and 3.13.1 only): the owner sits in collectable cycles
-        # (b.t = from_dlpack(asdlpack(b))), where the collector may clear the memoryview first. The
-        # memoryview keeps the object's buffer (and so the address) until it is freed, with no export.
-        address = int(ffi.cast("uintptr_t", ffi.from_buffer(view, require_writable=False)))
-        return Memory(address, shape, strides, dtype, CPU, 0, view.readonly, view)
+        return Memory(_address(view), shape, strides, dtype, CPU, 0, view.readonly, view)
     info = _capi.Py_buffer()
     if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
         raise BufferError("the buffer refused a second request")
     data = info.buf or 0
     _capi.release_buffer(ctypes.byref(info))
     return Memory(data, tuple(shape), tuple(strides), dtype, CPU, 0, view.readonly, view)
+
+
+# What asdlpack's buffer route reads by dict lookup, not by a call: the DType of each buffer format it has
+# exported, and the element strides of byte strides (by byte strides and item size; a few shapes recur).
+_BUFFER_DTYPES: dict[str, DType] = {}
+_ELEMENT_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
+_ELEMENT_STRIDES_MAX = 256
+# What it calls, bound once: looking them up on the ffi object costs about a thousand instructions per
+# exchange (callgrind), as much as a Python frame.
+_UINTPTR = ffi.typeof("uintptr_t")
+_cast, _address_of = ffi.cast, ffi.from_buffer
+_new_exporter = object.__new__
+
+
+def _buffer_dtype(fmt: str) -> DType:
+    """The DType of buffer format ``fmt`` (:func:`dlbind.dtypes.from_format`), remembered for the buffer route."""
+    dtype = _BUFFER_DTYPES[fmt] = from_format(fmt)
+    return dtype
+
+
+def _element_strides(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides in items (floored: a C-contiguous buffer's strides of extent-1 dimensions are free),
+    remembered for the buffer route (at most a few hundred; forgotten all at once beyond)."""
+    key = (byte_strides, itemsize)
+    strides = _ELEMENT_STRIDES.get(key)
+    if strides is None:
+        if len(_ELEMENT_STRIDES) >= _ELEMENT_STRIDES_MAX:
+            _ELEMENT_STRIDES.clear()
+        strides = _ELEMENT_STRIDES[key] = tuple([s // itemsize for s in byte_strides])
+    return strides
+
+
+def _address(view: memoryview) -> int:
+    """The address of a C-contiguous buffer.
+
+    cffi reads it cheaply; the memoryview itself is the owner, never cffi's pointer. The pointer holds a
+    buffer export *of the memoryview*, and a memoryview cleared by the garbage collector while exported
+    loses its managed buffer, then crashes when freed (CPython gh-77894, fixed in 3.12.7 and 3.13.1 only):
+    the owner sits in collectable cycles (b.t = from_dlpack(asdlpack(b))), where the collector may clear
+    the memoryview first. The memoryview keeps the object's buffer (and so the address) until it is freed,
+    with no export.
+    """
+    return int(_cast(_UINTPTR, _address_of(view, require_writable=False)))
 
 
 _TYPESTR_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
@@ -226,7 +288,28 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     ``device_id`` names the GPU of a ``__cuda_array_interface__`` export; on any other route it must be the
     device id the memory already has (ValueError otherwise: dlbind never moves memory to honour it).
     """
-    exporter = _asdlpack(obj, readonly, device_id)
+    try:
+        view: memoryview | None = memoryview(obj)
+    except (TypeError, ValueError, BufferError):  # numpy and jax refuse buffers of dtypes they cannot format
+        view = None
+    # The common call, a C-contiguous buffer of a format exported before: the export arguments straight from
+    # the buffer (what the compiled build does in C); the Memory only if a call or the repr needs it.
+    if view is not None and device_id is None and (readonly is None or readonly is True) and view.c_contiguous:
+        dtype = _BUFFER_DTYPES.get(view.format)
+        itemsize = view.itemsize
+        if dtype is not None and dtype[1] == 8 * itemsize and VERSIONED_CAPSULES:
+            byte_strides = view.strides or ()  # a memoryview's are a tuple
+            strides = _ELEMENT_STRIDES.get((byte_strides, itemsize))
+            if strides is None:
+                strides = _element_strides(byte_strides, itemsize)
+            exporter = _new_exporter(Exporter)
+            exporter._memory = exporter._source = None
+            exporter._fast = (
+                int(_cast(_UINTPTR, _address_of(view, require_writable=False))),  # _address(view), inline
+                view.shape, strides, dtype, CPU, 0, view, True, _READ_ONLY if readonly or view.readonly else 0,
+            )  # fmt: skip
+            return exporter
+    exporter = _asdlpack(obj, view, readonly, device_id)
     if device_id is not None:
         kind, index = exporter.__dlpack_device__()
         if index != device_id:
@@ -238,17 +321,14 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     return exporter
 
 
-def _asdlpack(obj: Any, readonly: bool | None, device_id: int | None) -> Exporter:
-    try:
-        view: memoryview | None = memoryview(obj)
-    except (TypeError, ValueError, BufferError):  # numpy and jax refuse buffers of dtypes they cannot format
-        view = None
+def _asdlpack(obj: Any, view: memoryview | None, readonly: bool | None, device_id: int | None) -> Exporter:
+    if view is None:
         # checked only here: an Exporter has no buffer, and the check costs the buffer path nothing (by
         # type, not the ABC's isinstance: a virtual subclass is wrapped as any other producer)
         kind = type(obj)
         if kind is _BUFFER_EXPORTER or Exporter in kind.__mro__:
             return obj  # type: ignore[no-any-return]
-    if view is not None:
+    else:
         try:
             return Exporter(_readonly(_from_buffer(obj, view), readonly))
         except BufferError:
