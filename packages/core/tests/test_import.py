@@ -16,6 +16,7 @@ import dlbind
 
 PACKAGE = Path(dlbind.__file__).parent
 BUILDS = ["0", "1"] if dlbind.ffi_build() == "compiled" else ["1"]
+each_build = pytest.mark.parametrize("pure", BUILDS, ids=lambda p: "pure" if p == "1" else "compiled")
 
 
 def run(code: str, pure: str = "0") -> str:
@@ -66,7 +67,7 @@ def test_the_package_lists_its_modules() -> None:
     assert set(dlbind._MODULES) == found
 
 
-@pytest.mark.parametrize("pure", BUILDS, ids=lambda p: "pure" if p == "1" else "compiled")
+@each_build
 def test_public_names_load_on_first_use(pure: str) -> None:
     code = (
         "import dlbind, numpy as np; t = dlbind.from_dlpack(np.arange(3.0)); "
@@ -79,7 +80,7 @@ def test_public_names_load_on_first_use(pure: str) -> None:
     assert out == ["pure" if pure == "1" else "compiled"] + ["True"] * 6
 
 
-@pytest.mark.parametrize("pure", BUILDS, ids=lambda p: "pure" if p == "1" else "compiled")
+@each_build
 def test_a_module_imported_on_its_own_gets_the_runtime(pure: str) -> None:
     """``import dlbind.consumer`` without touching the package's names: a buffer is exported through the
     producer the package wires in, and the Tensor type carries the exchange table."""
@@ -101,7 +102,7 @@ def test_the_fast_path_called_first_loads_the_runtime() -> None:
     assert run(code).split() == ["Tensor", "[0,", "1]"]
 
 
-@pytest.mark.parametrize("pure", BUILDS, ids=lambda p: "pure" if p == "1" else "compiled")
+@each_build
 def test_threads_touching_the_package_first_at_once(pure: str) -> None:
     code = (
         "import threading, dlbind\n"
