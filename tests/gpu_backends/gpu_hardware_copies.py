@@ -62,6 +62,19 @@ class HardwareCopyTests:
         return Memory(base.data_ptr, shape, strides, from_numpy(values.dtype), base.device,
                       offset * values.dtype.itemsize, False, base, 0, stream)  # fmt: skip
 
+    def memset_on(self, stream: int, data: Any, value: int, nbytes: int, *, busy: int = 0) -> Any:
+        """Queue on ``stream`` ``busy`` memsets of 256 MiB of scratch memory (work that keeps it busy), then one
+        setting ``nbytes`` of ``data`` to ``value``; returns the scratch memory, which the caller keeps alive
+        until its copies are queued (freeing it would synchronise), or None without busy work."""
+        rt = self.runtime()
+        memset = rt.sym("MemsetAsync")
+        s = rt.ffi.cast(f"{rt.prefix}Stream_t", stream)
+        scratch = self.module.empty((256 * MiB,), "uint8") if busy else None
+        for i in range(busy):
+            rt.check(memset(rt.ffi.cast("void *", scratch.data_ptr), i, 256 * MiB, s), "MemsetAsync")
+        rt.check(memset(rt.ffi.cast("void *", data.data_ptr), value, nbytes, s), "MemsetAsync")
+        return scratch
+
     def to_numpy(self, mem: Memory, stream: int | None = None) -> np.ndarray:
         """A host copy of device ``mem`` (queued on ``stream``), as numpy."""
         return np.from_dlpack(Exporter(self.backend.copy_to_host(mem, stream)))
@@ -93,16 +106,10 @@ class HardwareCopyTests:
         """The producer keeps its non-blocking stream busy (16 memsets of 256 MiB), then sets the data to 7;
         the copy is queued on another non-blocking stream. It must wait for the producer (the backend records
         an event on the producer's stream), or it would copy the zeros that were there first."""
-        rt = self.runtime()
         producer, consumer = copy_streams
         n = 4 * MiB
         data = self.module.asarray(np.zeros(n, dtype=np.uint8))
-        scratch = self.module.empty((256 * MiB,), "uint8")
-        memset = rt.sym("MemsetAsync")
-        p = rt.ffi.cast(f"{rt.prefix}Stream_t", producer)
-        for i in range(16):
-            rt.check(memset(rt.ffi.cast("void *", scratch.data_ptr), i, 256 * MiB, p), "MemsetAsync")
-        rt.check(memset(rt.ffi.cast("void *", data.data_ptr), 7, n, p), "MemsetAsync")
+        scratch = self.memset_on(producer, data, 7, n, busy=16)  # noqa: F841 (freed only after the copy)
         rows = n // 64
         reversed_rows = Memory(data.data_ptr, (64, rows), (-rows, 1), from_numpy(np.dtype(np.uint8)), data.device,
                                n - rows, False, data, 0, producer)  # fmt: skip
@@ -177,17 +184,11 @@ class HardwareCopyTests:
     def test_host_copy_on_a_producer_stream(self, copy_streams: tuple[int, int]) -> None:
         """Data written on a busy non-blocking stream is copied to the host after the write, when the host
         copy is asked on that stream and when the data names it as its stream."""
-        rt = self.runtime()
         producer, _ = copy_streams
         n = 8 * MiB
         data = self.module.asarray(np.zeros(n, dtype=np.uint8))
-        scratch = self.module.empty((256 * MiB,), "uint8")
-        memset = rt.sym("MemsetAsync")
-        p = rt.ffi.cast(f"{rt.prefix}Stream_t", producer)
-        for i in range(16):
-            rt.check(memset(rt.ffi.cast("void *", scratch.data_ptr), i, 256 * MiB, p), "MemsetAsync")
-        rt.check(memset(rt.ffi.cast("void *", data.data_ptr), 5, n, p), "MemsetAsync")
+        scratch = self.memset_on(producer, data, 5, n, busy=16)  # noqa: F841 (freed only after the copies)
         mem = Memory(data.data_ptr, (n,), (1,), from_numpy(np.dtype(np.uint8)), data.device, 0, False, data)
         assert (self.to_numpy(mem, producer) == 5).all()
-        rt.check(memset(rt.ffi.cast("void *", data.data_ptr), 6, n, p), "MemsetAsync")
+        self.memset_on(producer, data, 6, n)
         assert (self.to_numpy(mem._replace(stream=producer)) == 6).all()  # the default stream waits for it
