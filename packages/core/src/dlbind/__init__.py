@@ -58,15 +58,13 @@ _MODULES = frozenset({
     "devices", "dtypes", "exchange", "export", "planner", "plans", "producer", "spec", "tensor", "testing",
 })  # fmt: skip
 _lock = _thread.RLock()  # `threading` itself costs more to import than this whole module
-_loaded = False
 
 
 def _load_runtime() -> None:
     """Import the runtime, wire the compiled fast path to it and publish the public names (once; a call
     made while the runtime is loading, from the loading thread, returns at once)."""
-    global _loaded
     with _lock:
-        if _loaded or _load.loading:
+        if _load.loader is None or _load.loading:  # loaded, or loading in this thread
             return
         _load.loading = True
         try:
@@ -97,10 +95,9 @@ def _load_runtime() -> None:
                 names.update(asdlpack=native.asdlpack, from_dlpack=native.from_dlpack, convert=native.convert)
             globals().update(names)
             globals()["__all__"] = [*_NAMES, *enums.__all__]
-            _loaded = True
+            _load.loader = None  # loaded: the lower layers' _load.ensure() is a no-op from now on
         finally:
             _load.loading = False
-    _load.loader = None  # loaded: the lower layers' _load.ensure() is a no-op from now on
 
 
 _load.loader = _load_runtime
