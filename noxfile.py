@@ -76,22 +76,28 @@ def generate_check(session: nox.Session) -> None:
     session.run("python", "-m", "dlbind_generator", "generate", "--check")
 
 
+JUNIT = ROOT / ".cache" / "junit"  # tests-compiled.xml, tests-pure.xml: what `nox -s bump_gate` compares
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the tests on the compiled cffi build, then the core's again on the pure build (DLBIND_PURE=1)."""
+    """Run the tests on the compiled cffi build, then the core's again on the pure build (DLBIND_PURE=1).
+
+    Each run writes a JUnit report to .cache/junit/tests-<build>.xml (`nox -s bump_gate` compares a bumped
+    tree's reports with these)."""
     _install_generator(session)
     session.install(*_group("test"))
     # Reinstall the core every time: its compiled module is built from the generated code.
     session.install("--force-reinstall", "--no-deps", CORE)
     session.install(CORE)
     session.run("python", "-m", "dlbind_generator", "fetch", silent=True)
-    if session.posargs:
-        session.run("pytest", *session.posargs, env={"DLBIND_PURE": "0"})
-        session.run("pytest", *session.posargs, env={"DLBIND_PURE": "1"})
-        return
-    session.run("pytest", env={"DLBIND_PURE": "0"})
-    # The generator's tests do not depend on the build; the rest runs again on the pure build.
-    session.run("pytest", "packages/core/tests", "tests", env={"DLBIND_PURE": "1"})
+    JUNIT.mkdir(parents=True, exist_ok=True)
+    args = session.posargs or []
+    for build, pure in (("compiled", "0"), ("pure", "1")):
+        junit = f"--junitxml={JUNIT / f'tests-{build}.xml'}"
+        # The generator's tests do not depend on the build: without arguments the pure run leaves them out.
+        paths = [] if args or build == "compiled" else ["packages/core/tests", "tests"]
+        session.run("pytest", *args, *paths, junit, env={"DLBIND_PURE": pure})
 
 
 # The core's tests on every Python it claims besides 3.11 (`nox -s tests`, the only one with torch here), with
@@ -238,6 +244,18 @@ def interop_sid(session: nox.Session, version: str) -> None:
         venv.run(venv.python, "-m", "pytest", INTEROP_TESTS, "-q", "-p", "no:cacheprovider", *session.posargs,
                  env={**env, "DLBIND_PURE": pure})  # fmt: skip
     session.log(f"interop_sid {version}: {time.monotonic() - start:.1f} s wall")
+
+
+@nox.session(name="bump_gate", python=False)
+def bump_gate(session: nox.Session) -> None:
+    """The header bump, gated: the suite in two clones of HEAD bumped to the rehearsal headers (.ci/bump_gate.py).
+
+    drift (the canonical header plus the names it lacks, version kept: upstream's main) runs the README's
+    `python3 -m nox`; minor (that, then the next minor with a name of its own) the generator's and the core's
+    tests on both builds and the docs' doctests. No test that passed here may skip there; the way back
+    (`canonical`) must leave HEAD's tree. `-- --only drift|minor`, `-- --keep` pass on to the script.
+    """
+    session.run("python3", ".ci/bump_gate.py", *session.posargs, external=True)
 
 
 @nox.session

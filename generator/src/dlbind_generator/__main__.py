@@ -5,9 +5,9 @@ python -m dlbind_generator fetch                 # download + verify the headers
 python -m dlbind_generator generate [--check]    # every target; --check: diff, exit 1 if stale
 python -m dlbind_generator bump SOURCE           # record a new dlpack.h in spec/headers.toml, regenerate
                                                  # (a listed version with other bytes: a post-release M.m.postN)
-python -m dlbind_generator canonical M.m         # back to the released header: drop its post-releases, regenerate
-python -m dlbind_generator rehearsal-header OUT [--kind drift|minor]
-                                                 # the released canonical header + upstream's post-1.3 additions
+python -m dlbind_generator canonical M.m[.postN] # back to a listed header: drop what came after it, regenerate
+python -m dlbind_generator rehearsal-header OUT [--kind drift|minor] [--policy]
+                                                 # the canonical header + names it lacks (upstream's first)
 python -m dlbind_generator vendor --into DIR --package NAME [--header-version M.m[.postN]] [--pure] [--force]
                                                  # a self-contained copy of the core inside a host library
 """
@@ -62,23 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     p_bump.add_argument("--root", help="repository root (default: found from the current folder)")
     p_canon = sub.add_parser(
         "canonical",
-        help="make a listed release canonical again (the way back from a post-release) and regenerate",
-        description="Sets `canonical` in spec/headers.toml to RELEASE (e.g. 1.3: the released header) and removes "
-        "the post-releases of that version after it (printed: bump the header again to return), then "
+        help="make a listed header canonical again (the way back from a bump) and regenerate",
+        description="Sets `canonical` in spec/headers.toml to RELEASE (e.g. 1.3: the released header, or 1.3.post1) "
+        "and removes the post-releases of that version after it and any rehearsal (`local =`) after it (printed: "
+        "bump the header again to return), then "
         "regenerates everything like `generate` and prints the report's summary.",
     )
     p_canon.add_argument("release", metavar="RELEASE")
     p_canon.add_argument("--root", help="repository root (default: found from the current folder)")
     p_next = sub.add_parser(
         "rehearsal-header",
-        help="write the released canonical header plus upstream's post-1.3 additions (to rehearse a bump)",
-        description="Adds kDLTPU = 19, kDLTPUHost = 20, kDLAscend = 21 (DLDeviceType) and kDLBcomplex = 18U "
-        "(DLDataTypeCode) to the released header of the canonical version. --kind drift (default) keeps the "
-        "version macros, as upstream's main branch does (a bump records it as M.m.post1); --kind minor raises "
-        "DLPACK_MINOR_VERSION (a bump records M.(m+1)).",
+        help="write the canonical header plus names it does not declare yet (to rehearse a bump)",
+        description="Adds to the canonical header (a release or a post-release) upstream's additions after v1.3 "
+        "that it lacks (kDLTPU = 19, kDLTPUHost = 20, kDLAscend = 21, kDLBcomplex = 18U); where it has them all, "
+        "and always for --kind minor, one device type and one dtype code of the rehearsal's own at the next free "
+        "values. --kind drift (default) keeps the version macros, as upstream's main branch does (a bump records "
+        "the next post-release); --kind minor raises DLPACK_MINOR_VERSION (a bump records M.(m+1)). --policy "
+        "also writes the policy rows of the rehearsal's own names into spec/devices.toml and spec/dtypes.toml "
+        "(what a maintainer writes for a new name before bumping).",
     )
     p_next.add_argument("out", type=Path)
     p_next.add_argument("--kind", choices=("drift", "minor"), default="drift")
+    p_next.add_argument("--policy", action="store_true", help="write the policy rows of the rehearsal's own names")
     p_next.add_argument("--root", help="repository root (default: found from the current folder)")
     p_vendor = sub.add_parser(
         "vendor",
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "canonical":
             return _canonical(paths, args.release)
         if args.command == "rehearsal-header":
-            return _rehearsal_header(paths, args.out, args.kind)
+            return _rehearsal_header(paths, args.out, args.kind, policy=args.policy)
         if args.command == "vendor":
             from .vendor import run
 
@@ -146,25 +151,40 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _rehearsal_header(paths: Paths, out: Path, kind: str) -> int:
+def _rehearsal_header(paths: Paths, out: Path, kind: str, *, policy: bool = False) -> int:
     from .fetch import fetch_one
     from .parse import parse_header
     from .pipeline import stderr_progress
-    from .rehearsal import derive
-    from .sources import base_of, format_version, load_sources
+    from .rehearsal import derive, policy_rows
+    from .sources import format_version, load_sources
 
     sources = load_sources(paths.headers_toml)
-    released = sources.by_release(base_of(sources.canonical))
-    header = fetch_one(released, paths.cache, stderr_progress)
-    made = derive(header.read_text(encoding="utf-8"), parse_header(header), kind)
+    canonical = sources.by_release(sources.canonical)
+    header = fetch_one(canonical, paths.cache, stderr_progress)
+    model = parse_header(header)
+    if canonical.post:
+        from dataclasses import replace
+
+        model = replace(model, post=canonical.post)
+    made = derive(header.read_text(encoding="utf-8"), model, kind)
     out.write_text(made.text, encoding="utf-8")
     added = [f"DLDeviceType.{n} = {v}" for n, v in made.devices] + [f"DLDataTypeCode.{n} = {v}" for n, v in made.dtypes]
     what = "version macros kept: a bump records a post-release" if kind == "drift" else "DLPACK_MINOR_VERSION raised"
+    whose = "upstream's additions after v1.3" if made.upstream else f"of the rehearsal's own: {', '.join(made.own)}"
     print(
-        f"wrote {out}: dlpack.h {format_version(released.release)} + {', '.join(added)} "
-        f"(upstream's additions after v1.3); DLPack {format_version(made.version)}, {what}",
+        f"wrote {out}: dlpack.h {format_version(sources.canonical)} + {', '.join(added)} "
+        f"({whose}); DLPack {format_version(made.version)}, {what}",
         file=sys.stderr,
     )
+    rows = policy_rows(made)
+    if policy:
+        for table, path in (("devices", paths.devices), ("dtypes", paths.dtypes)):
+            if rows[table]:
+                path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n" + rows[table], encoding="utf-8")
+                print(f"wrote the policy of the rehearsal's own names into {path} (never commit it)", file=sys.stderr)
+    elif made.own:
+        print("the rehearsal's own names have no policy rows yet: pass --policy to write them (else the bump's "
+              "report lists them as needing a decision)", file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -223,9 +243,10 @@ def _bump(paths: Paths, source: str) -> int:
             f"canonical: {format_version(done.canonical_before)} -> {format_version(done.canonical_after)}",
             file=sys.stderr,
         )
-    if src.post and done.added:
+    if done.added and done.canonical_after != done.canonical_before:
         print(
-            f"back to the released header: python -m dlbind_generator canonical {format_version(src.version)}",
+            "back to the header canonical before: python -m dlbind_generator canonical "
+            f"{format_version(done.canonical_before)}",
             file=sys.stderr,
         )
     if src.local:

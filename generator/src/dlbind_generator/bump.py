@@ -10,8 +10,8 @@ header's own version macros.
 A header whose macros name a listed version but whose bytes differ (upstream's main branch added enum
 values and kept the version) is recorded as a **post-release** of that version, ``M.m.postN`` (N one
 more than the last post-release of M.m), with the date; the released header stays listed.
-:func:`set_canonical` is the way back: it makes a listed release canonical again and removes the
-post-releases after it.
+:func:`set_canonical` is the way back: it makes a listed release (or post-release) canonical again and
+removes the post-releases and rehearsals after it.
 """
 
 from __future__ import annotations
@@ -247,15 +247,17 @@ def _without(text: str, releases: set[str]) -> str:
 
 
 def set_canonical(headers_toml: Path, arg: str) -> tuple[str, Release, list[HeaderSource]]:
-    """The way back from a post-release: headers.toml's new text with release ``arg`` canonical, and the
-    post-releases of the same version after it removed (they are what a bump made canonical; bump the
-    header again to return). Returns (text, the old canonical, the removed entries). A newer release
-    (not a post-release) listed after ``arg`` is refused: the canonical header is the newest release."""
+    """The way back: headers.toml's new text with the listed release ``arg`` canonical (a release, ``1.3``, or a
+    post-release, ``1.3.post1``: whatever was canonical before a bump), and every entry after it removed —
+    the post-releases of its version and rehearsals (``local =`` entries) of newer ones; they are what a bump
+    made canonical (bump the header again to return). Returns (text, the old canonical, the removed entries).
+    A newer release from a registry or URL listed after ``arg`` is refused: the canonical header is the newest
+    release, and removing a real release is a hand edit."""
     sources = load_sources(headers_toml)
     target = parse_release(arg, where="canonical")
     src = sources.by_release(target)
     newer = [h for h in sources.headers if h.release > target]
-    releases = [h for h in newer if h.version != src.version]
+    releases = [h for h in newer if h.version != src.version and not h.local]
     if releases:
         raise GeneratorError(
             f"DLPack {', '.join(format_version(h.release) for h in releases)} is listed after {arg}: the canonical "
