@@ -83,6 +83,7 @@ JUNIT = ROOT / ".cache" / "junit"  # tests-compiled.xml, tests-pure.xml: what `n
 def tests(session: nox.Session) -> None:
     """Run the tests on the compiled cffi build, then the core's again on the pure build (DLBIND_PURE=1).
 
+    `nox -s tests -- PATHS/ARGS` runs those on both builds (the generator's tests, `generator/...`, once).
     Each run writes a JUnit report to .cache/junit/tests-<build>.xml (`nox -s bump_gate` compares a bumped
     tree's reports with these)."""
     _install_generator(session)
@@ -92,12 +93,14 @@ def tests(session: nox.Session) -> None:
     session.install(CORE)
     session.run("python", "-m", "dlbind_generator", "fetch", silent=True)
     JUNIT.mkdir(parents=True, exist_ok=True)
-    args = session.posargs or []
     for build, pure in (("compiled", "0"), ("pure", "1")):
+        args = list(session.posargs)
+        if build == "pure":  # the generator's tests do not depend on the build: the pure run leaves them out
+            args = [a for a in args if not a.startswith(GENERATOR)] if args else ["packages/core/tests", "tests"]
+            if session.posargs and not args:
+                break
         junit = f"--junitxml={JUNIT / f'tests-{build}.xml'}"
-        # The generator's tests do not depend on the build: without arguments the pure run leaves them out.
-        paths = [] if args or build == "compiled" else ["packages/core/tests", "tests"]
-        session.run("pytest", *args, *paths, junit, env={"DLBIND_PURE": pure})
+        session.run("pytest", *args, junit, env={"DLBIND_PURE": pure})
 
 
 # The core's tests on every Python it claims besides 3.11 (`nox -s tests`, the only one with torch here), with
@@ -246,7 +249,7 @@ def interop_sid(session: nox.Session, version: str) -> None:
     session.log(f"interop_sid {version}: {time.monotonic() - start:.1f} s wall")
 
 
-@nox.session(name="bump_gate", python=False)
+@nox.session(name="bump_gate")
 def bump_gate(session: nox.Session) -> None:
     """The header bump, gated: the suite in two clones of HEAD bumped to the rehearsal headers (.ci/bump_gate.py).
 
@@ -255,7 +258,9 @@ def bump_gate(session: nox.Session) -> None:
     tests on both builds and the docs' doctests. No test that passed here may skip there; the way back
     (`canonical`) must leave HEAD's tree. `-- --only drift|minor`, `-- --keep` pass on to the script.
     """
-    session.run("python3", ".ci/bump_gate.py", *session.posargs, external=True)
+    _install_generator(session)
+    session.install(*_group("gate"))  # nox itself: the clones run their own sessions
+    session.run("python", ".ci/bump_gate.py", *session.posargs)
 
 
 @nox.session
@@ -276,11 +281,16 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx site into docs/_build/html (warnings are errors) and run its examples as doctests."""
+    """Build the Sphinx site into docs/_build/html (warnings are errors) and run its examples as doctests.
+
+    `nox -s docs -- doctest` runs the examples only (`-- html`: the site only)."""
     session.install(*_group("docs"))
     _install_core(session)
-    session.run("sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html")
-    session.run("sphinx-build", "-W", "-q", "-b", "doctest", "docs", "docs/_build/doctest")
+    builders = session.posargs or ["html", "doctest"]
+    if "html" in builders:
+        session.run("sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html")
+    if "doctest" in builders:
+        session.run("sphinx-build", "-W", "-q", "-b", "doctest", "docs", "docs/_build/doctest")
 
 
 @nox.session(name="docs_screenshots")

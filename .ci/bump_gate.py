@@ -10,7 +10,7 @@ derived from whatever header is canonical:
 - **minor**: the same drift bump, then the next minor on top of it (it carries upstream's additions and a
   device type and a dtype code of its own, with policy rows written as the generator manual says: 1.4).
   Then the generator's tests and the core's tests on both builds (`nox -s tests -- generator/tests
-  packages/core/tests`) and the docs with their doctests (`nox -s docs`).
+  packages/core/tests`: the generator's once) and the docs' examples as doctests (`nox -s docs -- doctest`).
 
 In each clone no test that passed in this tree may skip there (the JUnit reports of this tree's `nox -s
 tests`, in .cache/junit, against the clone's: made first when missing), and the way back (the policy rows
@@ -134,10 +134,8 @@ def clone_of(work: Path, name: str) -> Path:
 
 
 def generator(tree: Path, *args: str) -> list[str]:
-    """The command line of the clone's own generator (its source on the path) over the clone."""
-    code = (f"import sys; sys.path.insert(0, {str(tree / 'generator/src')!r}); "
-            "from dlbind_generator.__main__ import main; sys.exit(main())")  # fmt: skip
-    return [sys.executable, "-c", code, args[0], "--root", str(tree), *args[1:]]
+    """The generator's command line over the clone (the generator of HEAD, installed where this runs)."""
+    return [sys.executable, "-m", "dlbind_generator", args[0], "--root", str(tree), *args[1:]]
 
 
 def canonical_of(tree: Path) -> str:
@@ -208,7 +206,8 @@ def gate_minor(run: Run, work: Path, junit: Path) -> None:
     paths = ("generator/tests", "packages/core/tests")
     run.step("minor", "nox -s tests -- generator/tests packages/core/tests", sys.executable, "-m", "nox", "-s",
              "tests", "--", *paths, cwd=tree)  # fmt: skip
-    run.step("minor", "nox -s docs (with the doctests)", sys.executable, "-m", "nox", "-s", "docs", cwd=tree)
+    run.step("minor", "nox -s docs -- doctest (the docs' examples)", sys.executable, "-m", "nox", "-s", "docs", "--",
+             "doctest", cwd=tree)  # fmt: skip
     within = tuple(p.replace("/", ".") + "." for p in paths)
     problems = []
     for build in ("compiled", "pure"):

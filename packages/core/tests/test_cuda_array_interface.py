@@ -14,7 +14,7 @@ import pytest
 import dlbind
 from dlbind import DeviceType
 
-NEWEST = (1, 3)
+NEWEST = dlbind.DLPACK_VERSION  # the canonical header's version: what a consumer of this dlbind asks for
 E = "<" if sys.byteorder == "little" else ">"
 
 
