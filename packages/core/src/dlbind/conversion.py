@@ -93,7 +93,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         if device is not None and here[0] not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE:
             kind = HOST  # the host asked for: the producer's host copy (or the backend's), then the host routes
         if kind == HOST:
-            return _host(x, route, device, copy, stream, tried)
+            return _host(x, route, here, device, copy, stream, tried)
         if kind == REFUSE:
             raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {_described(x)}: {decision.why}")
         if kind == HOST_COPY:
@@ -118,12 +118,15 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         raise target_error(x, route.adapter.name, exc) from exc
 
 
-def _host(x: Any, route: Route, device: Any, copy: bool | None, stream: int | None, tried: bool) -> Any:
-    """The routes of stream-free memory: C where they apply (compiled build), else a zero-copy Tensor bridged in
-    Python. Device memory the target cannot import, or the host asked for by ``device=``, is copied to the
-    host first (by the producer, which knows its device, or the device's backend)."""
+def _host(x: Any, route: Route, here: Any, device: Any, copy: bool | None, stream: int | None, tried: bool) -> Any:
+    """The routes of stream-free memory: C where they apply (compiled build, host data), else a zero-copy Tensor
+    bridged in Python. Device memory the target cannot import, or the host asked for by ``device=``, is copied
+    to the host first (by the producer, which knows its device, or the device's backend). Whether it is, is
+    decided from ``here`` (the producer's device) before the producer is asked: it is asked once."""
     plain = device is None and copy is None and stream is None
-    if plain and native is not None and not tried:
+    kind = int(here[0])  # the int: no DeviceType made on every convert
+    on_host = kind in HOST_ACCESSIBLE
+    if plain and on_host and native is not None and not tried:
         if route.table_type is not None:
             out = native.convert_to(x, route.table_type, route.refuse)
         elif route.handover_type is not None:
@@ -132,22 +135,26 @@ def _host(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             out = NotImplemented
         if out is not NotImplemented:
             return out
-    tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
-    kind = tensor._device_type  # the int: no DeviceType made on every convert
     copy_in = kind in route.copy_from and kind not in route.imports
-    if copy_in and (device is None or parse_device(device)[0] in route.imports):
-        return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
-    here = device_name(kind)
     if device is not None:
-        host = kind not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE
+        host = not on_host and parse_device(device)[0] in HOST_ACCESSIBLE
     else:
-        host = here not in route.adapter.devices
+        host = not copy_in and device_name(kind) not in route.adapter.devices
         if host and "cpu" not in route.adapter.devices:
             raise BufferError(f"{route.adapter.name} imports from {', '.join(route.adapter.devices)} only")
     if host:
         if copy is False:
-            raise BufferError(f"{route.adapter.name} needs a host copy of {here} data, and copy=False forbids it")
+            raise BufferError(
+                f"{route.adapter.name} needs a host copy of {device_name(kind)} data, and copy=False forbids it"
+            )
         tensor, copy = from_dlpack(x, device=device or "cpu", stream=stream), None
+    else:
+        tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
+        if tensor._device_type != kind:  # a source whose device is not asked first (an export function of its own)
+            return _host(tensor, route, tensor.device, device, copy, None, True)  # decided again, for dlbind's Tensor
+        copy_in = kind in route.copy_from and kind not in route.imports
+        if copy_in and (device is None or parse_device(device)[0] in route.imports):
+            return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
     if plain and not route.bridges and tensor._lanes == 1:
         return route.from_dlpack(tensor)
     return bridged(route, tensor, device, copy)

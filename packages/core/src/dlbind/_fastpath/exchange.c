@@ -604,12 +604,14 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     int taken = dlbind_table_take(x, &info, &m);
     if (taken < 0) return -1;
     if (taken == 0 && !(info.bits & DLBIND_TYPE_HOST_ONLY)) {
-        /* data that may be on a device with streams: Python's route asks it on the target's stream, so it is
-         * not exported here first (a second exchange) */
+        /* data that may be on a device with streams: Python's route asks it on the target's stream; data that
+         * is not host memory (Vulkan, Metal): no C route's target reads it, Python's bridges or copies it. Either
+         * way it is not exported here first (the producer would be asked twice) */
         DLDevice dev;
         int found = dlbind_producer_device(x, &dev);
         if (found < 0) return -1;
-        if (found == 0 || !dlbind_device_stream_free(dev.device_type)) return 0;
+        if (found == 0 || !dlbind_device_stream_free(dev.device_type) || !dlbind_device_host(dev.device_type))
+            return 0;
     }
     if (taken == 0) {
         int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
