@@ -335,3 +335,49 @@ def test_plans_are_made_once(target: Any, rec: Recording) -> None:
         dlbind.convert(x, to=spy.name)
         dlbind.from_dlpack(x)
     assert row_lookups() == before
+
+
+# -- one exchange asks its producer once (issue 27) -----------------------------------------------------------
+
+
+def _ask_counts(route: Callable[[Any], Any], make: Callable[[], Producer], times: int = 3) -> list[int]:
+    """The number of __dlpack__ calls each of ``times`` exchanges made of a fresh producer (the type's first
+    exchange, and the ones after it, with every plan and C route cached)."""
+    counts = []
+    for _ in range(times):
+        x = make()
+        route(x)
+        counts.append(len(x.calls))
+    return counts
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["direct", "relay", "host copy (host-only target)", "copy=True on the device", "convert stream=",
+     "from_dlpack", "from_dlpack stream=-1", "from_dlpack device=cpu copy=True", "from_dlpack copy=True"],
+)  # fmt: skip
+def test_each_route_asks_the_producer_once(how: str, target: Any, rec: Recording) -> None:
+    """Every route of convert and from_dlpack from CUDA memory asks the producer once per exchange, in both
+    builds: each extra ask would be an extra synchronisation on a GPU."""
+    s = user_stream()
+    if how == "direct":
+        _rowed(TorchLike, devices=("cuda",), export_layout="nonnegative", export_readonly=False,
+               export_devices=("cuda",))  # fmt: skip
+        kind: type[Producer] = TorchLike
+    else:
+        kind = Producer
+    spy = target(None if how.startswith("host copy") else s, **({"devices": ("cpu",)} if "host" in how else {}))
+    spy = spy if not how.startswith("copy=True") else target(s, copy="ignored")
+    routes: dict[str, Callable[[Any], Any]] = {
+        "direct": lambda x: dlbind.convert(x, to=spy.name),
+        "relay": lambda x: dlbind.convert(x, to=spy.name),
+        "host copy (host-only target)": lambda x: dlbind.convert(x, to=spy.name),
+        "copy=True on the device": lambda x: dlbind.convert(x, to=spy.name, copy=True),
+        "convert stream=": lambda x: dlbind.convert(x, to=spy.name, stream=user_stream()),
+        "from_dlpack": lambda x: dlbind.from_dlpack(x),
+        "from_dlpack stream=-1": lambda x: dlbind.from_dlpack(x, stream=-1),
+        "from_dlpack device=cpu copy=True": lambda x: dlbind.from_dlpack(x, device="cpu", copy=True),
+        "from_dlpack copy=True": lambda x: dlbind.from_dlpack(x, copy=True),
+    }
+    counts = _ask_counts(routes[how], lambda: kind(dlbind_cuda.asarray(np.arange(4, dtype=np.float32))))
+    assert counts == [1, 1, 1], counts

@@ -1,0 +1,54 @@
+"""One exchange asks its producer once (issue 27), on the host: every route of `convert` and `from_dlpack` from
+host memory calls the producer's `__dlpack__` once per exchange, the type's first exchange and every one after
+it (plans and the compiled build's C routes cached), in both builds. (Device routes: dlbind-vulkan's and
+dlbind-cuda's tests.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+
+
+class Counting:
+    """A host producer that counts the times it is asked (a numpy array inside; no row of any system)."""
+
+    def __init__(self, inner: np.ndarray) -> None:
+        self.inner, self.asked = inner, 0
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.asked += 1
+        return self.inner.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self.inner.__dlpack_device__()
+
+
+ROUTES: dict[str, Callable[[Any], Any]] = {
+    "convert to numpy": lambda p: dlbind.convert(p, to="numpy"),
+    "convert to numpy, copy=True": lambda p: dlbind.convert(p, to="numpy", copy=True),
+    "convert to numpy, device='cpu'": lambda p: dlbind.convert(p, to="numpy", device="cpu"),
+    "convert to torch": lambda p: dlbind.convert(p, to="torch"),
+    "convert to torch, copy=False": lambda p: dlbind.convert(p, to="torch", copy=False),
+    "from_dlpack": lambda p: dlbind.from_dlpack(p),
+    "from_dlpack, copy=True": lambda p: dlbind.from_dlpack(p, copy=True),
+    "from_dlpack, device='cpu', copy=False": lambda p: dlbind.from_dlpack(p, device="cpu", copy=False),
+    "numpy from dlbind's re-export": lambda p: np.from_dlpack(dlbind.from_dlpack(p)),
+}
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_the_producer_is_asked_once(route: str) -> None:
+    if "torch" in route:
+        pytest.importorskip("torch")
+    values = np.arange(6.0).reshape(2, 3)
+    for n in range(3):
+        producer = Counting(values.copy())
+        out = ROUTES[route](producer)
+        assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"
+        got = out.numpy() if type(out).__module__.startswith("torch") else np.asarray(out)
+        np.testing.assert_array_equal(got, values)
