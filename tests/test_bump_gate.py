@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -53,3 +54,35 @@ def test_a_test_that_passed_and_skips_after_the_bump_is_a_problem(tmp_path: Path
     # only the paths a run covers: tests/ is not in it, so its case is neither a problem nor a note
     problems, notes = _gate().compare(before, after, ("generator.tests.", "packages.core.tests."))
     assert len(problems) == 2 and "tests.t::e" not in notes[0].split(": ", 1)[1].split(", ")
+
+
+def _git(tree: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tree, check=True,
+                   capture_output=True)  # fmt: skip
+
+
+def test_the_way_back_may_leave_the_ledger_and_its_count_only(tmp_path: Path) -> None:
+    tree = tmp_path / "clone"
+    for rel, text in {"spec/models/ledger.toml": "a\n", "generator/REPORT.md": "| ledger.toml (6 releases) |\nx\n",
+                      "spec/devices.toml": "d\n"}.items():  # fmt: skip
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    _git(tree, "commit", "-q", "-m", "HEAD")
+    gate = _gate()
+    assert gate.leftovers(tree) == []
+    (tree / "spec/models/ledger.toml").write_text("a\nb\n")  # appended
+    (tree / "generator/REPORT.md").write_text("| ledger.toml (7 releases) |\nx\n")
+    (tree / ".cache").mkdir()
+    (tree / ".cache/anything").write_text("")  # caches and venvs are not the tree
+    assert gate.leftovers(tree) == []
+    (tree / "generator/REPORT.md").write_text("| ledger.toml (7 releases) |\ny\n")
+    (tree / "spec/devices.toml").write_text("d\n[devices.kDLRehearsalDevice22]\n")
+    (tree / "spec/models/dlpack-1.3.post1.json").write_text("{}")
+    assert gate.leftovers(tree) == [
+        "spec/devices.toml differs from HEAD after the way back",
+        "spec/models/dlpack-1.3.post1.json differs from HEAD after the way back",
+        "generator/REPORT.md differs from HEAD after the way back: -x",
+        "generator/REPORT.md differs from HEAD after the way back: +y",
+    ]
