@@ -237,10 +237,11 @@ def build_copy(root: Path, package: str, header_version: str | None, *, pure: bo
             f"newer (DLTensor.device, a DLDevice; DLContext ctx before)"
         )
     canonical = next(m for m in models if m.release == sources.canonical)
-    # The copy's per-release tables describe DLPack's releases; the repository's post-releases (upstream
-    # drift it recorded) only in a copy made from one: a copy of a released header is the same before and
-    # after a post-release is bumped.
-    kept = [m for m in models if not m.post or m.release == want]
+    # The copy's per-release tables describe DLPack's releases up to its header, and the repository's
+    # post-releases (upstream drift it recorded) up to its header too: a copy of a released header is the same
+    # before and after a post-release of it is bumped, and the canonical copy describes what the core does
+    # (a 1.4 made canonical after 1.3.post1 says kDLTPU came in 1.3.post1, as the core does).
+    kept = [m for m in models if not m.post or m.release <= want]
     described = max(m.release for m in kept if m.release <= sources.canonical)
     merged = merge(kept, load_history(paths.history), described, history_file=str(paths.history))
     labels = {format_version(s.release): s.origin for s in sources.headers}
