@@ -356,11 +356,14 @@ def test_a_consumer_that_copies_may_free_at_once() -> None:
     assert "copied on import" in report.results[0].detail
 
 
-@pytest.mark.parametrize(("fails", "line"), [(1, "1 finding;"), (2, "2 findings;")])
+@pytest.mark.parametrize(("fails", "line"), [(1, "1 finding about"), (2, "2 findings about")])
 def test_the_findings_line_counts_in_english(fails: int, line: str) -> None:
-    from dlbind.check import Matrix, render
+    from dlbind.check import TEXT_LEGEND, Matrix, render
 
     results = {f"producer:check{i}": {"status": "fail", "detail": "wrong"} for i in range(fails)}
     pairs = {"numpy": {"numpy": {"status": "pass", "detail": ""}}}
     matrix = Matrix(["numpy"], {"numpy": "2.x"}, results={"numpy": results}, pairs=pairs)
-    assert render(matrix).splitlines()[-1].startswith(f"{line} --details lists them")
+    text = render(matrix).splitlines()
+    assert text[-1].startswith(f"{line} the libraries; --details lists them") and "nox -s demo -- --details" in text[-1]
+    # the legend under the title says what FAIL and CRASH mean, and whose findings they are
+    assert text[1] == TEXT_LEGEND and "CRASH: its process died" in text[1] and "not a failure of dlbind's" in text[1]

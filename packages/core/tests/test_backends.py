@@ -121,3 +121,32 @@ def test_cli_lists_the_backends(tmp_path: Path) -> None:
     assert "[dlbind-fake 1.0]" in text
     listing = json.loads("{" + data)
     assert listing["rocm"]["available"] is False and listing["rocm"]["device_types"] == ["rocm"]
+
+
+def test_known_backends_include_the_ones_not_installed(tmp_path: Path) -> None:
+    """`backends(known=True)`: every backend the device policy names, installed or not, with what to install;
+    the CLI prints that same data. The made-up distribution registers rocm, cuda and metal; vulkan is known
+    (spec/devices.toml names it for kDLVulkan) and, in this interpreter, not installed unless dlbind-vulkan is."""
+    out = _run(
+        tmp_path,
+        """
+        import json, dlbind
+        plain, known = dlbind.backends(), dlbind.backends(known=True)
+        print(json.dumps([sorted(plain), {n: [s.installed, s.reason, str(s), list(s.device_types)]
+                                          for n, s in known.items()}]))
+        """,
+    )
+    plain, known = json.loads(out)
+    from dlbind._generated.tables import DEVICE_BACKENDS
+
+    assert set(known) == set(plain) | set(DEVICE_BACKENDS.values())
+    assert all(known[n][0] for n in plain)  # installed ones are reported as before
+    for name in set(known) - set(plain):
+        installed, reason, text, types = known[name]
+        assert not installed and reason.startswith(f"pip install 'dlbind[{name}]' for ") and types
+        assert text == f"{name}: not installed ({reason})"
+    cli = _run(tmp_path / "cli", "import dlbind.__main__ as m; m.main(['backends']); m.main(['backends', '--json'])")
+    text, _, data = cli.partition("{")
+    assert set(json.loads("{" + data)) == set(known)
+    for name in set(known) - set(plain):
+        assert f"{name}: not installed (pip install 'dlbind[{name}]'" in text

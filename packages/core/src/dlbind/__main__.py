@@ -1,7 +1,7 @@
 """``python -m dlbind``: the command line of the core.
 
 python -m dlbind info [--json]      # DLPack version, build, device/dtype/flag tables with `since`
-python -m dlbind backends [--json]  # installed device backends: available, or why not
+python -m dlbind backends [--json]  # every known device backend: installed and available, or why not
 """
 
 from __future__ import annotations
@@ -71,15 +71,15 @@ def info(as_json: bool) -> int:
 
 
 def backends(as_json: bool) -> int:
-    found = dlbind.backends()
+    found = dlbind.backends(known=True)  # installed or not: the same data as the API's
     if as_json:
         json.dump({name: s._asdict() for name, s in found.items()}, sys.stdout, indent=2)
         print()
         return 0
-    if not found:
-        print("no device backend is installed (pip install 'dlbind[cuda]', '[rocm]', '[vulkan]' or '[metal]')")
+    if not any(s.installed for s in found.values()):
+        print("no device backend is installed; each known one and what to install:")
     for status in found.values():
-        print(f"{status}  [{status.distribution} {status.version}]")
+        print(f"{status}  [{status.distribution} {status.version}]" if status.installed else str(status))
     return 0
 
 

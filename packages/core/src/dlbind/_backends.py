@@ -86,18 +86,22 @@ class Backend(Protocol):
 
 
 class BackendStatus(NamedTuple):
-    """One installed backend as :func:`dlbind.backends` reports it."""
+    """One backend as :func:`dlbind.backends` reports it: installed (available or why not), or, with
+    ``known=True``, not installed (``installed`` false, ``version`` empty, ``reason`` saying what to install)."""
 
     name: str
     distribution: str  # "dlbind-vulkan"
-    version: str  # the distribution's version
+    version: str  # the distribution's version ("" when not installed)
     device_types: tuple[str, ...]  # user-facing names ("vulkan")
     available: bool
     reason: str  # "" when available; otherwise one line
     runtime_version: str | None
     device_count: int | None
+    installed: bool = True
 
     def __str__(self) -> str:
+        if not self.installed:
+            return f"{self.name}: not installed ({self.reason})"
         if self.available:
             return f"{self.name}: available ({self.runtime_version}, {self.device_count} device(s))"
         loaded = f" [runtime {self.runtime_version}]" if self.runtime_version else ""
@@ -143,10 +147,19 @@ def _probe(backend: Any) -> Probe:
     return found if isinstance(found, Probe) else Probe(False, f"runtime error: the probe returned {found!r}")
 
 
-def backends() -> dict[str, BackendStatus]:
-    """Every installed backend (name -> :class:`BackendStatus`): available, or why not; loads their runtimes."""
+def backends(*, known: bool = False) -> dict[str, BackendStatus]:
+    """Every installed backend (name -> :class:`BackendStatus`): available, or why not; loads their runtimes.
+
+    ``known=True`` adds every backend dlbind knows of that is not installed (``installed`` false), with the
+    device types it would serve and what to install: what ``python -m dlbind backends`` prints.
+    """
     _scan()
     out: dict[str, BackendStatus] = {}
+    if known:
+        for name in sorted(set(DISTRIBUTIONS.values())):
+            types = tuple(device_name(t) for t, n in sorted(DISTRIBUTIONS.items()) if n == name)
+            why = f"pip install 'dlbind[{name}]' for {', '.join(types)} memory"
+            out[name] = BackendStatus(name, f"dlbind-{name}", "", types, False, why, None, None, installed=False)
     for name, (dist, version, why) in _BROKEN.items():
         out[name] = BackendStatus(name, dist, version, (), False, why, None, None)
     for name, backend in _LOADED.items():

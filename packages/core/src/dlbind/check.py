@@ -22,6 +22,12 @@ from typing import Any, TextIO
 from dlbind._generated.adapters import ADAPTERS
 
 MARKS = {"pass": "ok", "fail": "FAIL", "unsupported": "-", "crash": "CRASH", "skip": " "}
+#: What the marks of the text tables mean: printed under the title of every text matrix.
+TEXT_LEGEND = (
+    "ok: passed. FAIL: the library breaks a rule of the DLPack spec or the array API. -: it refuses cleanly "
+    "(unsupported, as the spec allows). CRASH: its process died. Each mark is a finding about that library "
+    "as installed, exchanging through dlbind: not a failure of dlbind's."
+)
 
 
 @dataclass
@@ -296,7 +302,7 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
         )
         lines += ["# Conformance matrix", "", f"{written}: {versions}; {matrix.seconds:.0f} s.", "", legend, ""]
     else:
-        lines += [f"DLPack conformance of {versions} ({matrix.seconds:.1f} s)", ""]
+        lines += [f"DLPack conformance of {versions} ({matrix.seconds:.1f} s)", TEXT_LEGEND, ""]
     for kind in ("producer", "consumer"):
         lines += [("## " if markdown else "") + f"As {kind}", ""]
         lines += [*_table(matrix, kind, markdown), ""]
@@ -309,7 +315,8 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
         lines += [("- " if markdown else "  ") + f for f in found] or ["none"]
     else:
         noun = "finding" if len(found) == 1 else "findings"
-        lines += [f"{len(found)} {noun}; --details lists them with their reasons."]
+        lines += [f"{len(found)} {noun} about the libraries; --details lists them with their reasons "
+                  "(`nox -s demo -- --details`)."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
