@@ -175,7 +175,10 @@ def keywords(route: Route, here: Device, device: Any, copy: bool | None) -> tupl
         if "device" in route.keywords and adapter.device_form != "none":
             kwargs["device"] = device_arg(route, dev)
         elif dev != here:
-            raise BufferError(f"{adapter.from_dlpack} takes no device=: convert on the source's device")
+            raise BufferError(
+                f"{adapter.from_dlpack} takes no device= (asked: {device_name(dev[0])}:{dev[1]}, the data is on "
+                f"{device_name(here[0])}:{here[1]}): convert on the source's device"
+            )
     copy_here = False
     if copy and not (adapter.copy == "honoured" and "copy" in route.keywords) and adapter.copy != "always":
         copy_here = True  # the importer cannot be asked for a copy: dlbind makes it

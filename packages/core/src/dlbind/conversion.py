@@ -115,7 +115,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     except _PASSED_ON:
         raise
     except Exception as exc:
-        raise target_error(x, route.adapter.name, exc) from exc
+        raise target_error(x, route.adapter.name, exc, device) from exc
 
 
 def _host(x: Any, route: Route, here: Any, device: Any, copy: bool | None, stream: int | None, tried: bool) -> Any:
@@ -181,19 +181,21 @@ def _interface(x: Any, route: Route, here: Any, device: Any, copy: bool | None, 
 _PASSED_ON = (BufferError, TypeError, ValueError, MemoryError, SystemError)
 
 
-def target_error(x: Any, to: str, exc: BaseException) -> BaseException:
+def target_error(x: Any, to: str, exc: BaseException, device: Any = None) -> BaseException:
     """The exception :func:`convert` raises when target ``to`` failed to import ``x`` with ``exc``.
 
     A target's own refusal of what it cannot import (a device, dtype or layout it lacks) comes as its
     ``RuntimeError``, ``AssertionError``, ...; the spec's type for it is ``BufferError``, naming the
-    target and keeping the original as ``__cause__``. The spec's own types pass unchanged. Called by
-    the compiled build's convert too.
+    target, the device asked for (``device=``, when given: what the user asked, beside where the data is)
+    and keeping the original as ``__cause__``. The spec's own types pass unchanged. Called by the compiled
+    build's convert too (which takes no ``device=``).
     """
     if isinstance(exc, _PASSED_ON) or not isinstance(exc, Exception):
         return exc
     name = ROUTES[(to,)].adapter.name if (to,) in ROUTES else to
     first = str(exc).strip().partition("\n")[0]  # torch appends a C++ backtrace
-    err = BufferError(f"{name} cannot import {_described(x)}: {type(exc).__name__}: {first}")
+    asked = "" if device is None else f" to device={device!r}"
+    err = BufferError(f"{name} cannot import {_described(x)}{asked}: {type(exc).__name__}: {first}")
     err.__cause__ = exc
     return err
 

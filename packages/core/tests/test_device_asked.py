@@ -1,0 +1,52 @@
+"""A target that cannot give the device asked for says which device was asked (issue 28): ``convert(x, to=...,
+device=...)``'s error names ``device=`` beside where the data is, for every system whose importer takes
+``device=`` (its row's ``keywords``), with a stand-in importer of that row where the library is absent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind._generated.adapters import ADAPTERS
+from dlbind.planner import ROUTES, make_route
+
+TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.keywords)
+
+
+def test_some_rows_take_device() -> None:
+    assert TAKE_DEVICE  # what the tests below walk (numpy, torch, jax, ... in today's table)
+
+
+@pytest.mark.parametrize("system", TAKE_DEVICE)
+def test_the_error_names_the_device_asked(system: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row's importer refuses the device as libraries do (torch: AssertionError "Torch not compiled with
+    CUDA enabled"): the BufferError says device='cuda:1' was asked and what the data is."""
+
+    def importer(x: Any, *, device: Any = None, copy: Any = None) -> Any:
+        raise AssertionError(f"{system} not compiled with CUDA enabled")
+
+    name = f"{system}_without_cuda"
+    # the row as it is, but for its own constructor of copied-in data (dpnp.asarray: a library not installed here)
+    row = ADAPTERS[system]._replace(name=name, import_name=name, copy_from=(), copy_with="")
+    route = make_route(row, importer)
+    monkeypatch.setitem(ROUTES, (name,), route)
+    with pytest.raises(BufferError) as info:
+        dlbind.convert(np.arange(3.0), to=name, device="cuda:1")
+    message = str(info.value)
+    assert "cuda:1" in message, message  # the device asked, whoever refuses it
+    if isinstance(info.value.__cause__, AssertionError):  # the importer was reached: its own words, after ours
+        assert "to device='cuda:1'" in message and "on cpu:0" in message, message
+        assert message.endswith(f"AssertionError: {system} not compiled with CUDA enabled"), message
+    else:  # dlbind refused first: the row's device forms have no cuda:1, or its importer takes no device=
+        assert info.value.__cause__ is None or isinstance(info.value.__cause__, ImportError), message
+
+
+def test_cpu_only_torch_names_the_device_asked() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA: the device asked for can be had")
+    with pytest.raises(BufferError, match=r"^torch cannot import a ndarray on cpu:0 to device='cuda': "):
+        dlbind.convert(np.arange(3), to="torch", device="cuda")
