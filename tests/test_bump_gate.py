@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,6 +64,7 @@ def _git(tree: Path, *args: str) -> None:
                    capture_output=True)  # fmt: skip
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (the gate's clones are git repositories)")
 def test_the_way_back_may_leave_the_ledger_and_its_count_only(tmp_path: Path) -> None:
     tree = tmp_path / "clone"
     for rel, text in {"spec/models/ledger.toml": "a\n", "generator/REPORT.md": "| ledger.toml (6 releases) |\nx\n",

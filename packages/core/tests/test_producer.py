@@ -299,25 +299,31 @@ FRAMES_PER_EXCHANGE = 7
 
 @pytest.mark.skipif(dlbind.ffi_build() != "pure", reason="the compiled build exchanges buffers in C")
 def test_buffer_exchange_frames() -> None:
+    """The Python frames of one pure exchange of a buffer, counted per exchange: the typical (median) one of
+    ten. A finalizer that the interpreter runs inside one exchange (another test's objects, or dlbind's own
+    capsule destructor of an earlier exchange: seen on 3.13, 71 frames for 10 exchanges) is not that
+    exchange's, and cannot move the median; a change that lengthens every exchange does."""
     small = np.ones(1, dtype=np.float32)
     for _ in range(10):  # the caches of formats and strides filled
         np.from_dlpack(dlbind.asdlpack(small))
-    calls: list[str] = []
     package = os.path.dirname(dlbind.__file__) + os.sep
+    per_exchange: list[list[str]] = []
 
     def profile(frame: typing.Any, event: str, arg: object) -> None:
-        # dlbind's own frames only: a finalizer of another test's objects (numpy's, pytest's) that the
-        # interpreter happens to run inside the loop is not the exchange's (seen on 3.13: 71, 72)
-        if event == "call" and frame.f_code.co_filename.startswith(package):
-            calls.append(f"{frame.f_code.co_filename.rpartition('/')[2]}:{frame.f_code.co_name}")
+        if event == "call" and frame.f_code.co_filename.startswith(package):  # dlbind's own frames only
+            per_exchange[-1].append(f"{frame.f_code.co_filename.rpartition('/')[2]}:{frame.f_code.co_name}")
 
-    gc.collect()  # no finalizer of an earlier test's objects runs inside the counted loop (seen on 3.13: 71)
+    gc.collect()
     gc.disable()
-    sys.setprofile(profile)
     try:
         for _ in range(10):
+            per_exchange.append([])
+            sys.setprofile(profile)
             np.from_dlpack(dlbind.asdlpack(small))
+            sys.setprofile(None)
     finally:
         sys.setprofile(None)
         gc.enable()
-    assert len(calls) / 10 <= FRAMES_PER_EXCHANGE, calls[: len(calls) // 10]
+    counts = sorted(len(calls) for calls in per_exchange)
+    typical = min(per_exchange, key=len)
+    assert counts[len(counts) // 2] <= FRAMES_PER_EXCHANGE, (counts, typical)
