@@ -23,7 +23,6 @@ HEAD only in the ABI ledger's new lines (append-only). A table of every step's t
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -55,15 +54,14 @@ class Step:
 class Run:
     steps: list[Step] = field(default_factory=list)
 
-    def step(self, clone: str, name: str, *cmd: str, cwd: Path, env: dict[str, str] | None = None,
-             quiet: bool = False) -> str:  # fmt: skip
+    def step(self, clone: str, name: str, *cmd: str, cwd: Path, quiet: bool = False) -> str:
         """Run ``cmd`` as one timed step, its output shown (or kept, when ``quiet``, and shown on failure)."""
         step = Step(clone, name)
         self.steps.append(step)
         print(f"\n=== [{clone}] {name}: {' '.join(cmd)}", flush=True)
         start = time.monotonic()
         proc = subprocess.run(
-            cmd, cwd=cwd, env={**os.environ, **(env or {})}, text=True, stdin=subprocess.DEVNULL,
+            cmd, cwd=cwd, text=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None,
         )  # fmt: skip
         step.seconds = time.monotonic() - start
@@ -119,8 +117,9 @@ def compare(before: Path, after: Path, within: tuple[str, ...] | None = None) ->
             gone.append(key)
         elif new[key] != "passed":
             problems.append(f"{key}: passed in the unbumped tree, {new[key]} in the bumped one")
-    notes = [f"{len(gone)} test(s) that passed here are not in the bumped run: {', '.join(gone[:8])}"][: len(gone)]
-    return problems, notes
+    if not gone:
+        return problems, []
+    return problems, [f"{len(gone)} test(s) that passed here are not in the bumped run: {', '.join(gone[:8])}"]
 
 
 def clone_of(work: Path, name: str) -> Path:
@@ -139,9 +138,10 @@ def generator(tree: Path, *args: str) -> list[str]:
 
 
 def canonical_of(tree: Path) -> str:
-    import tomllib
+    """The clone's canonical header as the generator names it (``1.3``, ``1.3.post1``)."""
+    from dlbind_generator.sources import format_version, load_sources
 
-    return str(tomllib.loads((tree / "spec/headers.toml").read_text(encoding="utf-8"))["canonical"])
+    return format_version(load_sources(tree / "spec/headers.toml").canonical)
 
 
 def bump(run: Run, clone: str, tree: Path, kind: str) -> str:
