@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlb
     from dlbind.consumer import from_dlpack as from_dlpack
     from dlbind.conversion import compat as compat
     from dlbind.conversion import convert as convert
+    from dlbind.conversion import explain as explain
     from dlbind.dtypes import DType as DType
     from dlbind.producer import Exporter as Exporter
     from dlbind.producer import asdlpack as asdlpack
@@ -44,6 +45,7 @@ _NAMES = [
     "backends",
     "compat",
     "convert",
+    "explain",
     "ffi_build",
     "from_dlpack",
     "from_pointer",
@@ -105,7 +107,7 @@ _load.loader = _load_runtime
 
 def __getattr__(name: str) -> "Any":
     """The public names, loaded on first use; the modules (``spec``: the per-version tables) when asked for,
-    without the runtime; ``compat`` and, in the pure build, ``convert`` (the planner and the rows of
+    without the runtime; ``compat``, ``explain`` and, in the pure build, ``convert`` (the planner and the rows of
     ``spec/adapters.toml``) only when asked for."""
     if name in _MODULES:  # `from dlbind import x` asks the package first, then imports the module
         import importlib
@@ -121,7 +123,7 @@ def __getattr__(name: str) -> "Any":
     _load_runtime()
     if name in globals():
         return globals()[name]
-    if name in ("compat", "convert"):
+    if name in ("compat", "convert", "explain"):
         import importlib
 
         value = getattr(importlib.import_module(".conversion", __name__), name)

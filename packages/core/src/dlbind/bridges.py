@@ -19,22 +19,43 @@ from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind._libraries import MISSING, dotted, for_release
-from dlbind.consumer import from_dlpack as _python_from_dlpack
-from dlbind.consumer import ordered
-from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device
+from dlbind.consumer import import_library_export, imported, ordered
+from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
-from dlbind.planner import Route
-from dlbind.plans import export_plan
+from dlbind.planner import (
+    DEVICE_ARG,
+    DEVICE_HERE,
+    DIRECT,
+    HOST,
+    HOST_COPY,
+    INTERFACE,
+    REFUSE,
+    SAME,
+    Decision,
+    Route,
+    decide,
+)
+from dlbind.plans import ExportPlan, export_plan, library_export
 from dlbind.producer import through_interface
 from dlbind.tensor import Tensor, from_capsule
 
-__all__ = ["Relay", "bridged", "copied_in", "device_arg", "import_on", "importer", "keywords", "on_device"]
-
-# the dispatching from_dlpack: C for the common call in the compiled build
-_from_dlpack = native.from_dlpack if native is not None else _python_from_dlpack
+__all__ = [
+    "Relay",
+    "bridge_of",
+    "bridged",
+    "copied_in",
+    "described",
+    "device_arg",
+    "import_on",
+    "importer",
+    "keywords",
+    "on_device",
+    "run",
+]
 
 _READ_ONLY = capsule.READ_ONLY
+_CPU = parse_device("cpu")
 
 
 def importer(adapter: Adapter) -> Any:
@@ -286,6 +307,28 @@ def needs_copy(route: Route, tensor: Tensor) -> str | None:
     return None
 
 
+def bridge_of(route: Route, tensor: Tensor, copy: bool | None) -> tuple[str, str]:
+    """What :func:`bridged` does with ``tensor`` for the route's target, in words: ``("zero-copy", "")``,
+    ``("copy", why)``, ``("view", by what)`` or ``("refused", why)`` (for :func:`dlbind.explain`)."""
+    a = route.adapter
+    if tensor._lanes != 1 and not a.import_lanes:
+        return "refused", f"{a.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})"
+    if a.lacks_dtypes and _lacks(a, tensor):
+        if route.viewer is None:
+            return "refused", f"{a.name} cannot import {tensor.dtype.name} ({a.from_dlpack} lacks it)"
+        return ("copy" if copy else "view"), f"{a.view_with} views {tensor.dtype.name} ({a.from_dlpack} lacks it)"
+    why = needs_copy(route, tensor)
+    if why is None and a.alignment and (tensor.data_ptr + tensor.byte_offset) % a.alignment:
+        if copy is False:
+            return "refused", f"{a.name} views only {a.alignment}-byte aligned data, and copy=False forbids a copy"
+        return "copy", f"{a.name} copies data that is not {a.alignment}-byte aligned (its own import)"
+    if why is not None:
+        if copy is False:
+            return "refused", f"{a.name} cannot import {why}, so it needs a copy and copy=False forbids it"
+        return "copy", f"{a.name} cannot import {why}"
+    return ("copy", "copy=True asked") if copy else ("zero-copy", "")
+
+
 def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
     """A dtype the target's from_dlpack lacks (numpy and ml_dtypes' bfloat16): its viewer makes the array."""
     if device is not None and parse_device(device) != tensor.device:
@@ -307,19 +350,20 @@ def _view(route: Route, tensor: Tensor) -> Any:
 # -- devices with streams ------------------------------------------------------------------------------
 
 
-def import_on(x: Any, stream: int | None) -> Tensor:
-    """``x`` imported as a Tensor ready on ``stream`` (the consumer's; None: the device rule's default).
+def import_on(x: Any, source: ExportPlan, here: Device, stream: int | None) -> Tensor:
+    """``x`` (of ``source``'s type, its data on ``here``) imported as a Tensor ready on ``stream`` (the
+    consumer's; None: the device rule's default).
 
     A producer whose capsules carry negative strides as unsigned numbers (``export.negative_strides``) and
     whose capsule dlbind refuses for it is imported through the interface its row names instead
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
     try:
-        return _from_dlpack(x, stream=stream)
+        return imported(x, source, here, stream=stream)
     except BufferError:
-        plan = export_plan(type(x))
-        if not (plan.unsigned_strides and plan.interface and hasattr(x, plan.interface)):
+        if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
             raise
-    return _from_dlpack(through_interface(x, plan.interface), stream=stream)
+    own = through_interface(x, source.interface)
+    return imported(own, export_plan(type(own)), here, stream=stream)
 
 
 def on_device(tensor: Tensor, stream: int | None) -> Tensor:
@@ -358,10 +402,13 @@ class Relay:
     target's call from there. One exchange with the source, ordered on the consumer's own stream.
     """
 
-    __slots__ = ("copy", "device", "route", "source", "stream")
+    __slots__ = ("copy", "device", "plan", "route", "source", "stream")
 
-    def __init__(self, source: Any, route: Route, device: Device, stream: int | None, copy: bool) -> None:
-        self.source, self.route, self.device, self.stream, self.copy = source, route, device, stream, copy
+    def __init__(
+        self, source: Any, plan: ExportPlan, route: Route, device: Device, stream: int | None, copy: bool
+    ) -> None:
+        self.source, self.plan, self.route, self.device = source, plan, route, device
+        self.stream, self.copy = stream, copy
 
     def __dlpack_device__(self) -> Device:
         return self.device
@@ -372,7 +419,7 @@ class Relay:
         on = self.stream if self.stream is not None else stream
         if on == -1:  # the target orders nothing: the source's default stream is ordered instead
             on = None
-        tensor = import_on(self.source, on)
+        tensor = import_on(self.source, self.plan, self.device, on)
         producer = device_bridge(self.route, tensor, self.copy, on)
         if isinstance(producer, Tensor) and producer is not tensor:  # a copy the bridge made for this consumer
             if copy:
@@ -390,3 +437,124 @@ def capsule_for_target(route: Route, producer: Any, index: int) -> object:
     (``import.stream``) where the row names it, else on the device rule's default."""
     stream = route.stream_of(index) if route.stream_of is not None else None
     return _capsule_for(route.adapter, producer, stream)
+
+
+# -- the executor --------------------------------------------------------------------------------------
+
+
+def run(
+    d: Decision,
+    x: Any,
+    source: ExportPlan,
+    route: Route,
+    here: Any,
+    device: Any,
+    copy: bool | None,
+    stream: int | None,
+    tried: bool = False,
+) -> Any:
+    """Run Decision ``d`` for producer ``x`` (of ``source``'s type, its data on ``here``) in one pass: one
+    exchange with the producer, the bridge the data needs, the hand-over to the target. ``tried``: the
+    compiled convert tried the C route already."""
+    kind = d.kind
+    if kind == SAME:
+        if d.itself and (device is None or parse_device(device) == here):
+            return x
+        return route.from_dlpack(x, **_kwargs(d, route, here, device))
+    if kind == HOST:
+        return _host(d, x, source, route, here, device, copy, stream, tried)
+    if kind == REFUSE:
+        raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe
+                          else d.why)  # fmt: skip
+    if kind == HOST_COPY:
+        return bridged(route, imported(x, source, here, device=_CPU, copy=True, stream=stream), None, None)
+    if kind == INTERFACE:
+        return _interface(d, x, source, route, here, device, stream)
+    kwargs = _kwargs(d, route, here, device)
+    if kind == DIRECT:
+        return route.from_dlpack(x, **kwargs)  # one exchange, asked on the target's own stream
+    relay = Relay(x, source, route, here, stream, d.copy_here)
+    if route.adapter.takes != "producer":
+        return route.from_dlpack(capsule_for_target(route, relay, here[1]), **kwargs)
+    return route.from_dlpack(relay, **kwargs)
+
+
+def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:
+    """The keywords of the target's importer, as ``d`` says (the device's index is the one thing left)."""
+    kwargs: dict[str, Any] = {}
+    if d.device_kw == DEVICE_ARG:
+        kwargs["device"] = device_arg(route, device)
+    elif d.device_kw == DEVICE_HERE and parse_device(device) != here:
+        dev = parse_device(device)
+        raise BufferError(
+            f"{route.adapter.from_dlpack} takes no device= (asked: {device_name(dev[0])}:{dev[1]}, the data is on "
+            f"{device_name(here[0])}:{here[1]}): convert on the source's device"
+        )
+    if d.copy_kw is not None:
+        kwargs["copy"] = d.copy_kw
+    return kwargs
+
+
+def _host(
+    d: Decision,
+    x: Any,
+    source: ExportPlan,
+    route: Route,
+    here: Any,
+    device: Any,
+    copy: bool | None,
+    stream: int | None,
+    tried: bool,
+) -> Any:
+    """A HOST decision: C where it applies, else a zero-copy Tensor (or the host copy ``d`` says) bridged in
+    Python."""
+    if d.c_route and not tried:
+        if route.table_type is not None:
+            out = native.convert_to(x, route.table_type, route.refuse)
+        else:
+            out = native.convert_to(x, route.handover_type, route.refuse, route.from_dlpack)
+        if out is not NotImplemented:
+            return out
+    if d.to_host:
+        tensor, copy = imported(x, source, here, device=device or _CPU, stream=stream), None
+    elif type(x) is Tensor and stream is None:
+        tensor = x
+    elif source.via is not None:  # a system exporting through a function of its own: what it gave, imported
+        tensor = import_library_export(x, library_export(x, source), stream=stream)
+        if tensor._device_type != here[0]:  # its device is not asked first: decided for where the data is
+            source, here = export_plan(Tensor), tensor.device
+            d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
+            return run(d, tensor, source, route, here, device, copy, None, True)
+    elif stream is None and native is not None:  # the plain import in C (the compiled build reads the same plan)
+        tensor = native.from_dlpack(x)
+    else:
+        tensor = imported(x, source, here, stream=stream)
+    if d.copy_in:
+        return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
+    if d.handover and tensor._lanes == 1:
+        return route.from_dlpack(tensor)
+    return bridged(route, tensor, device, copy)
+
+
+def _interface(
+    d: Decision, x: Any, source: ExportPlan, route: Route, here: Any, device: Any, stream: int | None
+) -> Any:
+    """Memory the target imports through ``__cuda_array_interface__`` (``import.interface``): a Tensor of it,
+    ready on the target's current stream where its row names that (else on the stream given, or the device's
+    default), whose interface says that stream, so the target orders its own after it."""
+    if device is not None and parse_device(device) != here:
+        raise BufferError(f"{route.adapter.interface_function} takes the data where it is, not on {device}")
+    on = route.stream_of(here[1]) if d.stream_of else stream
+    tensor = imported(x, source, here) if stream_free(here[0]) else import_on(x, source, here, on)
+    if d.copy_here:
+        tensor = tensor.copy()
+    return route.interface(tensor)
+
+
+def described(x: Any) -> str:
+    """``x`` in a message: its type, and its device where it says."""
+    try:
+        kind, index = x.__dlpack_device__()
+        return f"a {type(x).__name__} on {device_name(int(kind))}:{int(index)}"
+    except Exception:
+        return f"a {type(x).__name__}"

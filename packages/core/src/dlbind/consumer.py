@@ -14,7 +14,7 @@ from dlbind.export import export_view
 from dlbind.plans import BARE, STREAM, ExportPlan, export_plan, library_export, truthy_guard
 from dlbind.tensor import ExtentError, Tensor, from_capsule
 
-__all__ = ["from_dlpack"]
+__all__ = ["from_dlpack", "imported"]
 
 _UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexpected", "positional argument")
 
@@ -314,9 +314,9 @@ def from_dlpack(
         if device is not None or copy:
             raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
         return from_capsule(x, stream=stream, allow_vector=allow_vector)
-    plan = export_plan(type(x))
     if not hasattr(x, "__dlpack__"):
-        given = library_export(x, plan)  # a system that exports through a method or function of its own
+        # a system that exports through a method or function of its own
+        given = library_export(x, export_plan(type(x)))
         if given is not None:
             return import_library_export(x, given, device, copy, stream, allow_vector)
         if export_other is None:
@@ -328,16 +328,36 @@ def from_dlpack(
                 f"from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
                 f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
             ) from None
+    return imported(x, None, None, device=device, copy=copy, stream=stream, allow_vector=allow_vector)
+
+
+def imported(
+    x: Any,
+    plan: ExportPlan | None,
+    here: Any,
+    *,
+    device: Any = None,
+    copy: bool | None = None,
+    stream: int | None = None,
+    allow_vector: bool = False,
+) -> Tensor:
+    """``x`` (a producer with ``__dlpack__``, of ``plan``'s type, its data on ``here``) imported as a Tensor:
+    :func:`from_dlpack` once the producer is known, and what ``dlbind.convert`` runs with the plan and the
+    device it has already (neither looked up again; None: looked up here). ``device``, ``copy``, ``stream`` as
+    in :func:`from_dlpack` (``copy`` checked by the caller). A plain call imports through the producer's
+    DLPack 1.3 exchange table where its type has one."""
+    if plan is None:
         plan = export_plan(type(x))
+    guard = truthy_guard(x, plan)  # before the table too: a table exports what __dlpack__ refuses (torch)
+    if guard is not None:
+        refuse_guarded(x, *guard)
     if device is None and copy is None and stream is None and not allow_vector:
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
-    guard = truthy_guard(x, plan)
-    if guard is not None:
-        refuse_guarded(x, *guard)
+    if here is None:
+        here = producer_device(x)
     target = None if device is None else parse_device(device)
-    here = producer_device(x)
     check_stream(here[0], stream)
     # None on a device with streams names its default stream: said explicitly, as torch and CuPy do
     asked = stream if stream is not None else default_stream(here[0])
@@ -348,7 +368,7 @@ def from_dlpack(
         # memory); without one installed, the producer makes it (dl_device)
         backend = _backends.serving(here[0])
         if backend is not None:
-            tensor = from_dlpack(x, stream=stream, allow_vector=allow_vector)
+            tensor = imported(x, plan, here, stream=stream, allow_vector=allow_vector)
             return from_capsule(export_view(tensor, max_version=DLPACK_VERSION, dl_device=dl_device, copy=True))
     try:
         capsule = call_dlpack(x, stream=asked, dl_device=dl_device, copy=copy, plan=plan, explicit=stream is not None)
@@ -366,7 +386,9 @@ def from_dlpack(
             ) from e
         if fallback is None:
             raise
-        return sealed(from_dlpack(fallback, device=device, copy=copy, allow_vector=allow_vector), x, plan)
+        own_plan, own_device = export_plan(type(fallback)), producer_device(fallback)
+        own = imported(fallback, own_plan, own_device, copy=copy, allow_vector=allow_vector)
+        return sealed(own, x, plan)
     try:
         tensor = sealed(from_capsule(capsule, allow_vector=allow_vector), x, plan)
     except ExtentError as exc:

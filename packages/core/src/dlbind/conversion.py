@@ -26,16 +26,18 @@ producer's type, the target and the device the data is on), the exchange, the br
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlbind import consumer
-from dlbind._ffi import native
+from dlbind._capi import PyCapsuleType
 from dlbind._libraries import lasting
-from dlbind.bridges import Relay, bridged, capsule_for_target, copied_in, import_on, keywords
-from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
+from dlbind.bridges import bridge_of, described, run
+from dlbind.consumer import from_dlpack, imported
+from dlbind.devices import device_name, parse_device, producer_device
 from dlbind.planner import (
     C_DIRECT,
     C_ROUTES,
+    DEVICE_ARG,
     DIRECT,
     HOST,
     HOST_COPY,
@@ -44,18 +46,16 @@ from dlbind.planner import (
     RELAY,
     ROUTES,
     SAME,
+    Decision,
     Route,
     decide,
     plan,
 )
-from dlbind.plans import export_plan, library_export
+from dlbind.plans import ExportPlan, export_plan, library_export
 from dlbind.producer import Exporter, asdlpack
-from dlbind.tensor import Tensor
+from dlbind.tensor import Tensor, from_capsule
 
-# the dispatching from_dlpack: C for the common call in the compiled build
-from_dlpack = native.from_dlpack if native is not None else consumer.from_dlpack
-
-__all__ = ["compat", "convert"]
+__all__ = ["Explanation", "compat", "convert", "explain"]
 
 _CPU = parse_device("cpu")
 
@@ -73,108 +73,124 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     if route is None:
         route = plan(to)
     try:
-        if copy is not None and not isinstance(copy, bool):
-            raise TypeError(f"copy must be None, True or False, not {copy!r}")
-        source = export_plan(type(x))
-        if not hasattr(x, "__dlpack__") and hasattr(x, "__cuda_array_interface__"):
-            x = asdlpack(x)  # dlbind's own producer of it, which knows its device and the stream its data is on
-            source = export_plan(type(x))
-        # stream-free host memory, or a system exporting through a function of its own: no device to ask
-        here = _CPU if source.host_only or not hasattr(x, "__dlpack__") else producer_device(x)
-        decision = decide(source, route, here[0])
-        kind = decision.kind
-        if kind == SAME:  # the target's own array: itself, or what the target's own importer makes of it
-            if not copy and stream is None and (device is None or parse_device(device) == here):
-                return x
-            kwargs, copy_here = keywords(route, here, device, copy)
-            if not copy_here and stream is None:
-                return route.from_dlpack(x, **kwargs)
-            kind = HOST if stream_free(here[0]) else RELAY
-        if device is not None and here[0] not in HOST_ACCESSIBLE and parse_device(device)[0] in HOST_ACCESSIBLE:
-            kind = HOST  # the host asked for: the producer's host copy (or the backend's), then the host routes
-        if kind == HOST:
-            return _host(x, route, here, device, copy, stream, tried)
-        if kind == REFUSE:
-            raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {_described(x)}: {decision.why}")
-        if kind == HOST_COPY:
-            if copy is False:
-                raise BufferError(f"{decision.why}: the data needs a host copy, and copy=False forbids it")
-            tensor = from_dlpack(x, device="cpu", copy=True, stream=stream)
-            return bridged(route, tensor, None, None)
-        if kind == INTERFACE:
-            return _interface(x, route, here, device, copy, stream)
-        kwargs, copy_here = keywords(route, here, device, copy)
-        if kind == DIRECT and not copy_here and stream is None:
-            if not kwargs and type(to) is str and type(x) not in C_DIRECT.get(to, ()) and lasting(type(x)):
-                C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.from_dlpack)  # the compiled convert: C
-            return route.from_dlpack(x, **kwargs)  # one exchange, asked on the target's own stream
-        relay = Relay(x, route, here, stream, copy_here)
-        if route.adapter.takes != "producer":
-            return route.from_dlpack(capsule_for_target(route, relay, here[1]), **kwargs)
-        return route.from_dlpack(relay, **kwargs)
+        x, source, here, decision = _decision(x, route, device, copy, stream)
+        plain = decision.kind == DIRECT and decision.copy_kw is None and not decision.device_kw
+        if plain and type(to) is str and type(x) not in C_DIRECT.get(to, ()) and lasting(type(x)):
+            C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.from_dlpack)  # the compiled convert: C
+        return run(decision, x, source, route, here, device, copy, stream, tried)
     except _PASSED_ON:
         raise
     except Exception as exc:
         raise target_error(x, route.adapter.name, exc, device) from exc
 
 
-def _host(x: Any, route: Route, here: Any, device: Any, copy: bool | None, stream: int | None, tried: bool) -> Any:
-    """The routes of stream-free memory: C where they apply (compiled build, host data), else a zero-copy Tensor
-    bridged in Python. Device memory the target cannot import, or the host asked for by ``device=``, is copied
-    to the host first (by the producer, which knows its device, or the device's backend). Whether it is, is
-    decided from ``here`` (the producer's device) before the producer is asked: it is asked once."""
-    plain = device is None and copy is None and stream is None
-    kind = int(here[0])  # the int: no DeviceType made on every convert
-    on_host = kind in HOST_ACCESSIBLE
-    if plain and on_host and native is not None and not tried:
-        if route.table_type is not None:
-            out = native.convert_to(x, route.table_type, route.refuse)
-        elif route.handover_type is not None:
-            out = native.convert_to(x, route.handover_type, route.refuse, route.from_dlpack)
-        else:
-            out = NotImplemented
-        if out is not NotImplemented:
-            return out
-    copy_in = kind in route.copy_from and kind not in route.imports
-    if device is not None:
-        host = not on_host and parse_device(device)[0] in HOST_ACCESSIBLE
-    else:
-        host = not copy_in and device_name(kind) not in route.adapter.devices
-        if host and "cpu" not in route.adapter.devices:
-            raise BufferError(f"{route.adapter.name} imports from {', '.join(route.adapter.devices)} only")
-    if host:
-        if copy is False:
-            raise BufferError(
-                f"{route.adapter.name} needs a host copy of {device_name(kind)} data, and copy=False forbids it"
-            )
-        tensor, copy = from_dlpack(x, device=device or "cpu", stream=stream), None
-    else:
-        tensor = x if type(x) is Tensor and stream is None else from_dlpack(x, stream=stream)
-        if tensor._device_type != kind:  # a source whose device is not asked first (an export function of its own)
-            return _host(tensor, route, tensor.device, device, copy, None, True)  # decided again, for dlbind's Tensor
-        copy_in = kind in route.copy_from and kind not in route.imports
-        if copy_in and (device is None or parse_device(device)[0] in route.imports):
-            return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
-    if plain and not route.bridges and tensor._lanes == 1:
-        return route.from_dlpack(tensor)
-    return bridged(route, tensor, device, copy)
+def _decision(
+    x: Any, route: Route, device: Any, copy: bool | None, stream: int | None
+) -> tuple[Any, ExportPlan, Any, Decision]:
+    """The producer as asked (dlbind's own producer of an object that only has a buffer, array interface or
+    ``__cuda_array_interface__``), its plan, its device, and the Decision for them and the keywords."""
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"copy must be None, True or False, not {copy!r}")
+    source = export_plan(type(x))
+    if source.via is None and not hasattr(x, "__dlpack__"):
+        # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream
+        x = from_capsule(x) if type(x) is PyCapsuleType else asdlpack(x)
+        source = export_plan(type(x))
+    # stream-free host memory, or a system exporting through a function of its own: no device to ask
+    here = _CPU if source.host_only or source.via is not None else producer_device(x)
+    shape = 0 if stream is None else 1 if stream == -1 else 2
+    dev = None if device is None else parse_device(device)[0]
+    found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # planner.key: made once, then read
+    if found is None:
+        found = decide(source, route, here[0], dev, copy, shape)
+    return x, source, here, found
 
 
-def _interface(x: Any, route: Route, here: Any, device: Any, copy: bool | None, stream: int | None) -> Any:
-    """Memory the target imports through ``__cuda_array_interface__`` (``import.interface``): a Tensor of it,
-    ready on the target's current stream where its row names that (else on the stream given, or the device's
-    default), whose interface says that stream, so the target orders its own after it."""
-    if device is not None and parse_device(device) != here:
-        raise BufferError(f"{route.adapter.interface_function} takes the data where it is, not on {device}")
-    if copy is False and route.adapter.copy == "always":
-        raise BufferError(f"{route.adapter.name} copies on every import, and copy=False forbids it")
-    on = stream
-    if on is None and route.stream_of is not None and here[0] not in HOST_ACCESSIBLE:
-        on = route.stream_of(here[1])
-    tensor = from_dlpack(x) if stream_free(here[0]) else import_on(x, on)
-    if copy:
-        tensor = tensor.copy()
-    return route.interface(tensor)
+class Explanation(NamedTuple):
+    """What :func:`convert` does with one array for one target and keywords, and why (:func:`explain`).
+
+    ``kind``: ``"itself"`` (the producer is the answer), ``"zero-copy"``, ``"copy"`` (on the data's device, or
+    the target's own), ``"host copy"`` (the data moves to the host first) or ``"refused"``; ``text``: the
+    sentence, ``str()`` of the explanation; ``decision``: the cached :class:`dlbind.planner.Decision` for the
+    producer's type, the target, the device type and the keywords' shape (what the data adds: its bridge)."""
+
+    kind: str
+    text: str
+    decision: Decision
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Explanation:
+    """What ``dlbind.convert(x, to, device=..., copy=..., stream=...)`` would do, and why, without doing it.
+
+    The same Decision the exchange runs (made now if it was not, and kept), and the bridge ``x``'s own data
+    needs (negative strides, read-only data, a dtype the target lacks): for that, ``x`` is imported zero-copy
+    where it is (host memory and devices with streams; a host copy decision is not run). Nothing is copied
+    and nothing reaches the target.
+    """
+    route = plan(to)
+    x, source, here, d = _decision(x, route, device, copy, stream)
+    a = route.adapter
+    where = f"{device_name(here[0])}:{here[1]}"
+    kind = d.kind
+    if kind == REFUSE:
+        why = f"dlbind.convert cannot give {a.name} {described(x)}: {d.why}" if d.describe else d.why
+        return Explanation("refused", f"refused: {why}", d)
+    if kind == SAME:
+        if d.itself and (device is None or parse_device(device) == here):
+            return Explanation("itself", f"itself: the producer is already a {a.name} array", d)
+        copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
+        return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d)
+    if kind == HOST_COPY or (kind == HOST and d.to_host):
+        return Explanation("host copy", f"a host copy of the {where} data ({d.why}), then {a.name}'s host route", d)
+    if kind == HOST and d.copy_in:
+        return Explanation("copy", f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d)
+    on = (
+        "the stream given" if stream is not None else
+        f"{a.name}'s current stream" if route.stream_of is not None or kind == DIRECT else
+        "the device's default stream"
+    )  # fmt: skip
+    if kind == INTERFACE:
+        copies = "copy" if d.copy_here else "zero-copy"
+        return Explanation(copies, f"{copies}: through {a.interface_function} ({d.why}), ready on {on}", d)
+    if kind == DIRECT:
+        text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {on}"
+        return Explanation("zero-copy", text, d)
+    # HOST and RELAY: the bridge this array's data needs, read from a zero-copy import of it where it is
+    tensor = x if type(x) is Tensor else imported(x, source, here) if source.via is None else from_dlpack(x)
+    bridge, why = bridge_of(route, tensor, copy if kind == HOST else d.copy_here or None)
+    if bridge == "refused":
+        return Explanation("refused", f"refused: {why}", d)
+    cites = "".join(f"; {q.text} ({q.ref})" for q in a.quirks if _cited(q.id, why))
+    if kind == RELAY:
+        copies = "copy" if bridge == "copy" else "zero-copy"
+        head = f"{'a copy' if bridge == 'copy' else 'zero-copy'} on {where}, ordered on {on}"
+        reason = f": {why}{cites}" if why else ""
+        return Explanation(copies, f"{head}{reason} (dlbind's relay stands between: {d.why})", d)
+    if bridge == "copy":
+        return Explanation("copy", f"a copy on the host: {why}{cites}", d)
+    if bridge == "view":
+        return Explanation("zero-copy", f"zero-copy: {why}", d)
+    capsule = "legacy" if route.legacy_only else "versioned"
+    how = "handed over in C" if d.c_route else f"{a.from_dlpack} of a dlbind.Tensor"
+    return Explanation("zero-copy", f"zero-copy: {how} ({capsule} capsule)", d)
+
+
+def _cited(quirk: str, why: str) -> bool:
+    """Whether the quirk ``quirk`` (its id) explains a bridge whose reason is ``why``."""
+    return any(phrase in why and quirk.startswith(start) for phrase, start in _CITES)
+
+
+# which of a target's quirks a bridge's reason cites: a phrase of the reason, the start of the quirk's id
+_CITES = (("negative strides", "negative_strides"), ("read-only", "readonly"), ("compact", "compact"))
+
+
+def _shown(d: Decision) -> str:
+    """The keywords a Decision passes the importer, as written in a call."""
+    shown = ["device=..." if d.device_kw == DEVICE_ARG else "", "" if d.copy_kw is None else f"copy={d.copy_kw}"]
+    return f"({', '.join(s for s in shown if s)})"
 
 
 # what a target may raise as it is; anything else it raises becomes a BufferError naming it
@@ -195,17 +211,9 @@ def target_error(x: Any, to: str, exc: BaseException, device: Any = None) -> Bas
     name = ROUTES[(to,)].adapter.name if (to,) in ROUTES else to
     first = str(exc).strip().partition("\n")[0]  # torch appends a C++ backtrace
     asked = "" if device is None else f" to device={device!r}"
-    err = BufferError(f"{name} cannot import {_described(x)}{asked}: {type(exc).__name__}: {first}")
+    err = BufferError(f"{name} cannot import {described(x)}{asked}: {type(exc).__name__}: {first}")
     err.__cause__ = exc
     return err
-
-
-def _described(x: Any) -> str:
-    try:
-        kind, index = x.__dlpack_device__()
-        return f"a {type(x).__name__} on {device_name(int(kind))}:{int(index)}"
-    except Exception:
-        return f"a {type(x).__name__}"
 
 
 def compat(x: Any) -> Any:

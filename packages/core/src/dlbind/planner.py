@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind import exchange
+from dlbind._ffi import native
 from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
@@ -237,7 +238,7 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
 
 # -- decisions -----------------------------------------------------------------------------------------
 
-#: The decisions of :func:`decide`: the producer is the target's own array (itself, or the target's own copy);
+#: The kinds of decision: the producer is the target's own array (itself, or the target's own importer of it);
 #: stream-free memory, exchanged by the host routes (C where they apply, bridged in Python otherwise); a
 #: device with streams where nothing can need a bridge: the producer goes straight to the target's importer
 #: (one exchange, asked on the target's own stream); a device with streams where dlbind stands in between
@@ -247,47 +248,189 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
 SAME, HOST, DIRECT, RELAY, INTERFACE, HOST_COPY, REFUSE = range(7)
 KINDS = ("same", "host", "direct", "relay", "interface", "host copy", "refuse")
 
+# the device= keyword of a Decision: not passed; the importer's device= in its own form; the importer takes
+# none, so the device asked must be where the data is (its index is compared as the exchange runs)
+NO_DEVICE, DEVICE_ARG, DEVICE_HERE = range(3)
+
 
 class Decision(NamedTuple):
-    """What :func:`dlbind.convert` does with arrays of one producer type for one target on one device type."""
+    """Everything :func:`dlbind.convert` does with arrays of one producer type for one target, on one device
+    type, for one shape of keywords (made once by :func:`decide`, kept in the producer's plan; the exchange
+    runs it in one pass and decides nothing again). What is left to the data itself is the bridge of the
+    host routes (negative strides, read-only data, a dtype the target lacks: facts of one array)."""
 
     kind: int
     why: str = ""  # RELAY: why dlbind stands in between; REFUSE: the reason; HOST_COPY: why the host
+    itself: bool = False  # SAME: the producer itself is the answer (when on the device asked)
+    device_kw: int = NO_DEVICE  # how device= reaches the importer
+    copy_kw: bool | None = None  # copy= for the importer (None: not passed)
+    copy_here: bool = False  # copy=True, and the importer cannot be asked for one: dlbind copies
+    to_host: bool = False  # HOST: the data is copied to the host first (device= asks it there)
+    copy_in: bool = False  # HOST: the target's own constructor copies the data in (import.copy_with)
+    c_route: bool = False  # HOST: the compiled build's C route (a plain call, host memory, a table or handover)
+    handover: bool = False  # HOST: the imported Tensor goes to the importer as it is (nothing to bridge)
+    stream_of: bool = False  # INTERFACE: ready on the target's current stream (import.stream)
+    describe: bool = True  # REFUSE: the message names the producer's array
 
     def __repr__(self) -> str:
         return f"Decision({KINDS[self.kind]}{': ' + self.why if self.why else ''})"
 
 
-def decide(source: ExportPlan, route: Route, device_type: int) -> Decision:
-    """The decision for arrays of ``source``'s type on ``device_type`` converted to ``route``'s system: made
-    once per (type, target, device type) and kept in the producer's plan."""
-    key = (route.adapter.name, device_type)
-    found = source.pairs.get(key)
+def stream_shape(stream: int | None) -> int:
+    """The shape of a ``stream=`` keyword in a Decision's key: not given (0), -1 (1), a stream (2)."""
+    return 0 if stream is None else 1 if stream == -1 else 2
+
+
+def decide(
+    source: ExportPlan,
+    route: Route,
+    device_type: int,
+    device: int | None = None,
+    copy: bool | None = None,
+    stream: int = 0,
+) -> Decision:
+    """The decision for arrays of ``source``'s type on ``device_type`` converted to ``route``'s system, with
+    ``device=`` a device of type ``device`` (None: not given), ``copy=`` ``copy`` and ``stream=`` of shape
+    ``stream`` (:func:`stream_shape`): made once per (type, target, device type, keyword shape) and kept in the
+    producer's plan (``ExportPlan.pairs``, under :func:`key`)."""
+    at = key(route, device_type, device, copy, stream)
+    found = source.pairs.get(at)
     if found is None:
-        found = source.pairs[key] = _decide(source, route, device_type)
+        found = source.pairs[at] = _decide(source, route, device_type, device, copy, stream)
     return found
 
 
-def _decide(source: ExportPlan, route: Route, device_type: int) -> Decision:
+def key(route: Route, device_type: int, device: int | None, copy: bool | None, stream: int) -> tuple[Any, ...]:
+    """A Decision's key in its producer's plan: (target, device type, device= type, copy=, stream= shape)."""
+    return (route.adapter.name, device_type, device, copy, stream)
+
+
+def _refused(why: str, describe: bool = False) -> Decision:
+    return Decision(REFUSE, why, describe=describe)
+
+
+def _decide(
+    source: ExportPlan, route: Route, here: int, device: int | None, copy: bool | None, stream: int
+) -> Decision:
+    kind, why = _kind(source, route, here)
+    a = route.adapter
+    if kind == SAME:  # the target's own array: itself, or what the target's own importer makes of it
+        keywords = _keywords_for(route, here, device, copy)
+        if isinstance(keywords, Decision):
+            return keywords
+        device_kw, copy_kw, copy_here = keywords
+        if not copy and not stream:
+            return Decision(SAME, itself=True, device_kw=device_kw, copy_kw=copy_kw)
+        if not copy_here and not stream:
+            return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw)
+        kind = HOST if stream_free(here) else RELAY
+        why = "a copy dlbind makes" if copy_here else "ordered on the stream given"
+    if device is not None and here not in HOST_ACCESSIBLE and device in HOST_ACCESSIBLE:
+        kind = HOST  # the host asked for: the producer's host copy (or the backend's), then the host routes
+    if kind == HOST:
+        return _host(route, here, device, copy, stream)
+    if kind == REFUSE:
+        return _refused(why, describe=True)
+    if kind == HOST_COPY:
+        if copy is False:
+            return _refused(f"{why}: the data needs a host copy, and copy=False forbids it")
+        return Decision(HOST_COPY, why, to_host=True)
+    if kind == INTERFACE:
+        if device is not None and device != here:
+            return _refused(f"{a.interface_function} takes the data where it is, not on {device_name(device)}")
+        if copy is False and a.copy == "always":
+            return _refused(f"{a.name} copies on every import, and copy=False forbids it")
+        on_target = not stream and route.stream_of is not None and here not in HOST_ACCESSIBLE
+        return Decision(
+            INTERFACE, why, device_kw=NO_DEVICE if device is None else DEVICE_HERE, copy_here=bool(copy),
+            stream_of=on_target,
+        )  # fmt: skip
+    keywords = _keywords_for(route, here, device, copy)
+    if isinstance(keywords, Decision):
+        return keywords
+    device_kw, copy_kw, copy_here = keywords
+    if kind == DIRECT and not copy_here and not stream:
+        return Decision(DIRECT, device_kw=device_kw, copy_kw=copy_kw)
+    if kind == DIRECT:
+        why = "a copy dlbind makes on the device" if copy_here else "ordered on the stream given"
+    return Decision(RELAY, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here)
+
+
+def _host(route: Route, here: int, device: int | None, copy: bool | None, stream: int) -> Decision:
+    """The host routes' decision: C where they apply (compiled build, a plain call, host data), else a zero-copy
+    Tensor bridged in Python; device memory the target cannot import, or the host asked for by ``device=``, is
+    copied to the host first (by the producer, which knows its device, or the device's backend)."""
+    a = route.adapter
+    plain = device is None and copy is None and not stream
+    on_host = here in HOST_ACCESSIBLE
+    c_route = plain and on_host and native is not None and (route.table_type or route.handover_type) is not None
+    copy_in = here in route.copy_from and here not in route.imports
+    if device is not None:
+        to_host = not on_host and device in HOST_ACCESSIBLE
+    else:
+        to_host = not copy_in and device_name(here) not in a.devices
+        if to_host and "cpu" not in a.devices:
+            return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
+    why = ""
+    if to_host:
+        if copy is False:
+            return _refused(f"{a.name} needs a host copy of {device_name(here)} data, and copy=False forbids it")
+        why = f"device={device_name(device)} asked" if device is not None else f"{a.name} imports from host memory"
+        copy_in = False
+    elif copy_in:
+        copy_in = device is None or device in route.imports
+        why = f"{a.name} holds {', '.join(a.devices)} arrays only: its constructor copies the data in"
+    return Decision(
+        HOST, why, to_host=to_host, copy_in=copy_in, c_route=c_route, handover=plain and not route.bridges,
+    )  # fmt: skip
+
+
+def _keywords_for(route: Route, here: int, device: int | None, copy: bool | None) -> tuple[int, Any, bool] | Decision:
+    """How ``device=`` and ``copy=`` reach the target's importer of data on ``here``: (device keyword, its
+    ``copy=`` or None, whether dlbind must make the copy ``copy=True`` asks for), or the refusal when
+    ``copy=False`` or ``device=`` cannot be honoured."""
+    a = route.adapter
+    device_kw = NO_DEVICE
+    if device is not None:
+        if "device" in route.keywords and a.device_form != "none":
+            device_kw = DEVICE_ARG
+        elif device != here:
+            return _refused(
+                f"{a.from_dlpack} takes no device= (asked: {device_name(device)}, the data is on "
+                f"{device_name(here)}): convert on the source's device"
+            )
+        else:
+            device_kw = DEVICE_HERE
+    copy_kw, copy_here = None, False
+    if copy and not (a.copy == "honoured" and "copy" in route.keywords) and a.copy != "always":
+        copy_here = True  # the importer cannot be asked for a copy: dlbind makes it
+    elif copy is False and a.copy == "always":
+        return _refused(f"{a.name} copies on every import ({a.from_dlpack}), and copy=False forbids it")
+    elif copy is not None and "copy" in route.keywords and a.copy == "honoured":
+        copy_kw = copy
+    return device_kw, copy_kw, copy_here
+
+
+def _kind(source: ExportPlan, route: Route, device_type: int) -> tuple[int, str]:
+    """The kind of route for arrays of ``source``'s type on ``device_type`` to ``route``'s system, and why."""
     a = route.adapter
     if source.library == a.name:
-        return Decision(SAME)
+        return SAME, ""
     if device_type not in DEVICE_NAMES:
-        return Decision(
-            REFUSE,
+        return REFUSE, (
             f"device type {device_type} is not named by this dlbind's DLPack header, so no policy says how "
-            f"{a.name} could take its memory (a header bump that names it would)",
+            f"{a.name} could take its memory (a header bump that names it would)"
         )
     if device_type in route.interface_types:
-        return Decision(INTERFACE, f"{a.from_dlpack} refuses {device_name(device_type)} memory")
+        return INTERFACE, f"{a.from_dlpack} refuses {device_name(device_type)} memory"
     if stream_free(device_type):
-        return Decision(HOST)
+        return HOST, ""
     if device_type not in route.imports:
         if any(t in HOST_ACCESSIBLE for t in route.imports) or device_type in HOST_ACCESSIBLE:
-            return Decision(HOST_COPY, f"{a.name} imports from {', '.join(a.devices)} only")
-        return Decision(REFUSE, f"{a.name} imports from {', '.join(a.devices)} only")
+            return HOST_COPY, f"{a.name} imports from {', '.join(a.devices)} only"
+        return REFUSE, f"{a.name} imports from {', '.join(a.devices)} only"
     why = _between(source, route)
-    return Decision(RELAY, why) if why else Decision(DIRECT)
+    return (RELAY, why) if why else (DIRECT, "")
 
 
 def _between(source: ExportPlan, route: Route) -> str:
