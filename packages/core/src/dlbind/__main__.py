@@ -2,6 +2,8 @@
 
 python -m dlbind info [--json]      # DLPack version, build, device/dtype/flag tables with `since`
 python -m dlbind backends [--json]  # every known device backend: installed and available, or why not
+python -m dlbind check [--libs ...] # the conformance matrix of the installed array libraries
+python -m dlbind explain numpy torch --reversed   # what dlbind.convert would do, and why
 """
 
 from __future__ import annotations
@@ -119,6 +121,52 @@ def check(args: argparse.Namespace) -> int:
     return 0
 
 
+def explain(args: argparse.Namespace) -> int:
+    """An array of library ``args.source`` made as the options say, and what ``dlbind.convert`` does with it."""
+    import numpy as np
+
+    from dlbind.planner import KINDS
+
+    try:
+        dtype = np.dtype(args.dtype)
+    except TypeError:
+        print(f"--dtype {args.dtype}: not a numpy dtype name", file=sys.stderr)
+        return 2
+    shape = tuple(int(n) for n in args.shape.split(",") if n)
+    base = np.arange(int(np.prod(shape)) + 1).astype(dtype)
+    a = base[1:] if args.offset else base[:-1]
+    a = a.reshape(shape)
+    if args.reversed:
+        a = a[::-1]
+    if args.transposed:
+        a = a.T
+    if args.readonly:
+        a.flags.writeable = False
+    copy = {"none": None, "true": True, "false": False}[args.copy]
+    try:
+        x = a if args.source == "numpy" else dlbind.convert(a, to=args.source)
+        found = dlbind.explain(x, args.target, device=args.device, copy=copy, stream=args.stream)
+    except (ImportError, ValueError, TypeError, BufferError) as exc:
+        print(f"cannot explain: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    source = f"{type(x).__module__}.{type(x).__qualname__} {a.dtype} {a.shape}"
+    if args.json:
+        decision = found.decision
+        json.dump(
+            {"source": source, "target": args.target, "kind": found.kind, "text": found.text,
+             "decision": {**decision._asdict(), "kind": KINDS[decision.kind]}},
+            sys.stdout, indent=2,
+        )  # fmt: skip
+        print()
+        return 0
+    shown = ", ".join(
+        f"{k}={v}" for k, v in (("device", args.device), ("copy", copy), ("stream", args.stream)) if v is not None
+    )
+    print(f"dlbind.convert({source}, to={args.target!r}{', ' + shown if shown else ''})")
+    print(f"  {found.text}")
+    return 0
+
+
 def _version_line() -> str:
     """``python -m dlbind --version``: the package, the header it was generated from, the build."""
     import dlbind
@@ -147,7 +195,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where the libraries make their arrays: cpu (default), or cuda (each library's own CUDA arrays, "
         "with stream checks; needs dlbind-cuda and a GPU)",
     )  # fmt: skip
+    p_explain = sub.add_parser(
+        "explain", help="say what dlbind.convert does with an array of one library for another, and why",
+        description="Make a small array of SOURCE (numpy's, converted), then print dlbind.explain(x, TARGET, ...): "
+        "zero-copy or a copy, where, and why (the target's known deviations, with their references).",
+    )  # fmt: skip
+    p_explain.add_argument("source", help="the producer's library (numpy, torch, jax, ...)")
+    p_explain.add_argument("target", help="the target library")
+    p_explain.add_argument("--dtype", default="float32", help="numpy dtype name of the array (default float32)")
+    p_explain.add_argument("--shape", default="2,3", help="comma-separated shape (default 2,3)")
+    p_explain.add_argument("--reversed", action="store_true", help="negative strides (a[::-1])")
+    p_explain.add_argument("--transposed", action="store_true", help="strides that are not row-major (a.T)")
+    p_explain.add_argument("--readonly", action="store_true", help="a read-only array")
+    p_explain.add_argument("--offset", action="store_true", help="data that starts one element into its buffer")
+    p_explain.add_argument("--device", default=None, help="convert's device= (cpu, cuda:0, ...)")
+    p_explain.add_argument("--copy", choices=["none", "true", "false"], default="none", help="convert's copy=")
+    p_explain.add_argument("--stream", type=int, default=None, help="convert's stream=")
+    p_explain.add_argument("--json", action="store_true", help="machine-readable output (with the Decision)")
     args = parser.parse_args(argv)
+    if args.command == "explain":
+        return explain(args)
     if args.command == "check":
         return check(args)
     if args.command == "backends":

@@ -49,7 +49,6 @@ __all__ = [
     "device_arg",
     "import_on",
     "importer",
-    "keywords",
     "on_device",
     "run",
 ]
@@ -185,39 +184,15 @@ def _namespace_device(adapter: Adapter, dev: Any) -> Any:
     return None
 
 
-def keywords(route: Route, here: Device, device: Any, copy: bool | None) -> tuple[dict[str, Any], bool]:
-    """The keywords for the target's importer of data on ``here``, and whether dlbind must make the copy
-    ``copy=True`` asks for itself (the importer cannot be asked for one). BufferError when ``copy=False`` or
-    ``device=`` cannot be honoured."""
-    adapter = route.adapter
-    kwargs: dict[str, Any] = {}
-    if device is not None:
-        dev = parse_device(device)
-        if "device" in route.keywords and adapter.device_form != "none":
-            kwargs["device"] = device_arg(route, dev)
-        elif dev != here:
-            raise BufferError(
-                f"{adapter.from_dlpack} takes no device= (asked: {device_name(dev[0])}:{dev[1]}, the data is on "
-                f"{device_name(here[0])}:{here[1]}): convert on the source's device"
-            )
-    copy_here = False
-    if copy and not (adapter.copy == "honoured" and "copy" in route.keywords) and adapter.copy != "always":
-        copy_here = True  # the importer cannot be asked for a copy: dlbind makes it
-    elif copy is False and adapter.copy == "always":
-        raise BufferError(f"{adapter.name} copies on every import ({adapter.from_dlpack}), and copy=False forbids it")
-    elif copy is not None and "copy" in route.keywords and adapter.copy == "honoured":
-        kwargs["copy"] = copy
-    return kwargs, copy_here
-
-
-def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Decision) -> Any:
     """Hand ``tensor`` (in stream-free memory) to the route's importer after bridging what the target cannot
     take.
 
     Every bridge is a fact of the target's row: the layout it views, ``byte_offset``, read-only
     data, whether it asks for versioned capsules, what its ``copy=`` does, the device form it
     takes, what it takes (a producer, a capsule, a numpy array). A bridge copies once (and the copy
-    serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it.
+    serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it. The
+    importer's keywords, and whether dlbind makes the copy ``copy=True`` asks for, are Decision ``d``'s.
     """
     adapter = route.adapter
     if tensor._lanes != 1 and not adapter.import_lanes:
@@ -226,7 +201,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any
         if route.viewer is None:
             raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} ({adapter.from_dlpack} lacks it)")
         return _viewed(route, tensor, device, copy)
-    kwargs, copied = keywords(route, tensor.device, device, copy)
+    kwargs, copied = _kwargs(d, route, tensor.device, device), d.copy_here
     if copied:
         tensor = tensor.copy()  # the importer cannot be asked for a copy: dlbind makes it
     why = None if copied else needs_copy(route, tensor)
@@ -467,7 +442,7 @@ def run(
         raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe
                           else d.why)  # fmt: skip
     if kind == HOST_COPY:
-        return bridged(route, imported(x, source, here, device=_CPU, copy=True, stream=stream), None, None)
+        return bridged(route, imported(x, source, here, device=_CPU, copy=True, stream=stream), None, None, d)
     if kind == INTERFACE:
         return _interface(d, x, source, route, here, device, stream)
     kwargs = _kwargs(d, route, here, device)
@@ -533,7 +508,7 @@ def _host(
         return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
     if d.handover and tensor._lanes == 1:
         return route.from_dlpack(tensor)
-    return bridged(route, tensor, device, copy)
+    return bridged(route, tensor, device, copy, d)
 
 
 def _interface(

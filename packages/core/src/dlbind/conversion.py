@@ -26,14 +26,15 @@ producer's type, the target and the device the data is on), the exchange, the br
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind import consumer
 from dlbind._capi import PyCapsuleType
-from dlbind._libraries import lasting
+from dlbind._libraries import MISSING, lasting
 from dlbind.bridges import bridge_of, described, run
 from dlbind.consumer import from_dlpack, imported
-from dlbind.devices import device_name, parse_device, producer_device
+from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
 from dlbind.planner import (
     C_DIRECT,
     C_ROUTES,
@@ -45,6 +46,7 @@ from dlbind.planner import (
     REFUSE,
     RELAY,
     ROUTES,
+    ROUTES_BY_TYPE,
     SAME,
     Decision,
     Route,
@@ -67,7 +69,11 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     ``stream`` is the stream the result will be used on (the consumer's): the producer's work is ordered
     before it. Without it, the target's own current stream is (it asks the producer itself).
     """
-    route = ROUTES.get((to,)) if isinstance(to, str) else None
+    if isinstance(to, str | ModuleType):
+        route = ROUTES.get((to,))
+    else:  # an array type's route is kept per type
+        route = ROUTES_BY_TYPE.get(to) if isinstance(to, type) else None
+        route = None if route is MISSING else route
     # dlbind.convert (compiled) tried the C route of a name it knows before calling here: not twice
     tried = route is not None and type(to) is str and to in C_ROUTES
     if route is None:
@@ -143,6 +149,8 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
             return Explanation("itself", f"itself: the producer is already a {a.name} array", d)
         copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
         return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d)
+    if kind == HOST and d.to_host and here[0] in HOST_ACCESSIBLE:
+        return Explanation("zero-copy", f"zero-copy: {d.why}, then {a.name}'s host route", d)
     if kind == HOST_COPY or (kind == HOST and d.to_host):
         return Explanation("host copy", f"a host copy of the {where} data ({d.why}), then {a.name}'s host route", d)
     if kind == HOST and d.copy_in:
@@ -159,7 +167,12 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {on}"
         return Explanation("zero-copy", text, d)
     # HOST and RELAY: the bridge this array's data needs, read from a zero-copy import of it where it is
-    tensor = x if type(x) is Tensor else imported(x, source, here) if source.via is None else from_dlpack(x)
+    if type(x) is Tensor:
+        tensor = x
+    elif source.via is not None:
+        tensor = from_dlpack(x)
+    else:  # on a device with streams, unordered (-1): only the metadata is read
+        tensor = imported(x, source, here, stream=None if stream_free(here[0]) else -1)
     bridge, why = bridge_of(route, tensor, copy if kind == HOST else d.copy_here or None)
     if bridge == "refused":
         return Explanation("refused", f"refused: {why}", d)
@@ -173,9 +186,13 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         return Explanation("copy", f"a copy on the host: {why}{cites}", d)
     if bridge == "view":
         return Explanation("zero-copy", f"zero-copy: {why}", d)
-    capsule = "legacy" if route.legacy_only else "versioned"
-    how = "handed over in C" if d.c_route else f"{a.from_dlpack} of a dlbind.Tensor"
-    return Explanation("zero-copy", f"zero-copy: {how} ({capsule} capsule)", d)
+    if d.c_route and route.table_type is not None:
+        how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
+    elif d.c_route:
+        how = f"the producer's DLManagedTensorVersioned is handed to {a.from_dlpack}, in C"
+    else:
+        how = f"{a.from_dlpack} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
+    return Explanation("zero-copy", f"zero-copy: {how}", d)
 
 
 def _cited(quirk: str, why: str) -> bool:

@@ -34,6 +34,7 @@ __all__ = [
     "REFUSE",
     "RELAY",
     "ROUTES",
+    "ROUTES_BY_TYPE",
     "SAME",
     "Decision",
     "Route",
@@ -95,23 +96,13 @@ class Route(NamedTuple):
     copy_with: Any = None  # its own constructor copying in data of `copy_from` devices (import.copy_with)
     copy_from: frozenset[int] = frozenset()
 
-    @property
-    def bridges(self) -> bool:
-        a = self.adapter
-        return (
-            self.refuse_negative_strides or self.legacy_only or self.ignores_readonly or self.viewer is not None
-            or a.layout == "compact" or not a.byte_offset or a.takes != "producer"
-        )  # fmt: skip
-
-    @property
-    def refuse(self) -> int:
-        """What the C route must hand back to Python: 1 negative strides, 2 read-only data."""
-        return int(self.refuse_negative_strides) | 2 * int(self.ignores_readonly)
+    bridges: bool = False  # an array of it may need a bridge on the host routes (a copy, a wrapper, a viewer)
+    refuse: int = 0  # what the C route must hand back to Python: 1 negative strides, 2 read-only data
 
 
 # (to,) -> its route, for library names and modules; convert looks names up here before calling plan
 ROUTES: dict[tuple[Any, ...], Route] = {}
-_ROUTES_BY_TYPE = TypeCache()  # array type -> its route (kept no longer than the type)
+ROUTES_BY_TYPE = TypeCache()  # array type -> its route (kept no longer than the type)
 
 
 def _array_type(adapter: Adapter) -> type | None:
@@ -132,10 +123,10 @@ def _array_type(adapter: Adapter) -> type | None:
 def plan(to: Any) -> Route:
     """The route to system ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
     if isinstance(to, type):
-        route = _ROUTES_BY_TYPE.get(to)
+        route = ROUTES_BY_TYPE.get(to)
         if route is MISSING:
             route = plan(resolve(to).name)  # a type's route is its library's
-            _ROUTES_BY_TYPE.put(to, route)
+            ROUTES_BY_TYPE.put(to, route)
         return route  # type: ignore[no-any-return]
     key = (to,) if isinstance(to, str | ModuleType) else (id(to),)
     route = ROUTES.get(key)
@@ -178,7 +169,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
             interface = dotted(adapter.interface_function)
         except (ImportError, AttributeError):  # absent in this configuration (numba's CUDA simulator)
             interface = None
-    return Route(
+    route = Route(
         adapter,
         fn,
         table_type,
@@ -199,6 +190,11 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         dotted(adapter.copy_with) if adapter.copy_with else None,
         _device_types(adapter.copy_from),
     )
+    bridges = (
+        route.refuse_negative_strides or route.legacy_only or route.ignores_readonly or route.viewer is not None
+        or adapter.layout == "compact" or not adapter.byte_offset or adapter.takes != "producer"
+    )  # fmt: skip
+    return route._replace(bridges=bridges, refuse=int(route.refuse_negative_strides) | 2 * int(route.ignores_readonly))
 
 
 def _device_types(names: tuple[str, ...]) -> frozenset[int]:
@@ -372,16 +368,29 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
         if to_host and "cpu" not in a.devices:
             return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
     why = ""
+    at = DEVICE_BY_NAME["cpu"] if to_host else here  # where the importer is given the data
+    keywords: tuple[int, Any, bool] | Decision = (NO_DEVICE, None, False)
+    if not copy_in or device is not None:
+        keywords = _keywords_for(route, at, device, None if to_host else copy)
+        if isinstance(keywords, Decision):
+            return keywords
     if to_host:
         if copy is False:
             return _refused(f"{a.name} needs a host copy of {device_name(here)} data, and copy=False forbids it")
-        why = f"device={device_name(device)} asked" if device is not None else f"{a.name} imports from host memory"
+        if on_host:  # host memory already (pinned, managed): read in place as the CPU's where the producer can
+            why = f"{device_name(here)} memory is readable by the host: imported as cpu memory"
+        elif device is not None:
+            why = f"device={device_name(device)} asked"
+        else:
+            why = f"{a.name} imports from {', '.join(a.devices)} only"
         copy_in = False
     elif copy_in:
         copy_in = device is None or device in route.imports
         why = f"{a.name} holds {', '.join(a.devices)} arrays only: its constructor copies the data in"
+    device_kw, copy_kw, copy_here = keywords
     return Decision(
-        HOST, why, to_host=to_host, copy_in=copy_in, c_route=c_route, handover=plain and not route.bridges,
+        HOST, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here, to_host=to_host, copy_in=copy_in,
+        c_route=c_route, handover=plain and not route.bridges,
     )  # fmt: skip
 
 
@@ -392,15 +401,9 @@ def _keywords_for(route: Route, here: int, device: int | None, copy: bool | None
     a = route.adapter
     device_kw = NO_DEVICE
     if device is not None:
-        if "device" in route.keywords and a.device_form != "none":
-            device_kw = DEVICE_ARG
-        elif device != here:
-            return _refused(
-                f"{a.from_dlpack} takes no device= (asked: {device_name(device)}, the data is on "
-                f"{device_name(here)}): convert on the source's device"
-            )
-        else:
-            device_kw = DEVICE_HERE
+        # the importer's own device=; else the device asked must be where the data is (the exchange compares
+        # them, and names both when they differ)
+        device_kw = DEVICE_ARG if "device" in route.keywords and a.device_form != "none" else DEVICE_HERE
     copy_kw, copy_here = None, False
     if copy and not (a.copy == "honoured" and "copy" in route.keywords) and a.copy != "always":
         copy_here = True  # the importer cannot be asked for a copy: dlbind makes it

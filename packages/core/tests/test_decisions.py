@@ -1,0 +1,189 @@
+"""One decision per (producer type, target, device type, keyword shape), made once (issue 27).
+
+``dlbind.convert`` asks :mod:`dlbind.planner` once for each shape of call — the route, the importer's keywords,
+dlbind's own copy, a host copy, a refusal — and keeps the answer in the producer's plan; later exchanges of the
+same shape run it without calling into the planner and without looking a row of spec/adapters.toml up.
+:func:`dlbind.explain` prints that Decision, and what the data itself adds (its bridge); these tests hold it to
+what ``convert`` then does.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind import planner
+from dlbind._generated.adapters import ADAPTERS
+from dlbind._libraries import for_release, row_lookups
+from dlbind.__main__ import main
+from dlbind.devices import device_name
+from dlbind.plans import export_plan
+
+PLANNER = os.path.abspath(planner.__file__)
+
+
+def planner_calls(exchange: Callable[[], Any]) -> list[str]:
+    """The functions of dlbind.planner one call of ``exchange`` enters."""
+    entered: list[str] = []
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call" and os.path.abspath(frame.f_code.co_filename) == PLANNER:
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        exchange()
+    except BufferError:
+        pass  # a refusal is a decision too
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def _torch() -> Any:
+    return pytest.importorskip("torch")
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+# name -> the exchange, given a fresh array
+EXCHANGES: dict[str, Callable[[np.ndarray], Any]] = {
+    "numpy -> torch": lambda a: dlbind.convert(a, to="torch"),
+    "numpy[::-1] -> torch": lambda a: dlbind.convert(a[::-1], to="torch"),
+    "read-only numpy -> torch": lambda a: dlbind.convert(_readonly(a), to="torch"),
+    "numpy -> torch, copy=True": lambda a: dlbind.convert(a, to="torch", copy=True),
+    "numpy[::-1] -> torch, copy=False (refused)": lambda a: dlbind.convert(a[::-1], to="torch", copy=False),
+    "numpy -> torch, device='cpu'": lambda a: dlbind.convert(a, to="torch", device="cpu"),
+    "numpy -> numpy": lambda a: dlbind.convert(a, to="numpy"),
+    "numpy -> numpy, copy=True": lambda a: dlbind.convert(a, to="numpy", copy=True),
+    "torch -> numpy": lambda a: dlbind.convert(_torch().from_numpy(a), to="numpy"),
+    "torch -> numpy, copy=True": lambda a: dlbind.convert(_torch().from_numpy(a), to="numpy", copy=True),
+    "Tensor -> numpy, device='cpu'": lambda a: dlbind.convert(dlbind.from_dlpack(a), to="numpy", device="cpu"),
+    "torch type as target": lambda a: dlbind.convert(a, to=_torch().Tensor),
+    "torch module as target": lambda a: dlbind.convert(a, to=_torch()),
+}
+
+
+@pytest.mark.parametrize("name", list(EXCHANGES))
+def test_a_decision_is_made_once_then_read(name: str) -> None:
+    exchange = EXCHANGES[name]
+    _torch()
+    first = planner_calls(lambda: exchange(np.arange(6.0)))
+    lookups = row_lookups()
+    later = planner_calls(lambda: exchange(np.arange(6.0)))
+    assert later == [], f"{name}: the second exchange called into the planner: {later} (the first: {first})"
+    assert row_lookups() == lookups, f"{name}: the second exchange looked a row up"
+
+
+def test_each_keyword_shape_has_its_decision() -> None:
+    torch = _torch()
+    a = np.arange(6.0)
+    source, route = export_plan(np.ndarray), planner.plan("torch")
+    cpu = int(dlbind.DeviceType.kDLCPU)
+    shapes = [(None, None, 0), (None, True, 0), (None, False, 0), (cpu, None, 0)]
+    for device, copy, stream in shapes:
+        dlbind.convert(a, to="torch", device=None if device is None else "cpu", copy=copy)
+    keys = {planner.key(route, cpu, device, copy, stream) for device, copy, stream in shapes}
+    assert keys <= set(source.pairs), "a shape of call was not kept under its own key"
+    assert len(keys) == len(shapes)
+    # what the keywords decide is in the Decision: copy=True reaches torch's importer, device= its own form
+    assert source.pairs[planner.key(route, cpu, None, True, 0)].copy_kw is True
+    assert source.pairs[planner.key(route, cpu, cpu, None, 0)].device_kw == planner.DEVICE_ARG
+    assert isinstance(dlbind.convert(a, to="torch", copy=True), torch.Tensor)
+
+
+# -- dlbind.explain, held to what convert does ---------------------------------------------------------------
+
+
+def _pointer(x: Any) -> int:
+    """Where an array's first element is, read through dlbind (any DLPack producer)."""
+    t = dlbind.from_dlpack(x)
+    return t.data_ptr + t.byte_offset
+
+
+ARRAYS: dict[str, Callable[[], np.ndarray]] = {
+    "plain": lambda: np.arange(6.0).reshape(2, 3),
+    "reversed": lambda: np.arange(6.0)[::-1],
+    "transposed": lambda: np.arange(6.0).reshape(2, 3).T,
+    "read-only": lambda: _readonly(np.arange(6.0)),
+    "offset": lambda: np.arange(7.0)[1:],
+}
+
+
+@pytest.mark.parametrize("copy", [None, True, False], ids=["copy=None", "copy=True", "copy=False"])
+@pytest.mark.parametrize("array", list(ARRAYS))
+@pytest.mark.parametrize("to", ["torch", "numpy"])
+def test_explain_says_what_convert_does(to: str, array: str, copy: bool | None) -> None:
+    if to == "torch":
+        _torch()
+    a = ARRAYS[array]()
+    said = dlbind.explain(a, to, copy=copy)
+    assert said.kind in ("itself", "zero-copy", "copy", "refused"), said
+    if said.kind == "refused":
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(a, to=to, copy=copy)
+        assert str(refused.value) == said.text.removeprefix("refused: ")
+        return
+    out = dlbind.convert(a, to=to, copy=copy)
+    if said.kind == "itself":
+        assert out is a
+    elif said.kind == "zero-copy":
+        assert _pointer(out) == _pointer(a), f"explain said zero-copy: {said}"
+    else:
+        assert _pointer(out) != _pointer(a), f"explain said a copy: {said}"
+    assert np.asarray(dlbind.convert(out, to="numpy")).tolist() == a.tolist()
+
+
+def test_explain_cites_the_targets_quirk() -> None:
+    _torch()
+    said = dlbind.explain(np.arange(6.0)[::-1], "torch")
+    row = for_release(ADAPTERS["torch"])
+    quirks = [q for q in row.quirks if q.id.startswith("negative_strides")]
+    assert quirks, "torch's row names no negative-strides quirk: the test has nothing to hold"
+    assert said.kind == "copy"
+    for quirk in quirks:
+        assert quirk.ref in said.text and quirk.text in said.text
+
+
+def test_explain_of_device_memory_the_target_cannot_import() -> None:
+    a = np.arange(6.0)
+    on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
+    said = dlbind.explain(on_device, "numpy")
+    assert said.kind == "host copy", said
+    assert said.decision.kind == planner.HOST_COPY
+    assert f"{device_name(dlbind.DeviceType.kDLCUDA)}:0" in said.text
+    refused = dlbind.explain(on_device, "numpy", copy=False)
+    assert refused.kind == "refused" and "copy=False" in refused.text
+    with pytest.raises(BufferError, match="copy=False"):
+        dlbind.convert(on_device, to="numpy", copy=False)
+
+
+def test_explain_of_a_relay_on_a_device_with_streams() -> None:
+    _torch()  # its row imports CUDA memory (a CPU build cannot run the exchange: only the decision is read)
+    a = np.arange(6.0)
+    on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
+    said = dlbind.explain(on_device, "torch", stream=7)
+    assert said.decision.kind == planner.RELAY and said.kind == "zero-copy", said
+    assert "ordered on the stream given" in said.text and "its producer has no row" in said.text
+
+
+def test_python_m_dlbind_explain() -> None:
+    _torch()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["explain", "numpy", "torch", "--reversed"]) == 0
+    assert "to='torch'" in out.getvalue()
+    assert str(dlbind.explain(np.arange(6.0, dtype=np.float32).reshape(2, 3)[::-1], "torch")) in out.getvalue()
+    with redirect_stdout(io.StringIO()):
+        assert main(["explain", "numpy", "no-such-library"]) == 2
