@@ -21,9 +21,9 @@ import pytest
 
 import dlbind
 from dlbind import planner
+from dlbind.__main__ import main
 from dlbind._generated.adapters import ADAPTERS
 from dlbind._libraries import for_release, row_lookups
-from dlbind.__main__ import main
 from dlbind.devices import device_name
 from dlbind.plans import export_plan
 
@@ -92,7 +92,7 @@ def test_each_keyword_shape_has_its_decision() -> None:
     source, route = export_plan(np.ndarray), planner.plan("torch")
     cpu = int(dlbind.DeviceType.kDLCPU)
     shapes = [(None, None, 0), (None, True, 0), (None, False, 0), (cpu, None, 0)]
-    for device, copy, stream in shapes:
+    for device, copy, _ in shapes:
         dlbind.convert(a, to="torch", device=None if device is None else "cpu", copy=copy)
     keys = {planner.key(route, cpu, device, copy, stream) for device, copy, stream in shapes}
     assert keys <= set(source.pairs), "a shape of call was not kept under its own key"

@@ -369,11 +369,12 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
             return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
     why = ""
     at = DEVICE_BY_NAME["cpu"] if to_host else here  # where the importer is given the data
-    keywords: tuple[int, Any, bool] | Decision = (NO_DEVICE, None, False)
+    keywords: tuple[int, Any, bool] = (NO_DEVICE, None, False)
     if not copy_in or device is not None:
-        keywords = _keywords_for(route, at, device, None if to_host else copy)
-        if isinstance(keywords, Decision):
-            return keywords
+        found = _keywords_for(route, at, device, None if to_host else copy)
+        if isinstance(found, Decision):
+            return found
+        keywords = found
     if to_host:
         if copy is False:
             return _refused(f"{a.name} needs a host copy of {device_name(here)} data, and copy=False forbids it")

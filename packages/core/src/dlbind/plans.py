@@ -54,8 +54,8 @@ class ExportPlan:
     decision to hand over without looking); ``unsigned_strides`` and ``interface``: its capsules carry
     negative strides as unsigned numbers, so such arrays are imported through ``interface`` instead;
     ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`);
-    ``pairs``: the decisions of ``dlbind.convert`` for this type, per target and device type (made by
-    :func:`dlbind.planner.decide` once each).
+    ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
+    (made by :func:`dlbind.planner.decide` once each).
     """
 
     __slots__ = (
@@ -101,12 +101,12 @@ class ExportPlan:
     unsigned_strides: bool
     interface: str
     call_style: int
-    pairs: dict[tuple[str, int], Any]
+    pairs: dict[tuple[Any, ...], Any]
 
     def __init__(self, row: Adapter | None) -> None:
         self.row = row
         self.call_style = 0
-        self.pairs = {}  # (target, device type) -> dlbind.planner.Decision
+        self.pairs = {}  # dlbind.planner.key(...) -> dlbind.planner.Decision
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
