@@ -10,6 +10,7 @@ its parent packages; those edges are not counted (``dlbind/__init__.py`` is the 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,45 @@ def test_a_same_layer_cycle_is_reported_is_reported_as_a_cycle() -> None:
     sources["dlbind.devices"] += "\nfrom dlbind import dtypes\n"
     problems = violations(sources)
     assert problems == ["import cycle: dlbind.devices -> dlbind.dtypes -> dlbind.devices"]
+
+
+# -- the C fast path ------------------------------------------------------------------------------------------
+
+# The C files of dlbind._fastpath, bottom to top: a file uses the non-static names (functions, globals) of
+# the files below it only. What every file uses (the configuration, counters, keyword lookup) is common.c's.
+C_LAYERS = (
+    "common.c", "policy.c", "copy.c", "capsules.c", "exporter.c", "exchange.c", "tensor.c", "convert.c", "module.c",
+)  # fmt: skip
+FASTPATH = SRC / "dlbind" / "_fastpath"
+_C_DEFINITION = re.compile(r"^(?!static\b)[A-Za-z][\w \*]*?\b(dlbind_\w+)\s*(?:\(|=|;|\[)", re.MULTILINE)
+_C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+
+
+def c_violations(sources: dict[str, str]) -> list[str]:
+    """Every use of a name defined in a C file above the user (file name -> source), as messages."""
+    problems = [f"{name} is missing from C_LAYERS" for name in sources if name not in C_LAYERS]
+    problems += [f"{name} is in C_LAYERS but not a C file of the fast path" for name in C_LAYERS if name not in sources]
+    code = {name: _C_COMMENT.sub(" ", text) for name, text in sources.items()}
+    defined = {m.group(1): name for name, text in code.items() for m in _C_DEFINITION.finditer(text)}
+    for name, text in code.items():
+        if name not in C_LAYERS:
+            continue
+        for symbol, owner in defined.items():
+            above = owner != name and owner in C_LAYERS and C_LAYERS.index(owner) > C_LAYERS.index(name)
+            if above and re.search(rf"\b{symbol}\b", text):
+                problems.append(f"{name} uses {symbol} of {owner}, a file above it")
+    return problems
+
+
+def c_sources() -> dict[str, str]:
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(FASTPATH.glob("*.c"))}
+
+
+def test_the_c_files_are_layered() -> None:
+    assert c_violations(c_sources()) == []
+
+
+def test_the_c_check_names_an_upward_use() -> None:
+    sources = c_sources()
+    sources["capsules.c"] += "\nstatic void probe(void) { (void)dlbind_tensor_wrap; }\n"
+    assert c_violations(sources) == ["capsules.c uses dlbind_tensor_wrap of tensor.c, a file above it"]

@@ -127,6 +127,8 @@ typedef struct {
 extern dlbind_config dlbind_cfg;
 /* 0 with a RuntimeError set when configure() has not run yet. */
 int dlbind_configured(void);
+extern PyObject *dlbind_loader; /* dlbind._load.ensure (module.c's set_loader): loads the runtime */
+int dlbind_intern_all(void);     /* the interned names of dlbind_cfg, made once by configure() */
 
 /* Every keyword the C entry points read. A call's keyword names are interned strings (the compiler
  * interns them, and so do numpy and torch for the names they pass), so one pointer test each finds
@@ -279,6 +281,6 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
 PyObject *dlbind_py_copy_strided(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 void dlbind_exchange_clear(void);
-int dlbind_exchange_init(void); /* once, at module init (the Handover type) */
+int dlbind_convert_init(void); /* convert.c: once, at module init (the Handover type) */
 
 #endif

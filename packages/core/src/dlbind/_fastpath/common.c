@@ -1,0 +1,82 @@
+/* What every C file of dlbind._fastpath uses, below them all: the configuration configure() fills (the
+ * Python pieces, the interned names), the export and deleter counters, keyword lookup, a type's name for
+ * messages, and the hook that turns a target's error into dlbind's. module.c (the top) registers the
+ * functions and fills the configuration; nothing here calls up into another file. */
+#include "fastpath.h"
+
+dlbind_config dlbind_cfg;
+unsigned long long dlbind_deleter_count = 0;
+unsigned long long dlbind_export_count = 0;
+
+/* dlbind._load.ensure (set_loader): loads the package's runtime, whose wiring configures this module. `import
+ * dlbind` loads nothing of it, so a module of dlbind imported on its own may call in here first. */
+PyObject *dlbind_loader = NULL;
+
+int dlbind_configured(void) {
+    if (dlbind_cfg.tensor_type != NULL) return 1;
+    if (dlbind_loader != NULL) {
+        /* another thread waits for the one loading; a call from inside the load returns at once (the error) */
+        PyObject *res = PyObject_CallNoArgs(dlbind_loader);
+        if (res == NULL) return 0;
+        Py_DECREF(res);
+        if (dlbind_cfg.tensor_type != NULL) return 1;
+    }
+    PyErr_SetString(PyExc_RuntimeError, DLBIND_MODULE " is not configured: import " DLBIND_PACKAGE " first");
+    return 0;
+}
+
+static const char *const dlbind_keyword_names[DLBIND_KW_COUNT] = {
+    "stream", "max_version", "dl_device", "copy", "device", "allow_vector", "readonly", "device_id", "to",
+};
+
+int dlbind_keyword(PyObject *key) {
+    for (int i = 0; i < DLBIND_KW_COUNT; i++)
+        if (key == dlbind_cfg.kw[i]) return i;
+    if (!PyUnicode_Check(key)) return -1;
+    for (int i = 0; i < DLBIND_KW_COUNT; i++)
+        if (PyUnicode_CompareWithASCIIString(key, dlbind_keyword_names[i]) == 0) return i;
+    return -1;
+}
+
+int dlbind_intern_all(void) {
+    dlbind_cfg.max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    dlbind_cfg.str_dlpack = PyUnicode_InternFromString("__dlpack__");
+    if (dlbind_cfg.max_version == NULL || dlbind_cfg.str_dlpack == NULL) return -1;
+    for (int i = 0; i < DLBIND_KW_COUNT; i++)
+        if ((dlbind_cfg.kw[i] = PyUnicode_InternFromString(dlbind_keyword_names[i])) == NULL) return -1;
+    dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.kw[DLBIND_KW_STREAM], dlbind_cfg.kw[DLBIND_KW_MAX_VERSION]);
+    if (dlbind_cfg.kwnames_dlpack == NULL) return -1;
+    PyObject **attrs[] = {&dlbind_cfg.str_dlpack_device, &dlbind_cfg.attr_guards, &dlbind_cfg.attr_immutable,
+                          &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style};
+    const char *names[] = {"__dlpack_device__", "guards", "immutable", "python", "host_only", "call_style"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*attrs[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
+    return 0;
+}
+
+PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
+
+PyObject *dlbind_error_through(PyObject *hook, PyObject *x, PyObject *to) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) { /* nothing raised: leave it to the caller's SystemError */
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    PyObject *made = to != NULL ? PyObject_CallFunctionObjArgs(hook, x, to, value, NULL)
+                                : PyObject_CallFunctionObjArgs(hook, x, value, NULL);
+    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
+        Py_XDECREF(made); /* the hook failed, returned the original or a non-exception: the original stands */
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
+    Py_DECREF(made);
+    return NULL;
+}

@@ -1,0 +1,511 @@
+/* dlbind.convert's C routes (compiled build): the producer's DLManagedTensorVersioned, from its type's
+ * exchange table or its __dlpack__, handed to the target's exchange table or, in a one-shot producer, to its
+ * from_dlpack; and the direct hand-overs of lasting producer types on devices with streams. Every case
+ * these routes do not take goes to the Python convert (dlbind.conversion), which runs the same Decision.
+ * Above tensor.c and exchange.c, which it uses; module.c registers it. */
+#include "fastpath.h"
+
+#include <stdlib.h>
+#if !defined(_WIN32)
+#include <sys/mman.h>
+#endif
+
+/* ---- convert --------------------------------------------------------------------------------- */
+
+/* A legacy struct as a versioned one for the C routes of convert: the legacy struct stays the owner
+ * (its deleter runs from ours, exactly once), its dtype is read as a legacy capsule's is
+ * (spec/dtypes.toml [[legacy]]), and NULL strides become the compact ones. NULL when out of memory. */
+typedef struct {
+    DLManagedTensorVersioned v;
+    DLManagedTensor *legacy;
+    int64_t strides[]; /* ndim entries when the legacy struct has NULL strides */
+} dlbind_legacy_view;
+
+static void dlbind_legacy_view_deleter(DLManagedTensorVersioned *self) {
+    DLManagedTensor *legacy = ((dlbind_legacy_view *)self)->legacy;
+    PyMem_RawFree(self); /* any thread, with or without the GIL */
+    if (legacy->deleter != NULL) legacy->deleter(legacy);
+}
+
+static DLManagedTensorVersioned *dlbind_versioned_of_legacy(DLManagedTensor *legacy) { /* dlbind_valid first */
+    DLTensor *t = &legacy->dl_tensor;
+    size_t extra = (t->strides == NULL && t->ndim > 0 && t->ndim <= DLBIND_MAX_NDIM) ? (size_t)t->ndim : 0;
+    dlbind_legacy_view *view = (dlbind_legacy_view *)PyMem_RawCalloc(1, sizeof(dlbind_legacy_view) + extra * sizeof(int64_t));
+    if (view == NULL) return NULL;
+    view->legacy = legacy;
+    view->v.version.major = DLPACK_MAJOR_VERSION;
+    view->v.version.minor = DLPACK_MINOR_VERSION;
+    view->v.deleter = dlbind_legacy_view_deleter;
+    view->v.dl_tensor = *t;
+    dlbind_legacy_reading(&view->v.dl_tensor.dtype);
+    if (extra) {
+        dlbind_compact_strides(t->ndim, t->shape, view->strides);
+        view->v.dl_tensor.strides = view->strides;
+    }
+    return &view->v;
+}
+
+/* A compact host copy of what m describes (host-readable, whole-byte elements), as a new struct that
+ * owns it (IS_COPIED), for a target that cannot view m (negative strides, read-only data it would
+ * import writable). Large copies get 2 MiB-aligned memory the kernel may back with huge pages, as
+ * dlbind.export._allocate's (and numpy's) do. m is released. NULL with an error set on failure. */
+#define DLBIND_HUGE_COPY ((int64_t)4 << 20)
+
+typedef struct {
+    DLManagedTensorVersioned v;
+    void *data;          /* malloc'd or posix_memalign'd: free() either way */
+    int64_t dims[];      /* shape, then strides */
+} dlbind_host_copy;
+
+static void dlbind_host_copy_deleter(DLManagedTensorVersioned *self) { /* any thread, GIL or not */
+    free(((dlbind_host_copy *)self)->data);
+    free(self);
+}
+
+static void *dlbind_copy_memory(int64_t nbytes) {
+    size_t size = nbytes > 0 ? (size_t)nbytes : 1;
+#if defined(_WIN32)
+    return malloc(size); /* freed with free(): no aligned allocation that free() releases there */
+#else
+    void *p = NULL;
+    size_t alignment = nbytes >= DLBIND_HUGE_COPY ? (size_t)2 << 20 : 64; /* 64: what jax's zero-copy needs */
+    if (posix_memalign(&p, alignment, size) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (nbytes >= DLBIND_HUGE_COPY) (void)madvise(p, size, MADV_HUGEPAGE); /* a page fault per 2 MiB, not 4 KiB */
+#endif
+    return p;
+#endif
+}
+
+static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m) {
+    DLTensor *t = &m->dl_tensor;
+    int ndim = t->ndim;
+    int64_t item = (int64_t)t->dtype.bits * t->dtype.lanes / 8, count, nbytes;
+    if (dlbind_count(t->shape, ndim, &count) != 0 || dlbind_mul_overflow(count, item, &nbytes) ||
+        nbytes > (int64_t)(PY_SSIZE_T_MAX / 2)) {
+        dlbind_call_deleter(m, 1);
+        PyErr_SetString(PyExc_BufferError, "the tensor is too large to copy");
+        return NULL;
+    }
+    dlbind_host_copy *c = (dlbind_host_copy *)calloc(1, sizeof(dlbind_host_copy) + 2 * (size_t)ndim * sizeof(int64_t));
+    void *data = c != NULL ? dlbind_copy_memory(nbytes) : NULL;
+    if (data == NULL) {
+        free(c);
+        dlbind_call_deleter(m, 1);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    int64_t *dims = c->dims, *strides = c->dims + ndim;
+    int64_t steps[DLBIND_MAX_NDIM];
+    dlbind_compact_strides(ndim, t->shape, strides);
+    for (int i = 0; i < ndim; i++) {
+        dims[i] = t->shape[i];
+        steps[i] = (t->strides ? t->strides[i] : strides[i]) * item; /* fits: dlbind_import_for_convert checked */
+    }
+    const char *src = (const char *)t->data + t->byte_offset;
+    Py_BEGIN_ALLOW_THREADS
+    if (count > 0) dlbind_copy_strided((char *)data, src, ndim, dims, steps, item);
+    Py_END_ALLOW_THREADS
+    c->data = data;
+    c->v.version.major = DLPACK_MAJOR_VERSION;
+    c->v.version.minor = DLPACK_MINOR_VERSION;
+    c->v.deleter = dlbind_host_copy_deleter;
+    c->v.flags = DLBIND_FLAG_IS_COPIED;
+    c->v.dl_tensor.data = data;
+    c->v.dl_tensor.device.device_type = kDLCPU;
+    c->v.dl_tensor.device.device_id = 0;
+    c->v.dl_tensor.ndim = ndim;
+    c->v.dl_tensor.dtype = t->dtype;
+    c->v.dl_tensor.shape = dims;
+    c->v.dl_tensor.strides = strides;
+    c->v.dl_tensor.byte_offset = 0;
+    dlbind_call_deleter(m, 1);
+    return &c->v;
+}
+
+/* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
+ * x.__dlpack__(stream=None, max_version=(1, 3)) (or the call an older producer accepted; a legacy capsule
+ * becomes a versioned view, read-only when x's library never writes its arrays). 1 with *out set; 0 (no error set) when the C
+ * route does not apply and Python's general route must say what is wrong; -1 on error. The struct
+ * is handed back (its deleter run) unless it is host-readable now (stream-free device), valid, and
+ * passes the refuse bits (1 negative strides, 2 read-only): those cases are Python's to copy,
+ * synchronise or explain. */
+static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVersioned **out) {
+    DLManagedTensorVersioned *m = NULL;
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return -1;
+    int taken = dlbind_table_take(x, &info, &m);
+    if (taken < 0) return -1;
+    if (taken == 0 && !(info.bits & DLBIND_TYPE_HOST_ONLY)) {
+        /* data that may be on a device with streams: Python's route asks it on the target's stream; data that
+         * is not host memory (Vulkan, Metal): no C route's target reads it, Python's bridges or copies it. Either
+         * way it is not exported here first (the producer would be asked twice) */
+        DLDevice dev;
+        int found = dlbind_producer_device(x, &dev);
+        if (found < 0) return -1;
+        if (found == 0 || !dlbind_device_stream_free(dev.device_type) || !dlbind_device_host(dev.device_type))
+            return 0;
+    }
+    if (taken == 0) {
+        int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
+        PyObject *capsule;
+        if (older) {
+            capsule = dlbind_older_call(x, info.bits);
+        } else {
+            PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
+            capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                dlbind_cfg.kwnames_dlpack);
+        }
+        if (capsule == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
+                !PyErr_ExceptionMatches(PyExc_BufferError))
+                return -1;
+            PyErr_Clear(); /* the general route bridges it (an older producer, a buffer protocol) or says why not */
+            return 0;
+        }
+        if (!PyCapsule_CheckExact(capsule)) {
+            Py_DECREF(capsule); /* unconsumed: its destructor frees it */
+            return 0;
+        }
+        int versioned;
+        void *taken_struct = dlbind_take(capsule, &versioned);
+        Py_DECREF(capsule);
+        if (taken_struct == NULL) return -1;
+        if (versioned) {
+            m = (DLManagedTensorVersioned *)taken_struct;
+        } else if (!dlbind_valid(taken_struct, 0, 0)) { /* Python's route says what is wrong with it */
+            dlbind_call_deleter(taken_struct, 0);
+            return 0;
+        } else if ((m = dlbind_versioned_of_legacy((DLManagedTensor *)taken_struct)) == NULL) {
+            dlbind_call_deleter(taken_struct, 0);
+            PyErr_NoMemory();
+            return -1;
+        }
+        if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLBIND_FLAG_IS_COPIED))
+            m->flags |= DLBIND_FLAG_READ_ONLY; /* its library never writes it: nor may the target */
+    }
+    DLTensor *t = &m->dl_tensor;
+    int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);
+    if ((info.bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1)
+        hand_back = 1; /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
+    int copy = 0; /* what the target cannot view (refuse: 1 negative strides, 2 read-only) is copied here */
+    if (!hand_back && (refuse & 1) && t->strides != NULL)
+        for (int i = 0; i < t->ndim; i++)
+            if (t->strides[i] < 0) copy = 1;
+    if ((refuse & 2) && (m->flags & DLBIND_FLAG_READ_ONLY)) copy = 1;
+    if (copy && !hand_back && (!dlbind_device_host(t->device.device_type) || (t->dtype.bits * t->dtype.lanes) % 8 != 0))
+        hand_back = 1; /* device memory, sub-byte elements: Python's copies */
+    for (int i = 0; copy && !hand_back && t->strides != NULL && i < t->ndim; i++) {
+        int64_t bytes; /* strides whose byte size overflows: Python says what is wrong */
+        if (dlbind_mul_overflow(t->strides[i], (int64_t)t->dtype.bits * t->dtype.lanes / 8, &bytes)) hand_back = 1;
+    }
+    if (hand_back) {
+        dlbind_call_deleter(m, 1);
+        return 0;
+    }
+    if (copy && (m = dlbind_host_copy_of(m)) == NULL) return -1;
+    *out = m;
+    return 1;
+}
+
+/* Handover: a producer of one imported struct, for a consumer that has no exchange table. Its
+ * first plain __dlpack__ call (versioned, no stream/copy, dl_device None or where the data is)
+ * hands the struct itself over in a capsule: no second struct, no dlbind.Tensor in between. Any
+ * other call wraps the struct in a dlbind.Tensor once and answers through it (Tensor's rules and
+ * messages). Made only by convert's C route; never seen by users unless the consumer keeps it. */
+typedef struct {
+    PyObject_HEAD
+    DLManagedTensorVersioned *m; /* owned until handed over */
+    PyObject *tensor;            /* the dlbind.Tensor of m, once a call needed one */
+    DLDevice device;
+} dlbind_handover;
+
+/* Freed handovers are kept for the next convert, untracked by the garbage collector until reused. */
+#define DLBIND_HANDOVER_FREE_MAX 8
+static dlbind_handover *dlbind_handover_free[DLBIND_HANDOVER_FREE_MAX];
+static int dlbind_handover_nfree = 0;
+
+/* Garbage collection: a consumer that keeps its producer can make a cycle through the owner the
+ * struct holds (when the struct is dlbind's own) or through the Tensor. No tp_clear: whatever a
+ * cycle through a Handover passes through (the consumer's containers) clears. */
+static int dlbind_handover_traverse(dlbind_handover *self, visitproc visit, void *arg) {
+    Py_VISIT(self->tensor);
+    Py_VISIT(dlbind_managed_owner(self->m, 1));
+    return 0;
+}
+
+static void dlbind_handover_dealloc(dlbind_handover *self) {
+    PyObject_GC_UnTrack((PyObject *)self);
+    DLManagedTensorVersioned *m = self->m;
+    self->m = NULL;
+    if (m != NULL) dlbind_call_deleter(m, 1);
+    Py_CLEAR(self->tensor);
+    if (dlbind_handover_nfree < DLBIND_HANDOVER_FREE_MAX)
+        dlbind_handover_free[dlbind_handover_nfree++] = self;
+    else
+        PyObject_GC_Del(self);
+}
+
+static PyTypeObject dlbind_handover_type;
+
+/* Takes m (its deleter runs on failure). */
+static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
+    dlbind_handover *self;
+    if (dlbind_handover_nfree > 0) {
+        self = dlbind_handover_free[--dlbind_handover_nfree];
+        (void)PyObject_Init((PyObject *)self, &dlbind_handover_type);
+    } else {
+        self = PyObject_GC_New(dlbind_handover, &dlbind_handover_type);
+        if (self == NULL) {
+            dlbind_call_deleter(m, 1);
+            return NULL;
+        }
+    }
+    self->m = m;
+    self->tensor = NULL;
+    self->device = m->dl_tensor.device;
+    PyObject_GC_Track((PyObject *)self);
+    return (PyObject *)self;
+}
+
+static PyObject *dlbind_handover_tensor(dlbind_handover *self) {
+    if (self->tensor == NULL) {
+        if (self->m == NULL) {
+            PyErr_SetString(PyExc_BufferError, "this DLPack producer has already handed its tensor over");
+            return NULL;
+        }
+        DLManagedTensorVersioned *m = self->m;
+        self->m = NULL;
+        self->tensor = dlbind_tensor_wrap(m, 1, 0);
+    }
+    return self->tensor;
+}
+
+static PyObject *dlbind_handover_dlpack(dlbind_handover *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    dlbind_dlpack_args parsed = {0, 0, NULL};
+    int fast = dlbind_parse_dlpack("Handover", args, nargs, kwnames, self->device, &parsed);
+    if (fast < 0) return NULL;
+    if (fast && parsed.versioned && self->m != NULL) {
+        DLManagedTensorVersioned *m = self->m;
+        self->m = NULL; /* the capsule owns it now (or its deleter ran) */
+        return dlbind_capsule_of(m, 1);
+    }
+    PyObject *tensor = dlbind_handover_tensor(self);
+    if (tensor == NULL) return NULL;
+    PyObject *stack[5];
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (n > 4) {
+        PyErr_SetString(PyExc_TypeError, "Handover.__dlpack__() got multiple values for a keyword argument");
+        return NULL;
+    }
+    stack[0] = tensor;
+    for (Py_ssize_t i = 0; i < n; i++) stack[1 + i] = args[i];
+    return PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1, kwnames);
+}
+
+static PyObject *dlbind_handover_device(dlbind_handover *self, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(ii)", (int)self->device.device_type, (int)self->device.device_id);
+}
+
+static PyMethodDef dlbind_handover_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))dlbind_handover_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    {"__dlpack_device__", (PyCFunction)dlbind_handover_device, METH_NOARGS, "(device type, device id)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject dlbind_handover_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = DLBIND_MODULE ".Handover",
+    .tp_basicsize = sizeof(dlbind_handover),
+    .tp_dealloc = (destructor)dlbind_handover_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)dlbind_handover_traverse,
+    .tp_free = PyObject_GC_Del,
+    .tp_doc = "A DLPack producer of one imported tensor (dlbind.convert's C route to consumers without an exchange table).",
+    .tp_methods = dlbind_handover_methods,
+};
+
+int dlbind_convert_init(void) { return PyType_Ready(&dlbind_handover_type); }
+
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+typedef struct {
+    void *ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *);
+    int called;
+} dlbind_inflight;
+
+/* The deleter of a struct while a target's exchange table imports it (dlbind_convert_table). */
+static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
+    dlbind_inflight *rec = (dlbind_inflight *)m->manager_ctx;
+    rec->called = 1;
+    m->manager_ctx = rec->ctx;
+    m->deleter = rec->deleter;
+    if (m->deleter != NULL) m->deleter(m);
+}
+
+/* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
+ * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
+ * library's own error for the same call, so both builds raise the same. */
+static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse) {
+    DLManagedTensorVersioned *m = NULL;
+    int found = dlbind_import_for_convert(x, refuse, &m);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NOTIMPLEMENTED;
+    void *out = NULL;
+    /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
+     * (it calls the deleter when its checks run after taking the struct: "numel ... overflow", not for
+     * an unknown dtype code). The struct goes in with a trampoline deleter that records the call, so it
+     * is released exactly once either way; the original deleter is back in place when we return
+     * (torch reads m->deleter when it releases, not when it imports). */
+    dlbind_inflight rec = {m->manager_ctx, m->deleter, 0};
+    m->manager_ctx = &rec;
+    m->deleter = dlbind_inflight_deleter;
+    int failed = target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL;
+    if (!rec.called) { /* m is alive: put its own deleter back */
+        m->manager_ctx = rec.ctx;
+        m->deleter = rec.deleter;
+    }
+    if (failed) {
+        if (!rec.called) dlbind_call_deleter(m, 1);
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt stands */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return (PyObject *)out;
+}
+#endif
+
+/* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
+ * there hands back to Python (NotImplemented), whose general route then gives that library's own
+ * error for the same call. */
+static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse) {
+    DLManagedTensorVersioned *m = NULL;
+    int found = dlbind_import_for_convert(x, refuse, &m);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *producer = dlbind_handover_new(m);
+    if (producer == NULL) return NULL;
+    PyObject *out = PyObject_Vectorcall(from_dlpack, &producer, 1, NULL);
+    Py_DECREF(producer);
+    if (out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt and the like stand */
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return out;
+}
+
+/* convert_to(x, target_type, refuse[, from_dlpack]) -> the converted object, or NotImplemented when
+ * the C route does not apply (the Python code then takes the general one). Without from_dlpack:
+ * producer table (or __dlpack__) -> DLManagedTensorVersioned -> the target type's
+ * managed_tensor_to_py_object_no_sync. With it: from_dlpack(Handover of that struct). */
+PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only[, from_dlpack])");
+        return NULL;
+    }
+    if (!dlbind_configured()) return NULL;
+    long refuse = PyLong_AsLong(args[2]);
+    if (refuse == -1 && PyErr_Occurred()) return NULL;
+    /* a DLPack 0.x copy: both C routes carry a versioned struct; the Python route imports legacily */
+    if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NOTIMPLEMENTED;
+    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse);
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+    const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
+    if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return dlbind_convert_table(args[0], target, refuse);
+#else
+    Py_RETURN_NOTIMPLEMENTED; /* no exchange tables: the Python route */
+#endif
+}
+
+/* The pending exception of a failed C route to `to`, as dlbind.conversion.target_error makes it
+ * (a target's RuntimeError etc. becomes a BufferError naming it); always returns NULL. */
+static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
+    return dlbind_error_through(dlbind_cfg.target_error, x, to);
+}
+
+/* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
+ * the target asks on its own stream), when dlbind.planner decided it for x's type and the device x is on
+ * (convert_direct, filled by dlbind.conversion.convert); NotImplemented (a new reference) otherwise. */
+static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to) {
+    PyObject *by_type = PyDict_GetItemWithError(dlbind_cfg.convert_direct, to);
+    PyObject *entry = by_type != NULL ? PyDict_GetItemWithError(by_type, (PyObject *)Py_TYPE(x)) : NULL;
+    if (entry == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    Py_INCREF(entry); /* the producer's code below may change the dicts */
+    DLDevice dev;
+    int found = dlbind_producer_device(x, &dev);
+    if (found < 0) {
+        Py_DECREF(entry);
+        return NULL;
+    }
+    PyObject *out;
+    if (found == 1 && PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)) == (long)dev.device_type)
+        out = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), x);
+    else
+        out = Py_NewRef(Py_NotImplemented);
+    Py_DECREF(entry);
+    return out;
+}
+
+/* convert(x, to, *, device=None, copy=None, stream=None): the C routes when dlbind.convert has
+ * cached one for `to` (convert_routes: to -> (target type, refuse, from_dlpack or None)); every
+ * other call in Python. */
+PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    (void)mod;
+    if (!dlbind_configured()) return NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *to = nargs == 2 ? args[1] : NULL;
+    int plain = DLBIND_VERSIONED_CAPSULES && (nargs == 1 || nargs == 2); /* 0.x: no C route (convert_to) */
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; plain && i < nkw; i++) {
+        int kw = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i));
+        PyObject *value = args[nargs + i];
+        if (kw == DLBIND_KW_TO && to == NULL)
+            to = value;
+        else if (value != Py_None || !(kw == DLBIND_KW_DEVICE || kw == DLBIND_KW_COPY || kw == DLBIND_KW_STREAM))
+            plain = 0;
+    }
+    if (plain && to != NULL && PyUnicode_CheckExact(to)) {
+        PyObject *out = dlbind_convert_direct(args[0], to);
+        if (out != Py_NotImplemented) return out == NULL ? dlbind_target_error(args[0], to) : out;
+        Py_DECREF(out);
+        PyObject *route = PyDict_GetItemWithError(dlbind_cfg.convert_routes, to);
+        if (route == NULL && PyErr_Occurred()) return NULL;
+        if (route != NULL && PyTuple_CheckExact(route) && PyTuple_GET_SIZE(route) == 3) {
+            PyObject *target_type = PyTuple_GET_ITEM(route, 0), *from_dlpack = PyTuple_GET_ITEM(route, 2);
+            if (PyObject_TypeCheck(args[0], (PyTypeObject *)target_type)) { /* already there */
+                Py_INCREF(args[0]);
+                return args[0];
+            }
+            long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, 1));
+            if (refuse == -1 && PyErr_Occurred()) return NULL;
+            PyObject *out;
+            if (from_dlpack != Py_None) {
+                out = dlbind_convert_handover(args[0], from_dlpack, refuse);
+            } else {
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+                const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
+                if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
+                    out = dlbind_convert_table(args[0], target, refuse);
+                else if (PyErr_Occurred())
+                    return NULL;
+                else
+#endif
+                    out = Py_NewRef(Py_NotImplemented);
+            }
+            if (out == NULL) return dlbind_target_error(args[0], to);
+            if (out != Py_NotImplemented) return out;
+            Py_DECREF(out);
+        }
+    }
+    return PyObject_Vectorcall(dlbind_cfg.convert, args, nargsf, kwnames);
+}
