@@ -19,7 +19,7 @@ import pytest
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
 from dlbind._libraries import library_of
-from dlbind.planner import resolve
+from dlbind.routes import resolve
 
 INSTALLED = [name for name, a in ADAPTERS.items() if a.verified]
 

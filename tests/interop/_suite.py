@@ -247,7 +247,7 @@ class InteropSuite:
     def _bool_encoding_holds(self, lib: Any, release: Any) -> None:
         """``export.bool``: the dtype its own export of a bool array puts in the capsule."""
         from dlbind import _capi, capsule
-        from dlbind.plans import library_export
+        from dlbind.sources import library_export
         from dlbind.tensor import from_managed
 
         x = self._make(lib, values("bool"))

@@ -38,7 +38,7 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
     if f["readonly"] == "ignored":
         rules.append("copy: read-only data (it would import it writable)")
     if f["asks"] != "versioned":
-        # as dlbind.planner's legacy_safe and bridges.needs_copy decide
+        # as dlbind.routes's legacy_safe and bridges.needs_copy decide
         if f["readonly"] == "always":
             rules.append("read-only data: a legacy capsule (it imports every capsule read-only)")
         elif immutable and f["export_capsules"] == "versioned":

@@ -1,8 +1,8 @@
 """One decision per (producer type, target, device type, keyword shape), made once (issue 27).
 
-``dlbind.convert`` asks :mod:`dlbind.planner` once for each shape of call — the route, the importer's keywords,
+``dlbind.convert`` asks :mod:`dlbind.routes` once for each shape of call — the route, the importer's keywords,
 dlbind's own copy, a host copy, a refusal — and keeps the answer in the producer's plan; later exchanges of the
-same shape run it without calling into the planner and without looking a row of spec/adapters.toml up.
+same shape run it without calling into dlbind.routes and without looking a row of spec/adapters.toml up.
 :func:`dlbind.explain` prints that Decision, and what the data itself adds (its bridge); these tests hold it to
 what ``convert`` then does.
 """
@@ -20,22 +20,22 @@ import numpy as np
 import pytest
 
 import dlbind
-from dlbind import planner
+from dlbind import routes
 from dlbind.__main__ import main
 from dlbind._generated.adapters import ADAPTERS
 from dlbind._libraries import for_release, row_lookups
 from dlbind.devices import device_name
-from dlbind.plans import export_plan
+from dlbind.sources import export_plan
 
-PLANNER = os.path.abspath(planner.__file__)
+ROUTES_FILE = os.path.abspath(routes.__file__)
 
 
-def planner_calls(exchange: Callable[[], Any]) -> list[str]:
-    """The functions of dlbind.planner one call of ``exchange`` enters."""
+def routes_calls(exchange: Callable[[], Any]) -> list[str]:
+    """The functions of dlbind.routes one call of ``exchange`` enters."""
     entered: list[str] = []
 
     def profile(frame: Any, event: str, arg: object) -> None:
-        if event == "call" and os.path.abspath(frame.f_code.co_filename) == PLANNER:
+        if event == "call" and os.path.abspath(frame.f_code.co_filename) == ROUTES_FILE:
             entered.append(frame.f_code.co_name)
 
     sys.setprofile(profile)
@@ -79,27 +79,27 @@ EXCHANGES: dict[str, Callable[[np.ndarray], Any]] = {
 def test_a_decision_is_made_once_then_read(name: str) -> None:
     exchange = EXCHANGES[name]
     _torch()
-    first = planner_calls(lambda: exchange(np.arange(6.0)))
+    first = routes_calls(lambda: exchange(np.arange(6.0)))
     lookups = row_lookups()
-    later = planner_calls(lambda: exchange(np.arange(6.0)))
-    assert later == [], f"{name}: the second exchange called into the planner: {later} (the first: {first})"
+    later = routes_calls(lambda: exchange(np.arange(6.0)))
+    assert later == [], f"{name}: the second exchange called into dlbind.routes: {later} (the first: {first})"
     assert row_lookups() == lookups, f"{name}: the second exchange looked a row up"
 
 
 def test_each_keyword_shape_has_its_decision() -> None:
     torch = _torch()
     a = np.arange(6.0)
-    source, route = export_plan(np.ndarray), planner.plan("torch")
+    source, route = export_plan(np.ndarray), routes.route_to("torch")
     cpu = int(dlbind.DeviceType.kDLCPU)
     shapes = [(None, None, 0), (None, True, 0), (None, False, 0), (cpu, None, 0)]
     for device, copy, _ in shapes:
         dlbind.convert(a, to="torch", device=None if device is None else "cpu", copy=copy)
-    keys = {planner.key(route, cpu, device, copy, stream) for device, copy, stream in shapes}
+    keys = {routes.key(route, cpu, device, copy, stream) for device, copy, stream in shapes}
     assert keys <= set(source.pairs), "a shape of call was not kept under its own key"
     assert len(keys) == len(shapes)
     # what the keywords decide is in the Decision: copy=True reaches torch's importer, device= its own form
-    assert source.pairs[planner.key(route, cpu, None, True, 0)].copy_kw is True
-    assert source.pairs[planner.key(route, cpu, cpu, None, 0)].device_kw == planner.DEVICE_ARG
+    assert source.pairs[routes.key(route, cpu, None, True, 0)].copy_kw is True
+    assert source.pairs[routes.key(route, cpu, cpu, None, 0)].device_kw == routes.DEVICE_ARG
     assert isinstance(dlbind.convert(a, to="torch", copy=True), torch.Tensor)
 
 
@@ -161,7 +161,7 @@ def test_explain_of_device_memory_the_target_cannot_import() -> None:
     on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
     said = dlbind.explain(on_device, "numpy")
     assert said.kind == "host copy", said
-    assert said.decision.kind == planner.HOST_COPY
+    assert said.decision.kind == routes.HOST_COPY
     assert f"{device_name(dlbind.DeviceType.kDLCUDA)}:0" in said.text
     refused = dlbind.explain(on_device, "numpy", copy=False)
     assert refused.kind == "refused" and "copy=False" in refused.text
@@ -174,7 +174,7 @@ def test_explain_of_a_relay_on_a_device_with_streams() -> None:
     a = np.arange(6.0)
     on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
     said = dlbind.explain(on_device, "torch", stream=7)
-    assert said.decision.kind == planner.RELAY and said.kind == "zero-copy", said
+    assert said.decision.kind == routes.RELAY and said.kind == "zero-copy", said
     assert "ordered on the stream given" in said.text and "its producer has no row" in said.text
 
 

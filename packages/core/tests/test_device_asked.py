@@ -11,7 +11,7 @@ import pytest
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
-from dlbind.planner import ROUTES, make_route
+from dlbind.routes import ROUTES, make_route
 
 TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.keywords)
 

@@ -22,8 +22,8 @@ import dlbind_cuda
 from cuda_recording import Recording, event_wait, user_stream
 from dlbind import DeviceType, Flags
 from dlbind._generated.adapters import Adapter
-from dlbind.planner import C_DIRECT, ROUTES, Route, make_route
-from dlbind.plans import _PLANS, ExportPlan
+from dlbind.routes import C_DIRECT, ROUTES, Route, make_route
+from dlbind.sources import _PLANS, ExportPlan
 
 CUDA = (DeviceType.kDLCUDA, 0)
 

@@ -57,7 +57,7 @@ _NAMES = [
 _MODULES = frozenset({
     "__main__", "_api", "_backends", "_capi", "_device_tensors", "_fastpath", "_ffi", "_generated",
     "_gpu_runtime", "_libraries", "_load", "_wiring", "bridges", "capsule", "check", "consumer", "conversion",
-    "devices", "dtypes", "exchange", "export", "planner", "plans", "producer", "spec", "tensor", "testing",
+    "devices", "dtypes", "exchange", "export", "producer", "routes", "sources", "spec", "tensor", "testing",
 })  # fmt: skip
 _lock = _thread.RLock()  # `threading` itself costs more to import than this whole module
 
@@ -107,7 +107,7 @@ _load.loader = _load_runtime
 
 def __getattr__(name: str) -> "Any":
     """The public names, loaded on first use; the modules (``spec``: the per-version tables) when asked for,
-    without the runtime; ``compat``, ``explain`` and, in the pure build, ``convert`` (the planner and the rows of
+    without the runtime; ``compat``, ``explain`` and, in the pure build, ``convert`` (the routes and the rows of
     ``spec/adapters.toml``) only when asked for."""
     if name in _MODULES:  # `from dlbind import x` asks the package first, then imports the module
         import importlib

@@ -125,7 +125,7 @@ def explain(args: argparse.Namespace) -> int:
     """An array of library ``args.source`` made as the options say, and what ``dlbind.convert`` does with it."""
     import numpy as np
 
-    from dlbind.planner import KINDS
+    from dlbind.routes import KINDS
 
     try:
         dtype = np.dtype(args.dtype)

@@ -3,7 +3,7 @@
 Low in the layers (below the consumer): :func:`library_of` (the adapter of an array's library),
 :func:`for_release` (a row with the ``when`` entries of the installed release applied), :func:`dotted`,
 and :class:`TypeCache`, the per-type cache that keeps no class alive. These are the *row lookups*: the
-plans (:mod:`dlbind.plans` per producer type, :mod:`dlbind.planner` per target and pair) make them once
+plans (:mod:`dlbind.sources` per producer type, :mod:`dlbind.routes` per target and pair) make them once
 and every exchange follows its plan; :func:`row_lookups` counts them, so that a test can hold an
 exchange to "no lookup after the first".
 """
@@ -44,8 +44,10 @@ def rows() -> dict[str, Adapter]:
 
 def row_lookups() -> int:
     """How many row lookups ran so far in this process (each call of :func:`library_of`,
-    :func:`adapter_of_type` and :func:`for_release`, and :func:`dlbind.planner.resolve`, counts one)."""
+    :func:`adapter_of_type` and :func:`for_release`, and :func:`dlbind.routes.resolve`, counts one)."""
     return _LOOKUPS[0]
+
+
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import consumer, exchange, export, plans, producer
+from dlbind import consumer, exchange, export, producer, sources
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
 from dlbind.tensor import Tensor, check_managed
@@ -39,6 +39,8 @@ def configure() -> None:
     consumer.export_host = producer.export_host
     if native is None:
         return
+    from dlbind import routes  # the compiled convert's C routes (the pure build loads it with convert)
+
     producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter
     native.configure(
         tensor_type=Tensor,
@@ -52,12 +54,12 @@ def configure() -> None:
         object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,
         convert=_convert,
-        convert_routes=plans.C_ROUTES,
+        convert_routes=routes.C_ROUTES,
         target_error=_target_error,
-        export_plan=plans.export_plan,
+        export_plan=sources.export_plan,
         refuse_guarded=consumer.refuse_guarded,
         order=exchange.order,
         finish=consumer.sealed,
         producer_error=consumer.producer_error,
-        convert_direct=plans.C_DIRECT,
+        convert_direct=routes.C_DIRECT,
     )

@@ -1,4 +1,4 @@
-"""The bridges :func:`dlbind.convert` builds when its plan (:mod:`dlbind.planner`) says dlbind stands between a
+"""The bridges :func:`dlbind.convert` builds when its plan (:mod:`dlbind.routes`) says dlbind stands between a
 producer and a target: copies (on the data's own device, ordered on the consumer's stream), the legacy capsule
 an immutable consumer may take of read-only data, bool under another dtype, a capsule or numpy view for
 importers that take those, the device form a target's ``device=`` takes, and :class:`Relay`, the producer a
@@ -23,7 +23,8 @@ from dlbind.consumer import import_library_export, imported, ordered
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
-from dlbind.planner import (
+from dlbind.producer import through_interface
+from dlbind.routes import (
     DEVICE_ARG,
     DEVICE_HERE,
     DIRECT,
@@ -36,8 +37,7 @@ from dlbind.planner import (
     Route,
     decide,
 )
-from dlbind.plans import ExportPlan, export_plan, library_export
-from dlbind.producer import through_interface
+from dlbind.sources import ExportPlan, export_plan, library_export
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = [
@@ -228,9 +228,9 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
         if theirs is not None:  # its importer cannot read this dtype back: its bits go in, reinterpreted there
             bits = numpy.asarray(tensor).view(f"u{tensor.dtype.itemsize}")
             method = adapter.import_bits_via.removesuffix("()")
-            return getattr(route.from_dlpack(bits, **kwargs), method)(theirs)
+            return getattr(route.importer(bits, **kwargs), method)(theirs)
         producer = numpy.asarray(producer)  # a zero-copy view of the Tensor
-    return route.from_dlpack(producer, **kwargs)
+    return route.importer(producer, **kwargs)
 
 
 def copied_in(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
@@ -369,7 +369,7 @@ def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) 
 
 class Relay:
     """The producer a target imports through when dlbind must stand between it and ``source`` on a device
-    with streams (a RELAY decision of :mod:`dlbind.planner`).
+    with streams (a RELAY decision of :mod:`dlbind.routes`).
 
     It asks the source nothing until the target asks it: then it imports the source on the stream the
     target named (the stream ``convert(..., stream=)`` gave wins, and the target's then waits for it),
@@ -435,7 +435,7 @@ def run(
     if kind == SAME:
         if d.itself and (device is None or parse_device(device) == here):
             return x
-        return route.from_dlpack(x, **_kwargs(d, route, here, device))
+        return route.importer(x, **_kwargs(d, route, here, device))
     if kind == HOST:
         return _host(d, x, source, route, here, device, copy, stream, tried)
     if kind == REFUSE:
@@ -447,11 +447,11 @@ def run(
         return _interface(d, x, source, route, here, device, stream)
     kwargs = _kwargs(d, route, here, device)
     if kind == DIRECT:
-        return route.from_dlpack(x, **kwargs)  # one exchange, asked on the target's own stream
+        return route.importer(x, **kwargs)  # one exchange, asked on the target's own stream
     relay = Relay(x, source, route, here, stream, d.copy_here)
     if route.adapter.takes != "producer":
-        return route.from_dlpack(capsule_for_target(route, relay, here[1]), **kwargs)
-    return route.from_dlpack(relay, **kwargs)
+        return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
+    return route.importer(relay, **kwargs)
 
 
 def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:
@@ -487,7 +487,7 @@ def _host(
         if route.table_type is not None:
             out = native.convert_to(x, route.table_type, route.refuse)
         else:
-            out = native.convert_to(x, route.handover_type, route.refuse, route.from_dlpack)
+            out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
         if out is not NotImplemented:
             return out
     if d.to_host:
@@ -507,7 +507,7 @@ def _host(
     if d.copy_in:
         return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
     if d.handover and tensor._lanes == 1:
-        return route.from_dlpack(tensor)
+        return route.importer(tensor)
     return bridged(route, tensor, device, copy, d)
 
 

@@ -11,7 +11,7 @@ from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, default_stream, device_name, parse_device, producer_device
 from dlbind.dtypes import BOOL, UINT8, DType
 from dlbind.export import export_view
-from dlbind.plans import BARE, STREAM, ExportPlan, export_plan, library_export, truthy_guard
+from dlbind.sources import BARE, STREAM, ExportPlan, export_plan, library_export, truthy_guard
 from dlbind.tensor import ExtentError, Tensor, from_capsule
 
 __all__ = ["from_dlpack", "imported"]

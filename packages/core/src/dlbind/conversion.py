@@ -1,7 +1,7 @@
 """``dlbind.convert``: hand an array from one library to another, zero-copy whenever the spec allows,
 by the fastest correct route, with each library's known deviations bridged.
 
-One walk, top to bottom: the plan (:mod:`dlbind.planner`: the target's route, and the decision for the
+One walk, top to bottom: the plan (:mod:`dlbind.routes`: the target's route, and the decision for the
 producer's type, the target and the device the data is on), the exchange, the bridge
 (:mod:`dlbind.bridges`), the target. The decisions:
 
@@ -35,7 +35,8 @@ from dlbind._libraries import MISSING, lasting
 from dlbind.bridges import bridge_of, described, run
 from dlbind.consumer import from_dlpack, imported
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
-from dlbind.planner import (
+from dlbind.producer import Exporter, asdlpack
+from dlbind.routes import (
     C_DIRECT,
     C_ROUTES,
     DEVICE_ARG,
@@ -51,10 +52,9 @@ from dlbind.planner import (
     Decision,
     Route,
     decide,
-    plan,
+    route_to,
 )
-from dlbind.plans import ExportPlan, export_plan, library_export
-from dlbind.producer import Exporter, asdlpack
+from dlbind.sources import ExportPlan, export_plan, library_export
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["Explanation", "compat", "convert", "explain"]
@@ -77,12 +77,12 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     # dlbind.convert (compiled) tried the C route of a name it knows before calling here: not twice
     tried = route is not None and type(to) is str and to in C_ROUTES
     if route is None:
-        route = plan(to)
+        route = route_to(to)
     try:
         x, source, here, decision = _decision(x, route, device, copy, stream)
         plain = decision.kind == DIRECT and decision.copy_kw is None and not decision.device_kw
         if plain and type(to) is str and type(x) not in C_DIRECT.get(to, ()) and lasting(type(x)):
-            C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.from_dlpack)  # the compiled convert: C
+            C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.importer)  # the compiled convert: C
         return run(decision, x, source, route, here, device, copy, stream, tried)
     except _PASSED_ON:
         raise
@@ -106,7 +106,7 @@ def _decision(
     here = _CPU if source.host_only or source.via is not None else producer_device(x)
     shape = 0 if stream is None else 1 if stream == -1 else 2
     dev = None if device is None else parse_device(device)[0]
-    found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # planner.key: made once, then read
+    found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # routes.key: made once, then read
     if found is None:
         found = decide(source, route, here[0], dev, copy, shape)
     return x, source, here, found
@@ -117,7 +117,7 @@ class Explanation(NamedTuple):
 
     ``kind``: ``"itself"`` (the producer is the answer), ``"zero-copy"``, ``"copy"`` (on the data's device, or
     the target's own), ``"host copy"`` (the data moves to the host first) or ``"refused"``; ``text``: the
-    sentence, ``str()`` of the explanation; ``decision``: the cached :class:`dlbind.planner.Decision` for the
+    sentence, ``str()`` of the explanation; ``decision``: the cached :class:`dlbind.routes.Decision` for the
     producer's type, the target, the device type and the keywords' shape (what the data adds: its bridge)."""
 
     kind: str
@@ -136,7 +136,7 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     where it is (host memory and devices with streams; a host copy decision is not run). Nothing is copied
     and nothing reaches the target.
     """
-    route = plan(to)
+    route = route_to(to)
     x, source, here, d = _decision(x, route, device, copy, stream)
     a = route.adapter
     where = f"{device_name(here[0])}:{here[1]}"

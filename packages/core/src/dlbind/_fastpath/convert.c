@@ -434,7 +434,7 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
 }
 
 /* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
- * the target asks on its own stream), when dlbind.planner decided it for x's type and the device x is on
+ * the target asks on its own stream), when dlbind.routes decided it for x's type and the device x is on
  * (convert_direct, filled by dlbind.conversion.convert); NotImplemented (a new reference) otherwise. */
 static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to) {
     PyObject *by_type = PyDict_GetItemWithError(dlbind_cfg.convert_direct, to);

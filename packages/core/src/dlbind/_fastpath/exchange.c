@@ -17,7 +17,7 @@
  * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
  * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
  * is (capsule or None, export guards, bits, ExportPlan): the capsule keeps the table's memory alive
- * while cached; the guards and bits are read once from the type's dlbind.plans.ExportPlan (the plan
+ * while cached; the guards and bits are read once from the type's dlbind.sources.ExportPlan (the plan
  * the Python code follows, made from spec/adapters.toml once per type); the legacy-call bit is learned
  * when the type's __dlpack__ refused max_version and the older call worked (the plan keeps it too).
  * None of it refers to the type. */
@@ -115,7 +115,7 @@ int dlbind_plan_call_bits(PyObject *plan) {
 }
 
 /* A new (capsule or None, guards, bits, plan) entry for the type: its table attribute and its
- * dlbind.plans.ExportPlan (the same object the Python code follows: export guards, immutable, the
+ * dlbind.sources.ExportPlan (the same object the Python code follows: export guards, immutable, the
  * bool reading, host-only, how an older __dlpack__ is called). NULL on error. */
 static PyObject *dlbind_entry_new(PyObject *type) {
     PyObject *cap;

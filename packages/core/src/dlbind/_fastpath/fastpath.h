@@ -103,16 +103,16 @@ typedef struct {
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
-                                    by dlbind.planner.plan */
+                                    by dlbind.routes.plan */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
-    PyObject *export_plan;       /* dlbind.plans.export_plan: type -> its ExportPlan (read once per type, cached) */
+    PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *refuse_guarded;    /* dlbind.consumer.refuse_guarded(x, name, is_method): raises x's BufferError */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
     PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
     PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
     PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
-                                    hand-overs dlbind.planner decided (devices with streams), filled by
+                                    hand-overs dlbind.routes decided (devices with streams), filled by
                                     dlbind.conversion.convert the first time */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
@@ -257,7 +257,7 @@ const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 typedef struct {
     const dlbind_exchange_api *api; /* its usable exchange table, or NULL */
     PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */
-    PyObject *plan;               /* borrowed: the type's dlbind.plans.ExportPlan (None when not configured) */
+    PyObject *plan;               /* borrowed: the type's dlbind.sources.ExportPlan (None when not configured) */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */

@@ -161,7 +161,7 @@ def _via(x: Any) -> str | None:
     says otherwise)."""
     if callable(getattr(x, "__dlpack__", None)):
         return None
-    from dlbind.plans import export_plan
+    from dlbind.sources import export_plan
 
     plan = export_plan(type(x))  # the row of its library's installed release, read once per type
     return None if plan.via is None or plan.row is None else plan.row.export_via
@@ -199,7 +199,7 @@ def _export(x: Any) -> tuple[object, str | None]:
     via = _via(x)
     if via is None:
         raise Unsupported(reason or f"{type(x).__name__} has no __dlpack__")
-    from dlbind.plans import library_export
+    from dlbind.sources import library_export
 
     try:
         given = library_export(x)

@@ -1,12 +1,13 @@
-"""The plans of :func:`dlbind.convert`: how each target system imports (a :class:`Route`, made once per
-target from its row of ``spec/adapters.toml`` for the installed release), and one :class:`Decision` per
-producer type, target and device type — hand the producer over directly, stand in between (and why),
-move the data to the host first, go through ``__cuda_array_interface__``, or refuse (with the reason).
+"""Targets: how each system :func:`dlbind.convert` gives arrays to imports (a :class:`Route`, made once per
+target by :func:`route_to` from its row of ``spec/adapters.toml`` for the installed release), and the
+:class:`Decision` for one producer type, target, device type and shape of keywords (:func:`decide`): the
+route's kind (the producer itself, the host routes, hand the producer over directly, stand in between and
+why, ``__cuda_array_interface__``, a host copy first, or refuse with the reason), the importer's keywords,
+the copy dlbind makes, and the compiled build's C routes (:data:`C_ROUTES`, :data:`C_DIRECT`).
 
-Routes and decisions are made once and kept (:data:`ROUTES`, the producer's
-:class:`dlbind.plans.ExportPlan`): an exchange follows them and looks no row up on the way
-(``dlbind._libraries.row_lookups`` stays still). Executing the bridges is :mod:`dlbind.bridges`'s job,
-the exchange :mod:`dlbind.conversion`'s.
+Routes and Decisions are made once and kept (:data:`ROUTES`, the producer's
+:class:`dlbind.sources.ExportPlan`): an exchange runs them and looks no row up on the way
+(``dlbind._libraries.row_lookups`` stays still). Running a Decision is :func:`dlbind.bridges.run`'s job.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
 from dlbind.devices import HOST_ACCESSIBLE, device_name, stream_free
-from dlbind.plans import C_DIRECT, C_ROUTES, ExportPlan
+from dlbind.sources import ExportPlan
 
 __all__ = [
     "C_DIRECT",
@@ -40,11 +41,16 @@ __all__ = [
     "Route",
     "decide",
     "make_route",
-    "plan",
     "resolve",
+    "route_to",
 ]
 
-# C_ROUTES and C_DIRECT (the decisions the compiled convert follows in C) live in dlbind.plans
+# The decisions the compiled convert follows in C (dlbind._wiring hands C these dicts at import), filled as they
+# are made: to -> (target array type, Route.refuse, the importer for a handover route or None for the exchange
+# table's), the routes of host memory (route_to); and to -> {producer type: (device type, the target's
+# importer)}, the direct hand-overs on devices with streams of lasting producer types (dlbind.conversion).
+C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
+C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
 
 _LAYOUT_PROMISE = {"any": 0, "nonnegative": 1, "compact": 2}  # how much a layout promises
 
@@ -78,7 +84,7 @@ class Route(NamedTuple):
     installed release, with what the exchange needs at hand (made once per target by :func:`plan`)."""
 
     adapter: Adapter
-    from_dlpack: Any
+    importer: Any  # the target's from_dlpack (import.function), or the importer under test
     table_type: type | None  # the target array type, when it has an exchange table
     handover_type: type | None  # the target array type, when the compiled build may hand over in C (below)
     refuse_negative_strides: bool  # layout: the target cannot take negative strides (torch aborts on them)
@@ -120,12 +126,12 @@ def _array_type(adapter: Adapter) -> type | None:
     return None
 
 
-def plan(to: Any) -> Route:
+def route_to(to: Any) -> Route:
     """The route to system ``to`` (a name, module or array type), made once and kept in :data:`ROUTES`."""
     if isinstance(to, type):
         route = ROUTES_BY_TYPE.get(to)
         if route is MISSING:
-            route = plan(resolve(to).name)  # a type's route is its library's
+            route = route_to(resolve(to).name)  # a type's route is its library's
             ROUTES_BY_TYPE.put(to, route)
         return route  # type: ignore[no-any-return]
     key = (to,) if isinstance(to, str | ModuleType) else (id(to),)
@@ -141,7 +147,7 @@ def plan(to: Any) -> Route:
             if route.table_type is not None:
                 C_ROUTES[to] = (route.table_type, route.refuse, None)
             elif route.handover_type is not None:
-                C_ROUTES[to] = (route.handover_type, route.refuse, route.from_dlpack)
+                C_ROUTES[to] = (route.handover_type, route.refuse, route.importer)
     return route
 
 

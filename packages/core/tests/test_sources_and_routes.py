@@ -13,8 +13,8 @@ import dlbind
 from dlbind import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import row_lookups
-from dlbind.planner import DIRECT, HOST, HOST_COPY, INTERFACE, REFUSE, RELAY, SAME, decide, plan
-from dlbind.plans import export_plan
+from dlbind.routes import DIRECT, HOST, HOST_COPY, INTERFACE, REFUSE, RELAY, SAME, decide, route_to
+from dlbind.sources import export_plan
 
 CPU, CUDA, CUDA_HOST = int(DeviceType.kDLCPU), int(DeviceType.kDLCUDA), DEVICE_BY_NAME["cuda_host"]
 
@@ -74,7 +74,7 @@ def test_a_plan_holds_its_rows_facts() -> None:
 def test_decisions() -> None:
     torch = pytest.importorskip("torch")
     numpy_plan, torch_plan = export_plan(np.ndarray), export_plan(torch.Tensor)
-    to_torch, to_numpy = plan("torch"), plan("numpy")
+    to_torch, to_numpy = route_to("torch"), route_to("numpy")
     assert decide(numpy_plan, to_torch, CPU).kind == HOST
     assert decide(numpy_plan, to_numpy, CPU).kind == SAME
     # torch on a GPU to numpy (host only): a host copy first
@@ -95,13 +95,13 @@ def test_cupy_rows_decide_direct_relay_and_interface() -> None:
     pytest.importorskip("torch")
     from dlbind._generated.adapters import ADAPTERS
     from dlbind._libraries import for_release
-    from dlbind.planner import make_route
-    from dlbind.plans import ExportPlan
+    from dlbind.routes import make_route
+    from dlbind.sources import ExportPlan
 
     cupy_row = ADAPTERS["cupy"]._replace(export_negative_strides="unsigned")  # a release before 14.3
     to_cupy = make_route(cupy_row, importer=lambda x: x, interface=lambda x: x)
     # fresh plans of torch's and numpy's rows, so that the process's own plans keep no decision for this route
     assert decide(ExportPlan(for_release(ADAPTERS["torch"])), to_cupy, CUDA).kind == DIRECT
     assert decide(ExportPlan(ADAPTERS["numpy"]), to_cupy, CUDA_HOST).kind == INTERFACE
-    why = decide(ExportPlan(cupy_row), plan("torch"), CUDA).why
+    why = decide(ExportPlan(cupy_row), route_to("torch"), CUDA).why
     assert "negative strides as unsigned numbers" in why and "nonnegative" in why

@@ -1,4 +1,4 @@
-"""Export plans: what it takes to export from one producer type, decided once from its library's row.
+"""Producer types: what one exports and how it is asked (its :class:`ExportPlan`), decided once from its row.
 
 Every fact of ``spec/adapters.toml`` that an import needs about its producer (the export guards to
 check, how its ``__dlpack__`` refuses, whether its arrays are immutable, how its capsules carry bool,
@@ -26,15 +26,7 @@ from dlbind.export import contiguous_strides
 if TYPE_CHECKING:
     from dlbind._generated.adapters import Adapter
 
-__all__ = ["BARE", "C_DIRECT", "C_ROUTES", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
-
-# The decisions the compiled convert follows in C, filled by dlbind.planner and dlbind.conversion as they make
-# them (here, low in the layers, so that the C code is handed them at import without importing the planner):
-# to -> (target array type, Route.refuse, from_dlpack for a handover route or None for the exchange table's),
-# the routes of host memory; and to -> {producer type: (device type, the target's importer)}, the direct
-# hand-overs on devices with streams of lasting producer types.
-C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
-C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
+__all__ = ["BARE", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
 
 STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords (learned once per type)
 
@@ -55,7 +47,7 @@ class ExportPlan:
     negative strides as unsigned numbers, so such arrays are imported through ``interface`` instead;
     ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
-    (made by :func:`dlbind.planner.decide` once each).
+    (made by :func:`dlbind.routes.decide` once each).
     """
 
     __slots__ = (
@@ -106,7 +98,7 @@ class ExportPlan:
     def __init__(self, row: Adapter | None) -> None:
         self.row = row
         self.call_style = 0
-        self.pairs = {}  # dlbind.planner.key(...) -> dlbind.planner.Decision
+        self.pairs = {}  # dlbind.routes.key(...) -> dlbind.routes.Decision
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError

@@ -1,0 +1,176 @@
+"""Instructions per exchange (valgrind's callgrind), each dlbind path beside its anchor, and wall time beside it.
+
+    nox -s bench          (or: python benchmarks/instructions.py [--json FILE] [--markdown-append FILE])
+
+Wall time on a shared machine moves with whatever else runs; an instruction count does not. Each row runs
+its statement in a fresh interpreter under ``valgrind --tool=callgrind`` twice, ``SHORT`` and ``LONG`` times
+after the same set-up (the first exchange of a type makes its plans), and reports the difference per
+exchange: the set-up, the start and the first exchanges cancel. The targets of issue 27 are judged by these
+counts. Wall time is reported beside them as the median ratio of ``ROUNDS`` interleaved runs (row, anchor,
+row, anchor, ...), each the best of a few batches. Nothing here passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+SHORT, LONG = 1_000, 11_000
+ROUNDS = 7
+
+SETUP = """
+import numpy as np, dlbind
+a = np.ones(1, dtype=np.float32)
+try:
+    import torch
+    t = torch.ones(1)
+except ImportError:
+    torch = t = None
+"""
+
+# name -> (statement, the anchor's name or None, the target: the ratio it must not exceed, or "")
+ROWS: dict[str, tuple[str, str | None, str]] = {
+    "np.from_dlpack(ndarray)": ("np.from_dlpack(a)", None, ""),
+    "np.from_dlpack(dlbind.asdlpack(ndarray))": (
+        "np.from_dlpack(dlbind.asdlpack(a))", "np.from_dlpack(ndarray)", "<= 1.2x"),
+    "dlbind.from_dlpack(ndarray)": ("dlbind.from_dlpack(a)", "np.from_dlpack(ndarray)", ""),
+    "np.from_dlpack(torch.Tensor)": ("np.from_dlpack(t)", None, ""),
+    "dlbind.from_dlpack(torch.Tensor)": ("dlbind.from_dlpack(t)", "np.from_dlpack(torch.Tensor)", "<= 0.15x"),
+    "torch.from_numpy(ndarray)": ("torch.from_numpy(a)", None, ""),
+    "dlbind.convert(ndarray, to='torch')": (
+        "dlbind.convert(a, to='torch')", "torch.from_numpy(ndarray)", ""),
+    "tensor.numpy()": ("t.numpy()", None, ""),
+    "dlbind.convert(torch.Tensor, to='numpy')": ("dlbind.convert(t, to='numpy')", "tensor.numpy()", ""),
+}  # fmt: skip
+
+
+def _needs_torch(statement: str) -> bool:
+    return "torch" in statement or re.search(r"\bt\b", statement) is not None
+
+
+def instructions(statement: str, count: int, env: dict[str, str]) -> int:
+    """Instructions a fresh interpreter runs for the set-up, one warm-up and ``count`` runs of ``statement``."""
+    code = f"{SETUP}\n{statement}\nfor _ in range({count}):\n    {statement}\n"
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind failed on {statement!r}: {proc.stderr.strip()[-400:]}")
+    return int(found.group(1))
+
+
+def per_exchange(statement: str, env: dict[str, str]) -> float:
+    return (instructions(statement, LONG, env) - instructions(statement, SHORT, env)) / (LONG - SHORT)
+
+
+def wall_ratio(row: str, anchor: str, number: int = 20_000) -> float:
+    """The median over ``ROUNDS`` interleaved rounds of (row's best batch / anchor's best batch), in ns."""
+    scope: dict[str, Any] = {}
+    exec(SETUP, scope)
+    fns = {name: eval(f"lambda: {ROWS[name][0]}", scope) for name in (row, anchor)}
+    ratios = []
+    for _ in range(ROUNDS):
+        best = {}
+        for name, fn in fns.items():
+            fn()
+            batches = []
+            for _ in range(3):
+                start = time.perf_counter_ns()
+                for _ in range(number):
+                    fn()
+                batches.append((time.perf_counter_ns() - start) / number)
+            best[name] = min(batches)
+        ratios.append(best[row] / best[anchor])
+    return statistics.median(ratios)
+
+
+def measure(build: str) -> list[dict[str, Any]]:
+    env = {**os.environ, "DLBIND_PURE": "1" if build == "pure" else "0"}
+    try:
+        import torch  # noqa: F401
+
+        has_torch = True
+    except ImportError:
+        has_torch = False
+    counts: dict[str, float] = {}
+    out = []
+    for name, (statement, anchor, target) in ROWS.items():
+        if _needs_torch(statement) and not has_torch:
+            continue
+        counts[name] = per_exchange(statement, env)
+        row: dict[str, Any] = {"build": build, "path": name, "instructions": counts[name], "anchor": anchor}
+        row["target"] = target
+        if anchor is not None and anchor in counts:
+            row["ratio"] = counts[name] / counts[anchor]
+            row["wall_ratio"] = wall_ratio(name, anchor) if build == _loaded_build() else None
+        out.append(row)
+        print(f"{build:8} {name:45} {counts[name]:9,.0f}", file=sys.stderr, flush=True)
+    return out
+
+
+def _loaded_build() -> str:
+    import dlbind
+
+    return dlbind.ffi_build()
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| build | path | instructions/exchange | anchor | ratio (instructions) | ratio (wall, median) | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}x" if r.get("ratio") is not None else ""
+        wall = f"{r['wall_ratio']:.2f}x" if r.get("wall_ratio") is not None else ""
+        met = ""
+        if r["target"] and r.get("ratio") is not None:
+            met = " (met)" if r["ratio"] <= float(r["target"].strip("<= x")) else " (not met)"
+        anchor = f"`{r['anchor']}`" if r["anchor"] else ""
+        lines.append(
+            f"| {r['build']} | `{r['path']}` | {r['instructions']:,.0f} | {anchor} | {ratio} | {wall} "
+            f"| {r['target']}{met} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--markdown-append", help="append a section with the table to this page")
+    parser.add_argument("--builds", default="compiled", help="comma-separated: compiled, pure (default compiled)")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind): no instruction counts", file=sys.stderr)
+        return 0
+    rows = [r for build in args.builds.split(",") for r in measure(build)]
+    text = table(rows)
+    print(text)
+    if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    if args.markdown_append:
+        with open(args.markdown_append, "a") as f:
+            f.write(
+                "\n## Instructions per exchange\n\n"
+                f"Counted by valgrind's callgrind (`benchmarks/instructions.py`): the difference between {LONG:,} "
+                f"and {SHORT:,} runs of each statement in a fresh interpreter, per run, so that start-up and "
+                "the first exchanges (which make the plans) cancel. Unlike wall time, the count is the same "
+                "whatever else the machine does; issue 27's targets are judged by it. The wall ratio beside it "
+                f"is the median of {ROUNDS} interleaved rounds (each the best of three batches).\n\n" + text + "\n"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
