@@ -422,7 +422,8 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks (reports, never pass/fail): ns per exchange and start-up, beside anchors in the same run."""
+    """Benchmarks (reports, never pass/fail): ns per exchange, instructions per exchange (valgrind) and start-up,
+    beside anchors in the same run."""
     _install_generator(session)
     session.install(*_group("bench"))
     session.install("--force-reinstall", "--no-deps", CORE)
@@ -440,6 +441,9 @@ def bench(session: nox.Session) -> None:
     )  # fmt: skip
     startup = ["--json", ".cache/bench/startup.json", "--markdown-append", "docs/benchmarks.md"]
     session.run("python", "benchmarks/startup.py", *startup)
+    # instruction counts (valgrind's callgrind; skipped, saying so, where valgrind is not installed)
+    counts = ["--json", ".cache/bench/instructions.json", "--markdown-append", "docs/benchmarks.md"]
+    session.run("python", "benchmarks/instructions.py", *counts)
 
 
 @nox.session

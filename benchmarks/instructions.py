@@ -5,7 +5,8 @@
 Wall time on a shared machine moves with whatever else runs; an instruction count does not. Each row runs
 its statement in a fresh interpreter under ``valgrind --tool=callgrind`` twice, ``SHORT`` and ``LONG`` times
 after the same set-up (the first exchange of a type makes its plans), and reports the difference per
-exchange: the set-up, the start and the first exchanges cancel. The targets of issue 27 are judged by these
+exchange: the set-up, the start and the first exchanges cancel. With the settings of :data:`QUIET` the count
+is the same from run to run. The targets of issue 27 are judged by these
 counts. Wall time is reported beside them as the median ratio of ``ROUNDS`` interleaved runs (row, anchor,
 row, anchor, ...), each the best of a few batches. Nothing here passes or fails.
 """
@@ -29,12 +30,15 @@ ROUNDS = 7
 SETUP = """
 import numpy as np, dlbind
 a = np.ones(1, dtype=np.float32)
-try:
-    import torch
-    t = torch.ones(1)
-except ImportError:
-    torch = t = None
 """
+TORCH_SETUP = """
+import torch
+t = torch.ones(1)
+"""
+# What makes a count repeatable: one thread per BLAS/OpenMP pool (idle workers spin, and callgrind counts every
+# thread), a fixed hash seed, no address-space randomisation (setarch -R), and no cyclic collection inside the
+# counted loop (gc.disable() after the set-up: a collection's cost depends on what earlier code left behind).
+QUIET = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 # name -> (statement, the anchor's name or None, the target: the ratio it must not exceed, or "")
 ROWS: dict[str, tuple[str, str | None, str]] = {
@@ -56,12 +60,20 @@ def _needs_torch(statement: str) -> bool:
     return "torch" in statement or re.search(r"\bt\b", statement) is not None
 
 
+def _setup(statement: str) -> str:
+    return SETUP + (TORCH_SETUP if _needs_torch(statement) else "")
+
+
 def instructions(statement: str, count: int, env: dict[str, str]) -> int:
     """Instructions a fresh interpreter runs for the set-up, one warm-up and ``count`` runs of ``statement``."""
-    code = f"{SETUP}\n{statement}\nfor _ in range({count}):\n    {statement}\n"
+    code = (
+        f"{_setup(statement)}\n{statement}\nimport gc\ngc.collect()\ngc.disable()\n"
+        f"for _ in range({count}):\n    {statement}\n"
+    )
+    fixed = ["setarch", "-R"] if shutil.which("setarch") else []
     proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
-        capture_output=True, text=True, env=env, check=False,
+        [*fixed, "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        capture_output=True, text=True, env={**env, **QUIET}, check=False,
     )  # fmt: skip
     found = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or found is None:
@@ -76,7 +88,7 @@ def per_exchange(statement: str, env: dict[str, str]) -> float:
 def wall_ratio(row: str, anchor: str, number: int = 20_000) -> float:
     """The median over ``ROUNDS`` interleaved rounds of (row's best batch / anchor's best batch), in ns."""
     scope: dict[str, Any] = {}
-    exec(SETUP, scope)
+    exec(_setup(ROWS[row][0] + ROWS[anchor][0]), scope)
     fns = {name: eval(f"lambda: {ROWS[name][0]}", scope) for name in (row, anchor)}
     ratios = []
     for _ in range(ROUNDS):
