@@ -32,6 +32,29 @@ def _target_error(x: Any, to: str, exc: BaseException) -> BaseException:
     return target_error(x, to, exc)
 
 
+def text_signature(name: str, fn: Any) -> str:
+    """``fn``'s signature as a C function's docstring starts with it (``name($module, /, ...)``, which CPython
+    reads as ``__text_signature__``), read from its code object: no ``inspect`` import at load time."""
+    code = fn.__code__
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    positional = names[: code.co_argcount]
+    defaults = fn.__defaults__ or ()
+    first_default = len(positional) - len(defaults)
+    parts = ["$module"]
+    if not code.co_posonlyargcount:
+        parts.append("/")
+    for i, arg in enumerate(positional):
+        parts.append(arg if i < first_default else f"{arg}={defaults[i - first_default]!r}")
+        if i + 1 == code.co_posonlyargcount:
+            parts.append("/")
+    keyword_only = names[code.co_argcount :]
+    if keyword_only:
+        parts.append("*")
+    kwdefaults = fn.__kwdefaults__ or {}
+    parts += [f"{k}={kwdefaults[k]!r}" if k in kwdefaults else k for k in keyword_only]
+    return f"{name}({', '.join(parts)})"
+
+
 def configure() -> None:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
     it delegates to."""
@@ -63,3 +86,8 @@ def configure() -> None:
         producer_error=consumer.producer_error,
         convert_direct=routes.C_DIRECT,
     )
+    # help() and inspect.signature() on the compiled public functions say what the Python implementations say
+    from dlbind import conversion
+
+    python = {"asdlpack": producer.asdlpack, "from_dlpack": consumer.from_dlpack, "convert": conversion.convert}
+    native.document({name: f"{text_signature(name, fn)}\n--\n\n{fn.__doc__}" for name, fn in python.items()})

@@ -9,7 +9,6 @@ Every bridge is a fact of the target's row; none looks a row up (the route carri
 
 from __future__ import annotations
 
-import fnmatch
 import importlib
 from typing import Any
 
@@ -87,7 +86,9 @@ def _lacks(adapter: Adapter, tensor: Tensor) -> bool:
     found = _LACKS.get(key)
     if found is None:
         name = tensor.dtype.name
-        found = _LACKS[key] = any(fnmatch.fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
+        from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
+
+        found = _LACKS[key] = any(fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
     return found
 
 

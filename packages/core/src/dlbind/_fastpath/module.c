@@ -88,7 +88,11 @@ static PyObject *dlbind_py_set_loader(PyObject *mod, PyObject *loader) {
     Py_RETURN_NONE;
 }
 
+static PyObject *dlbind_py_document(PyObject *mod, PyObject *docs);
+
 static PyMethodDef dlbind_methods[] = {
+    {"document", (PyCFunction)dlbind_py_document, METH_O,
+     "document(docs): set the docstrings (and text signatures) of this module's functions by name"},
     {"set_loader", (PyCFunction)dlbind_py_set_loader, METH_O,
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
@@ -103,9 +107,10 @@ static PyMethodDef dlbind_methods[] = {
     {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL, "export(keepalive, address, versioned) -> capsule"},
     {"take", (PyCFunction)dlbind_py_take, METH_O, "take(capsule) -> (address, versioned)"},
     {"asdlpack", (PyCFunction)(void (*)(void))dlbind_py_asdlpack, METH_FASTCALL | METH_KEYWORDS,
-     "asdlpack(obj, *, readonly=None, device_id=None): see dlbind.producer.asdlpack"},
+     "asdlpack($module, /, obj, *, readonly=None, device_id=None)\n--\n\nsee dlbind.producer.asdlpack"},
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbind_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): see dlbind.consumer.from_dlpack"},
+     "from_dlpack($module, /, x, *, device=None, copy=None, stream=None, allow_vector=False)\n--\n\n"
+     "see dlbind.consumer.from_dlpack"},
     {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL, "wrap(address, versioned, allow_vector) -> Tensor (owns it)"},
     {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
      "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
@@ -115,9 +120,43 @@ static PyMethodDef dlbind_methods[] = {
     {"copy_strided", (PyCFunction)(void (*)(void))dlbind_py_copy_strided, METH_FASTCALL,
      "copy_strided(dst, src, shape, byte_strides, itemsize): row-major copy of strided host memory (GIL released)"},
     {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
-     "convert(x, to, *, device=None, copy=None, stream=None): see dlbind.convert"},
+     "convert($module, /, x, to, *, device=None, copy=None, stream=None)\n--\n\nsee dlbind.conversion.convert"},
     {NULL, NULL, 0, NULL},
 };
+
+static PyObject *dlbind_docs = NULL; /* name -> the doc text its PyMethodDef points into (kept alive here) */
+
+/* document({name: text}): the docstring (with its "name($module, ...)\n--\n\n" signature line, which CPython
+ * reads as __text_signature__) of each named function of this module. dlbind passes its Python
+ * implementations' signatures and docstrings, so that help() and inspect.signature() on the compiled
+ * dlbind.convert, from_dlpack and asdlpack say what the Python ones say. CPython reads ml_doc whenever
+ * __doc__ or __text_signature__ is asked, so the functions made at module init show the new text. */
+static PyObject *dlbind_py_document(PyObject *mod, PyObject *docs) {
+    (void)mod;
+    if (!PyDict_Check(docs)) {
+        PyErr_SetString(PyExc_TypeError, "document(docs): docs must be a dict of name -> text");
+        return NULL;
+    }
+    if (dlbind_docs == NULL && (dlbind_docs = PyDict_New()) == NULL) return NULL;
+    PyObject *name, *text;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(docs, &pos, &name, &text)) {
+        if (!PyUnicode_Check(name) || !PyUnicode_Check(text)) {
+            PyErr_SetString(PyExc_TypeError, "document(docs): names and texts must be str");
+            return NULL;
+        }
+        PyMethodDef *def = dlbind_methods;
+        while (def->ml_name != NULL && PyUnicode_CompareWithASCIIString(name, def->ml_name) != 0) def++;
+        if (def->ml_name == NULL) {
+            PyErr_Format(PyExc_ValueError, "document(docs): " DLBIND_MODULE " has no function %R", name);
+            return NULL;
+        }
+        const char *utf8 = PyUnicode_AsUTF8(text);
+        if (utf8 == NULL || PyDict_SetItem(dlbind_docs, name, text) != 0) return NULL;
+        def->ml_doc = utf8; /* valid while dlbind_docs holds the text: for the life of the process */
+    }
+    Py_RETURN_NONE;
+}
 
 static struct PyModuleDef dlbind_module = {
     PyModuleDef_HEAD_INIT,
