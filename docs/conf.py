@@ -9,13 +9,16 @@ extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.doctest"]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build"]
 autodoc_member_order = "bysource"
-html_theme = "alabaster"
+# numpy's and CuPy's theme (JAX's book theme is built on it): wide code blocks scroll instead of being cut
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+html_title = "dlbind"
 myst_heading_anchors = 3
 
-# In the compiled build the public functions are the C fast path's, whose docstrings only point at the
-# Python code that specifies them. The docs document the public names with that code's signature and
-# docstring (both builders read the API page: the doctests run that code too, which the parity tests hold
-# to the C path's behaviour).
+# In the compiled build the public functions are the C fast path's: their docstrings and text signatures are
+# the Python code's (dlbind._wiring), without its annotations. The docs document the public names with that
+# code itself, annotations included (both builders read the API page: the doctests run that code too, which
+# the parity tests hold to the C path's behaviour).
 _SPECIFIED_BY = {
     "asdlpack": ("dlbind.producer", "asdlpack"),
     "from_pointer": ("dlbind.producer", "from_pointer"),
