@@ -19,19 +19,6 @@ from dlbind.tensor import Tensor, check_managed
 __all__ = ["configure"]
 
 
-def _convert(*args: Any, **kwargs: Any) -> Any:
-    """dlbind.conversion.convert, imported on the first call that needs it (not at ``import dlbind``)."""
-    from dlbind.conversion import convert
-
-    return convert(*args, **kwargs)
-
-
-def _target_error(x: Any, to: str, exc: BaseException) -> BaseException:
-    from dlbind.conversion import target_error
-
-    return target_error(x, to, exc)
-
-
 def text_signature(name: str, fn: Any) -> str:
     """``fn``'s signature as a C function's docstring starts with it (``name($module, /, ...)``, which CPython
     reads as ``__text_signature__``), read from its code object: no ``inspect`` import at load time."""
@@ -62,7 +49,9 @@ def configure() -> None:
     consumer.export_host = producer.export_host
     if native is None:
         return
-    from dlbind import routes  # the compiled convert's C routes (the pure build loads it with convert)
+    # the compiled convert's C routes and its Python side (the pure build loads them with dlbind.convert); the
+    # compiled build loads them now, for convert's docstring too (below)
+    from dlbind import conversion, routes
 
     producer.Exporter.register(native.BufferExporter)  # what the C asdlpack returns is an Exporter
     native.configure(
@@ -76,9 +65,9 @@ def configure() -> None:
         managed_from_object=exchange.managed_from_object,
         object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,
-        convert=_convert,
+        convert=conversion.convert,
         convert_routes=routes.C_ROUTES,
-        target_error=_target_error,
+        target_error=conversion.target_error,
         export_plan=sources.export_plan,
         refuse_guarded=consumer.refuse_guarded,
         order=exchange.order,
@@ -87,7 +76,5 @@ def configure() -> None:
         convert_direct=routes.C_DIRECT,
     )
     # help() and inspect.signature() on the compiled public functions say what the Python implementations say
-    from dlbind import conversion
-
     python = {"asdlpack": producer.asdlpack, "from_dlpack": consumer.from_dlpack, "convert": conversion.convert}
     native.document({name: f"{text_signature(name, fn)}\n--\n\n{fn.__doc__}" for name, fn in python.items()})
