@@ -178,6 +178,13 @@ def test_explain_of_a_relay_on_a_device_with_streams() -> None:
     assert "ordered on the stream given" in said.text and "its producer has no row" in said.text
 
 
+def test_explain_leaves_a_raw_capsule_unconsumed() -> None:
+    capsule = dlbind.asdlpack(np.arange(3.0)).__dlpack__(max_version=dlbind.DLPACK_VERSION)
+    with pytest.raises(TypeError, match="raw capsule"):
+        dlbind.explain(capsule, "numpy")
+    assert dlbind.from_dlpack(capsule).shape == (3,)  # still a usable capsule
+
+
 def test_python_m_dlbind_explain() -> None:
     _torch()
     out = io.StringIO()

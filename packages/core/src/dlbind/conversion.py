@@ -136,6 +136,8 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     where it is (host memory and devices with streams; a host copy decision is not run). Nothing is copied
     and nothing reaches the target.
     """
+    if type(x) is PyCapsuleType:
+        raise TypeError("dlbind.explain takes the producer, not a raw capsule: reading a capsule consumes it")
     route = route_to(to)
     x, source, here, d = _decision(x, route, device, copy, stream)
     a = route.adapter
