@@ -103,6 +103,21 @@ def test_each_keyword_shape_has_its_decision() -> None:
     assert isinstance(dlbind.convert(a, to="torch", copy=True), torch.Tensor)
 
 
+def test_its_own_array_is_itself_even_where_the_importer_always_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """copy=False to a system whose importer copies on every import (numba: copy = "always") is refused, unless
+    the producer is that system's own array: then it is the answer (interop cell numba, issue 21)."""
+    row = for_release(ADAPTERS["numpy"])._replace(copy="always")  # (for_release keeps a row per name)
+    monkeypatch.setitem(routes.ROUTES, ("numpy",), routes.make_route(row))
+    monkeypatch.setattr(export_plan(np.ndarray), "pairs", {})  # this row's decisions, dropped after the test
+    a = np.arange(3.0)
+    assert dlbind.convert(a, to="numpy", copy=False) is a
+    assert dlbind.convert(a, to="numpy", copy=False, device="cpu") is a
+    assert dlbind.explain(a, "numpy", copy=False).kind == "itself"
+    with pytest.raises(BufferError, match="copies on every import"):
+        dlbind.convert(a, to="numpy", copy=False, device="cuda")
+    assert dlbind.explain(a, "numpy", copy=False, device="cuda").kind == "refused"
+
+
 # -- dlbind.explain, held to what convert does ---------------------------------------------------------------
 
 

@@ -436,6 +436,8 @@ def run(
     if kind == SAME:
         if d.itself and (device is None or parse_device(device) == here):
             return x
+        if d.why:  # the target's own importer cannot be asked for this (copy=False to one that always copies)
+            raise BufferError(d.why)
         return route.importer(x, **_kwargs(d, route, here, device))
     if kind == HOST:
         return _host(d, x, source, route, here, device, copy, stream, tried)

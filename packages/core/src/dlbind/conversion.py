@@ -149,6 +149,8 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     if kind == SAME:
         if d.itself and (device is None or parse_device(device) == here):
             return Explanation("itself", f"itself: the producer is already a {a.name} array", d)
+        if d.why:
+            return Explanation("refused", f"refused: {d.why}", d)
         copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
         return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d)
     if kind == HOST and d.to_host and here[0] in HOST_ACCESSIBLE:

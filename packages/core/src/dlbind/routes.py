@@ -262,7 +262,7 @@ class Decision(NamedTuple):
     host routes (negative strides, read-only data, a dtype the target lacks: facts of one array)."""
 
     kind: int
-    why: str = ""  # RELAY: why dlbind stands in between; REFUSE: the reason; HOST_COPY: why the host
+    why: str = ""  # RELAY: why dlbind stands in between; REFUSE (and SAME when not itself): the refusal
     itself: bool = False  # SAME: the producer itself is the answer (when on the device asked)
     device_kw: int = NO_DEVICE  # how device= reaches the importer
     copy_kw: bool | None = None  # copy= for the importer (None: not passed)
@@ -318,8 +318,8 @@ def _decide(
     a = route.adapter
     if kind == SAME:  # the target's own array: itself, or what the target's own importer makes of it
         keywords = _keywords_for(route, here, device, copy)
-        if isinstance(keywords, Decision):
-            return keywords
+        if isinstance(keywords, Decision):  # refused, unless the producer itself is the answer
+            return Decision(SAME, keywords.why, itself=not copy and not stream)
         device_kw, copy_kw, copy_here = keywords
         if not copy and not stream:
             return Decision(SAME, itself=True, device_kw=device_kw, copy_kw=copy_kw)
