@@ -374,13 +374,6 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
         if to_host and "cpu" not in a.devices:
             return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
     why = ""
-    at = DEVICE_BY_NAME["cpu"] if to_host else here  # where the importer is given the data
-    keywords: tuple[int, Any, bool] = (NO_DEVICE, None, False)
-    if not copy_in or device is not None:
-        found = _keywords_for(route, at, device, None if to_host else copy)
-        if isinstance(found, Decision):
-            return found
-        keywords = found
     if to_host:
         if copy is False:
             return _refused(f"{a.name} needs a host copy of {device_name(here)} data, and copy=False forbids it")
@@ -394,6 +387,12 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     elif copy_in:
         copy_in = device is None or device in route.imports
         why = f"{a.name} holds {', '.join(a.devices)} arrays only: its constructor copies the data in"
+    keywords: tuple[int, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
+    if not copy_in:  # the importer's, for data where it is given it (on the host after a host copy)
+        found = _keywords_for(route, DEVICE_BY_NAME["cpu"] if to_host else here, device, None if to_host else copy)
+        if isinstance(found, Decision):
+            return found
+        keywords = found
     device_kw, copy_kw, copy_here = keywords
     return Decision(
         HOST, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here, to_host=to_host, copy_in=copy_in,
