@@ -462,8 +462,7 @@ def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]
     kwargs: dict[str, Any] = {}
     if d.device_kw == DEVICE_ARG:
         kwargs["device"] = device_arg(route, device)
-    elif d.device_kw == DEVICE_HERE and parse_device(device) != here:
-        dev = parse_device(device)
+    elif d.device_kw == DEVICE_HERE and (dev := parse_device(device)) != here:
         raise BufferError(
             f"{route.adapter.from_dlpack} takes no device= (asked: {device_name(dev[0])}:{dev[1]}, the data is on "
             f"{device_name(here[0])}:{here[1]}): convert on the source's device"

@@ -278,11 +278,6 @@ class Decision(NamedTuple):
         return f"Decision({KINDS[self.kind]}{': ' + self.why if self.why else ''})"
 
 
-def stream_shape(stream: int | None) -> int:
-    """The shape of a ``stream=`` keyword in a Decision's key: not given (0), -1 (1), a stream (2)."""
-    return 0 if stream is None else 1 if stream == -1 else 2
-
-
 def decide(
     source: ExportPlan,
     route: Route,
@@ -293,8 +288,8 @@ def decide(
 ) -> Decision:
     """The decision for arrays of ``source``'s type on ``device_type`` converted to ``route``'s system, with
     ``device=`` a device of type ``device`` (None: not given), ``copy=`` ``copy`` and ``stream=`` of shape
-    ``stream`` (:func:`stream_shape`): made once per (type, target, device type, keyword shape) and kept in the
-    producer's plan (``ExportPlan.pairs``, under :func:`key`)."""
+    ``stream`` (0: not given, 1: -1, 2: a stream): made once per (type, target, device type, keyword shape) and
+    kept in the producer's plan (``ExportPlan.pairs``, under :func:`key`)."""
     at = key(route, device_type, device, copy, stream)
     found = source.pairs.get(at)
     if found is None:
