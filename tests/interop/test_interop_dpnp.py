@@ -3,6 +3,9 @@ dpnp.tensor now)."""
 
 from __future__ import annotations
 
+import fnmatch
+import io
+import os
 from typing import Any, ClassVar
 
 import numpy as np
@@ -66,3 +69,98 @@ class TestDpnp(InteropSuite):
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
         return {}
+
+
+# -- python -m dlbind check --libs dpnp,numpy (issue 28, item 8) ------------------------------------------------
+
+#: What ``python -m dlbind check --libs dpnp,numpy`` reports failing in this cell (dpnp 0.20.0, numpy 2.4.6), in
+#: both builds: "LIB KIND:CHECK" (or "convert SRC -> DST") -> (a fragment of the reported detail, the library's
+#: own defect that it shows). Each is the library's, measured here; the checker reads dpnp's oneAPI memory
+#: through dpnp's own host copy, so no failure may be the checker's (neither a check nor a pair).
+CHECK_FAILURES: dict[str, tuple[str, str]] = {
+    "dpnp consumer:byte_offset": (
+        "byte_offset=16: values differ",
+        "dpnp.from_dlpack of kDLCPU data answers a numpy.ndarray of the tensor's data pointer, ignoring its "
+        "byte_offset (dlbind.convert copies host data in with dpnp.asarray instead)",
+    ),
+    "dpnp consumer:real_typeerror_propagates": (
+        "retried __dlpack__ 2 times on an unrelated TypeError",
+        "dpnp.from_dlpack calls __dlpack__() again with no keywords after any TypeError, so a producer's own "
+        "TypeError is raised twice (IntelPython/dpctl#1789)",
+    ),
+    "numpy consumer:real_typeerror_propagates": (
+        "retried __dlpack__ 2 times on an unrelated TypeError",
+        "numpy's own (docs/quickstart.md): numpy.from_dlpack retries __dlpack__ without max_version on any TypeError",
+    ),
+}
+
+#: The checks it reports unsupported ("-"), as fnmatch patterns over the same keys -> a fragment of the reason.
+CHECK_UNSUPPORTED: dict[str, str] = {
+    "dpnp producer:stream_refused_on_cpu": "not a CPU array",  # dpnp's arrays live on its oneAPI device
+    "* *:dtype_bfloat16": "needs ml_dtypes",  # the cell installs no ml_dtypes
+    "* *:dtype_float8_*": "needs ml_dtypes",
+}
+
+#: dpnp's producer checks that read its arrays' values (its oneAPI memory) back on the host.
+READ_BACK = ("values", "transposed", "negative_strides", "zero_size", "zero_d", "size1_dims", "offset_view", "dtype_*")
+
+
+@pytest.fixture(scope="module")
+def check_results() -> tuple[dict[str, dict[str, str]], str]:
+    """Every result of ``dlbind check --libs dpnp,numpy`` by key ("LIB KIND:CHECK", "convert SRC -> DST"), and
+    the rendered report (for the assertion messages)."""
+    from dlbind import check
+
+    matrix = check.run(["dpnp", "numpy"], stream=io.StringIO())  # its workers inherit DLBIND_PURE
+    results = {f"{lib} {key}": r for lib, rows in matrix.results.items() for key, r in rows.items()}
+    results.update({f"convert {src} -> {dst}": r for src, row in matrix.pairs.items() for dst, r in row.items()})
+    return results, check.render(matrix, details=True)
+
+
+def test_check_reports_only_the_libraries_own_failures(check_results: tuple[dict[str, dict[str, str]], str]) -> None:
+    """issue 28 (8): the checker reads dpnp's oneAPI memory through dpnp's own host copy (no dlbind backend
+    serves it), so the report's failures are the libraries' own, each with its reason (CHECK_FAILURES); a new
+    failure, a listed one that no longer fails, or one failing for another reason fails this test."""
+    results, report = check_results
+    failing = {key: r["detail"] for key, r in results.items() if r["status"] in ("fail", "crash")}
+    failing.update(
+        {key: r["detail"] for key, r in results.items() if key.startswith("convert ") and r["status"] != "pass"}
+    )
+    build = os.environ.get("DLBIND_PURE", "0")
+    problems = [
+        f"unexpected failure: {key}: {detail}" for key, detail in sorted(failing.items()) if key not in CHECK_FAILURES
+    ]
+    problems += [
+        f"no longer fails (remove it from CHECK_FAILURES): {key}" for key in CHECK_FAILURES if key not in failing
+    ]
+    problems += [
+        f"{key} fails for another reason than {fragment!r} ({why}): {failing[key]}"
+        for key, (fragment, why) in CHECK_FAILURES.items()
+        if key in failing and fragment not in failing[key]
+    ]
+    assert not problems, f"DLBIND_PURE={build}:\n" + "\n".join(problems) + "\n\n" + report
+
+
+def test_check_reads_dpnp_memory_through_its_own_host_copy(
+    check_results: tuple[dict[str, dict[str, str]], str],
+) -> None:
+    """The checks that read dpnp's arrays back (READ_BACK) pass, reading them through dpnp's own host copy
+    (dl_device=kDLCPU), and what the checker reports unsupported is what the cell lacks (CHECK_UNSUPPORTED),
+    never the values on its device; an unsupported check not listed, or a listed one that runs, fails it."""
+    results, report = check_results
+    unread = [
+        f"not read through dpnp's own host copy: {key}: {r['status']}: {r['detail']}"
+        for key, r in results.items()
+        if any(fnmatch.fnmatchcase(key, f"dpnp producer:{p}") for p in READ_BACK)
+        and not any(fnmatch.fnmatchcase(key, p) for p in CHECK_UNSUPPORTED)
+        and not (r["status"] == "pass" and "own host copy" in r["detail"])
+    ]  # fmt: skip
+    assert not unread, "\n".join(unread) + "\n\n" + report
+    unsupported = {key: r["detail"] for key, r in results.items() if r["status"] == "unsupported"}
+    problems = [
+        f"unexpected unsupported: {key}: {detail}"
+        for key, detail in sorted(unsupported.items())
+        if not any(fnmatch.fnmatchcase(key, p) and f in detail for p, f in CHECK_UNSUPPORTED.items())
+    ]
+    problems += [f"matches nothing (remove it): {p}" for p in CHECK_UNSUPPORTED if not fnmatch.filter(unsupported, p)]
+    assert not problems, "\n".join(problems) + "\n\n" + report

@@ -108,6 +108,34 @@ def _values(t: Tensor) -> Any:
     return _np().asarray(from_dlpack(t, device="cpu", copy=True))
 
 
+#: The note of a value read through the producer's own host copy (:func:`_values_of`).
+_PRODUCER_COPY = "read through the producer's own host copy (__dlpack__(dl_device=(kDLCPU, 0), copy=True))"
+
+
+def _values_of(x: Any, t: Tensor) -> tuple[Any, str | None]:
+    """(the values of ``t``, what ``x`` exported, as numpy; a note or None). Host memory is read as it is and
+    device memory through its dlbind backend's host copy; memory that no dlbind backend serves (dpnp's
+    oneAPI memory: spec/devices.toml names no backend for it) through the producer's own host copy, asked of
+    ``x`` with ``dl_device=(kDLCPU, 0), copy=True`` as the array API lets a consumer ask. Where ``x`` refuses
+    that too, nothing can read the values: :class:`Unsupported`, naming the device and the refusal."""
+    device = int(t.device[0])
+    if device in HOST_DEVICES or _backends.serving(device) is not None:
+        return _values(t), None
+    from dlbind.consumer import from_dlpack
+    from dlbind.devices import device_name
+
+    try:
+        host = from_dlpack(x, device="cpu", copy=True)
+    except (BufferError, TypeError, ValueError, NotImplementedError) as exc:
+        where = f"{device_name(device)}:{int(t.device[1])}"
+        raise Unsupported(
+            f"its values on {where} cannot be read: no dlbind backend serves {device_name(device)} memory, and "
+            f"the {type(x).__name__}'s own host copy (dl_device=(kDLCPU, 0), copy=True) was refused: "
+            f"{type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    return _np().asarray(host), _PRODUCER_COPY
+
+
 def _same(got: Any, want: Any, what: str) -> None:
     np = _np()
     if got.shape != want.shape:
@@ -215,27 +243,18 @@ def _is_capsule(obj: object) -> bool:
 def _exported_values(x: Any) -> tuple[Any, Any, str | None]:
     """(the raw struct or None, the values as numpy, a note) of what ``x`` exports (:func:`_export`); a buffer
     (a host copy some systems give instead of a capsule) is read as it is. Device memory no dlbind backend
-    serves (dpnp's oneAPI memory) is read through the producer's own host copy (``dl_device``)."""
+    serves (dpnp's oneAPI memory) is read through the producer's own host copy (:func:`_values_of`)."""
     given, via = _export(x)
+    return _given_values(given, via, x)
+
+
+def _given_values(given: object, via: str | None, x: Any) -> tuple[Any, Any, str | None]:
+    """:func:`_exported_values` of what :func:`_export` gave for ``x``."""
     if _is_capsule(given):
         managed, t = _open(given)
-        if int(t.device[0]) not in HOST_DEVICES and _backends.serving(int(t.device[0])) is None:
-            from dlbind.consumer import from_dlpack
-
-            try:
-                host = from_dlpack(x, device="cpu", copy=True)
-            except (BufferError, TypeError, ValueError) as exc:
-                raise Unsupported(f"no dlbind backend reads {t.device} memory, and {exc}") from None
-            return managed, _np().asarray(host), "read through the producer's own host copy (dl_device)"
-        return managed, _values(t), None if via is None else f"through {via}"
-    return _given_values(given, via)
-
-
-def _given_values(given: object, via: str | None) -> tuple[Any, Any, str | None]:
-    """:func:`_exported_values` of what :func:`_export` gave."""
-    if _is_capsule(given):
-        managed, t = _open(given)
-        return managed, _values(t), None if via is None else f"through {via}"
+        values, note = _values_of(x, t)
+        notes = [n for n in (None if via is None else f"through {via}", note) if n]
+        return managed, values, "; ".join(notes) or None
     from dlbind.consumer import from_dlpack
 
     note = f"through {via}: a host copy ({type(given).__name__}), not a DLPack capsule"
@@ -550,7 +569,7 @@ def _producer_dtype_check(name: str, code: int, bits: int) -> Callable[..., str 
             given, via = _export(x)
         except BufferError as exc:
             raise Unsupported(f"BufferError: {exc}") from None
-        managed, values, note = _given_values(given, via)
+        managed, values, note = _given_values(given, via, x)
         if managed is not None:
             dtype = managed.dl_tensor.dtype
             got = (int(dtype.code), int(dtype.bits), int(dtype.lanes))

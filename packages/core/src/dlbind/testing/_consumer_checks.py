@@ -22,7 +22,7 @@ from dlbind.testing._checks import (
     _run,
     _same,
     _sample,
-    _values,
+    _values_of,
     checks_for,
 )
 from dlbind.testing._devices import current, placed
@@ -454,14 +454,15 @@ for _n, _c, _b in _DTYPES:
 
 
 def _default_to_numpy(result: Any) -> Any:
-    """A consumer's result as numpy: numpy arrays as they are, anything else through dlbind."""
+    """A consumer's result as numpy: numpy arrays as they are, anything else through dlbind (device memory no
+    dlbind backend serves, such as dpnp's oneAPI memory, through the result's own host copy)."""
     np = _np()
     from dlbind.consumer import from_dlpack
     from dlbind.conversion import compat
 
     if isinstance(result, np.ndarray):
         return result
-    return _values(from_dlpack(compat(result)))
+    return _values_of(result, from_dlpack(compat(result)))[0]
 
 
 _MISSING = object()
