@@ -14,7 +14,7 @@ from typing import Any
 from dlbind import consumer, exchange, export, producer, sources
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
-from dlbind.tensor import Tensor, check_managed
+from dlbind.tensor import Tensor, check_managed, sealed
 
 __all__ = ["configure"]
 
@@ -46,7 +46,7 @@ def configure() -> None:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
     it delegates to."""
     consumer.export_other = producer.asdlpack
-    consumer.export_host = producer.export_host
+    sources.export_host = producer.export_host
     if native is None:
         return
     # the compiled convert's C routes and its Python side (the pure build loads them with dlbind.convert); the
@@ -69,9 +69,9 @@ def configure() -> None:
         convert_routes=routes.C_ROUTES,
         target_error=conversion.target_error,
         export_plan=sources.export_plan,
-        refuse_guarded=consumer.refuse_guarded,
+        refuse_guarded=sources.refuse_guarded,
         order=exchange.order,
-        finish=consumer.sealed,
+        finish=sealed,
         producer_error=consumer.producer_error,
         convert_direct=routes.C_DIRECT,
     )

@@ -18,7 +18,7 @@ from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind._libraries import MISSING, dotted, for_release
-from dlbind.consumer import import_library_export, imported, ordered
+from dlbind.consumer import imported, ordered
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
@@ -36,7 +36,7 @@ from dlbind.routes import (
     Route,
     decide,
 )
-from dlbind.sources import ExportPlan, export_plan, library_export
+from dlbind.sources import ExportPlan, export_plan
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = [
@@ -497,7 +497,7 @@ def _host(
     elif type(x) is Tensor and stream is None:
         tensor = x
     elif source.via is not None:  # a system exporting through a function of its own: what it gave, imported
-        tensor = import_library_export(x, library_export(x, source), stream=stream)
+        tensor = imported(x, source, None, stream=stream, own_export=True)
         if tensor._device_type != here[0]:  # its device is not asked first: decided for where the data is
             source, here = export_plan(Tensor), tensor.device
             d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)

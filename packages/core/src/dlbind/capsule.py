@@ -425,6 +425,20 @@ def take(capsule: object) -> tuple[Any, bool]:
     return ffi.cast(ctype, address), versioned
 
 
+def take_owned(capsule: object) -> tuple[Owner, bool, object]:
+    """:func:`take` for the pure build's Tensor: the struct's :class:`Owner` (the consumer owns the struct from
+    the moment it took the capsule), whether it is versioned, and the owner of a struct dlbind exported moved
+    out of the registry (:func:`adopt`; None for a foreign producer's), which the Tensor keeps. The pure build
+    only: the compiled build's Tensor owns what ``native.take`` gives (an Owner here would run the deleter)."""
+    managed, versioned = take(capsule)
+    owner = Owner(managed)
+    entry = _LIVE.get(int(ffi.cast("uintptr_t", managed)))  # adopt(), without a call back into this module
+    if entry is None:
+        return owner, versioned, None
+    source, entry[1] = entry[1], None
+    return owner, versioned, source
+
+
 class Owner:
     """Owns a consumed managed tensor: calls its deleter exactly once (on :meth:`release` or when freed)."""
 

@@ -29,11 +29,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from dlbind import consumer
 from dlbind._capi import PyCapsuleType
 from dlbind._libraries import MISSING, lasting
 from dlbind.bridges import bridge_of, described, run
-from dlbind.consumer import from_dlpack, imported
+from dlbind.consumer import imported
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
 from dlbind.producer import Exporter, asdlpack
 from dlbind.routes import (
@@ -54,7 +53,7 @@ from dlbind.routes import (
     decide,
     route_to,
 )
-from dlbind.sources import ExportPlan, export_plan, library_export
+from dlbind.sources import ExportPlan, export_plan
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["Explanation", "compat", "convert", "explain"]
@@ -174,7 +173,7 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     if type(x) is Tensor:
         tensor = x
     elif source.via is not None:
-        tensor = from_dlpack(x)
+        tensor = imported(x, source, None, own_export=True)
     else:  # on a device with streams, unordered (-1): only the metadata is read
         tensor = imported(x, source, here, stream=None if stream_free(here[0]) else -1)
     bridge, why = bridge_of(route, tensor, copy if kind == HOST else d.copy_here or None)
@@ -245,7 +244,7 @@ def compat(x: Any) -> Any:
     """
     if hasattr(x, "__dlpack__") and not isinstance(x, Exporter):
         return Exporter(None, x)
-    given = library_export(x)  # a system exporting through a method or function of its own
-    if given is not None:
-        return consumer.import_library_export(x, given)
+    plan = export_plan(type(x))
+    if plan.via is not None:  # a system exporting through a method or function of its own
+        return imported(x, plan, None, own_export=True)
     return asdlpack(x)

@@ -7,6 +7,7 @@ numpy and ml_dtypes are imported only when a conversion asks for them.
 
 from __future__ import annotations
 
+import struct
 import sys
 from typing import Any, NamedTuple
 
@@ -28,7 +29,9 @@ _KNOWN_CODES = KNOWN_DTYPE_CODES
 __all__ = [
     "SUBBYTE_PADDED",
     "DType",
+    "ExtentError",
     "byte_size",
+    "check_reach",
     "from_format",
     "from_numpy",
     "lookup",
@@ -157,6 +160,7 @@ def _name(code: int, bits: int) -> str:
 
 
 INT64_MAX = 2**63 - 1
+MAX_ADDRESS = 2 ** (8 * struct.calcsize("P")) - 1  # the address space's last byte
 
 
 def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> int:
@@ -174,6 +178,52 @@ def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> 
     if nbytes > INT64_MAX:
         raise BufferError(f"{size} elements of {dtype.name} do not fit in int64 bytes")
     return nbytes
+
+
+class ExtentError(BufferError):
+    """A tensor whose elements reach beyond int64 bytes, or beyond the address space (a producer's defect:
+    CuPy before 14.3 carries negative strides as unsigned numbers). The importer names the producer."""
+
+
+def _reach(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
+    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
+    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
+    low = high = 0  # elements below and above the first one
+    for d, s in zip(shape, strides, strict=True):
+        if d > 1:
+            span = s * (d - 1)
+            if span < 0:
+                low += span
+            else:
+                high += span
+    why = ""
+    if low < -INT64_MAX or high + 1 > INT64_MAX:
+        why = "elements beyond int64 of them"
+    elif bits % 8 == 0 or padded:
+        item = (bits + 7) // 8
+        low_b, high_b = low * item, (high + 1) * item
+    else:  # packed below a byte: whole bytes from element counts, as dlbind.dtypes.DType.nbytes counts them
+        n, m = high + 1, -low
+        high_b = n // 8 * bits + (n % 8 * bits + 7) // 8
+        low_b = -(m // 8 * bits + (m % 8 * bits + 7) // 8)
+    if not why and not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
+        why = "bytes beyond int64 of them"
+    if not why and (start + low_b < 0 or start + high_b - 1 > MAX_ADDRESS):
+        why = "past the ends of the address space"
+    if why:
+        raise ExtentError(
+            f"the elements of shape {shape} with strides {strides} reach {why} (a producer's defect, e.g. "
+            "negative strides carried as unsigned numbers): not imported"
+        )
+
+
+def check_reach(shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType, padded: bool, start: int) -> None:
+    """BufferError unless a consumed tensor's sizes fit in int64 (:func:`byte_size`), and
+    :class:`ExtentError` unless the bytes its elements reach, from ``start`` (data + byte_offset), fit in
+    int64 and in the address space (a non-empty tensor)."""
+    byte_size(shape, dtype, padded=padded)
+    if 0 not in shape:
+        _reach(shape, strides, dtype.bits * dtype.lanes, padded, start)
 
 
 def lookup(name: str) -> DType:

@@ -53,7 +53,8 @@ def managed_from_object(obj: Any) -> int:
 
 def object_from_managed(address: int) -> Tensor:
     """A dlbind.Tensor that owns the given DLManagedTensorVersioned."""
-    return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True)
+    source = None if native is not None else capsule.adopt(address)  # the pure Tensor keeps a dlbind owner
+    return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True, source=source)
 
 
 def allocate(prototype_address: int) -> int:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dlbind import capsule
-from dlbind._generated.enums import DeviceType
-from dlbind._generated.tables import DEVICE_BY_NAME
+from dlbind import _capi, _load, capsule
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType
+from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind._libraries import MISSING, TypeCache, adapter_of_type, dotted, for_release
 from dlbind.devices import stream_free
 from dlbind.dtypes import DType, lookup
@@ -26,7 +26,18 @@ from dlbind.export import contiguous_strides
 if TYPE_CHECKING:
     from dlbind._generated.adapters import Adapter
 
-__all__ = ["BARE", "STREAM", "ExportPlan", "export_plan", "library_export", "truthy_guard"]
+__all__ = [
+    "BARE",
+    "STREAM",
+    "ExportPlan",
+    "call_dlpack",
+    "check_guards",
+    "export_plan",
+    "host_export",
+    "library_export",
+    "refuse_guarded",
+    "truthy_guard",
+]
 
 STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords (learned once per type)
 
@@ -244,3 +255,167 @@ def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
             name = plan.row.export_via if plan.row is not None else "its exporter"
             raise BufferError(f"{type(x).__name__} cannot be exported by {name}: {type(exc).__name__}: {exc}") from exc
         return getattr(x, plan.host)()  # a host copy by the system's own method
+
+
+def check_guards(x: Any, plan: ExportPlan) -> None:
+    """Refuse ``x`` (:func:`refuse_guarded`) when an export guard of its plan is truthy for it."""
+    guard = truthy_guard(x, plan)
+    if guard is not None:
+        refuse_guarded(x, *guard)
+
+
+_UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexpected", "positional argument")
+
+
+def _keyword_refused(exc: TypeError) -> bool:
+    return any(text in str(exc) for text in _UNEXPECTED)
+
+
+def refusal_of(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:
+    """``exc`` as the spec's BufferError when it is how ``x``'s system refuses an array (its plan's
+    ``refusal`` is TypeError and ``exc`` is not about keywords), else None."""
+    if _keyword_refused(exc) or plan.refusal is not TypeError:
+        return None
+    refusal = BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}")
+    refusal.__cause__ = exc
+    return refusal
+
+
+def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
+    """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
+    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check.
+    """
+    x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+    shown = f"{name}()" if is_method else name
+    raise BufferError(
+        f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
+    )
+
+
+def call_dlpack(
+    x: Any,
+    *,
+    stream: int | None,
+    dl_device: Any,
+    copy: bool | None,
+    plan: ExportPlan,
+    first_error: TypeError | None = None,
+    explicit: bool = True,
+) -> object:
+    """Call ``x.__dlpack__`` with the newest keywords, falling back as the spec says.
+
+    ``first_error``: the TypeError the versioned call already raised (the compiled fast path made it);
+    ``plan``: ``x``'s export plan (it keeps how the type accepted an older call); ``explicit``: the consumer
+    named ``stream`` (False: it is the device rule's default for the consumer's None, which a producer that
+    takes no keywords may be asked without).
+    """
+    method = x.__dlpack__
+    if not VERSIONED_CAPSULES:  # a DLPack 0.x consumer: the call of its time, which asks for a legacy capsule
+        return _legacy_call(x, method, stream=stream, dl_device=dl_device, plan=plan, explicit=explicit)
+    kwargs: dict[str, Any] = {"stream": stream, "max_version": DLPACK_VERSION}
+    if dl_device is not None:
+        kwargs["dl_device"] = dl_device
+    if copy is not None:
+        kwargs["copy"] = copy
+    style = plan.call_style if first_error is None else 0
+    if style and (style == STREAM or stream is None or not explicit):
+        if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
+            raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data")
+        try:
+            result = method(stream=stream) if style == STREAM else method()
+        except TypeError as exc:
+            refusal = refusal_of(x, exc, plan)
+            if refusal is not None:
+                raise refusal from exc
+            raise
+    elif first_error is None:
+        try:
+            result = method(**kwargs)
+        except TypeError as exc:
+            result = _older_call(x, method, exc, stream, kwargs, plan, explicit)
+    else:  # never raised again here: a traceback through this frame would keep x in a cycle
+        result = _older_call(x, method, first_error, stream, kwargs, plan, explicit)
+    if type(result) is not _capi.PyCapsuleType:
+        raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
+    return result
+
+
+def _legacy_call(
+    x: Any, method: Any, *, stream: int | None, dl_device: Any, plan: ExportPlan, explicit: bool = True
+) -> object:
+    """``x.__dlpack__(stream=...)``, then without keywords if it takes none: a consumer of a 0.x header
+    (``dl_device`` and ``copy`` came with max_version: it cannot ask to move data; copy= is honoured by
+    from_dlpack itself, copying the import)."""
+    if dl_device is not None:
+        raise BufferError(
+            f"a DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} consumer cannot ask {type(x).__name__}.__dlpack__ "
+            "to move the data (dl_device came with DLPack 1.0): import it where it is"
+        )
+    try:
+        result = method(stream=stream)
+    except TypeError as exc:
+        refusal = refusal_of(x, exc, plan)
+        if refusal is not None:
+            raise refusal from exc
+        if not _keyword_refused(exc) or (stream is not None and explicit):
+            raise
+        result = method()
+    if type(result) is not _capi.PyCapsuleType:
+        raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
+    return result
+
+
+def _older_call(
+    x: Any,
+    method: Any,
+    error: TypeError,
+    stream: int | None,
+    kwargs: dict[str, Any],
+    plan: ExportPlan,
+    explicit: bool = True,
+) -> object:
+    """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
+    if not _keyword_refused(error):
+        refusal = refusal_of(x, error, plan)
+        if refusal is not None:
+            raise refusal from error
+        try:
+            raise error
+        finally:
+            del error
+    if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
+        raise BufferError(
+            f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data"
+        ) from error
+    try:
+        result = method(stream=stream)
+    except TypeError as exc:
+        refusal = refusal_of(x, exc, plan)
+        if refusal is not None:
+            plan.call_style = STREAM  # it took the keywords; it refused the array
+            raise refusal from exc
+        if not _keyword_refused(exc) or (stream is not None and explicit):
+            raise
+    else:
+        plan.call_style = STREAM
+        return result
+    result = method()
+    plan.call_style = BARE
+    return result
+
+
+# How a host producer whose __dlpack__ refuses is exported instead (dlbind.producer.export_host: its buffer
+# protocol or array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
+export_host: Any = None
+
+
+def host_export(x: Any) -> Any:
+    """``x`` exported through its buffer protocol or array interface (:data:`export_host`), or None."""
+    if export_host is None:
+        _load.ensure()  # a module imported on its own: the package wires export_host when it loads
+        if export_host is None:
+            return None
+    try:
+        return export_host(x)
+    except (TypeError, ValueError, BufferError):
+        return None

@@ -23,13 +23,17 @@ from dlbind._generated.tables import (
     KNOWN_DEVICE_TYPES,
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
+    VERSIONED_CAPSULES,
 )
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
-from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size
+from dlbind.dtypes import BOOL as _BOOL
+from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, ExtentError, check_reach
+from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
+from dlbind.sources import export_plan
 
-__all__ = ["ExtentError", "Tensor", "from_capsule", "from_managed"]
+__all__ = ["ExtentError", "Tensor", "from_capsule", "from_managed", "sealed"]
 
 _KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
 _KNOWN_DEVICES = KNOWN_DEVICE_TYPES
@@ -40,6 +44,7 @@ MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 # (by name: an older header spells them otherwise, or lacks managed memory)
 _CUDA_ARRAY_DEVICES = frozenset(DEVICE_BY_NAME[n] for n in ("cuda", "cuda_host", "cuda_managed") if n in DEVICE_BY_NAME)
 _READ_ONLY = _capsule.READ_ONLY
+_IS_COPIED = _capsule.IS_COPIED
 _NO_FLAGS = not list(Flags)  # a DLPack 0.x header: no flags (an IntFlag without members cannot be made)
 _PACKAGE = _capsule.PACKAGE
 _NATIVE = "<" if sys.byteorder == "little" else ">"
@@ -332,50 +337,14 @@ def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None,
     return managed.dl_tensor, None, 0
 
 
-class ExtentError(BufferError):
-    """A tensor whose elements reach beyond int64 bytes, or beyond the address space (a producer's defect:
-    CuPy before 14.3 carries negative strides as unsigned numbers). The importer names the producer."""
-
-
-def _extent(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
-    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
-    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
-    low = high = 0  # elements below and above the first one
-    for d, s in zip(shape, strides, strict=True):
-        if d > 1:
-            span = s * (d - 1)
-            if span < 0:
-                low += span
-            else:
-                high += span
-    why = ""
-    if low < -INT64_MAX or high + 1 > INT64_MAX:
-        why = "elements beyond int64 of them"
-    elif bits % 8 == 0 or padded:
-        item = (bits + 7) // 8
-        low_b, high_b = low * item, (high + 1) * item
-    else:  # packed below a byte: whole bytes from element counts, as dlbind.dtypes.DType.nbytes counts them
-        n, m = high + 1, -low
-        high_b = n // 8 * bits + (n % 8 * bits + 7) // 8
-        low_b = -(m // 8 * bits + (m % 8 * bits + 7) // 8)
-    if not why and not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
-        why = "bytes beyond int64 of them"
-    if not why and (start + low_b < 0 or start + high_b - 1 > MAX_ADDRESS):
-        why = "past the ends of the address space"
-    if why:
-        raise ExtentError(
-            f"the elements of shape {shape} with strides {strides} reach {why} (a producer's defect, e.g. "
-            "negative strides carried as unsigned numbers): not imported"
-        )
-
-
 def check_managed(
     managed: Any, versioned: bool, allow_vector: bool = False
-) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
-    """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides)."""
+) -> tuple[Any, tuple[int, ...], tuple[int, ...], tuple[int, int] | None, int]:
+    """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides, version,
+    flags): version and flags are a legacy struct's None and 0."""
     if isinstance(managed, int):
         managed = ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", managed)
-    t, _, _ = _fields(managed, versioned)
+    t, version, flags = _fields(managed, versioned)
     ndim = int(t.ndim)
     if not 0 <= ndim <= MAX_NDIM:
         raise BufferError(f"invalid ndim {ndim} in the DLPack tensor")
@@ -404,7 +373,6 @@ def check_managed(
     # NULL strides: compact row-major (allowed before DLPack 1.2); past int64 (zero-size only): BufferError below
     strides = tuple(ffi.unpack(t.strides, ndim)) if ndim and t.strides != ffi.NULL else contiguous_strides(shape)
     padded = versioned and bool(int(managed.flags) & SUBBYTE_PADDED)
-    byte_size(shape, DType(code, bits, lanes), padded=padded)  # BufferError beyond int64
     if any(s > INT64_MAX for s in strides):
         raise BufferError(f"the row-major strides of shape {shape} do not fit in int64")
     size = math.prod(shape)
@@ -413,9 +381,9 @@ def check_managed(
         raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
     if data + int(t.byte_offset) > MAX_ADDRESS:
         raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
-    if size:
-        _extent(shape, strides, bits * lanes, padded, data + int(t.byte_offset))
-    return t, shape, strides
+    # beyond int64 (elements, bytes) or the address space: BufferError (ExtentError: the producer's defect)
+    check_reach(shape, strides, DType(code, bits, lanes), padded, data + int(t.byte_offset))
+    return t, shape, strides, version, flags
 
 
 def legacy_reading(managed: Any) -> None:
@@ -429,11 +397,16 @@ def legacy_reading(managed: Any) -> None:
             dtype.code, dtype.bits = found
 
 
-def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -> Tensor:
+def from_managed(
+    managed: Any, versioned: bool, *, allow_vector: bool = False, source: object = None, owner: Any = None
+) -> Tensor:
     """Take ownership of a consumed ``DLManagedTensor(Versioned)*`` as a Tensor.
 
     A legacy struct's dtype is read as spec/dtypes.toml's ``[[legacy]]`` says. On invalid content the
-    deleter runs (exactly once), then BufferError says what was wrong.
+    deleter runs (exactly once), then BufferError says what was wrong. ``source``: the owner of a struct
+    dlbind exported, moved out of the registry (``dlbind.capsule.adopt``, ``take_owned``), which the Tensor
+    keeps (None: a foreign producer's struct); ``owner``: the struct's ``dlbind.capsule.Owner``, made
+    when the capsule was taken (None: made here).
     """
     if native is not None:
         tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector)
@@ -441,12 +414,13 @@ def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -
     if not versioned:
         legacy_reading(managed)
     try:
-        t, shape, strides = check_managed(managed, versioned, allow_vector)
+        t, shape, strides, version, flags = check_managed(managed, versioned, allow_vector)
     except BaseException:
-        if managed.deleter != ffi.NULL:
+        if owner is not None:
+            owner.release()
+        elif managed.deleter != ffi.NULL:
             managed.deleter(managed)
         raise
-    _, version, flags = _fields(managed, versioned)
     tensor = Tensor.__new__(Tensor)
     fill: Any = tensor  # the pure core's slots, which the typed Tensor view declares read-only
     fill.shape, fill.strides, fill.version, fill._flags = shape, strides, version, flags
@@ -454,17 +428,53 @@ def from_managed(managed: Any, versioned: bool, *, allow_vector: bool = False) -
     fill._code, fill._bits, fill._lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
     fill._device_type, fill._device_id = int(t.device.device_type), int(t.device.device_id)
     fill._stream = None
-    fill._owner = _capsule.Owner(managed)  # from here on the deleter runs exactly once
+    fill._owner = _capsule.Owner(managed) if owner is None else owner  # from here on the deleter runs exactly once
     # A struct dlbind exported: its owner moves here from the registry, where the garbage collector
     # cannot see it (a cycle through it would never be collected); None for a foreign producer's.
-    fill._source = _capsule.adopt(int(ffi.cast("uintptr_t", managed)))
+    fill._source = source
     return tensor
 
 
-def from_capsule(capsule: object, *, stream: int | None = None, allow_vector: bool = False) -> Tensor:
-    """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``)."""
-    managed, versioned = _capsule.take(capsule)
-    tensor = from_managed(managed, versioned, allow_vector=allow_vector)
+def from_capsule(
+    capsule: object, *, stream: int | None = None, allow_vector: bool = False, x: Any = None, plan: Any = None
+) -> Tensor:
+    """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``).
+
+    ``x`` and ``plan``: the producer that gave it and its ``dlbind.sources.ExportPlan``, whose facts finish
+    the import (:func:`sealed`)."""
+    if native is not None:
+        address, versioned = native.take(capsule)
+        tensor: Tensor = native.wrap(address, versioned, allow_vector)
+    else:
+        owner, versioned, source = _capsule.take_owned(capsule)
+        tensor = from_managed(owner.managed, versioned, allow_vector=allow_vector, source=source, owner=owner)
+    if plan is not None and (plan.immutable or plan.python):
+        tensor = sealed(tensor, x, plan)
     if stream is not None:
         check_stream(tensor._device_type, stream)
+    return tensor
+
+
+def sealed(tensor: Tensor, x: Any, plan: Any = None) -> Tensor:
+    """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
+    (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
+    let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
+    ``x``'s capsules call uint8 (``export.bool``) is read as bool. ``plan``: ``x``'s export plan (the compiled
+    build's import finishes through this function too; None: looked up)."""
+    if plan is None:
+        plan = export_plan(type(x))
+    flags = tensor._flags
+    if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
+        if native is not None:
+            native.seal(tensor)
+        else:
+            fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
+            fill._flags = flags | _READ_ONLY
+    uint8 = tensor._code == _UINT8.code and tensor._bits == 8 and tensor._lanes == 1
+    if plan.python and _BOOL.code >= 0 and uint8 and str(getattr(x, plan.bool_method)()) == plan.bool_name:
+        made = _capsule.export(
+            tensor.data_ptr, tensor.shape, tensor.strides, _BOOL, tensor.device, tensor.byte_offset, tensor,
+            versioned=VERSIONED_CAPSULES, flags=_READ_ONLY if tensor.readonly else 0,
+        )  # fmt: skip
+        return from_capsule(made)  # a zero-copy Tensor of the memory read as bool; it keeps ``tensor``
     return tensor
