@@ -336,3 +336,28 @@ def test_a_refused_device_request_names_dlbinds_own_types_publicly(
     kind = "Tensor" if isinstance(make(), dlbind.Tensor) else "Exporter"
     expected = f"from_dlpack(device={device!r}): dlbind.{kind} on {here} cannot export to {asked}"
     assert str(info.value).startswith(expected)
+
+
+def test_bool_said_as_uint8_is_read_as_bool_in_place() -> None:
+    """A producer whose capsules say uint8 for bool (``export.bool = "uint8"``: onnxruntime) is read as bool by
+    the import's finishing (dlbind.tensor.sealed), in place: the same memory, no second capsule."""
+    from types import SimpleNamespace
+
+    from dlbind.tensor import sealed
+
+    class Said:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def data_type(self) -> str:
+            return self.name
+
+    plan = SimpleNamespace(immutable=False, python=True, bool_method="data_type", bool_name="tensor(bool)")
+    a = np.array([0, 1, 1, 0], dtype=np.uint8)
+    t = dlbind.from_dlpack(a)
+    kept = t.data_ptr
+    same = sealed(t, Said("tensor(bool)"), plan)
+    assert same is t and same.data_ptr == kept and same.dtype.name == "bool"
+    assert np.from_dlpack(same).tolist() == [False, True, True, False]
+    other = dlbind.from_dlpack(a)
+    assert sealed(other, Said("tensor(uint8)"), plan).dtype.name == "uint8"  # a real uint8 stays uint8

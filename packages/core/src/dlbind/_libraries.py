@@ -26,6 +26,7 @@ __all__ = [
     "lasting",
     "library_of",
     "prepare_for_check",
+    "release_row_of_type",
     "row_lookups",
     "rows",
 ]
@@ -155,6 +156,13 @@ def dotted(path: str) -> Any:
 
 
 _RELEASES: dict[str, Adapter] = {}  # system name -> its row resolved for the installed release
+
+
+def release_row_of_type(kind: type) -> Adapter | None:
+    """The row of type ``kind``'s library for the installed release (:func:`adapter_of_type`, then
+    :func:`for_release`), or None for a type no row names."""
+    adapter = adapter_of_type(kind)
+    return None if adapter is None else for_release(adapter)
 
 
 def for_release(adapter: Adapter) -> Adapter:

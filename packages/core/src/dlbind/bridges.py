@@ -326,20 +326,24 @@ def _view(route: Route, tensor: Tensor) -> Any:
 # -- devices with streams ------------------------------------------------------------------------------
 
 
-def import_on(x: Any, source: ExportPlan, here: Device, stream: int | None) -> Tensor:
+def import_on(
+    x: Any, source: ExportPlan, here: Device, stream: int | None, device: Any = None, copy: bool | None = None
+) -> Tensor:
     """``x`` (of ``source``'s type, its data on ``here``) imported as a Tensor ready on ``stream`` (the
-    consumer's; None: the device rule's default).
+    consumer's; None: the device rule's default), on ``device`` (None: where it is), ``copy`` as in
+    ``from_dlpack``; a system that exports through a function of its own is asked through that function.
 
     A producer whose capsules carry negative strides as unsigned numbers (``export.negative_strides``) and
     whose capsule dlbind refuses for it is imported through the interface its row names instead
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
+    own = source.via is not None
     try:
-        return imported(x, source, here, stream=stream)
+        return imported(x, source, None if own else here, device=device, copy=copy, stream=stream, own_export=own)
     except BufferError:
         if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
             raise
-    own = through_interface(x, source.interface)
-    return imported(own, export_plan(type(own)), here, stream=stream)
+    made = through_interface(x, source.interface)
+    return imported(made, export_plan(type(made)), here, device=device, copy=copy, stream=stream)
 
 
 def on_device(tensor: Tensor, stream: int | None) -> Tensor:
@@ -431,30 +435,71 @@ def run(
 ) -> Any:
     """Run Decision ``d`` for producer ``x`` (of ``source``'s type, its data on ``here``) in one pass: one
     exchange with the producer, the bridge the data needs, the hand-over to the target. ``tried``: the
-    compiled convert tried the C route already."""
+    compiled convert tried the C route already.
+
+    Where the target's importer asks the producer itself (SAME, DIRECT, RELAY) it is handed what it asks;
+    otherwise the producer is imported here once (:func:`import_on`, with the plan and the device convert
+    has), then bridged and handed over."""
     kind = d.kind
+    if kind == REFUSE:
+        raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe
+                          else d.why)  # fmt: skip
     if kind == SAME:
         if d.itself and (device is None or parse_device(device) == here):
             return x
         if d.why:  # the target's own importer cannot be asked for this (copy=False to one that always copies)
             raise BufferError(d.why)
         return route.importer(x, **_kwargs(d, route, here, device))
-    if kind == HOST:
-        return _host(d, x, source, route, here, device, copy, stream, tried)
-    if kind == REFUSE:
-        raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe
-                          else d.why)  # fmt: skip
-    if kind == HOST_COPY:
-        return bridged(route, imported(x, source, here, device=_CPU, copy=True, stream=stream), None, None, d)
-    if kind == INTERFACE:
-        return _interface(d, x, source, route, here, device, stream)
-    kwargs = _kwargs(d, route, here, device)
     if kind == DIRECT:
-        return route.importer(x, **kwargs)  # one exchange, asked on the target's own stream
-    relay = Relay(x, source, route, here, stream, d.copy_here)
-    if route.adapter.takes != "producer":
-        return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
-    return route.importer(relay, **kwargs)
+        return route.importer(x, **_kwargs(d, route, here, device))  # one exchange, asked on the target's stream
+    if kind not in (HOST, HOST_COPY, INTERFACE):  # RELAY: the target asks the relay, which imports then
+        relay = Relay(x, source, route, here, stream, d.copy_here)
+        if route.adapter.takes != "producer":
+            return route.importer(capsule_for_target(route, relay, here[1]), **_kwargs(d, route, here, device))
+        return route.importer(relay, **_kwargs(d, route, here, device))
+    if kind == INTERFACE and device is not None and parse_device(device) != here:
+        raise BufferError(f"{route.adapter.interface_function} takes the data where it is, not on {device}")
+    if kind == HOST and d.c_route and not tried:
+        if route.table_type is not None:
+            out = native.convert_to(x, route.table_type, route.refuse)
+        else:
+            out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
+        if out is not NotImplemented:
+            return out
+    # the one import, asked as the Decision says
+    tensor = None
+    on, to, asked_copy = stream, None, None
+    if kind == HOST_COPY:
+        to, asked_copy = _CPU, True
+    elif kind == INTERFACE:
+        # ready on the target's current stream where its row names that (else on the stream given, or the
+        # device's default); the interface then says that stream, so the target orders its own after it
+        on = None if stream_free(here[0]) else route.stream_of(here[1]) if d.stream_of else stream
+    elif d.to_host:
+        to = device or _CPU
+    elif type(x) is Tensor and stream is None:
+        tensor = x
+    elif stream is None and native is not None and source.via is None:
+        tensor = native.from_dlpack(x)  # the plain import in C (the compiled build reads the same plan)
+    if tensor is None:
+        tensor = import_on(x, source, here, on, to, asked_copy)
+    if kind == INTERFACE:
+        return route.interface(tensor.copy() if d.copy_here else tensor)
+    if kind == HOST_COPY:
+        return bridged(route, tensor, None, None, d)
+    if d.to_host:
+        copy = None
+    elif source.via is not None and tensor._device_type != here[0]:
+        # a system exporting through a function of its own: its device is not asked first; decided for where
+        # the data is
+        source, here = export_plan(Tensor), tensor.device
+        d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
+        return run(d, tensor, source, route, here, device, copy, None, True)
+    if d.copy_in:
+        return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
+    if d.handover and tensor._lanes == 1:
+        return route.importer(tensor)
+    return bridged(route, tensor, device, copy, d)
 
 
 def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:
@@ -470,62 +515,6 @@ def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]
     if d.copy_kw is not None:
         kwargs["copy"] = d.copy_kw
     return kwargs
-
-
-def _host(
-    d: Decision,
-    x: Any,
-    source: ExportPlan,
-    route: Route,
-    here: Any,
-    device: Any,
-    copy: bool | None,
-    stream: int | None,
-    tried: bool,
-) -> Any:
-    """A HOST decision: C where it applies, else a zero-copy Tensor (or the host copy ``d`` says) bridged in
-    Python."""
-    if d.c_route and not tried:
-        if route.table_type is not None:
-            out = native.convert_to(x, route.table_type, route.refuse)
-        else:
-            out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
-        if out is not NotImplemented:
-            return out
-    if d.to_host:
-        tensor, copy = imported(x, source, here, device=device or _CPU, stream=stream), None
-    elif type(x) is Tensor and stream is None:
-        tensor = x
-    elif source.via is not None:  # a system exporting through a function of its own: what it gave, imported
-        tensor = imported(x, source, None, stream=stream, own_export=True)
-        if tensor._device_type != here[0]:  # its device is not asked first: decided for where the data is
-            source, here = export_plan(Tensor), tensor.device
-            d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
-            return run(d, tensor, source, route, here, device, copy, None, True)
-    elif stream is None and native is not None:  # the plain import in C (the compiled build reads the same plan)
-        tensor = native.from_dlpack(x)
-    else:
-        tensor = imported(x, source, here, stream=stream)
-    if d.copy_in:
-        return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
-    if d.handover and tensor._lanes == 1:
-        return route.importer(tensor)
-    return bridged(route, tensor, device, copy, d)
-
-
-def _interface(
-    d: Decision, x: Any, source: ExportPlan, route: Route, here: Any, device: Any, stream: int | None
-) -> Any:
-    """Memory the target imports through ``__cuda_array_interface__`` (``import.interface``): a Tensor of it,
-    ready on the target's current stream where its row names that (else on the stream given, or the device's
-    default), whose interface says that stream, so the target orders its own after it."""
-    if device is not None and parse_device(device) != here:
-        raise BufferError(f"{route.adapter.interface_function} takes the data where it is, not on {device}")
-    on = route.stream_of(here[1]) if d.stream_of else stream
-    tensor = imported(x, source, here) if stream_free(here[0]) else import_on(x, source, here, on)
-    if d.copy_here:
-        tensor = tensor.copy()
-    return route.interface(tensor)
 
 
 def described(x: Any) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dlbind import _capi, _load, capsule
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
-from dlbind._libraries import MISSING, TypeCache, adapter_of_type, dotted, for_release
+from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type
 from dlbind.devices import stream_free
 from dlbind.dtypes import DType, lookup
 from dlbind.export import contiguous_strides
@@ -213,8 +213,7 @@ def export_plan(kind: type) -> ExportPlan:
     if found is MISSING:
         found = _PLANS.passing.get(kind, MISSING)
         if found is MISSING:
-            adapter = adapter_of_type(kind)
-            found = ExportPlan(None if adapter is None else for_release(adapter))
+            found = ExportPlan(release_row_of_type(kind))
             _PLANS.put(kind, found)
     return found  # type: ignore[no-any-return]
 

@@ -23,7 +23,6 @@ from dlbind._generated.tables import (
     KNOWN_DEVICE_TYPES,
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
-    VERSIONED_CAPSULES,
 )
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
@@ -472,9 +471,11 @@ def sealed(tensor: Tensor, x: Any, plan: Any = None) -> Tensor:
             fill._flags = flags | _READ_ONLY
     uint8 = tensor._code == _UINT8.code and tensor._bits == 8 and tensor._lanes == 1
     if plan.python and _BOOL.code >= 0 and uint8 and str(getattr(x, plan.bool_method)()) == plan.bool_name:
-        made = _capsule.export(
-            tensor.data_ptr, tensor.shape, tensor.strides, _BOOL, tensor.device, tensor.byte_offset, tensor,
-            versioned=VERSIONED_CAPSULES, flags=_READ_ONLY if tensor.readonly else 0,
-        )  # fmt: skip
-        return from_capsule(made)  # a zero-copy Tensor of the memory read as bool; it keeps ``tensor``
+        # read as bool in place: the consumer owns the struct from the moment it took the capsule
+        if native is not None:
+            native.retype(tensor, _BOOL.code)
+        else:
+            fill = tensor
+            fill._code = _BOOL.code
+            fill._owner.managed.dl_tensor.dtype.code = _BOOL.code
     return tensor

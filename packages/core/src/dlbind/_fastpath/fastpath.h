@@ -242,6 +242,7 @@ void dlbind_tensor_seal(PyObject *tensor);
 /* Record the stream a Tensor's data is ready on (a DLPack stream int; -1: none). */
 int dlbind_tensor_set_stream(PyObject *tensor, long long stream);
 PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
+PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- exchange.c ----------------------------------------------------------------------------- */
 /* The usable exchange table of a type (cached), or NULL (an error is set only on failure). */

@@ -101,6 +101,8 @@ static PyMethodDef dlbind_methods[] = {
      "uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
+    {"retype", (PyCFunction)(void (*)(void))dlbind_py_retype, METH_FASTCALL,
+     "retype(tensor, code): read a just-imported Tensor's one-byte elements as dtype code `code` (bool as uint8)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
     {"pinned", (PyCFunction)dlbind_py_pinned, METH_NOARGS,
      "export blocks ever pinned (deleted while their capsule may live; kept for reuse, never freed)"},

@@ -193,8 +193,32 @@ PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
     Py_RETURN_NONE;
 }
 
+/* retype(tensor, code): read a just-imported tensor's one-byte elements as another dtype code of the same
+ * width (bool that a producer's capsule calls uint8: spec/adapters.toml export.bool). The consumer owns the
+ * struct from the moment it took the capsule, as for the legacy readings. */
+PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2 || !PyObject_TypeCheck(args[0], &dlbind_tensor_core_type)) {
+        PyErr_SetString(PyExc_TypeError, "retype(tensor, code) takes a " DLBIND_PACKAGE ".Tensor and a dtype code");
+        return NULL;
+    }
+    long code = PyLong_AsLong(args[1]);
+    if (code == -1 && PyErr_Occurred()) return NULL;
+    if (code < 0 || code > 255) {
+        PyErr_Format(PyExc_ValueError, "retype(): dtype code %ld is not a DLPack code", code);
+        return NULL;
+    }
+    DLTensor *t = ((dlbind_tensor *)args[0])->t;
+    if (t->dtype.bits != 8 || t->dtype.lanes != 1) {
+        PyErr_SetString(PyExc_ValueError, "retype() reads one-byte elements only");
+        return NULL;
+    }
+    t->dtype.code = (uint8_t)code;
+    Py_RETURN_NONE;
+}
+
 /* A tensor imported from x: read-only when x's library never writes its arrays (unless the
- * producer made a copy for us); finished by Python (dlbind.consumer.sealed) when x's row has a fact
+ * producer made a copy for us); finished by Python (dlbind.tensor.sealed) when x's row has a fact
  * only Python applies (DLBIND_TYPE_PYTHON). Steals and returns tensor. */
 static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
     if (tensor == NULL) return NULL;
