@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind._capi import PyCapsuleType
-from dlbind._libraries import MISSING, lasting
+from dlbind._libraries import MISSING
 from dlbind.bridges import bridge_of, described, run
 from dlbind.consumer import imported
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
@@ -54,7 +54,7 @@ from dlbind.routes import (
     route_to,
 )
 from dlbind.sources import ExportPlan, export_plan
-from dlbind.tensor import Tensor, from_capsule
+from dlbind.tensor import Tensor
 
 __all__ = ["Explanation", "compat", "convert", "explain"]
 
@@ -80,7 +80,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     try:
         x, source, here, decision = _decision(x, route, device, copy, stream)
         plain = decision.kind == DIRECT and decision.copy_kw is None and not decision.device_kw
-        if plain and type(to) is str and type(x) not in C_DIRECT.get(to, ()) and lasting(type(x)):
+        if plain and type(to) is str and source.lasting and type(x) not in C_DIRECT.get(to, ()):
             C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.importer)  # the compiled convert: C
         return run(decision, x, source, route, here, device, copy, stream, tried)
     except _PASSED_ON:
@@ -99,7 +99,7 @@ def _decision(
     source = export_plan(type(x))
     if source.via is None and not hasattr(x, "__dlpack__"):
         # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream
-        x = from_capsule(x) if type(x) is PyCapsuleType else asdlpack(x)
+        x = imported(x, None, None) if type(x) is PyCapsuleType else asdlpack(x)
         source = export_plan(type(x))
     # stream-free host memory, or a system exporting through a function of its own: no device to ask
     here = _CPU if source.host_only or source.via is not None else producer_device(x)

@@ -57,6 +57,7 @@ class ExportPlan:
     decision to hand over without looking); ``unsigned_strides`` and ``interface``: its capsules carry
     negative strides as unsigned numbers, so such arrays are imported through ``interface`` instead;
     ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`);
+    ``lasting``: the type lives as long as the process (its plan is kept for good);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
     (made by :func:`dlbind.routes.decide` once each).
     """
@@ -74,6 +75,7 @@ class ExportPlan:
         "host_only",
         "immutable",
         "interface",
+        "lasting",
         "layout",
         "library",
         "pairs",
@@ -100,6 +102,7 @@ class ExportPlan:
     python: bool
     host_only: bool
     layout: str
+    lasting: bool
     readonly: bool
     unsigned_strides: bool
     interface: str
@@ -109,6 +112,7 @@ class ExportPlan:
     def __init__(self, row: Adapter | None) -> None:
         self.row = row
         self.call_style = 0
+        self.lasting = False
         self.pairs = {}  # dlbind.routes.key(...) -> dlbind.routes.Decision
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
         if row is None:
@@ -215,6 +219,7 @@ def export_plan(kind: type) -> ExportPlan:
         if found is MISSING:
             found = ExportPlan(release_row_of_type(kind))
             _PLANS.put(kind, found)
+            found.lasting = kind in _PLANS.lasting  # kept as long as the process: its type will not be freed
     return found  # type: ignore[no-any-return]
 
 
