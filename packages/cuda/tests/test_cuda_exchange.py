@@ -161,7 +161,8 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
 
 def _rowed(kind: type, **facts: Any) -> type:
     """Give the producer type ``kind`` an export plan from a row with ``facts`` (a library dlbind knows)."""
-    _PLANS.put(kind, ExportPlan(_row(kind.__name__.lower(), **facts)))
+    plan = ExportPlan(_row(kind.__name__.lower(), **facts))
+    plan.lasting = _PLANS.put(kind, plan)
     return kind
 
 

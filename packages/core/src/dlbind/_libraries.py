@@ -74,11 +74,13 @@ class TypeCache:
             found = self.passing.get(kind, MISSING)
         return found
 
-    def put(self, kind: type, value: Any) -> None:
+    def put(self, kind: type, value: Any) -> bool:
+        """Keep ``value`` for ``kind``; True when it is kept for as long as the process (``kind`` lasts)."""
         if _lasting(kind):
             self.lasting[kind] = value
-        else:
-            self.passing[kind] = value
+            return True
+        self.passing[kind] = value
+        return False
 
 
 def lasting(kind: type) -> bool:

@@ -218,8 +218,7 @@ def export_plan(kind: type) -> ExportPlan:
         found = _PLANS.passing.get(kind, MISSING)
         if found is MISSING:
             found = ExportPlan(release_row_of_type(kind))
-            _PLANS.put(kind, found)
-            found.lasting = kind in _PLANS.lasting  # kept as long as the process: its type will not be freed
+            found.lasting = _PLANS.put(kind, found)  # kept as long as the process: its type will not be freed
     return found  # type: ignore[no-any-return]
 
 
