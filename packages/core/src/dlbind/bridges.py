@@ -234,17 +234,11 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
     return route.importer(producer, **kwargs)
 
 
-def copied_in(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
+def copied_in(route: Route, tensor: Tensor, device: Any) -> Any:
     """Data on a device the target holds no arrays of (``import.copy_from``: dpnp's importer answers numpy arrays
     for host data), copied in by the target's own constructor (``import.copy_with``) onto ``device`` (None: the
-    first device it imports from, index 0)."""
+    first device it imports from, index 0). ``copy=False`` is refused by the Decision (a copy-in copies)."""
     adapter = route.adapter
-    where = device_name(tensor._device_type)
-    if copy is False:
-        raise BufferError(
-            f"{adapter.name} holds {', '.join(adapter.devices)} memory only: importing {where} data copies, and "
-            "copy=False forbids it"
-        )
     target = parse_device(device) if device is not None else (DEVICE_BY_NAME[adapter.devices[0]], 0)
     if adapter.copy_takes == "ndarray":
         import numpy
@@ -342,8 +336,8 @@ def import_on(
     except BufferError:
         if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
             raise
-    made = through_interface(x, source.interface)
-    return imported(made, export_plan(type(made)), here, device=device, copy=copy, stream=stream)
+    made = through_interface(x, source.interface)  # dlbind's own producer of it: its plan is looked up there
+    return imported(made, None, here, device=device, copy=copy, stream=stream)
 
 
 def on_device(tensor: Tensor, stream: int | None) -> Tensor:
@@ -485,21 +479,19 @@ def run(
         tensor = import_on(x, source, here, on, to, asked_copy)
     if kind == INTERFACE:
         return route.interface(tensor.copy() if d.copy_here else tensor)
-    if kind == HOST_COPY:
-        return bridged(route, tensor, None, None, d)
-    if d.to_host:
-        copy = None
+    if d.to_host:  # the host copy is made: the host route's bridge takes it as it is
+        copy, device = None, None if kind == HOST_COPY else device
     elif source.via is not None and tensor._device_type != here[0]:
         # a system exporting through a function of its own: its device is not asked first; decided for where
         # the data is
         source, here = export_plan(Tensor), tensor.device
         d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
         return run(d, tensor, source, route, here, device, copy, None, True)
-    if d.copy_in:
-        return copied_in(route, tensor, device, copy)  # onto its device, by its own constructor
-    if d.handover and tensor._lanes == 1:
-        return route.importer(tensor)
-    return bridged(route, tensor, device, copy, d)
+    if not d.copy_in:
+        if d.handover and tensor._lanes == 1:
+            return route.importer(tensor)
+        return bridged(route, tensor, device, copy, d)
+    return copied_in(route, tensor, device)  # onto its device, by its own constructor
 
 
 def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:

@@ -402,7 +402,8 @@ def take(capsule: object) -> tuple[Any, bool]:
         return ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", address), versioned
     if type(capsule) is not _capi.PyCapsuleType:
         raise TypeError(f"expected a DLPack capsule (PyCapsule), got {type(capsule).__name__}")
-    name = _capi.capsule_name(capsule)
+    name_at = _capi.capsule_get_name(capsule)  # its name's address (C): read here, one call fewer per import
+    name = None if name_at is None else ctypes.string_at(name_at)
     if name == VERSIONED and not VERSIONED_CAPSULES:  # left unconsumed: its destructor frees it
         raise BufferError(
             f"{PACKAGE} reads DLPack {DLPACK_MAJOR_VERSION}.{DLPACK_MINOR_VERSION} legacy 'dltensor' capsules only, "

@@ -16,8 +16,8 @@ from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM_RULE, HOST_DEVICES, STREAM_RULES
 
 __all__ = [
-    "HOST_ACCESSIBLE", "Device", "check_stream", "default_stream", "device_name", "parse_device", "stream_free",
-    "unnamed_note",
+    "HOST_ACCESSIBLE", "STREAM_FREE", "Device", "check_stream", "default_stream", "device_name", "parse_device",
+    "stream_free", "unnamed_note",
 ]  # fmt: skip
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
@@ -33,6 +33,10 @@ MEMBERS: dict[int, DeviceType] = {int(member): member for member in DeviceType}
 def stream_free(device_type: int) -> bool:
     """The device type's stream rule is "None only": no stream orders its memory (CPU-like devices)."""
     return device_type in DEVICE_NAMES and STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")].none_only
+
+
+#: the device types whose memory no stream orders (:func:`stream_free`), as a table
+STREAM_FREE: frozenset[int] = frozenset(t for t in DEVICE_NAMES if stream_free(t))
 
 
 def default_stream(device_type: int) -> int | None:

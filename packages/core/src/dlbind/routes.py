@@ -22,7 +22,7 @@ from dlbind._ffi import native
 from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
-from dlbind.devices import HOST_ACCESSIBLE, device_name, stream_free
+from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, device_name
 from dlbind.sources import ExportPlan
 
 __all__ = [
@@ -320,7 +320,7 @@ def _decide(
             return Decision(SAME, itself=True, device_kw=device_kw, copy_kw=copy_kw)
         if not copy_here and not stream:
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw)
-        kind = HOST if stream_free(here) else RELAY
+        kind = HOST if here in STREAM_FREE else RELAY
         why = "a copy dlbind makes" if copy_here else "ordered on the stream given"
     if device is not None and here not in HOST_ACCESSIBLE and device in HOST_ACCESSIBLE:
         kind = HOST  # the host asked for: the producer's host copy (or the backend's), then the host routes
@@ -353,6 +353,12 @@ def _decide(
     return Decision(RELAY, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here)
 
 
+def _named(device_type: int) -> str:
+    """A device type's name for a Decision, read from the generated table (as ``devices.device_name`` says it,
+    without a call out of the module that decides)."""
+    return DEVICE_NAMES.get(device_type) or f"device type {device_type}"
+
+
 def _host(route: Route, here: int, device: int | None, copy: bool | None, stream: int) -> Decision:
     """The host routes' decision: C where they apply (compiled build, a plain call, host data), else a zero-copy
     Tensor bridged in Python; device memory the target cannot import, or the host asked for by ``device=``, is
@@ -365,15 +371,15 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     if device is not None:
         to_host = not on_host and device in HOST_ACCESSIBLE
     else:
-        to_host = not copy_in and device_name(here) not in a.devices
+        to_host = not copy_in and _named(here) not in a.devices
         if to_host and "cpu" not in a.devices:
             return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
     why = ""
     if to_host:
         if copy is False:
-            return _refused(f"{a.name} needs a host copy of {device_name(here)} data, and copy=False forbids it")
+            return _refused(f"{a.name} needs a host copy of {_named(here)} data, and copy=False forbids it")
         if on_host:  # host memory already (pinned, managed): read in place as the CPU's where the producer can
-            why = f"{device_name(here)} memory is readable by the host: imported as cpu memory"
+            why = f"{_named(here)} memory is readable by the host: imported as cpu memory"
         elif device is not None:
             why = f"device={device_name(device)} asked"
         else:
@@ -382,6 +388,11 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     elif copy_in:
         copy_in = device is None or device in route.imports
         why = f"{a.name} holds {', '.join(a.devices)} arrays only: its constructor copies the data in"
+        if copy_in and copy is False:
+            return _refused(
+                f"{a.name} holds {', '.join(a.devices)} memory only: importing {_named(here)} data copies, and "
+                "copy=False forbids it"
+            )
     keywords: tuple[int, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
     if not copy_in:  # the importer's, for data where it is given it (on the host after a host copy)
         found = _keywords_for(route, DEVICE_BY_NAME["cpu"] if to_host else here, device, None if to_host else copy)
@@ -426,8 +437,8 @@ def _kind(source: ExportPlan, route: Route, device_type: int) -> tuple[int, str]
             f"{a.name} could take its memory (a header bump that names it would)"
         )
     if device_type in route.interface_types:
-        return INTERFACE, f"{a.from_dlpack} refuses {device_name(device_type)} memory"
-    if stream_free(device_type):
+        return INTERFACE, f"{a.from_dlpack} refuses {DEVICE_NAMES[device_type]} memory"
+    if device_type in STREAM_FREE:
         return HOST, ""
     if device_type not in route.imports:
         if any(t in HOST_ACCESSIBLE for t in route.imports) or device_type in HOST_ACCESSIBLE:
