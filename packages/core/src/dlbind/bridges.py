@@ -202,7 +202,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
         if route.viewer is None:
             raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} ({adapter.from_dlpack} lacks it)")
         return _viewed(route, tensor, device, copy)
-    kwargs, copied = _kwargs(d, route, tensor.device, device), d.copy_here
+    kwargs, copied = _kwargs(d, route, (tensor._device_type, tensor._device_id), device), d.copy_here
     if copied:
         tensor = tensor.copy()  # the importer cannot be asked for a copy: dlbind makes it
     why = None if copied else needs_copy(route, tensor)

@@ -19,6 +19,7 @@ from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, default_stream, device_name, parse_device
+from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
 
 __all__ = [
@@ -248,7 +249,8 @@ def export_memory(
             mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
             mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (_READ_ONLY if mem.readonly else 0),
         )  # fmt: skip
-    check_stream(mem.device[0], stream)
+    if stream is not None:  # None is every device's (devices.check_stream)
+        check_stream(mem.device[0], stream)
     if mem.stream is not None:  # the producer's work may still be queued on mem.stream
         wait_for(mem.stream, stream, mem.device)
     if copy is not None and not isinstance(copy, bool):
@@ -319,9 +321,12 @@ def export_view(
     """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive. A consumer
     asking on another stream than the one the Tensor is ready on waits for it (``Tensor.stream``). ``copied``:
     the Tensor is a copy made for this consumer (a bridge's), which the capsule says (``IS_COPIED``)."""
-    flags = int(tensor._flags & SUBBYTE_PADDED) | (capsule.IS_COPIED if copied else 0)
+    bits = tensor._flags
+    flags = int(bits & SUBBYTE_PADDED) | (capsule.IS_COPIED if copied else 0)
+    kind = tensor._device_type  # read from the Tensor's fields, as its dtype, device and readonly properties do
     mem = Memory(
-        tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, tensor.byte_offset,
-        tensor.readonly, tensor, flags, tensor._stream,
+        tensor.data_ptr, tensor.shape, tensor.strides, DType(tensor._code, tensor._bits, tensor._lanes),
+        (_MEMBERS.get(kind, kind), tensor._device_id), tensor.byte_offset, bool(bits & capsule.READ_ONLY), tensor,
+        flags, tensor._stream,
     )  # fmt: skip
     return export_memory(mem, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy, own=own)
