@@ -332,6 +332,8 @@ def import_on(
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
     own = source.via is not None
     try:
+        if native is not None and stream is None and device is None and copy is None and not own:
+            return native.from_dlpack(x)  # the plain import, in C (the compiled build reads the same plan)
         return imported(x, source, None if own else here, device=device, copy=copy, stream=stream, own_export=own)
     except BufferError:
         if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
@@ -473,8 +475,6 @@ def run(
         to = device or _CPU
     elif type(x) is Tensor and stream is None:
         tensor = x
-    elif stream is None and native is not None and source.via is None:
-        tensor = native.from_dlpack(x)  # the plain import in C (the compiled build reads the same plan)
     if tensor is None:
         tensor = import_on(x, source, here, on, to, asked_copy)
     if kind == INTERFACE:
