@@ -94,11 +94,32 @@ CHECK_FAILURES: dict[str, tuple[str, str]] = {
     ),
 }
 
+#: ml_dtypes' dtypes, which the checks make only where ml_dtypes is installed (the dpnp cell has none; the Python
+#: 3.14 interop venv, which holds dpnp beside every anchor, has it)
+_ML_DTYPES = ("dtype_bfloat16", "dtype_float8_*")
+try:
+    import ml_dtypes  # noqa: F401
+
+    HAS_ML_DTYPES = True
+except ImportError:
+    HAS_ML_DTYPES = False
+
 #: The checks it reports unsupported ("-"), as fnmatch patterns over the same keys -> a fragment of the reason.
 CHECK_UNSUPPORTED: dict[str, str] = {
     "dpnp producer:stream_refused_on_cpu": "not a CPU array",  # dpnp's arrays live on its oneAPI device
-    "* *:dtype_bfloat16": "needs ml_dtypes",  # the cell installs no ml_dtypes
-    "* *:dtype_float8_*": "needs ml_dtypes",
+    **(
+        {  # each library's own refusal of ml_dtypes' dtypes
+            **{f"dpnp consumer:{d}": "Can not import DLPack tensor with type code" for d in _ML_DTYPES},
+            **{f"dpnp producer:{d}": "cannot make this array" for d in _ML_DTYPES},
+            **{f"numpy consumer:{d}": "Unsupported dtype in DLTensor" for d in _ML_DTYPES},
+            **{
+                f"numpy producer:{d}": "DLPack only supports signed/unsigned integers, float and complex"
+                for d in _ML_DTYPES
+            },
+        }
+        if HAS_ML_DTYPES
+        else {f"* *:{d}": "needs ml_dtypes" for d in _ML_DTYPES}
+    ),
 }
 
 #: dpnp's producer checks that read its arrays' values (its oneAPI memory) back on the host.
