@@ -333,7 +333,8 @@ def import_on(
     own = source.via is not None
     try:
         if native is not None and stream is None and device is None and copy is None and not own:
-            return native.from_dlpack(x)  # the plain import, in C (the compiled build reads the same plan)
+            plain: Tensor = native.from_dlpack(x)  # the plain import, in C (the compiled build reads the same plan)
+            return plain
         return imported(x, source, None if own else here, device=device, copy=copy, stream=stream, own_export=own)
     except BufferError:
         if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
