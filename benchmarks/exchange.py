@@ -348,8 +348,8 @@ def page(markdown_table: str, all_rows: list[dict[str, Any]]) -> str:
     return (
         "# Benchmarks\n\n"
         "Written by `nox -s bench` (`benchmarks/exchange.py --markdown docs/benchmarks.md`, then "
-        "`benchmarks/copies.py`, `benchmarks/chart.py` and `benchmarks/startup.py`, each with "
-        "`--markdown-append docs/benchmarks.md`) on "
+        "`benchmarks/copies.py`, `benchmarks/chart.py`, `benchmarks/startup.py` and `benchmarks/instructions.py`, "
+        "each with `--markdown-append docs/benchmarks.md`) on "
         f"{time.strftime('%Y-%m-%d')}: {versions()}.\n\n"
         "## Exchanges\n\n"
         "ns per exchange, fastest of several timed batches in two rounds; each ratio is against the "

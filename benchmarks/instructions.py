@@ -1,6 +1,7 @@
 """Instructions per exchange (valgrind's callgrind), each dlbind path beside its anchor, and wall time beside it.
 
-    nox -s bench          (or: python benchmarks/instructions.py [--json FILE] [--markdown-append FILE])
+    nox -s bench          (or: python benchmarks/instructions.py [--json FILE] [--markdown-append FILE]
+                           [--from-json FILE: render a saved run's rows, measuring nothing])
 
 Wall time on a shared machine moves with whatever else runs; an instruction count does not. Each row runs
 its statement in a fresh interpreter under ``valgrind --tool=callgrind`` twice, ``SHORT`` and ``LONG`` times
@@ -160,11 +161,16 @@ def main() -> int:
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--markdown-append", help="append a section with the table to this page")
     parser.add_argument("--builds", default="compiled", help="comma-separated: compiled, pure (default compiled)")
+    parser.add_argument("--from-json", help="render the rows a run wrote with --json, measuring nothing")
     args = parser.parse_args()
-    if shutil.which("valgrind") is None:
+    if args.from_json:
+        with open(args.from_json) as f:
+            rows = json.load(f)
+    elif shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind): no instruction counts", file=sys.stderr)
         return 0
-    rows = [r for build in args.builds.split(",") for r in measure(build)]
+    else:
+        rows = [r for build in args.builds.split(",") for r in measure(build)]
     text = table(rows)
     print(text)
     if args.json:
