@@ -432,12 +432,7 @@ def take_owned(capsule: object) -> tuple[Owner, bool, object]:
     out of the registry (:func:`adopt`; None for a foreign producer's), which the Tensor keeps. The pure build
     only: the compiled build's Tensor owns what ``native.take`` gives (an Owner here would run the deleter)."""
     managed, versioned = take(capsule)
-    owner = Owner(managed)
-    entry = _LIVE.get(int(ffi.cast("uintptr_t", managed)))  # adopt(), without a call back into this module
-    if entry is None:
-        return owner, versioned, None
-    source, entry[1] = entry[1], None
-    return owner, versioned, source
+    return Owner(managed), versioned, adopt(int(ffi.cast("uintptr_t", managed)))
 
 
 class Owner:

@@ -178,12 +178,11 @@ def imported(
     by_backend = to_host and copy is not False and _backends.serving(here[0]) is not None
     if made is None:
         try:
-            if by_backend:
-                made = call_dlpack(x, stream=asked, dl_device=None, copy=None, plan=plan, explicit=stream is not None)
-            else:
-                made = call_dlpack(
-                    x, stream=asked, dl_device=dl_device, copy=copy, plan=plan, explicit=stream is not None
-                )
+            # by the backend: a plain import, which the backend then copies to the host
+            asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
+            made = call_dlpack(
+                x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None
+            )
         except (BufferError, ValueError) as e:
             if isinstance(e, ValueError) and dl_device is None:
                 raise
