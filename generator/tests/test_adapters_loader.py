@@ -51,6 +51,12 @@ def test_bool_encodings_and_check_setup(tmp_path: Path) -> None:
     assert _load(tmp_path, ROW)["export_bool"] == "bool"
 
 
+def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
+    text = ROW.replace('via = "__dlpack__"', 'via = "__dlpack__"\nguards = ["flag", "conj()"]\ncomplex_guards = ["conj()"]')
+    facts = _load(tmp_path, text)
+    assert (facts["export_guards"], facts["export_complex_guards"]) == (("flag", "conj()"), ("conj()",))
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -63,6 +69,8 @@ def test_bool_encodings_and_check_setup(tmp_path: Path) -> None:
         (lambda t: t + '[lib.check]\nsetup = "configure"\n', r"check.setup is a dotted function"),
         (lambda t: t + '[lib.check]\nsetup = "lib.f"\nsetup_args = [1.5]\n', r"strings, booleans and integers"),
         (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\ncolour = "red"'), r"unknown key import.colour"),
+        (lambda t: t.replace('via = "__dlpack__"', 'via = "__dlpack__"\nguards = ["a()"]\ncomplex_guards = ["b()"]'),
+         r"export.complex_guards names guards of export.guards only"),
     ],
 )  # fmt: skip
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:

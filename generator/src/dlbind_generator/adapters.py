@@ -26,6 +26,7 @@ _KEYWORDS = {"device", "copy"}
 _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "via"): ("export_via", str, None, "__dlpack__"),
     ("export", "guards"): ("export_guards", list, None, ()),
+    ("export", "complex_guards"): ("export_complex_guards", list, None, ()),
     ("export", "host"): ("export_host", str, None, ""),
     ("export", "refusal"): ("export_refusal", str, frozenset({"BufferError", "TypeError"}), "BufferError"),
     ("export", "bool"): ("export_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
@@ -144,6 +145,8 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     for guard in facts["export_guards"]:
         if not guard.removesuffix("()").isidentifier():
             raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
+    if set(facts["export_complex_guards"]) - set(facts["export_guards"]):
+        raise GeneratorError(f"{where}: export.complex_guards names guards of export.guards only")
     host = facts["export_host"]
     if host and not (host.endswith("()") and host[:-2].isidentifier()):
         raise GeneratorError(f"{where}: export.host is a method 'name()', not {host!r}")

@@ -327,3 +327,70 @@ def test_buffer_exchange_frames() -> None:
     counts = sorted(len(calls) for calls in per_exchange)
     typical = min(per_exchange, key=len)
     assert counts[len(counts) // 2] <= FRAMES_PER_EXCHANGE, (counts, typical)
+
+
+def _reading(make: typing.Callable[[], typing.Any]) -> tuple[typing.Any, ...]:
+    """What dlbind reads of an exporter: its tensor's layout and address, or the refusal's type."""
+    try:
+        t = dlbind.from_dlpack(make())
+    except (BufferError, TypeError, ValueError) as e:
+        return ("refused", type(e).__name__)
+    return (t.shape, t.strides, str(t.dtype), t.data_ptr + t.byte_offset, t.readonly, t.ndim)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+NDARRAYS: dict[str, typing.Callable[[], np.ndarray]] = {
+    **{
+        f"{dt}": (lambda dt=dt: np.arange(12).astype(dt).reshape(3, 4))
+        for dt in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "longlong",
+                   "float16", "float32", "float64", "complex64", "complex128", "longdouble", "clongdouble")
+    },
+    "0-d": lambda: np.array(2.5),
+    "empty": lambda: np.zeros((0, 3), dtype=np.int32),
+    "empty, last": lambda: np.zeros((3, 0)),
+    "a row": lambda: np.arange(3.0)[None, :],
+    "a column, transposed": lambda: np.arange(3.0).reshape(1, 3).T,
+    "fortran": lambda: np.ones((2, 3)).T,
+    "fortran, odd unit stride": lambda: np.lib.stride_tricks.as_strided(
+        np.ones((2, 1, 3), order="F"), strides=(8, 999 * 8, 16)),
+    "c, odd unit stride": lambda: np.lib.stride_tricks.as_strided(np.ones((2, 3)), shape=(2, 1, 3),
+                                                                   strides=(24, 777, 8)),
+    "sliced": lambda: np.arange(24.0).reshape(4, 6)[1:, ::2],
+    "reversed": lambda: np.arange(6, dtype=np.int16)[::-1],
+    "transposed": lambda: np.arange(12.0).reshape(3, 4).T,
+    "read-only": lambda: _readonly(np.arange(4.0)),
+    "broadcast": lambda: np.broadcast_to(np.arange(3.0), (2, 3)),
+    "big-endian": lambda: np.arange(4, dtype=">f4"),
+    "5-d": lambda: np.zeros((1, 2, 1, 2, 3)),
+    "unaligned stride": lambda: np.zeros(8, dtype=np.uint8).view(np.float32)[:1],
+    "structured": lambda: np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]),
+    "object": lambda: np.array([None, 1], dtype=object),
+    "datetime": lambda: np.zeros(2, dtype="datetime64[s]"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NDARRAYS)
+def test_an_ndarray_reads_as_its_buffer_says(name: str) -> None:
+    """The compiled asdlpack reads an exact numpy.ndarray from its struct (after a probe that compared the
+    two readings); that reading must be the buffer protocol's, case by case (a memoryview always goes
+    through the buffer protocol). The pure build answers through the buffer protocol in both cases."""
+    probe = np.arange(3.0)
+    assert np.from_dlpack(dlbind.asdlpack(probe)).tolist() == [0.0, 1.0, 2.0]
+    if dlbind.ffi_build() == "compiled":
+        from dlbind import _fastpath
+
+        assert _fastpath.ndarray_struct() is True, "the probe of this numpy's array struct disagreed"
+    a = NDARRAYS[name]()
+    try:
+        view = memoryview(a)
+    except ValueError:  # numpy gives no buffer for this dtype (datetime64): neither does the struct reading
+        assert _reading(lambda: dlbind.asdlpack(a))[0] == "refused"
+        return
+    assert _reading(lambda: dlbind.asdlpack(a)) == _reading(lambda: dlbind.asdlpack(view))
+    assert _reading(lambda: dlbind.asdlpack(a, readonly=True)) == _reading(
+        lambda: dlbind.asdlpack(view, readonly=True)
+    )

@@ -47,6 +47,7 @@ class ExportPlan:
 
     ``row``: its library's row for the installed release (None: a type no row names); ``library``: its
     name (``""``); ``guards``: ``(attribute, is a method)`` pairs that, when truthy, forbid the export;
+    ``complex_guards``: the names among them only a complex array can make truthy;
     ``immutable``: imports are sealed read-only; ``refusal``: the exception its ``__dlpack__`` refuses an
     array with (BufferError, or TypeError before numpy 1.24); ``via``: the function exporting an array
     without ``__dlpack__`` (None: ``__dlpack__``); ``host``: the method giving a host copy when ``via``
@@ -70,6 +71,7 @@ class ExportPlan:
         "bool_name",
         "call_style",
         "capsules",
+        "complex_guards",
         "guards",
         "host",
         "host_only",
@@ -93,6 +95,7 @@ class ExportPlan:
     bits: Any
     bits_via: str
     guards: tuple[tuple[str, bool], ...]
+    complex_guards: frozenset[str]
     immutable: bool
     refusal: type[Exception]
     via: Any
@@ -117,12 +120,16 @@ class ExportPlan:
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
+            self.complex_guards = frozenset()
             self.via, self.host, self.bool_method, self.bool_name, self.python = None, "", "", "", False
             self.host_only, self.layout, self.readonly = False, "any", True
             self.unsigned_strides, self.interface = False, ""
             return
         self.library = row.name
         self.guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards)
+        # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
+        # Python path reads every guard before the export: the same answer, as the others are never truthy)
+        self.complex_guards = frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards)
         self.immutable = row.immutable
         self.refusal = TypeError if row.export_refusal == "TypeError" else BufferError
         self.via = None if row.export_via == "__dlpack__" else _exporter(row.export_via)

@@ -163,11 +163,16 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         }
         return;
     }
-    PyGILState_STATE state = PyGILState_Ensure();
+    /* Consumers call deleters from any thread, most with the GIL held (numpy, torch, dlbind): taking it
+     * only when this thread does not hold it keeps the common call to a thread-state test. */
+    int has_gil = dlbind_holds_gil();
+    PyGILState_STATE state = has_gil ? PyGILState_LOCKED : PyGILState_Ensure();
     /* A consumer may call the deleter while its own exception is set (numpy refusing the tensor): what
-     * the release runs (the owner's __del__, a foreign deleter) must neither see nor clear it. */
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
+     * the release runs (the owner's __del__, a foreign deleter) must neither see nor clear it. Fetched
+     * only when one is pending: the common call has none. */
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending) PyErr_Fetch(&type, &value, &traceback);
     if (b->live) { /* a second call of the deleter does nothing */
         void *ctx = *manager_ctx;
         *manager_ctx = NULL;
@@ -180,8 +185,11 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
         dlbind_block_recycle(b);
     }
-    PyErr_Restore(type, value, traceback);
-    PyGILState_Release(state);
+    if (pending)
+        PyErr_Restore(type, value, traceback);
+    else if (PyErr_Occurred())
+        PyErr_Clear();
+    if (!has_gil) PyGILState_Release(state);
 }
 
 static void dlbind_block_deleter_v(DLManagedTensorVersioned *self) {
@@ -196,8 +204,9 @@ static void dlbind_block_deleter_l(DLManagedTensor *self) {
 
 /* The destructor of block capsules: the rules above. */
 static void dlbind_block_capsule_destructor(PyObject *capsule) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending) PyErr_Fetch(&type, &value, &tb);
     const char *name = PyCapsule_GetName(capsule);
     dlbind_block *b = (dlbind_block *)PyCapsule_GetPointer(capsule, name);
     if (b != NULL && b->capsule == capsule) {
@@ -205,7 +214,7 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
         b->capsule_gone = 1;
         /* our names are our own strings: a pointer test settles the common case, strcmp a copy */
         const char *ours = b->versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY;
-        int unconsumed = name == ours || (name != NULL && strcmp(name, ours) == 0);
+        int unconsumed = name == ours || (name != NULL && name[0] == ours[0] && strcmp(name, ours) == 0);
         if (b->live && unconsumed) { /* the tensor is ours to free */
             dlbind_call_deleter(b, b->versioned);
             /* at exit the deleter leaves the block: no capsule points here any more, so free it */
@@ -215,8 +224,8 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
             }
         }
     }
-    PyErr_Clear();
-    PyErr_Restore(type, value, tb);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (pending) PyErr_Restore(type, value, tb);
 }
 
 unsigned long long dlbind_blocks_pinned(void) { return dlbind_pinned_count; }
@@ -302,9 +311,9 @@ PyObject *dlbind_make_capsule(PyObject *owner, void *data, int ndim, const int64
     t->dtype = dtype;
     t->byte_offset = byte_offset;
     if (ndim > 0) {
-        memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+        for (int i = 0; i < ndim; i++) t->shape[i] = shape[i]; /* mostly one or two: no memcpy call */
         if (strides != NULL) {
-            memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
+            for (int i = 0; i < ndim; i++) t->strides[i] = strides[i];
         } else { /* compact row-major (unsigned: a product past int64 wraps, never undefined) */
             uint64_t step = 1;
             for (int i = ndim - 1; i >= 0; i--) {
@@ -488,7 +497,7 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
             int o1 = 0, o2 = 0;
             long long kind = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 0), &o1);
             long long index = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 1), &o2);
-            if (PyErr_Occurred()) return -1;
+            if ((kind == -1 || index == -1) && PyErr_Occurred()) return -1;
             if (o1 || o2 || kind != (long long)here.device_type || index != (long long)here.device_id) fast = 0;
         } else if (kw == DLBIND_KW_COPY) {
             if (value != Py_None && value != Py_False) fast = 0;

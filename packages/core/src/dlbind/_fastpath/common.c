@@ -47,11 +47,25 @@ int dlbind_intern_all(void) {
     dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.kw[DLBIND_KW_STREAM], dlbind_cfg.kw[DLBIND_KW_MAX_VERSION]);
     if (dlbind_cfg.kwnames_dlpack == NULL) return -1;
     PyObject **attrs[] = {&dlbind_cfg.str_dlpack_device, &dlbind_cfg.attr_guards, &dlbind_cfg.attr_immutable,
-                          &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style};
-    const char *names[] = {"__dlpack_device__", "guards", "immutable", "python", "host_only", "call_style"};
+                          &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style,
+                          &dlbind_cfg.attr_complex_guards};
+    const char *names[] = {"__dlpack_device__", "guards", "immutable", "python", "host_only", "call_style",
+                           "complex_guards"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*attrs[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
     return 0;
+}
+
+/* Does this thread hold the GIL, through its own (PyGILState) thread state? PyGILState_Check is not used: it
+ * answers yes for every thread once a subinterpreter was made. A thread that holds the GIL through another
+ * thread state is answered no, and PyGILState_Ensure would deadlock there, as it always did. */
+int dlbind_holds_gil(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyThreadState *current = PyThreadState_GetUnchecked();
+#else
+    PyThreadState *current = _PyThreadState_UncheckedGet();
+#endif
+    return current != NULL && current == PyGILState_GetThisThreadState();
 }
 
 PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }

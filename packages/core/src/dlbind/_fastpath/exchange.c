@@ -114,6 +114,49 @@ int dlbind_plan_call_bits(PyObject *plan) {
     return value == 1 ? DLBIND_TYPE_LEGACY_CALL : value == 2 ? (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL) : 0;
 }
 
+/* The guards as (name, is a method, descriptor or None, complex only) tuples: the type's own C descriptor for
+ * each name where it has one (a C method, or a getset/member attribute, found along the type's MRO), called
+ * directly without looking the name up on every exchange; and whether only a complex array can make it
+ * truthy (ExportPlan.complex_guards: read after the table said the dtype, for complex exports only). The entry that holds them is used only while the type's
+ * version tag is unchanged (dlbind_info_of_type), so a later change to the type is never missed. An instance
+ * attribute of the same name would shadow a method only for Python's own lookup: guards name library
+ * methods, which no instance overrides. NULL on error. */
+static PyObject *dlbind_guards_resolved(PyObject *type, PyObject *guards, PyObject *complex_only) {
+    Py_ssize_t n = PyTuple_GET_SIZE(guards);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    PyObject *mro = ((PyTypeObject *)type)->tp_mro;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(guards, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": an export guard must be a (name, is a method) pair");
+            return NULL;
+        }
+        PyObject *name = PyTuple_GET_ITEM(pair, 0), *found = NULL;
+        for (Py_ssize_t k = 0; mro != NULL && k < PyTuple_GET_SIZE(mro) && found == NULL; k++) {
+            PyObject *dict = ((PyTypeObject *)PyTuple_GET_ITEM(mro, k))->tp_dict;
+            if (dict != NULL && (found = PyDict_GetItemWithError(dict, name)) == NULL && PyErr_Occurred()) {
+                Py_DECREF(out);
+                return NULL;
+            }
+        }
+        int method = PyTuple_GET_ITEM(pair, 1) == Py_True;
+        int direct = found != NULL && (method ? Py_IS_TYPE(found, &PyMethodDescr_Type)
+                                              : (Py_IS_TYPE(found, &PyGetSetDescr_Type) || Py_IS_TYPE(found, &PyMemberDescr_Type)));
+        int complex = PySequence_Contains(complex_only, name);
+        PyObject *triple = complex < 0 ? NULL
+                                       : PyTuple_Pack(4, name, PyTuple_GET_ITEM(pair, 1), direct ? found : Py_None,
+                                                      complex ? Py_True : Py_False);
+        if (triple == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, triple);
+    }
+    return out;
+}
+
 /* A new (capsule or None, guards, bits, plan) entry for the type: its table attribute and its
  * dlbind.sources.ExportPlan (the same object the Python code follows: export guards, immutable, the
  * bool reading, host-only, how an older __dlpack__ is called). NULL on error. */
@@ -146,6 +189,14 @@ static PyObject *dlbind_entry_new(PyObject *type) {
     }
     int bits = (immutable ? DLBIND_TYPE_IMMUTABLE : 0) | (python ? DLBIND_TYPE_PYTHON : 0) |
                (host_only ? DLBIND_TYPE_HOST_ONLY : 0) | dlbind_plan_call_bits(plan);
+    PyObject *complex_only = PyObject_GetAttr(plan, dlbind_cfg.attr_complex_guards);
+    Py_SETREF(guards, complex_only == NULL ? NULL : dlbind_guards_resolved(type, guards, complex_only));
+    Py_XDECREF(complex_only);
+    if (guards == NULL) {
+        Py_DECREF(plan);
+        Py_DECREF(cap);
+        return NULL;
+    }
     return Py_BuildValue("(NNiN)", cap, guards, bits, plan);
 }
 
@@ -256,17 +307,27 @@ void dlbind_type_mark(PyObject *obj, int bits) {
     if (PyErr_Occurred()) PyErr_Clear(); /* a cache that cannot learn only costs a call */
 }
 
-/* The (name, is a method) pair of obj's first truthy export guard (borrowed from guards, which
- * the caller holds), None when none is, NULL on error. A guard the object lacks (an older release
- * of its library) does not apply. */
-static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards) {
+/* Which guards a pass reads: those any array can make truthy, the complex-only ones, or all. */
+enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 };
+
+/* The (name, is a method, descriptor, complex only) tuple of obj's first truthy export guard among those
+ * `which` names (borrowed from guards, which the caller holds), None when none is, NULL on error. A guard
+ * the object lacks (an older release of its library) does not apply. A guard with its type's descriptor
+ * calls it directly. */
+static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards, int which) {
     Py_ssize_t n = PyTuple_GET_SIZE(guards);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(guards, i);
-        PyObject *name = PyTuple_GET_ITEM(pair, 0);
-        PyObject *value = PyTuple_GET_ITEM(pair, 1) == Py_True
-                              ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
-                              : PyObject_GetAttr(obj, name);
+        if (!(which & (PyTuple_GET_ITEM(pair, 3) == Py_True ? DLBIND_GUARDS_COMPLEX : DLBIND_GUARDS_ANY))) continue;
+        PyObject *name = PyTuple_GET_ITEM(pair, 0), *descr = PyTuple_GET_ITEM(pair, 2);
+        int method = PyTuple_GET_ITEM(pair, 1) == Py_True;
+        PyObject *value;
+        if (descr != Py_None)
+            value = method ? PyObject_Vectorcall(descr, &obj, 1, NULL)
+                           : Py_TYPE(descr)->tp_descr_get(descr, obj, (PyObject *)Py_TYPE(obj));
+        else
+            value = method ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                           : PyObject_GetAttr(obj, name);
         if (value == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
             PyErr_Clear();
@@ -280,36 +341,46 @@ static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards) {
     return Py_None;
 }
 
+/* 0 when none of the guards `which` names is truthy for obj; else -1 with its refusal (the library's
+ * own BufferError, or dlbind's) or another error set. */
+static int dlbind_guards_pass(PyObject *obj, PyObject *guards, int which) {
+    if (guards == NULL || PyTuple_GET_SIZE(guards) == 0) return 0;
+    Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
+    PyObject *pair = dlbind_truthy_guard(obj, guards, which);
+    if (pair != NULL && pair != Py_None) { /* the library's own refusal, or dlbind's: never exported */
+        PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, PyTuple_GET_ITEM(pair, 0),
+                                                     PyTuple_GET_ITEM(pair, 1), NULL);
+        Py_XDECREF(res);
+        if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
+        pair = NULL;
+    }
+    Py_DECREF(guards);
+    return pair == NULL ? -1 : 0;
+}
+
 int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out) {
     *out = NULL;
     PyObject *guards = info->guards;
-    if (guards != NULL && PyTuple_GET_SIZE(guards) > 0) {
-        Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
-        PyObject *pair = dlbind_truthy_guard(obj, guards);
-        if (pair != NULL && pair != Py_None) { /* the library's own refusal, or dlbind's: never exported */
-            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, PyTuple_GET_ITEM(pair, 0),
-                                                         PyTuple_GET_ITEM(pair, 1), NULL);
-            Py_XDECREF(res);
-            if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
-            pair = NULL;
-        }
-        Py_DECREF(guards);
-        if (pair == NULL) return -1;
-    }
 #if !DLBIND_HEADER_HAS_EXCHANGE_API
-    return 0; /* no table: __dlpack__ answers */
+    return dlbind_guards_pass(obj, guards, DLBIND_GUARDS_ALL); /* no table: __dlpack__ answers */
 #else
     const dlbind_exchange_api *api = info->api;
-    if (api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return 0;
+    if (api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return dlbind_guards_pass(obj, guards, DLBIND_GUARDS_ALL);
+    /* the complex-only guards wait for the dtype the table says: most exports are not complex */
+    if (dlbind_guards_pass(obj, guards, DLBIND_GUARDS_ANY) != 0) return -1;
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
         if (PyErr_Occurred()) {
             /* the table refused (torch: sparse, quantized): __dlpack__ says why in its own words */
             if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
             PyErr_Clear();
-            return 0;
+            return dlbind_guards_pass(obj, guards, DLBIND_GUARDS_COMPLEX);
         }
         PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (m->dl_tensor.dtype.code == kDLComplex && dlbind_guards_pass(obj, guards, DLBIND_GUARDS_COMPLEX) != 0) {
+        dlbind_call_deleter(m, 1);
         return -1;
     }
     if (info->bits & DLBIND_TYPE_IMMUTABLE) m->flags |= DLBIND_FLAG_READ_ONLY;

@@ -5,7 +5,8 @@
 
 typedef struct {
     PyObject_HEAD
-    Py_buffer view;
+    Py_buffer view; /* a buffer view of the source, or (held) only view.obj and view.buf, by reference */
+    int held;       /* 1: view.obj is a plain reference (an exact numpy.ndarray read from its struct) */
     int readonly;
     int ndim;
     DLDataType dtype;
@@ -39,8 +40,143 @@ static int dlbind_exporter_traverse(dlbind_exporter *self, visitproc visit, void
 
 static int dlbind_exporter_clear(dlbind_exporter *self) {
     Py_CLEAR(self->slow);
-    if (self->view.obj != NULL) PyBuffer_Release(&self->view);
+    if (self->held)
+        Py_CLEAR(self->view.obj);
+    else if (self->view.obj != NULL)
+        PyBuffer_Release(&self->view);
     return 0;
+}
+
+/* numpy.ndarray, read from its struct instead of through the buffer protocol (which builds a format
+ * string and caches a buffer-info record on every call: two thirds of an exchange's cost).
+ *
+ * The leading fields of numpy's array and descriptor structs are numpy's public C ABI, the same in
+ * numpy 1.x and 2.x (what its PyArray_DATA, PyArray_NDIM, PyArray_DESCR and PyDataType_TYPE macros
+ * read); the descriptor's element size moved in 2.0 and is not read. dlbind does not build against
+ * numpy's headers, so nothing here is trusted before it is checked: the first exact numpy.ndarray the
+ * buffer protocol exports is read both ways, and only if the two agree field by field is the type
+ * read from its struct from then on (else never). The array is held by a reference, as numpy's own
+ * __dlpack__ holds it. Only builtin numeric dtypes (numpy's type numbers 0-16 and 23, float16) and
+ * native byte order are read so; anything else takes the buffer protocol, as before. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} dlbind_np_array;
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *typeobj;
+    char kind;
+    char type;
+    char byteorder;
+    char flags;
+    int type_num;
+} dlbind_np_descr;
+
+#define DLBIND_NP_C_CONTIGUOUS 0x0001 /* NPY_ARRAY_C_CONTIGUOUS */
+#define DLBIND_NP_F_CONTIGUOUS 0x0002 /* NPY_ARRAY_F_CONTIGUOUS */
+#define DLBIND_NP_WRITEABLE 0x0400    /* NPY_ARRAY_WRITEABLE */
+#define DLBIND_NP_HALF 23          /* NPY_HALF; 0-16 are bool through complex long double */
+
+static PyTypeObject *dlbind_ndarray_type = NULL; /* set once the probe agreed */
+static int dlbind_ndarray_refused = 0;           /* the probe disagreed: the buffer protocol only */
+
+/* The dtype of an ndarray's descriptor, from its type character (the buffer protocol's format
+ * character, but for complex), native byte order only. 0: not one this path reads. What each builtin
+ * type number reads as is worked out once (the format table is the one source) and kept. */
+static struct {
+    char known, ok, type;
+    DLDataType dtype;
+} dlbind_np_types[DLBIND_NP_HALF + 1];
+
+static int dlbind_np_dtype(const dlbind_np_descr *d, DLDataType *out) {
+    int num = d->type_num;
+    if (num < 0 || num > DLBIND_NP_HALF || (num > 16 && num < DLBIND_NP_HALF)) return 0;
+#if PY_LITTLE_ENDIAN
+    if (d->byteorder == '>') return 0;
+#else
+    if (d->byteorder == '<') return 0;
+#endif
+    if (!dlbind_np_types[num].known || dlbind_np_types[num].type != d->type) {
+        char format[3] = {d->type, '\0', '\0'};
+        if (d->type == 'F' || d->type == 'D' || d->type == 'G') { /* complex: "Zf", "Zd", "Zg" */
+            format[0] = 'Z';
+            format[1] = (char)(d->type - 'A' + 'a');
+        }
+        dlbind_np_types[num].ok = (char)dlbind_format_dtype(format, &dlbind_np_types[num].dtype);
+        dlbind_np_types[num].type = d->type;
+        dlbind_np_types[num].known = 1;
+    }
+    *out = dlbind_np_types[num].dtype;
+    return dlbind_np_types[num].ok;
+}
+
+/* Shape and strides (in elements) of an ndarray into self->dims, as numpy's buffer protocol gives them: a
+ * C-contiguous array's strides are the compact row-major ones (numpy lets a dimension of length 0 or 1 carry
+ * any stride), an F-contiguous one's the compact column-major ones, any other array's its own. 0: not one
+ * this path reads. */
+static int dlbind_np_dims(const dlbind_np_array *a, DLDataType dtype, int64_t *dims) {
+    int64_t itemsize = dtype.bits / 8;
+    int nd = a->nd;
+    if (nd < 0 || nd > DLBIND_INLINE_NDIM || itemsize <= 0) return 0;
+    int64_t *shape = dims, *strides = dims + nd;
+    for (int i = 0; i < nd; i++) shape[i] = a->dimensions[i];
+    if (a->flags & (DLBIND_NP_C_CONTIGUOUS | DLBIND_NP_F_CONTIGUOUS)) {
+        int c = (a->flags & DLBIND_NP_C_CONTIGUOUS) != 0;
+        int64_t acc = 1;
+        for (int k = 0; k < nd; k++) {
+            int i = c ? nd - 1 - k : k;
+            strides[i] = acc;
+            if (dlbind_mul_overflow(acc, shape[i], &acc)) return 0; /* a zero-length array of vast dimensions */
+        }
+        return 1;
+    }
+    for (int i = 0; i < nd; i++) {
+        if (a->strides[i] % itemsize) return 0;
+        strides[i] = a->strides[i] / itemsize;
+    }
+    return 1; /* numpy keeps its dimensions non-negative and their product within npy_intp */
+}
+
+/* Read an exact ndarray from its struct (the probe agreed). 1: read; 0: not one this path reads. */
+static int dlbind_exporter_from_ndarray(dlbind_exporter *self, PyObject *obj, int force_readonly) {
+    const dlbind_np_array *a = (const dlbind_np_array *)obj;
+    if (!dlbind_np_dtype((const dlbind_np_descr *)a->descr, &self->dtype) || !dlbind_np_dims(a, self->dtype, self->dims)) return 0;
+    self->ndim = a->nd;
+    self->readonly = !(a->flags & DLBIND_NP_WRITEABLE) || force_readonly;
+    self->held = 1;
+    self->view.buf = a->data;
+    Py_INCREF(obj);
+    self->view.obj = obj;
+    return 1;
+}
+
+/* The first exact numpy.ndarray the buffer protocol exported: does its struct say the same? */
+static void dlbind_ndarray_probe(dlbind_exporter *self, PyObject *obj) {
+    if (dlbind_ndarray_type != NULL || dlbind_ndarray_refused || strcmp(Py_TYPE(obj)->tp_name, "numpy.ndarray") != 0)
+        return;
+    const dlbind_np_array *a = (const dlbind_np_array *)obj;
+    const Py_buffer *v = &self->view;
+    DLDataType dtype;
+    int64_t dims[2 * DLBIND_INLINE_NDIM];
+    /* wait for an array this path reads */
+    if (!dlbind_np_dtype((const dlbind_np_descr *)a->descr, &dtype) || !dlbind_np_dims(a, dtype, dims)) return;
+    int same = a->data == v->buf && a->nd == v->ndim && a->nd == self->ndim && dtype.code == self->dtype.code &&
+               dtype.bits == self->dtype.bits && dtype.lanes == self->dtype.lanes &&
+               !(a->flags & DLBIND_NP_WRITEABLE) == !!v->readonly;
+    for (int i = 0; same && i < 2 * a->nd; i++) same = dims[i] == self->dims[i];
+    if (same) { /* the module holds numpy's type for the process's life */
+        dlbind_ndarray_type = Py_TYPE(obj);
+        Py_INCREF(dlbind_ndarray_type);
+    } else {
+        dlbind_ndarray_refused = 1;
+    }
 }
 
 static void dlbind_exporter_dealloc(dlbind_exporter *self) {
@@ -71,6 +207,11 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
     self->dims = self->inline_dims;
     self->slow = NULL;
     self->view.obj = NULL;
+    self->held = 0;
+    if (Py_TYPE(obj) == dlbind_ndarray_type && dlbind_exporter_from_ndarray(self, obj, force_readonly)) {
+        PyObject_GC_Track((PyObject *)self);
+        return (PyObject *)self;
+    }
     if (PyObject_GetBuffer(obj, &self->view, PyBUF_RECORDS_RO) != 0) {
         PyErr_Clear();
         self->view.obj = NULL;
@@ -107,6 +248,7 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
             }
         }
     }
+    dlbind_ndarray_probe(self, obj);
     PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
 refuse:
@@ -203,6 +345,16 @@ PyTypeObject dlbind_exporter_type = {
     .tp_doc = "A dlbind.Exporter over an object's buffer (what dlbind.asdlpack returns for buffers).",
     .tp_methods = dlbind_exporter_methods,
 };
+
+/* ndarray_struct() -> True (exact ndarrays are read from their struct), False (the probe disagreed: the buffer
+ * protocol only), None (no ndarray probed yet). */
+PyObject *dlbind_py_ndarray_struct(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    if (dlbind_ndarray_type != NULL) Py_RETURN_TRUE;
+    if (dlbind_ndarray_refused) Py_RETURN_FALSE;
+    Py_RETURN_NONE;
+}
 
 /* asdlpack(obj, *, readonly=None, device_id=None): buffers in C, everything else in Python. */
 PyObject *dlbind_py_asdlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {

@@ -122,6 +122,7 @@ typedef struct {
     PyObject *kw[9];             /* the keyword names below, interned (indexed by dlbind_keyword) */
     PyObject *str_dlpack_device; /* "__dlpack_device__", interned */
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
+    PyObject *attr_complex_guards;
 } dlbind_config;
 
 extern dlbind_config dlbind_cfg;
@@ -146,6 +147,7 @@ enum {
     DLBIND_KW_COUNT
 };
 /* The DLBIND_KW_* of a keyword name, or -1 (no error set) when it is none of them. */
+int dlbind_holds_gil(void);
 int dlbind_keyword(PyObject *key);
 
 /* How many tensors we exported and how many of our deleters ran (read by the leak tests). */
@@ -226,6 +228,7 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
 
 /* ---- exporter.c ----------------------------------------------------------------------------- */
 extern PyTypeObject dlbind_exporter_type;
+PyObject *dlbind_py_ndarray_struct(PyObject *mod, PyObject *unused);
 PyObject *dlbind_py_asdlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 
 /* ---- tensor.c ------------------------------------------------------------------------------- */
@@ -257,7 +260,7 @@ const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 #define DLBIND_TYPE_HOST_ONLY 16  /* its arrays live in stream-free host memory only: no device to ask */
 typedef struct {
     const dlbind_exchange_api *api; /* its usable exchange table, or NULL */
-    PyObject *guards;             /* borrowed: tuple of (name, is a method) pairs (export guards) */
+    PyObject *guards;             /* borrowed: (name, is a method, descriptor or None, complex only) tuples */
     PyObject *plan;               /* borrowed: the type's dlbind.sources.ExportPlan (None when not configured) */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;

@@ -104,6 +104,9 @@ static PyMethodDef dlbind_methods[] = {
     {"retype", (PyCFunction)(void (*)(void))dlbind_py_retype, METH_FASTCALL,
      "retype(tensor, code): read a just-imported Tensor's one-byte elements as dtype code `code` (bool as uint8)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
+    {"ndarray_struct", (PyCFunction)dlbind_py_ndarray_struct, METH_NOARGS,
+     "whether asdlpack reads exact numpy.ndarrays from their struct: True, False (its probe disagreed), None (none "
+     "probed yet)"},
     {"pinned", (PyCFunction)dlbind_py_pinned, METH_NOARGS,
      "export blocks ever pinned (deleted while their capsule may live; kept for reuse, never freed)"},
     {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL, "export(keepalive, address, versioned) -> capsule"},
