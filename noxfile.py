@@ -400,12 +400,13 @@ def backends(session: nox.Session) -> None:
 # paddlepaddle is verified in its interop cell but left out here: its CPU wheel installs 720 MB
 # (`pip install paddlepaddle==3.3.1`, then `python -m dlbind check --libs paddle`).
 DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "array-api-strict==2.6.1",
-             "apache-tvm-ffi==0.1.15.post2", "mlx[cpu]==0.32.4"]  # fmt: skip
+             "apache-tvm-ffi==0.1.15.post2", "mlx[cpu]==0.32.4", "pyarrow==26.0.1"]  # fmt: skip
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: install numpy, torch, jax, array-api-strict, tvm-ffi, mlx (CPU builds); print the matrix."""
+    """The main job: install numpy, torch, jax, array-api-strict, tvm-ffi, mlx (CPU builds) and pyarrow; print the
+    matrix."""
     session.install(*DEMO_LIBS)
     session.install(CORE)
     session.run("python", "-m", "dlbind", "info")
@@ -659,6 +660,11 @@ INTEROP_SYSTEMS = [
     _System("mindspore", "2.10", ["mindspore==2.10.0", "numpy==1.26.4"]),
     _System("tinygrad", "0.14", ["tinygrad==0.14.0", "numpy==2.4.6"], env={"DEV": "PYTHON"}, tools=("clang",)),
     _System("dpnp", "0.20", ["dpnp==0.20.0"], env={"OCL_ICD_FILENAMES": "{venv}/lib/libintelocl.so"}),
+    _System("pyarrow", "15", ["pyarrow==15.0.2", "numpy==1.26.4"]),  # its first __dlpack__; it needs numpy<2
+    _System("pyarrow", "newest", ["pyarrow==26.0.1", "numpy==2.4.6", TORCH]),
+    # warp beside Arrow: `dlbind check --libs numpy,pyarrow,warp` (issue 30)
+    _System("warp", "1.19", ["warp-lang==1.19.0", "pyarrow==26.0.1", "numpy==2.4.6", TORCH],
+            check="numpy,pyarrow,warp"),
 ]
 INTEROP_TESTS = "tests/interop"
 

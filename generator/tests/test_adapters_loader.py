@@ -52,7 +52,8 @@ def test_bool_encodings_and_check_setup(tmp_path: Path) -> None:
 
 
 def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
-    text = ROW.replace('via = "__dlpack__"', 'via = "__dlpack__"\nguards = ["flag", "conj()"]\ncomplex_guards = ["conj()"]')
+    guards = 'via = "__dlpack__"\nguards = ["flag", "conj()"]\ncomplex_guards = ["conj()"]'
+    text = ROW.replace('via = "__dlpack__"', guards)
     facts = _load(tmp_path, text)
     assert (facts["export_guards"], facts["export_complex_guards"]) == (("flag", "conj()"), ("conj()",))
 

@@ -29,10 +29,17 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         + {"versioned": ", asks for versioned capsules", "legacy": ", never sends max_version (legacy capsules)",
            "bare": ", calls `__dlpack__()` with no keywords"}[f["asks"]]
     ]  # fmt: skip
+    if f["from_dlpack_nd"]:
+        rules.append(f"1-D data only; every other shape through `{f['from_dlpack_nd']}`")
     if f["layout"] == "compact":
         rules.append("copy: strides that are not compact row-major")
     elif f["layout"] == "nonnegative":
         rules.append("copy: negative strides")
+    if f["from_dlpack_nd"] and f["layout_nd"] and f["layout_nd"] != f["layout"]:
+        rules.append(f"`{f['from_dlpack_nd']}`: copy: " + {"compact": "strides that are not compact row-major",
+                     "nonnegative": "negative strides", "any": "none"}[f["layout_nd"]])  # fmt: skip
+    if f["ndims"]:
+        rules.append(f"refused (BufferError): fewer than {f['ndims'][0]} or more than {f['ndims'][1]} dimensions")
     if not f["byte_offset"]:
         rules.append("copy: a nonzero `byte_offset` (it ignores or refuses it)")
     if f["readonly"] == "ignored":
@@ -57,6 +64,9 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
     elif f["lacks_dtypes"]:
         rules.append(f"refused (BufferError naming the dtype): {', '.join(f['lacks_dtypes'])}")
+    if f["lacks_dtypes_nd"]:
+        lacks = ", ".join(f["lacks_dtypes_nd"])
+        rules.append(f"refused by `{f['from_dlpack_nd']}` (BufferError naming the dtype): {lacks}")
     if f["copy_from"]:
         rules.append(
             f"copy: {', '.join(f['copy_from'])} data (it holds no arrays there), by `{f['copy_with']}` onto its "
@@ -66,6 +76,10 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         rules.append("bool handed over as its legacy `(kDLUInt, 1, 1)`, a byte per element (zero-copy)")
     elif f["import_bool"] == "uint8":
         rules.append("bool handed over as uint8 from a producer whose `dtype.name` is `bool` (zero-copy)")
+    elif f["import_bool"] == "packed":
+        rules.append("copy: bool, packed into bits by its importer (`copy=False` refused)")
+    if f["import_setup"]:
+        rules.append(f"`{f['import_setup']}()` called once before its first import")
     device = f["device_form"]
     rules.append(
         "`device=`: none (only the source's device)" if device == "none"
@@ -82,6 +96,10 @@ def _export_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         rules.append(f"a host copy by `{f['export_host']}` where that refuses")
     if f["export_guards"]:
         rules.append(f"refused (its own BufferError) when {', '.join(f'`{g}`' for g in f['export_guards'])}")
+    if f["export_refusal"] == "TypeError":
+        rules.append("its refusals (TypeError) become BufferError")
+    for words, what in f["export_refusal_help"]:
+        rules.append(f"refused for {words!r}: the message says what to do ({what})")
     if f["export_bool"] == "uint1":
         rules.append("bool as a legacy `(kDLUInt, 1, 1)`: read as bool, a byte per element")
     elif f["export_bool"] == "uint8":

@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
     name = argv[0]
     from dlbind._generated.adapters import ADAPTERS
 
-    known = name in ADAPTERS
+    known = all(n in ADAPTERS for n in name.split(","))  # NAME may list several: numpy,pyarrow,warp
     proc = subprocess.run(
         [sys.executable, "-m", "dlbind", "check", "--libs", name, "--details"], capture_output=True, text=True
     )

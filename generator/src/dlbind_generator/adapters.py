@@ -29,6 +29,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "complex_guards"): ("export_complex_guards", list, None, ()),
     ("export", "host"): ("export_host", str, None, ""),
     ("export", "refusal"): ("export_refusal", str, frozenset({"BufferError", "TypeError"}), "BufferError"),
+    ("export", "refusal_help"): ("export_refusal_help", dict, None, ()),
     ("export", "bool"): ("export_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
     ("export", "dtype"): ("export_dtype", str, None, ""),
     ("export", "bool_name"): ("export_bool_name", str, None, ""),
@@ -42,6 +43,11 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "bits_of"): ("bits_of", str, None, ""),
     ("export", "bits_via"): ("export_bits_via", str, None, ""),
     ("import", "function"): ("from_dlpack", str, None, None),
+    ("import", "function_nd"): ("from_dlpack_nd", str, None, ""),
+    ("import", "setup"): ("import_setup", str, None, ""),
+    ("import", "layout_nd"): ("layout_nd", str, frozenset({"", "any", "nonnegative", "compact"}), ""),
+    ("import", "lacks_dtypes_nd"): ("lacks_dtypes_nd", list, None, ()),
+    ("import", "ndims"): ("ndims", "args", None, ()),
     ("import", "takes"): ("takes", str, frozenset({"producer", "capsule", "ndarray"}), "producer"),
     ("import", "asks"): ("asks", str, frozenset({"versioned", "legacy", "bare"}), "versioned"),
     ("import", "keywords"): ("keywords", list, None, ()),
@@ -58,7 +64,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
-    ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8"}), "bool"),
+    ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8", "packed"}), "bool"),
     ("import", "lanes"): ("import_lanes", bool, None, False),
     ("import", "stream"): ("stream_call", str, None, ""),
     ("import", "stream_attribute"): ("stream_attribute", str, None, ""),
@@ -145,6 +151,18 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     for guard in facts["export_guards"]:
         if not guard.removesuffix("()").isidentifier():
             raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
+    if (facts["layout_nd"] or facts["lacks_dtypes_nd"]) and not facts["from_dlpack_nd"]:
+        raise GeneratorError(f"{where}: import.layout_nd and import.lacks_dtypes_nd go with import.function_nd")
+    if facts["import_bool"] == "packed" and facts["takes"] != "ndarray":
+        raise GeneratorError(f"{where}: import.bool = 'packed' (its importer packs numpy's bool bytes into bits) "
+                             "needs takes = 'ndarray'")
+    if facts["import_setup"] and "." not in facts["import_setup"]:
+        raise GeneratorError(f"{where}: import.setup is a dotted function, not {facts['import_setup']!r}")
+    ndims = facts["ndims"]
+    if ndims and not (len(ndims) == 2 and all(type(n) is int for n in ndims) and 0 <= ndims[0] <= ndims[1]):
+        raise GeneratorError(f"{where}: import.ndims is [fewest, most] dimensions, not {ndims!r}")
+    if not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in facts["export_refusal_help"]):
+        raise GeneratorError(f"{where}: export.refusal_help maps words of a refusal to what to do instead")
     if set(facts["export_complex_guards"]) - set(facts["export_guards"]):
         raise GeneratorError(f"{where}: export.complex_guards names guards of export.guards only")
     host = facts["export_host"]

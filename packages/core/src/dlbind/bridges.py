@@ -58,16 +58,48 @@ _CPU = parse_device("cpu")
 
 def importer(adapter: Adapter) -> Any:
     """The system's importer as a function of a DLPack producer, given what its row says it takes
-    (a producer, a capsule it asks for as its row says, or a numpy array); for ``python -m dlbind check``."""
+    (a producer, a capsule it asks for as its row says, or a numpy view of dlbind's import of the producer: to
+    its importer of arrays of that many dimensions); for ``python -m dlbind check``."""
     adapter = for_release(adapter)
     fn = dotted(adapter.from_dlpack)
+    if adapter.import_setup:
+        dotted(adapter.import_setup)()  # what its importer needs first (warp.init)
     if adapter.takes == "capsule":
         return lambda x: fn(_capsule_for(adapter, x))
     if adapter.takes == "ndarray":
         import numpy
 
-        return lambda x: fn(numpy.from_dlpack(x))
+        fn_nd = dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else fn
+
+        def from_ndarray(x: Any) -> Any:
+            # what convert hands it: a numpy view of dlbind's import (numpy's own from_dlpack would put numpy's
+            # ways with producers, not the system's, into the system's report)
+            t = imported(x, None, None)
+            if t._lanes != 1 and not adapter.import_lanes:  # as convert's bridge says
+                raise BufferError(f"{adapter.name} takes no vector dtypes ({t.dtype.name}, lanes={t._lanes})")
+            a = numpy.asarray(t)
+            return (fn if a.ndim == 1 else fn_nd)(a)
+
+        return from_ndarray
     return fn
+
+
+def _nd(route: Route, tensor: Tensor) -> bool:
+    """``tensor`` goes to the target's importer of arrays that are not 1-D (``import.function_nd``)."""
+    return route.importer_nd is not None and len(tensor.shape) != 1
+
+
+def _shape_refused(adapter: Adapter, tensor: Tensor) -> str | None:
+    """Why the target takes no array of ``tensor``'s number of dimensions (``import.ndims``), or None."""
+    if adapter.ndims and not adapter.ndims[0] <= len(tensor.shape) <= adapter.ndims[1]:
+        low, high = adapter.ndims
+        return f"{adapter.name} imports arrays of {low} to {high} dimensions, not {len(tensor.shape)}"
+    return None
+
+
+def _packs(adapter: Adapter, tensor: Tensor) -> bool:
+    """The target's importer packs ``tensor``'s bool bytes into bits (``import.bool = "packed"``): a copy."""
+    return adapter.import_bool == "packed" and tensor._code == BOOL.code and tensor._bits == 8
 
 
 def _capsule_for(adapter: Adapter, producer: Any, stream: int | None = None) -> object:
@@ -77,19 +109,26 @@ def _capsule_for(adapter: Adapter, producer: Any, stream: int | None = None) -> 
     return producer.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
 
 
-_LACKS: dict[tuple[str, int, int, int], bool] = {}  # (system, dtype code, bits, lanes) -> _lacks
+_LACKS: dict[tuple[str, int, int, int, bool], bool] = {}  # (system, code, bits, lanes, N-D importer) -> _lacks
 
 
-def _lacks(adapter: Adapter, tensor: Tensor) -> bool:
-    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns), cached per dtype."""
-    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes)
+def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
+    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns; ``nd``: its importer of
+    arrays that are not 1-D, which lacks ``lacks_dtypes_nd`` too), cached per dtype."""
+    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes, nd)
     found = _LACKS.get(key)
     if found is None:
         name = tensor.dtype.name
         from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
 
-        found = _LACKS[key] = any(fnmatchcase(name, pattern) for pattern in adapter.lacks_dtypes)
+        patterns = adapter.lacks_dtypes + adapter.lacks_dtypes_nd if nd else adapter.lacks_dtypes
+        found = _LACKS[key] = any(fnmatchcase(name, pattern) for pattern in patterns)
     return found
+
+
+def _lacking(adapter: Adapter, nd: bool) -> str:
+    """The importer that lacks a dtype, for messages."""
+    return adapter.from_dlpack_nd if nd else adapter.from_dlpack
 
 
 class _LegacyReadOnly:
@@ -198,12 +237,21 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
     adapter = route.adapter
     if tensor._lanes != 1 and not adapter.import_lanes:
         raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
-    if adapter.lacks_dtypes and _lacks(adapter, tensor):
+    shape_refused = _shape_refused(adapter, tensor) if adapter.ndims else None
+    if shape_refused is not None:
+        raise BufferError(shape_refused)
+    nd = _nd(route, tensor)
+    if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, nd):
         if route.viewer is None:
-            raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} ({adapter.from_dlpack} lacks it)")
+            raise BufferError(_cannot(adapter, tensor, nd))
         return _viewed(route, tensor, device, copy)
     kwargs, copied = _kwargs(d, route, (tensor._device_type, tensor._device_id), device), d.copy_here
-    if copied:
+    if not nd and _packs(adapter, tensor):
+        if copy is False:
+            raise BufferError(f"{adapter.name} holds bool as bits: {adapter.from_dlpack} packs the bytes (a copy), and "
+                              "copy=False forbids it")  # fmt: skip
+        copied = True  # its packing is the one copy made (the copy copy=True asks for)
+    elif copied:
         tensor = tensor.copy()  # the importer cannot be asked for a copy: dlbind makes it
     why = None if copied else needs_copy(route, tensor)
     if why is not None:
@@ -230,8 +278,8 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
             bits = numpy.asarray(tensor).view(f"u{tensor.dtype.itemsize}")
             method = adapter.import_bits_via.removesuffix("()")
             return getattr(route.importer(bits, **kwargs), method)(theirs)
-        producer = numpy.asarray(producer)  # a zero-copy view of the Tensor
-    return route.importer(producer, **kwargs)
+        producer = numpy.asarray(tensor)  # a zero-copy view of the Tensor (read-only where it is: numpy says so)
+    return (route.importer_nd if nd else route.importer)(producer, **kwargs)
 
 
 def copied_in(route: Route, tensor: Tensor, device: Any) -> Any:
@@ -251,19 +299,25 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
     """``tensor`` as the producer the target's importer is given: bool under the dtype it takes it as, or the
     legacy capsule an immutable legacy consumer may take of read-only data."""
     adapter = route.adapter
-    if adapter.import_bool != "bool" and tensor.dtype == BOOL:
+    if adapter.import_bool in ("uint1", "uint8") and tensor.dtype == BOOL:
         return _BoolAs(tensor, adapter.import_bool)
     if route.legacy_only and tensor._flags & _READ_ONLY:
         return _LegacyReadOnly(tensor)  # only targets for which it is safe get here (needs_copy, legacy_safe)
     return tensor
 
 
+def _cannot(adapter: Adapter, tensor: Tensor, nd: bool) -> str:
+    shape = f" of {len(tensor.shape)} dimensions" if nd else ""
+    return f"{adapter.name} cannot import {tensor.dtype.name}{shape} ({_lacking(adapter, nd)} lacks it)"
+
+
 def needs_copy(route: Route, tensor: Tensor) -> str | None:
     """Why the target cannot view ``tensor`` as it is (a copy can), or None."""
     adapter = route.adapter
-    if adapter.layout == "nonnegative" and any(s < 0 for s in tensor.strides):
+    layout = (adapter.layout_nd or adapter.layout) if _nd(route, tensor) else adapter.layout
+    if layout == "nonnegative" and any(s < 0 for s in tensor.strides):
         return "negative strides"
-    if adapter.layout == "compact" and not tensor.is_contiguous():
+    if layout == "compact" and not tensor.is_contiguous():
         return "strides that are not compact (row-major)"
     if not adapter.byte_offset and tensor.byte_offset:
         return "a byte_offset (it ignores it)"
@@ -283,10 +337,18 @@ def bridge_of(route: Route, tensor: Tensor, copy: bool | None) -> tuple[str, str
     a = route.adapter
     if tensor._lanes != 1 and not a.import_lanes:
         return "refused", f"{a.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})"
-    if a.lacks_dtypes and _lacks(a, tensor):
+    shape_refused = _shape_refused(a, tensor)
+    if shape_refused is not None:
+        return "refused", shape_refused
+    nd = _nd(route, tensor)
+    if (a.lacks_dtypes or a.lacks_dtypes_nd) and _lacks(a, tensor, nd):
         if route.viewer is None:
-            return "refused", f"{a.name} cannot import {tensor.dtype.name} ({a.from_dlpack} lacks it)"
+            return "refused", _cannot(a, tensor, nd)
         return ("copy" if copy else "view"), f"{a.view_with} views {tensor.dtype.name} ({a.from_dlpack} lacks it)"
+    if not nd and _packs(a, tensor):
+        if copy is False:
+            return "refused", f"{a.name} holds bool as bits: {a.from_dlpack} packs the bytes, and copy=False forbids it"
+        return "copy", f"{a.name} holds bool as bits: {a.from_dlpack} packs the bytes"
     why = needs_copy(route, tensor)
     if why is None and a.alignment and (tensor.data_ptr + tensor.byte_offset) % a.alignment:
         if copy is False:
@@ -360,8 +422,12 @@ def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) 
     adapter = route.adapter
     if tensor._lanes != 1 and not adapter.import_lanes:
         raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
-    if adapter.lacks_dtypes and _lacks(adapter, tensor):
-        lacks = f"{adapter.from_dlpack} lacks it"
+    shape_refused = _shape_refused(adapter, tensor)
+    if shape_refused is not None:
+        raise BufferError(shape_refused)
+    nd = _nd(route, tensor)
+    if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, nd):
+        lacks = f"{_lacking(adapter, nd)} lacks it"
         raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} on a device ({lacks})")
     misaligned = adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment
     if copy or misaligned or needs_copy(route, tensor) is not None:

@@ -166,7 +166,7 @@ def imported(
         if fast is not None:
             return fast
     if here is None:
-        here = _CPU if given else producer_device(x)
+        here = _CPU if given or plan.host_only else producer_device(x)  # host-only: no device to ask
     target = None if device is None else parse_device(device)
     check_stream(here[0], stream)
     # None on a device with streams names its default stream: said explicitly, as torch and CuPy do

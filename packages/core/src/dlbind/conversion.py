@@ -53,7 +53,7 @@ from dlbind.routes import (
     decide,
     route_to,
 )
-from dlbind.sources import ExportPlan, export_plan
+from dlbind.sources import ExportPlan, export_plan, help_for
 from dlbind.tensor import Tensor
 
 __all__ = ["Explanation", "compat", "convert", "explain"]
@@ -97,7 +97,7 @@ def _decision(
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     source = export_plan(type(x))
-    if source.via is None and not hasattr(x, "__dlpack__"):
+    if source.via is None and not hasattr(x, "__dlpack__") and source.library != route.adapter.name:
         # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream
         x = imported(x, None, None) if type(x) is PyCapsuleType else asdlpack(x)
         source = export_plan(type(x))
@@ -170,12 +170,15 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {on}"
         return Explanation("zero-copy", text, d)
     # HOST and RELAY: the bridge this array's data needs, read from a zero-copy import of it where it is
-    if type(x) is Tensor:
-        tensor = x
-    elif source.via is not None:
-        tensor = imported(x, source, None, own_export=True)
-    else:  # on a device with streams, unordered (-1): only the metadata is read
-        tensor = imported(x, source, here, stream=None if stream_free(here[0]) else -1)
+    try:
+        if type(x) is Tensor:
+            tensor = x
+        elif source.via is not None:
+            tensor = imported(x, source, None, own_export=True)
+        else:  # on a device with streams, unordered (-1): only the metadata is read
+            tensor = imported(x, source, here, stream=None if stream_free(here[0]) else -1)
+    except BufferError as exc:  # the producer refuses this array (Arrow's nulls): so would the exchange
+        return Explanation("refused", f"refused: {exc}", d)
     bridge, why = bridge_of(route, tensor, copy if kind == HOST else d.copy_here or None)
     if bridge == "refused":
         return Explanation("refused", f"refused: {why}", d)
@@ -193,6 +196,9 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
     elif d.c_route:
         how = f"the producer's DLManagedTensorVersioned is handed to {a.from_dlpack}, in C"
+    elif a.takes == "ndarray":
+        fn = a.from_dlpack_nd if route.importer_nd is not None and len(tensor.shape) != 1 else a.from_dlpack
+        how = f"{fn} of a numpy view of the data"
     else:
         how = f"{a.from_dlpack} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
     return Explanation("zero-copy", f"zero-copy: {how}", d)
@@ -231,7 +237,9 @@ def target_error(x: Any, to: str, exc: BaseException, device: Any = None) -> Bas
     name = ROUTES[(to,)].adapter.name if (to,) in ROUTES else to
     first = str(exc).strip().partition("\n")[0]  # torch appends a C++ backtrace
     asked = "" if device is None else f" to device={device!r}"
-    err = BufferError(f"{name} cannot import {described(x)}{asked}: {type(exc).__name__}: {first}")
+    # the producer's own refusal, met inside the target's importer (Arrow's nulls): what the user can do instead
+    helped = help_for(export_plan(type(x)), exc)
+    err = BufferError(f"{name} cannot import {described(x)}{asked}: {type(exc).__name__}: {first}{helped}")
     err.__cause__ = exc
     return err
 

@@ -101,6 +101,7 @@ class Route(NamedTuple):
     bits: dict[str, str] | None = None  # dlbind dtype name -> its own, for dtypes imported as their bits
     copy_with: Any = None  # its own constructor copying in data of `copy_from` devices (import.copy_with)
     copy_from: frozenset[int] = frozenset()
+    importer_nd: Any = None  # its importer of arrays that are not 1-D (import.function_nd), or None
 
     bridges: bool = False  # an array of it may need a bridge on the host routes (a copy, a wrapper, a viewer)
     refuse: int = 0  # what the C route must hand back to Python: 1 negative strides, 2 read-only data
@@ -157,10 +158,13 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     installed importer takes, its device forms, current stream and ``__cuda_array_interface__`` importer
     (``interface`` and ``stream_of`` override the row's, for a system under test that no row names)."""
     fn = importer if importer is not None else dotted(adapter.from_dlpack)
+    if adapter.import_setup:
+        dotted(adapter.import_setup)()  # once per route: its importer needs it (warp.init)
     simple = (
         adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
         and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
         and not adapter.copy_from  # data of those devices goes through its own constructor (import.copy_with)
+        and not adapter.ndims  # a shape it refuses is refused by the bridge
     )  # fmt: skip
     table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
     legacy_only = adapter.asks != "versioned"
@@ -195,10 +199,12 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None,
         dotted(adapter.copy_with) if adapter.copy_with else None,
         _device_types(adapter.copy_from),
+        dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
     )
     bridges = (
         route.refuse_negative_strides or route.legacy_only or route.ignores_readonly or route.viewer is not None
         or adapter.layout == "compact" or not adapter.byte_offset or adapter.takes != "producer"
+        or bool(adapter.ndims)
     )  # fmt: skip
     return route._replace(bridges=bridges, refuse=int(route.refuse_negative_strides) | 2 * int(route.ignores_readonly))
 
@@ -475,4 +481,6 @@ def _between(source: ExportPlan, route: Route) -> str:
         reasons.append("bool travels under another dtype")
     if a.takes != "producer":
         reasons.append(f"{a.from_dlpack} takes a {a.takes}, not a producer")
+    if a.ndims:
+        reasons.append(f"{a.name} imports {a.ndims[0]} to {a.ndims[1]} dimensions only")
     return "; ".join(reasons)

@@ -33,6 +33,7 @@ __all__ = [
     "call_dlpack",
     "check_guards",
     "export_plan",
+    "help_for",
     "host_export",
     "library_export",
     "refuse_guarded",
@@ -47,7 +48,8 @@ class ExportPlan:
 
     ``row``: its library's row for the installed release (None: a type no row names); ``library``: its
     name (``""``); ``guards``: ``(attribute, is a method)`` pairs that, when truthy, forbid the export;
-    ``complex_guards``: the names among them only a complex array can make truthy;
+    ``complex_guards``: the names among them only a complex array can make truthy; ``refusal_help``: (words of a
+    refusal, what the user can do instead) pairs;
     ``immutable``: imports are sealed read-only; ``refusal``: the exception its ``__dlpack__`` refuses an
     array with (BufferError, or TypeError before numpy 1.24); ``via``: the function exporting an array
     without ``__dlpack__`` (None: ``__dlpack__``); ``host``: the method giving a host copy when ``via``
@@ -84,6 +86,7 @@ class ExportPlan:
         "python",
         "readonly",
         "refusal",
+        "refusal_help",
         "row",
         "unsigned_strides",
         "via",
@@ -96,6 +99,7 @@ class ExportPlan:
     bits_via: str
     guards: tuple[tuple[str, bool], ...]
     complex_guards: frozenset[str]
+    refusal_help: tuple[tuple[str, str], ...]
     immutable: bool
     refusal: type[Exception]
     via: Any
@@ -120,7 +124,7 @@ class ExportPlan:
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
-            self.complex_guards = frozenset()
+            self.complex_guards, self.refusal_help = frozenset(), ()
             self.via, self.host, self.bool_method, self.bool_name, self.python = None, "", "", "", False
             self.host_only, self.layout, self.readonly = False, "any", True
             self.unsigned_strides, self.interface = False, ""
@@ -130,6 +134,7 @@ class ExportPlan:
         # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
         # Python path reads every guard before the export: the same answer, as the others are never truthy)
         self.complex_guards = frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards)
+        self.refusal_help = row.export_refusal_help
         self.immutable = row.immutable
         self.refusal = TypeError if row.export_refusal == "TypeError" else BufferError
         self.via = None if row.export_via == "__dlpack__" else _exporter(row.export_via)
@@ -263,7 +268,9 @@ def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
     except Exception as exc:  # its export refused this array (a dtype it cannot export, ...)
         if not plan.host:
             name = plan.row.export_via if plan.row is not None else "its exporter"
-            raise BufferError(f"{type(x).__name__} cannot be exported by {name}: {type(exc).__name__}: {exc}") from exc
+            raise BufferError(
+                f"{type(x).__name__} cannot be exported by {name}: {type(exc).__name__}: {exc}{help_for(plan, exc)}"
+            ) from exc
         return getattr(x, plan.host)()  # a host copy by the system's own method
 
 
@@ -281,12 +288,20 @@ def _keyword_refused(exc: TypeError) -> bool:
     return any(text in str(exc) for text in _UNEXPECTED)
 
 
+def help_for(plan: ExportPlan, exc: BaseException) -> str:
+    """What the user can do instead of an export ``exc`` refused (``export.refusal_help``), as the end of a
+    message ("": nothing said)."""
+    text = str(exc)
+    found = [what for words, what in plan.refusal_help if words in text]
+    return f" ({'; '.join(found)})" if found else ""
+
+
 def refusal_of(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:
     """``exc`` as the spec's BufferError when it is how ``x``'s system refuses an array (its plan's
     ``refusal`` is TypeError and ``exc`` is not about keywords), else None."""
     if _keyword_refused(exc) or plan.refusal is not TypeError:
         return None
-    refusal = BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}")
+    refusal = BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}{help_for(plan, exc)}")
     refusal.__cause__ = exc
     return refusal
 

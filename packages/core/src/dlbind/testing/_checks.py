@@ -206,7 +206,23 @@ def _no_protocol(x: Any) -> str | None:
         return f"no __dlpack__: {type(x).__name__} exports through {via} (export.via in spec/adapters.toml)"
     if hasattr(x, "__cuda_array_interface__"):
         return f"no __dlpack__: {type(x).__name__} carries only __cuda_array_interface__ (dlbind.asdlpack takes it)"
+    if _buffer_of_a_system(x):
+        return f"no __dlpack__ in this release: {type(x).__name__} gives its buffer (dlbind.asdlpack takes it)"
     raise CheckFailed(f"{type(x).__name__} has no __dlpack__")
+
+
+def _buffer_of_a_system(x: Any) -> bool:
+    """``x`` is an array of a system of spec/adapters.toml whose installed release gives its buffer, not
+    ``__dlpack__`` (pyarrow's Tensor before 21)."""
+    from dlbind.sources import export_plan
+
+    if export_plan(type(x)).row is None:
+        return False
+    try:
+        memoryview(x).release()
+    except TypeError:
+        return False
+    return True
 
 
 def _protocol(x: Any, what: str) -> Any:
@@ -287,6 +303,8 @@ def p_device(make: Callable[[Any], Any]) -> str | None:
             raise Unsupported(f"no __dlpack_device__ and no capsule: {note}")
         dev = (int(managed.dl_tensor.device.device_type), int(managed.dl_tensor.device.device_id))
         note = f"no __dlpack_device__: the device {dev} read from the capsule given {note}"
+    elif not callable(getattr(x, "__dlpack_device__", None)) and _buffer_of_a_system(x):
+        raise Unsupported(f"no __dlpack_device__ in this release: {type(x).__name__} gives its buffer")
     else:
         dev = x.__dlpack_device__()
     if not isinstance(dev, tuple) or len(dev) != 2:

@@ -44,11 +44,32 @@ def run_pickled() -> int:
     check = next(c for c in [*PRODUCER_CHECKS, *CONSUMER_CHECKS] if f"{c.kind}:{c.id}" == wanted)
     args = (make,) if check.kind == "producer" else (consume, to_numpy or _default_to_numpy)
     result = run_check(check, *args)
-    print(json.dumps({"key": wanted, "status": result.status, "detail": result.detail}), flush=True)
+    _say({"key": wanted, "status": result.status, "detail": result.detail})
     return 0
 
 
+def _protocol() -> Any:
+    """The worker's own stdout (its JSON lines), apart from what the libraries print: fd 1 becomes stderr, so a
+    library announcing itself on stdout (warp.init's banner, from C) cannot break a line the parent reads."""
+    import os
+
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return out
+
+
+_OUT: list[Any] = []  # the protocol's stream, once main() has set it apart
+
+
+def _say(message: dict[str, Any]) -> None:
+    out = _OUT[0] if _OUT else sys.stdout
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
 def main(argv: list[str]) -> int:
+    _OUT.append(_protocol())
     if argv == ["--pickled"]:
         return run_pickled()
     from dlbind.testing._checks import Result, checks_for, run_check
@@ -68,7 +89,7 @@ def main(argv: list[str]) -> int:
             key = f"{check.kind}:{check.id}"
             if key in skip:
                 continue
-            print(json.dumps({"start": key}), flush=True)
+            _say({"start": key})
             if why is not None:
                 result = Result(check.id, "unsupported", why)
             elif check.kind == "producer":
@@ -77,7 +98,7 @@ def main(argv: list[str]) -> int:
                 result = Result(check.id, "unsupported", row.consumer_note if row else "no importer")
             else:
                 result = run_check(check, consume, _default_to_numpy)
-            print(json.dumps({"key": key, "status": result.status, "detail": result.detail}), flush=True)
+            _say({"key": key, "status": result.status, "detail": result.detail})
     return 0
 
 
