@@ -17,7 +17,7 @@ from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
-from dlbind._libraries import MISSING, dotted, for_release
+from dlbind._libraries import MISSING
 from dlbind.consumer import imported, ordered
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
@@ -35,6 +35,7 @@ from dlbind.routes import (
     Decision,
     Route,
     decide,
+    route_to,
 )
 from dlbind.sources import ExportPlan, export_plan
 from dlbind.tensor import Tensor, from_capsule
@@ -48,6 +49,7 @@ __all__ = [
     "device_arg",
     "import_on",
     "importer",
+    "importer_name",
     "on_device",
     "run",
 ]
@@ -60,25 +62,21 @@ def importer(adapter: Adapter) -> Any:
     """The system's importer as a function of a DLPack producer, given what its row says it takes
     (a producer, a capsule it asks for as its row says, or a numpy view of dlbind's import of the producer: to
     its importer of arrays of that many dimensions); for ``python -m dlbind check``."""
-    adapter = for_release(adapter)
-    fn = dotted(adapter.from_dlpack)
-    if adapter.import_setup:
-        dotted(adapter.import_setup)()  # what its importer needs first (warp.init)
+    route = route_to(adapter.name)  # its importers, resolved for the installed release, its setup run
+    adapter, fn = route.adapter, route.importer
     if adapter.takes == "capsule":
         return lambda x: fn(_capsule_for(adapter, x))
     if adapter.takes == "ndarray":
         import numpy
 
-        fn_nd = dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else fn
-
         def from_ndarray(x: Any) -> Any:
             # what convert hands it: a numpy view of dlbind's import (numpy's own from_dlpack would put numpy's
             # ways with producers, not the system's, into the system's report)
             t = imported(x, None, None)
-            if t._lanes != 1 and not adapter.import_lanes:  # as convert's bridge says
-                raise BufferError(f"{adapter.name} takes no vector dtypes ({t.dtype.name}, lanes={t._lanes})")
-            a = numpy.asarray(t)
-            return (fn if a.ndim == 1 else fn_nd)(a)
+            unfit = _unfit(adapter, t)  # as convert's bridge says
+            if unfit is not None:
+                raise BufferError(unfit)
+            return (route.importer_nd if _nd(route, t) else fn)(numpy.asarray(t))
 
         return from_ndarray
     return fn
@@ -89,8 +87,11 @@ def _nd(route: Route, tensor: Tensor) -> bool:
     return route.importer_nd is not None and len(tensor.shape) != 1
 
 
-def _shape_refused(adapter: Adapter, tensor: Tensor) -> str | None:
-    """Why the target takes no array of ``tensor``'s number of dimensions (``import.ndims``), or None."""
+def _unfit(adapter: Adapter, tensor: Tensor) -> str | None:
+    """Why the target takes no array like ``tensor`` whatever is copied: a vector dtype (``import.lanes``), or
+    a number of dimensions outside ``import.ndims``; None when it may."""
+    if tensor._lanes != 1 and not adapter.import_lanes:
+        return f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})"
     if adapter.ndims and not adapter.ndims[0] <= len(tensor.shape) <= adapter.ndims[1]:
         low, high = adapter.ndims
         return f"{adapter.name} imports arrays of {low} to {high} dimensions, not {len(tensor.shape)}"
@@ -126,9 +127,10 @@ def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
     return found
 
 
-def _lacking(adapter: Adapter, nd: bool) -> str:
-    """The importer that lacks a dtype, for messages."""
-    return adapter.from_dlpack_nd if nd else adapter.from_dlpack
+def importer_name(route: Route, tensor: Tensor) -> str:
+    """The dotted name of the target's importer that ``tensor`` goes to (``import.function_nd`` for arrays that
+    are not 1-D, where the row has one), for messages."""
+    return route.adapter.from_dlpack_nd if _nd(route, tensor) else route.adapter.from_dlpack
 
 
 class _LegacyReadOnly:
@@ -235,15 +237,13 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
     importer's keywords, and whether dlbind makes the copy ``copy=True`` asks for, are Decision ``d``'s.
     """
     adapter = route.adapter
-    if tensor._lanes != 1 and not adapter.import_lanes:
-        raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
-    shape_refused = _shape_refused(adapter, tensor) if adapter.ndims else None
-    if shape_refused is not None:
-        raise BufferError(shape_refused)
+    unfit = _unfit(adapter, tensor)
+    if unfit is not None:
+        raise BufferError(unfit)
     nd = _nd(route, tensor)
     if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, nd):
         if route.viewer is None:
-            raise BufferError(_cannot(adapter, tensor, nd))
+            raise BufferError(_cannot(route, tensor))
         return _viewed(route, tensor, device, copy)
     kwargs, copied = _kwargs(d, route, (tensor._device_type, tensor._device_id), device), d.copy_here
     if not nd and _packs(adapter, tensor):
@@ -306,9 +306,10 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
     return tensor
 
 
-def _cannot(adapter: Adapter, tensor: Tensor, nd: bool) -> str:
-    shape = f" of {len(tensor.shape)} dimensions" if nd else ""
-    return f"{adapter.name} cannot import {tensor.dtype.name}{shape} ({_lacking(adapter, nd)} lacks it)"
+def _cannot(route: Route, tensor: Tensor) -> str:
+    """The refusal of a dtype the target's importer of ``tensor`` lacks."""
+    shape = f" of {len(tensor.shape)} dimensions" if _nd(route, tensor) else ""
+    return f"{route.adapter.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
 
 
 def needs_copy(route: Route, tensor: Tensor) -> str | None:
@@ -335,15 +336,13 @@ def bridge_of(route: Route, tensor: Tensor, copy: bool | None) -> tuple[str, str
     """What :func:`bridged` does with ``tensor`` for the route's target, in words: ``("zero-copy", "")``,
     ``("copy", why)``, ``("view", by what)`` or ``("refused", why)`` (for :func:`dlbind.explain`)."""
     a = route.adapter
-    if tensor._lanes != 1 and not a.import_lanes:
-        return "refused", f"{a.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})"
-    shape_refused = _shape_refused(a, tensor)
-    if shape_refused is not None:
-        return "refused", shape_refused
+    unfit = _unfit(a, tensor)
+    if unfit is not None:
+        return "refused", unfit
     nd = _nd(route, tensor)
     if (a.lacks_dtypes or a.lacks_dtypes_nd) and _lacks(a, tensor, nd):
         if route.viewer is None:
-            return "refused", _cannot(a, tensor, nd)
+            return "refused", _cannot(route, tensor)
         return ("copy" if copy else "view"), f"{a.view_with} views {tensor.dtype.name} ({a.from_dlpack} lacks it)"
     if not nd and _packs(a, tensor):
         if copy is False:
@@ -420,14 +419,11 @@ def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) 
     where the target cannot view it (``copy``: the caller asks for a copy anyway), wrapped for bool or
     legacy read-only; the result is the producer the target's importer is given."""
     adapter = route.adapter
-    if tensor._lanes != 1 and not adapter.import_lanes:
-        raise BufferError(f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})")
-    shape_refused = _shape_refused(adapter, tensor)
-    if shape_refused is not None:
-        raise BufferError(shape_refused)
-    nd = _nd(route, tensor)
-    if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, nd):
-        lacks = f"{_lacking(adapter, nd)} lacks it"
+    unfit = _unfit(adapter, tensor)
+    if unfit is not None:
+        raise BufferError(unfit)
+    if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, _nd(route, tensor)):
+        lacks = f"{importer_name(route, tensor)} lacks it"
         raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} on a device ({lacks})")
     misaligned = adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment
     if copy or misaligned or needs_copy(route, tensor) is not None:

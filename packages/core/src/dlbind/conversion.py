@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from dlbind._capi import PyCapsuleType
 from dlbind._libraries import MISSING
-from dlbind.bridges import bridge_of, described, run
+from dlbind.bridges import bridge_of, described, importer_name, run
 from dlbind.consumer import imported
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
 from dlbind.producer import Exporter, asdlpack
@@ -197,8 +197,7 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     elif d.c_route:
         how = f"the producer's DLManagedTensorVersioned is handed to {a.from_dlpack}, in C"
     elif a.takes == "ndarray":
-        fn = a.from_dlpack_nd if route.importer_nd is not None and len(tensor.shape) != 1 else a.from_dlpack
-        how = f"{fn} of a numpy view of the data"
+        how = f"{importer_name(route, tensor)} of a numpy view of the data"
     else:
         how = f"{a.from_dlpack} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
     return Explanation("zero-copy", f"zero-copy: {how}", d)

@@ -117,10 +117,10 @@ int dlbind_plan_call_bits(PyObject *plan) {
 /* The guards as (name, is a method, descriptor or None, complex only) tuples: the type's own C descriptor for
  * each name where it has one (a C method, or a getset/member attribute, found along the type's MRO), called
  * directly without looking the name up on every exchange; and whether only a complex array can make it
- * truthy (ExportPlan.complex_guards: read after the table said the dtype, for complex exports only). The entry that holds them is used only while the type's
- * version tag is unchanged (dlbind_info_of_type), so a later change to the type is never missed. An instance
- * attribute of the same name would shadow a method only for Python's own lookup: guards name library
- * methods, which no instance overrides. NULL on error. */
+ * truthy (ExportPlan.complex_guards: read after the table said the dtype, for complex exports only). The
+ * entry that holds them is used only while the type's version tag is unchanged (dlbind_info_of_type), so a
+ * later change to the type is never missed. An instance attribute of the same name would shadow a method
+ * only for Python's own lookup: guards name library methods, which no instance overrides. NULL on error. */
 static PyObject *dlbind_guards_resolved(PyObject *type, PyObject *guards, PyObject *complex_only) {
     Py_ssize_t n = PyTuple_GET_SIZE(guards);
     PyObject *out = PyTuple_New(n);
@@ -145,14 +145,14 @@ static PyObject *dlbind_guards_resolved(PyObject *type, PyObject *guards, PyObje
         int direct = found != NULL && (method ? Py_IS_TYPE(found, &PyMethodDescr_Type)
                                               : (Py_IS_TYPE(found, &PyGetSetDescr_Type) || Py_IS_TYPE(found, &PyMemberDescr_Type)));
         int complex = PySequence_Contains(complex_only, name);
-        PyObject *triple = complex < 0 ? NULL
-                                       : PyTuple_Pack(4, name, PyTuple_GET_ITEM(pair, 1), direct ? found : Py_None,
-                                                      complex ? Py_True : Py_False);
-        if (triple == NULL) {
+        PyObject *guard = complex < 0 ? NULL
+                                      : PyTuple_Pack(4, name, PyTuple_GET_ITEM(pair, 1), direct ? found : Py_None,
+                                                     complex ? Py_True : Py_False);
+        if (guard == NULL) {
             Py_DECREF(out);
             return NULL;
         }
-        PyTuple_SET_ITEM(out, i, triple);
+        PyTuple_SET_ITEM(out, i, guard);
     }
     return out;
 }

@@ -91,7 +91,7 @@ static int dlbind_ndarray_refused = 0;           /* the probe disagreed: the buf
  * character, but for complex), native byte order only. 0: not one this path reads. What each builtin
  * type number reads as is worked out once (the format table is the one source) and kept. */
 static struct {
-    char known, ok, type;
+    char known, ok;
     DLDataType dtype;
 } dlbind_np_types[DLBIND_NP_HALF + 1];
 
@@ -103,14 +103,13 @@ static int dlbind_np_dtype(const dlbind_np_descr *d, DLDataType *out) {
 #else
     if (d->byteorder == '<') return 0;
 #endif
-    if (!dlbind_np_types[num].known || dlbind_np_types[num].type != d->type) {
+    if (!dlbind_np_types[num].known) { /* a builtin type number has one type character */
         char format[3] = {d->type, '\0', '\0'};
         if (d->type == 'F' || d->type == 'D' || d->type == 'G') { /* complex: "Zf", "Zd", "Zg" */
             format[0] = 'Z';
             format[1] = (char)(d->type - 'A' + 'a');
         }
         dlbind_np_types[num].ok = (char)dlbind_format_dtype(format, &dlbind_np_types[num].dtype);
-        dlbind_np_types[num].type = d->type;
         dlbind_np_types[num].known = 1;
     }
     *out = dlbind_np_types[num].dtype;
@@ -167,7 +166,7 @@ static void dlbind_ndarray_probe(dlbind_exporter *self, PyObject *obj) {
     int64_t dims[2 * DLBIND_INLINE_NDIM];
     /* wait for an array this path reads */
     if (!dlbind_np_dtype((const dlbind_np_descr *)a->descr, &dtype) || !dlbind_np_dims(a, dtype, dims)) return;
-    int same = a->data == v->buf && a->nd == v->ndim && a->nd == self->ndim && dtype.code == self->dtype.code &&
+    int same = a->data == v->buf && a->nd == self->ndim && dtype.code == self->dtype.code &&
                dtype.bits == self->dtype.bits && dtype.lanes == self->dtype.lanes &&
                !(a->flags & DLBIND_NP_WRITEABLE) == !!v->readonly;
     for (int i = 0; same && i < 2 * a->nd; i++) same = dims[i] == self->dims[i];
