@@ -122,6 +122,30 @@ def test_guarded_tensors_pass_once_resolved() -> None:
     assert np.asarray(dlbind.convert(plain, to="numpy")).tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_a_subclass_guard_in_python_is_read_and_a_change_to_the_class_is_seen() -> None:
+    """A guard the subclass overrides in Python is read by name, not through torch's C method, and a
+    change to the class after its first exchange (a new version tag) is read on the next one."""
+
+    class Flagged(torch.Tensor):
+        flagged = False
+
+        def is_neg(self) -> bool:
+            return type(self).flagged
+
+    x = torch.arange(3.0).as_subclass(Flagged)
+    assert np.asarray(dlbind.from_dlpack(x)).tolist() == [0.0, 1.0, 2.0]
+    Flagged.flagged = True
+    with pytest.raises(BufferError, match=r"is_neg\(\) is true"):
+        dlbind.from_dlpack(x)
+    with pytest.raises(BufferError, match=r"is_neg\(\) is true"):
+        dlbind.convert(x, to="numpy")
+    Flagged.is_neg = lambda self: False  # type: ignore[method-assign]
+    assert np.asarray(dlbind.from_dlpack(x)).tolist() == [0.0, 1.0, 2.0]
+    Flagged.requires_grad = property(lambda self: True)  # type: ignore[assignment]
+    with pytest.raises(BufferError, match="require gradient"):  # torch's own refusal, as its __dlpack__ says
+        dlbind.from_dlpack(x)
+
+
 # -- 2. immutable producers ---------------------------------------------------------------------
 
 

@@ -71,8 +71,12 @@ def _options() -> dict[str, object]:
         "dlbind._fastpath",
         sources=sorted(str(p) for p in FASTPATH.glob("*.c")),
         depends=[str(p) for p in (*FASTPATH.glob("*.h"), GENERATED / "dlpack_types.h", GENERATED / "tables.h")],
-        # a missing declaration is an error, not a module that fails at import and falls back to pure
-        extra_compile_args=["-std=c11", "-Werror=implicit-function-declaration"] if os.name != "nt" else [],
+        # a missing declaration is an error, not a module that fails at import and falls back to pure; only
+        # PyInit_ is exported (PyMODINIT_FUNC), so the compiler may inline the files' small helpers into
+        # their callers (an exported function of a -fPIC object could be interposed, and is never inlined)
+        extra_compile_args=["-std=c11", "-Werror=implicit-function-declaration", "-fvisibility=hidden"]
+        if os.name != "nt"
+        else [],
     )
     return {
         "cffi_modules": [f"{GENERATED}/build_api.py:ffibuilder"],

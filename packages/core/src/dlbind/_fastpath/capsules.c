@@ -464,10 +464,24 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
     out->versioned = 0;
     out->stream = NULL;
     Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    /* a consumer calls with the same keyword-name tuple every time (numpy, torch: a constant): its keywords'
+     * numbers are kept with it (a reference, so the address is never another tuple's) */
+    static PyObject *known_kwnames = NULL;
+    static int known_kw[DLBIND_KW_COUNT];
+    int same = kwnames != NULL && kwnames == known_kwnames;
+    if (!same && kwnames != NULL && n <= DLBIND_KW_COUNT) {
+        int kws[DLBIND_KW_COUNT], all = 1;
+        for (Py_ssize_t i = 0; i < n; i++) all = all && (kws[i] = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i))) >= 0;
+        if (all) {
+            Py_XSETREF(known_kwnames, Py_NewRef(kwnames));
+            memcpy(known_kw, kws, (size_t)n * sizeof(int));
+            same = 1;
+        }
+    }
     int fast = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[i];
-        int kw = dlbind_keyword(key);
+        int kw = same ? known_kw[i] : dlbind_keyword(key);
         if (kw == DLBIND_KW_STREAM) {
             if (value != Py_None) {
                 if (out->stream_ok && PyLong_CheckExact(value))

@@ -16,11 +16,12 @@
  *
  * Two levels: the last few types seen (pointer and tag tests, the hot path), then a dict tag ->
  * entry, emptied when it reaches DLBIND_TAGS_MAX entries, so neither grows without bound. An entry
- * is (capsule or None, export guards, bits, ExportPlan): the capsule keeps the table's memory alive
- * while cached; the guards and bits are read once from the type's dlbind.sources.ExportPlan (the plan
- * the Python code follows, made from spec/adapters.toml once per type); the legacy-call bit is learned
- * when the type's __dlpack__ refused max_version and the older call worked (the plan keeps it too).
- * None of it refers to the type. */
+ * is (capsule or None, compiled export guards, bits, ExportPlan): the capsule keeps the table's memory
+ * alive while cached; the guards and bits are read once from the type's dlbind.sources.ExportPlan (the
+ * plan the Python code follows, made from spec/adapters.toml once per type); the legacy-call bit is
+ * learned when the type's __dlpack__ refused max_version and the older call worked (the plan keeps it
+ * too). The compiled guards hold the type's descriptors, so a type stays alive while its entry is cached
+ * (at most DLBIND_TAGS_MAX entries and the recent ones). */
 #define DLBIND_RECENT_TYPES 8
 #define DLBIND_TAGS_MAX 1024
 static struct {
@@ -44,6 +45,7 @@ void dlbind_exchange_clear(void) {
         dlbind_recent[i].entry = NULL;
         dlbind_recent[i].info.api = NULL;
         dlbind_recent[i].info.guards = NULL;
+        dlbind_recent[i].info.guard_list = NULL;
         dlbind_recent[i].info.plan = NULL;
         dlbind_recent[i].info.bits = 0;
         Py_XDECREF(entry);
@@ -114,22 +116,61 @@ int dlbind_plan_call_bits(PyObject *plan) {
     return value == 1 ? DLBIND_TYPE_LEGACY_CALL : value == 2 ? (DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL) : 0;
 }
 
-/* The guards as (name, is a method, descriptor or None, complex only) tuples: the type's own C descriptor for
- * each name where it has one (a C method, or a getset/member attribute, found along the type's MRO), called
- * directly without looking the name up on every exchange; and whether only a complex array can make it
- * truthy (ExportPlan.complex_guards: read after the table said the dtype, for complex exports only). The
- * entry that holds them is used only while the type's version tag is unchanged (dlbind_info_of_type), so a
- * later change to the type is never missed. An instance attribute of the same name would shadow a method
- * only for Python's own lookup: guards name library methods, which no instance overrides. NULL on error. */
-static PyObject *dlbind_guards_resolved(PyObject *type, PyObject *guards, PyObject *complex_only) {
+/* How a compiled guard is read: by name (the type has no C descriptor of that name), by a METH_NOARGS
+ * method's or a getset's C function, or through another descriptor of the type. */
+enum { DLBIND_GUARD_BY_NAME, DLBIND_GUARD_NOARGS, DLBIND_GUARD_GETTER, DLBIND_GUARD_DESCR };
+
+typedef struct {
+    PyObject *name;  /* owned */
+    PyObject *descr; /* owned: the type's descriptor of that name, or NULL */
+    void *fn;        /* DLBIND_GUARD_NOARGS: the PyCFunction; DLBIND_GUARD_GETTER: the getter */
+    void *closure;   /* the getter's closure */
+    unsigned char kind, method, complex_only;
+} dlbind_guard;
+
+struct dlbind_guards {
+    Py_ssize_t n;
+    dlbind_guard g[];
+};
+
+static const char dlbind_guards_name[] = DLBIND_MODULE ".guards";
+
+static void dlbind_guards_free(PyObject *capsule) {
+    dlbind_guards *list = (dlbind_guards *)PyCapsule_GetPointer(capsule, dlbind_guards_name);
+    if (list == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    for (Py_ssize_t i = 0; i < list->n; i++) {
+        Py_XDECREF(list->g[i].name);
+        Py_XDECREF(list->g[i].descr);
+    }
+    PyMem_Free(list);
+}
+
+/* The guards ((name, is a method) pairs) of a type compiled once, when its cache entry is made: the type's
+ * own C descriptor of each name where it has one (a C method, or a getset/member attribute, found along the
+ * type's MRO), read through its C function without looking the name up on every exchange; and whether only a
+ * complex array can make it truthy (ExportPlan.complex_guards: read after the table said the dtype, for
+ * complex exports only). The entry that holds them is used only while the type's version tag is unchanged
+ * (dlbind_info_of_type), so a later change to the type is never missed, and every object they are read from
+ * is an instance of the type, so of each descriptor's class. An instance attribute of the same name would
+ * shadow a method only for Python's own lookup: guards name library methods, which no instance overrides.
+ * A capsule holding the list; NULL on error. */
+static PyObject *dlbind_guards_compiled(PyObject *type, PyObject *guards, PyObject *complex_only) {
     Py_ssize_t n = PyTuple_GET_SIZE(guards);
-    PyObject *out = PyTuple_New(n);
-    if (out == NULL) return NULL;
+    dlbind_guards *list = (dlbind_guards *)PyMem_Calloc(1, sizeof(dlbind_guards) + (size_t)n * sizeof(dlbind_guard));
+    if (list == NULL) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(list, dlbind_guards_name, dlbind_guards_free);
+    if (capsule == NULL) {
+        PyMem_Free(list);
+        return NULL;
+    }
     PyObject *mro = ((PyTypeObject *)type)->tp_mro;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(guards, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            Py_DECREF(out);
+            Py_DECREF(capsule);
             PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": an export guard must be a (name, is a method) pair");
             return NULL;
         }
@@ -137,24 +178,40 @@ static PyObject *dlbind_guards_resolved(PyObject *type, PyObject *guards, PyObje
         for (Py_ssize_t k = 0; mro != NULL && k < PyTuple_GET_SIZE(mro) && found == NULL; k++) {
             PyObject *dict = ((PyTypeObject *)PyTuple_GET_ITEM(mro, k))->tp_dict;
             if (dict != NULL && (found = PyDict_GetItemWithError(dict, name)) == NULL && PyErr_Occurred()) {
-                Py_DECREF(out);
+                Py_DECREF(capsule);
                 return NULL;
             }
         }
-        int method = PyTuple_GET_ITEM(pair, 1) == Py_True;
-        int direct = found != NULL && (method ? Py_IS_TYPE(found, &PyMethodDescr_Type)
-                                              : (Py_IS_TYPE(found, &PyGetSetDescr_Type) || Py_IS_TYPE(found, &PyMemberDescr_Type)));
         int complex = PySequence_Contains(complex_only, name);
-        PyObject *guard = complex < 0 ? NULL
-                                      : PyTuple_Pack(4, name, PyTuple_GET_ITEM(pair, 1), direct ? found : Py_None,
-                                                     complex ? Py_True : Py_False);
-        if (guard == NULL) {
-            Py_DECREF(out);
+        if (complex < 0) {
+            Py_DECREF(capsule);
             return NULL;
         }
-        PyTuple_SET_ITEM(out, i, guard);
+        dlbind_guard *g = &list->g[i];
+        g->method = PyTuple_GET_ITEM(pair, 1) == Py_True;
+        g->complex_only = (unsigned char)complex;
+        g->name = Py_NewRef(name);
+        list->n = i + 1; /* freed with the capsule from here on */
+        g->kind = DLBIND_GUARD_BY_NAME;
+        if (found == NULL) continue;
+        if (g->method && Py_IS_TYPE(found, &PyMethodDescr_Type)) {
+            PyMethodDef *def = ((PyMethodDescrObject *)found)->d_method;
+            int kinds = METH_VARARGS | METH_KEYWORDS | METH_NOARGS | METH_O | METH_FASTCALL | METH_METHOD;
+            g->kind = (def->ml_flags & kinds) == METH_NOARGS ? DLBIND_GUARD_NOARGS : DLBIND_GUARD_DESCR;
+            g->fn = (void *)def->ml_meth;
+        } else if (!g->method && Py_IS_TYPE(found, &PyGetSetDescr_Type)) {
+            PyGetSetDef *def = ((PyGetSetDescrObject *)found)->d_getset;
+            g->kind = def->get != NULL ? DLBIND_GUARD_GETTER : DLBIND_GUARD_DESCR;
+            g->fn = (void *)def->get;
+            g->closure = def->closure;
+        } else if (!g->method && Py_IS_TYPE(found, &PyMemberDescr_Type)) {
+            g->kind = DLBIND_GUARD_DESCR;
+        } else {
+            continue;
+        }
+        g->descr = Py_NewRef(found);
     }
-    return out;
+    return capsule;
 }
 
 /* A new (capsule or None, guards, bits, plan) entry for the type: its table attribute and its
@@ -190,7 +247,7 @@ static PyObject *dlbind_entry_new(PyObject *type) {
     int bits = (immutable ? DLBIND_TYPE_IMMUTABLE : 0) | (python ? DLBIND_TYPE_PYTHON : 0) |
                (host_only ? DLBIND_TYPE_HOST_ONLY : 0) | dlbind_plan_call_bits(plan);
     PyObject *complex_only = PyObject_GetAttr(plan, dlbind_cfg.attr_complex_guards);
-    Py_SETREF(guards, complex_only == NULL ? NULL : dlbind_guards_resolved(type, guards, complex_only));
+    Py_SETREF(guards, complex_only == NULL ? NULL : dlbind_guards_compiled(type, guards, complex_only));
     Py_XDECREF(complex_only);
     if (guards == NULL) {
         Py_DECREF(plan);
@@ -203,11 +260,14 @@ static PyObject *dlbind_entry_new(PyObject *type) {
 static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
     info->api = dlbind_table_resolve(PyTuple_GET_ITEM(entry, 0));
     info->guards = PyTuple_GET_ITEM(entry, 1);
+    info->guard_list = PyCapsule_CheckExact(info->guards)
+                           ? (const dlbind_guards *)PyCapsule_GetPointer(info->guards, dlbind_guards_name)
+                           : NULL;
     info->bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
     info->plan = PyTuple_GET_ITEM(entry, 3);
 }
 
-static const dlbind_type_info dlbind_no_info = {NULL, NULL, NULL, 0};
+static const dlbind_type_info dlbind_no_info = {NULL, NULL, NULL, NULL, 0};
 
 /* The cached info of a type (a pointer valid until the next lookup), or NULL with an error set. */
 static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
@@ -310,76 +370,89 @@ void dlbind_type_mark(PyObject *obj, int bits) {
 /* Which guards a pass reads: those any array can make truthy, the complex-only ones, or all. */
 enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 };
 
-/* The (name, is a method, descriptor, complex only) tuple of obj's first truthy export guard among those
- * `which` names (borrowed from guards, which the caller holds), None when none is, NULL on error. A guard
- * the object lacks (an older release of its library) does not apply. A guard with its type's descriptor
- * calls it directly. */
-static PyObject *dlbind_truthy_guard(PyObject *obj, PyObject *guards, int which) {
-    Py_ssize_t n = PyTuple_GET_SIZE(guards);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PyTuple_GET_ITEM(guards, i);
-        if (!(which & (PyTuple_GET_ITEM(pair, 3) == Py_True ? DLBIND_GUARDS_COMPLEX : DLBIND_GUARDS_ANY))) continue;
-        PyObject *name = PyTuple_GET_ITEM(pair, 0), *descr = PyTuple_GET_ITEM(pair, 2);
-        int method = PyTuple_GET_ITEM(pair, 1) == Py_True;
-        PyObject *value;
-        if (descr != Py_None)
-            value = method ? PyObject_Vectorcall(descr, &obj, 1, NULL)
-                           : Py_TYPE(descr)->tp_descr_get(descr, obj, (PyObject *)Py_TYPE(obj));
-        else
-            value = method ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
-                           : PyObject_GetAttr(obj, name);
+/* A guard's value: through its compiled C function as CPython's descriptor calls run it after the checks
+ * that dlbind_guards_compiled settled, or its descriptor, or by name. */
+static PyObject *dlbind_guard_value(PyObject *obj, const dlbind_guard *g) {
+    switch (g->kind) {
+    case DLBIND_GUARD_NOARGS:
+        return ((PyCFunction)(void (*)(void))g->fn)(obj, NULL);
+    case DLBIND_GUARD_GETTER:
+        return ((getter)(void (*)(void))g->fn)(obj, g->closure);
+    case DLBIND_GUARD_DESCR:
+        return g->method ? PyObject_Vectorcall(g->descr, &obj, 1, NULL)
+                         : Py_TYPE(g->descr)->tp_descr_get(g->descr, obj, (PyObject *)Py_TYPE(obj));
+    default:
+        return g->method ? PyObject_VectorcallMethod(g->name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                         : PyObject_GetAttr(obj, g->name);
+    }
+}
+
+/* obj's first truthy export guard among those `which` names, NULL when none is (*failed: an error is set).
+ * A guard the object lacks (an older release of its library) does not apply. */
+static const dlbind_guard *dlbind_truthy_guard(PyObject *obj, const dlbind_guards *list, int which, int *failed) {
+    for (Py_ssize_t i = 0; i < list->n; i++) {
+        const dlbind_guard *g = &list->g[i];
+        if (!(which & (g->complex_only ? DLBIND_GUARDS_COMPLEX : DLBIND_GUARDS_ANY))) continue;
+        PyObject *value = dlbind_guard_value(obj, g);
         if (value == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                *failed = 1;
+                return NULL;
+            }
             PyErr_Clear();
             continue;
         }
         int truthy = value == Py_True ? 1 : value == Py_False || value == Py_None ? 0 : PyObject_IsTrue(value);
         Py_DECREF(value);
-        if (truthy < 0) return NULL;
-        if (truthy) return pair;
+        if (truthy < 0) {
+            *failed = 1;
+            return NULL;
+        }
+        if (truthy) return g;
     }
-    return Py_None;
+    return NULL;
 }
 
 /* 0 when none of the guards `which` names is truthy for obj; else -1 with its refusal (the library's
  * own BufferError, or dlbind's) or another error set. */
-static int dlbind_guards_pass(PyObject *obj, PyObject *guards, int which) {
-    if (guards == NULL || PyTuple_GET_SIZE(guards) == 0) return 0;
-    Py_INCREF(guards); /* a guard runs Python code, which may evict the cache entry that holds it */
-    PyObject *pair = dlbind_truthy_guard(obj, guards, which);
-    if (pair != NULL && pair != Py_None) { /* the library's own refusal, or dlbind's: never exported */
-        PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, PyTuple_GET_ITEM(pair, 0),
-                                                     PyTuple_GET_ITEM(pair, 1), NULL);
+static int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int which) {
+    const dlbind_guards *list = info->guard_list;
+    if (list == NULL || list->n == 0) return 0;
+    PyObject *holder = Py_NewRef(info->guards); /* a guard runs Python code, which may evict the cache entry */
+    int failed = 0;
+    const dlbind_guard *g = dlbind_truthy_guard(obj, list, which, &failed);
+    if (g != NULL) { /* the library's own refusal, or dlbind's: never exported */
+        PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, g->name,
+                                                     g->method ? Py_True : Py_False, NULL);
         Py_XDECREF(res);
         if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
-        pair = NULL;
+        failed = 1;
     }
-    Py_DECREF(guards);
-    return pair == NULL ? -1 : 0;
+    Py_DECREF(holder);
+    return failed ? -1 : 0;
 }
 
 int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTensorVersioned **out) {
     *out = NULL;
-    PyObject *guards = info->guards;
 #if !DLBIND_HEADER_HAS_EXCHANGE_API
-    return dlbind_guards_pass(obj, guards, DLBIND_GUARDS_ALL); /* no table: __dlpack__ answers */
+    return dlbind_guards_pass(obj, info, DLBIND_GUARDS_ALL); /* no table: __dlpack__ answers */
 #else
     const dlbind_exchange_api *api = info->api;
-    if (api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return dlbind_guards_pass(obj, guards, DLBIND_GUARDS_ALL);
+    if (api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return dlbind_guards_pass(obj, info, DLBIND_GUARDS_ALL);
     /* the complex-only guards wait for the dtype the table says: most exports are not complex */
-    if (dlbind_guards_pass(obj, guards, DLBIND_GUARDS_ANY) != 0) return -1;
+    if (dlbind_guards_pass(obj, info, DLBIND_GUARDS_ANY) != 0) return -1;
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
         if (PyErr_Occurred()) {
             /* the table refused (torch: sparse, quantized): __dlpack__ says why in its own words */
             if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
             PyErr_Clear();
-            return dlbind_guards_pass(obj, guards, DLBIND_GUARDS_COMPLEX);
+            return dlbind_guards_pass(obj, info, DLBIND_GUARDS_COMPLEX);
         }
         PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
         return -1;
     }
-    if (m->dl_tensor.dtype.code == kDLComplex && dlbind_guards_pass(obj, guards, DLBIND_GUARDS_COMPLEX) != 0) {
+    if (m->dl_tensor.dtype.code == kDLComplex && dlbind_guards_pass(obj, info, DLBIND_GUARDS_COMPLEX) != 0) {
         dlbind_call_deleter(m, 1);
         return -1;
     }

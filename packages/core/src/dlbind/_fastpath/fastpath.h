@@ -2,8 +2,8 @@
  *
  * Files, one concern each:
  *   module.c    module init, configure(**named pieces), counts()
- *   policy.c    the generated policy tables (devices, stream rules, dtypes, buffer formats) and the
- *               checked element/byte arithmetic
+ *   policy.c    the generated policy tables (devices, stream rules, dtypes, buffer formats), the
+ *               checked element/byte arithmetic, and what a consumed tensor must satisfy (dlbind_valid)
  *   capsules.c  export/take, the deleters and the capsule destructor
  *   exporter.c  BufferExporter (what asdlpack returns for buffers) and asdlpack
  *   tensor.c    TensorCore (the C base of dlbind.Tensor), its buffer protocol, wrap, from_dlpack
@@ -172,6 +172,9 @@ const char *dlbind_dtype_format(int code, int bits);  /* NULL: the buffer protoc
 /* buffer format (byte-order prefix included) -> (code, bits); 0 when the table has no entry or
  * the byte order is not native (Python explains which). */
 int dlbind_format_dtype(const char *format, DLDataType *out);
+/* Quick validity check of a consumed struct (the checks of dlbind.tensor.check_managed, without the
+ * messages); 0: Python's check_managed raises the precise error. */
+int dlbind_valid(void *managed, int versioned, int allow_vector);
 /* Elements of shape[0..ndim): 0 on success, -1 when the count does not fit in int64. */
 int dlbind_count(const int64_t *shape, int ndim, int64_t *out);
 /* Bytes that count elements of dtype take (sub-byte types packed unless padded); -1 on overflow. */
@@ -233,8 +236,6 @@ PyObject *dlbind_py_asdlpack(PyObject *mod, PyObject *const *args, size_t nargsf
 
 /* ---- tensor.c ------------------------------------------------------------------------------- */
 extern PyTypeObject dlbind_tensor_core_type;
-/* Quick validity check of a consumed struct; on doubt Python's check_managed raises the error. */
-int dlbind_valid(void *managed, int versioned, int allow_vector);
 /* Wrap a consumed struct in a new dlbind.Tensor; the deleter runs on failure. */
 PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector);
 PyObject *dlbind_consume_capsule(PyObject *capsule);
@@ -258,9 +259,11 @@ const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 #define DLBIND_TYPE_PYTHON 4      /* its uint8 may be bool (export.bool = "uint8"): Python finishes such imports */
 #define DLBIND_TYPE_BARE_CALL 8   /* with LEGACY_CALL: its __dlpack__ takes no keywords at all (else stream= only) */
 #define DLBIND_TYPE_HOST_ONLY 16  /* its arrays live in stream-free host memory only: no device to ask */
+typedef struct dlbind_guards dlbind_guards;
 typedef struct {
     const dlbind_exchange_api *api; /* its usable exchange table, or NULL */
-    PyObject *guards;             /* borrowed: (name, is a method, descriptor or None, complex only) tuples */
+    PyObject *guards;             /* borrowed: the capsule of guard_list */
+    const dlbind_guards *guard_list; /* the type's export guards, compiled (exchange.c), or NULL */
     PyObject *plan;               /* borrowed: the type's dlbind.sources.ExportPlan (None when not configured) */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;

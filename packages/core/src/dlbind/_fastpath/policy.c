@@ -144,3 +144,69 @@ int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out) {
         return -1;
     return 0;
 }
+
+/* ---- what a DLPack tensor must satisfy (read from the tables above, so the compiler inlines them) ---- */
+
+/* The bytes a non-empty tensor's elements reach, from data + byte_offset, fit in int64 and in the address
+ * space (dlbind.tensor._extent, step by step: a producer's defect such as CuPy's negative strides carried
+ * as unsigned numbers never reaches a consumer). */
+static int dlbind_extent_ok(const DLTensor *t, const int64_t *strides, int padded) {
+    int64_t low = 0, high = 0, span, low_b, high_b, bits = (int64_t)t->dtype.bits * t->dtype.lanes;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] <= 1) continue;
+        if (dlbind_mul_overflow(strides[i], t->shape[i] - 1, &span)) return 0;
+        if (span < 0 ? dlbind_add_overflow(low, span, &low) : dlbind_add_overflow(high, span, &high)) return 0;
+    }
+    if (high == INT64_MAX || low == INT64_MIN) return 0; /* high + 1 elements; -low elements */
+    if (bits % 8 == 0 || padded) {
+        int64_t item = (bits + 7) / 8;
+        if (dlbind_mul_overflow(low, item, &low_b) || dlbind_mul_overflow(high + 1, item, &high_b) || low_b == INT64_MIN)
+            return 0;
+    } else { /* packed below a byte: whole bytes from element counts, as dlbind_nbytes counts them */
+        int64_t n = high + 1, m = -low, a, b;
+        if (dlbind_mul_overflow(n / 8, bits, &a) || dlbind_add_overflow(a, (n % 8 * bits + 7) / 8, &high_b) ||
+            dlbind_mul_overflow(m / 8, bits, &b) || dlbind_add_overflow(b, (m % 8 * bits + 7) / 8, &low_b))
+            return 0;
+        low_b = -low_b;
+    }
+    uintptr_t start = (uintptr_t)t->data + (uintptr_t)t->byte_offset; /* no wrap: checked before */
+    if (low_b < 0 && (uint64_t)(-low_b) > (uint64_t)start) return 0;
+    if ((uint64_t)(high_b - 1) > (uint64_t)(UINTPTR_MAX - start)) return 0;
+    return 1;
+}
+
+/* The checks of dlbind.tensor.check_managed, without the messages: 0 sends the struct to Python,
+ * which raises the precise BufferError. */
+int dlbind_valid(void *managed, int versioned, int allow_vector) {
+    DLTensor *t = (versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor);
+    if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) return 0;
+    if (t->ndim < 0 || t->ndim > DLBIND_MAX_NDIM) return 0;
+    (void)allow_vector; /* vector dtypes are carried */
+    /* a dtype code or device type newer than this runtime's header (same major version) is carried */
+    if (t->dtype.lanes == 0 || t->dtype.bits == 0 ||
+        (dlbind_dtype_code_known(t->dtype.code) && !dlbind_dtype_width_accepted(t->dtype.code, t->dtype.bits)))
+        return 0;
+    if ((int32_t)t->device.device_type < 0 || t->device.device_id < 0) return 0;
+    if (t->ndim > 0 && t->shape == NULL) return 0;
+    int64_t count, nbytes;
+    if (dlbind_count(t->shape, t->ndim, &count) != 0) return 0; /* negative, or >= 2**63 elements */
+    int padded = versioned && (((DLManagedTensorVersioned *)managed)->flags & DLBIND_FLAG_SUBBYTE_PADDED);
+    if (dlbind_nbytes(count, t->dtype, padded, &nbytes) != 0) return 0;
+    if (t->data == NULL && count != 0 && dlbind_device_host(t->device.device_type)) return 0;
+    if (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data) return 0;
+    if (t->ndim > 0 && t->strides == NULL) { /* dlbind_compact_strides' strides must fit in int64 */
+        int64_t acc = 1;
+        for (int i = t->ndim - 1; i > 0; i--)
+            if (t->shape[i] > 1 && dlbind_mul_overflow(acc, t->shape[i], &acc)) return 0;
+    }
+    if (count != 0) {
+        int64_t compact[DLBIND_MAX_NDIM];
+        const int64_t *strides = t->strides;
+        if (strides == NULL) {
+            dlbind_compact_strides(t->ndim, t->shape, compact);
+            strides = compact;
+        }
+        if (!dlbind_extent_ok(t, strides, padded)) return 0;
+    }
+    return 1;
+}
