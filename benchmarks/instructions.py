@@ -6,7 +6,9 @@
 Wall time on a shared machine moves with whatever else runs; an instruction count does not. Each row runs
 its statement in a fresh interpreter under ``valgrind --tool=callgrind`` twice, ``SHORT`` and ``LONG`` times
 after the same set-up (the first exchange of a type makes its plans), and reports the difference per
-exchange: the set-up, the start and the first exchanges cancel. With the settings of :data:`QUIET` the count
+exchange: the set-up, the start and the first exchanges cancel. The statement runs as timeit runs it, set-up
+and loop inside one function (``--harness module`` runs it at module level instead, where the loop's own
+dict stores and name lookups are counted in every row too). With the settings of :data:`QUIET` the count
 is the same from run to run. The targets of issue 27 are judged by these
 counts. Wall time is reported beside them as the median ratio of ``ROUNDS`` interleaved runs (row, anchor,
 row, anchor, ...), each the best of a few batches. Nothing here passes or fails.
@@ -65,12 +67,27 @@ def _setup(statement: str) -> str:
     return SETUP + (TORCH_SETUP if _needs_torch(statement) else "")
 
 
-def instructions(statement: str, count: int, env: dict[str, str]) -> int:
-    """Instructions a fresh interpreter runs for the set-up, one warm-up and ``count`` runs of ``statement``."""
-    code = (
+# Where the statement runs: "function" (the default), as timeit runs it: set-up and loop inside one function,
+# so the loop's own work is a local store and the names are local reads; or "module", at module level, where
+# every round also stores the loop variable into the globals dict and reads each name from it (about 700
+# instructions a round, and more or fewer as the names happen to collide in that dict).
+HARNESSES = ("function", "module")
+
+
+def _program(statement: str, count: int, harness: str) -> str:
+    body = (
         f"{_setup(statement)}\n{statement}\nimport gc\ngc.collect()\ngc.disable()\n"
         f"for _ in range({count}):\n    {statement}\n"
     )
+    if harness == "module":
+        return body
+    inner = "".join(f"    {line}\n" if line.strip() else "\n" for line in body.splitlines())
+    return f"def _rounds():\n{inner}\n_rounds()\n"
+
+
+def instructions(statement: str, count: int, env: dict[str, str], harness: str = "function") -> int:
+    """Instructions a fresh interpreter runs for the set-up, one warm-up and ``count`` runs of ``statement``."""
+    code = _program(statement, count, harness)
     fixed = ["setarch", "-R"] if shutil.which("setarch") else []
     proc = subprocess.run(
         [*fixed, "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
@@ -82,8 +99,8 @@ def instructions(statement: str, count: int, env: dict[str, str]) -> int:
     return int(found.group(1))
 
 
-def per_exchange(statement: str, env: dict[str, str]) -> float:
-    return (instructions(statement, LONG, env) - instructions(statement, SHORT, env)) / (LONG - SHORT)
+def per_exchange(statement: str, env: dict[str, str], harness: str = "function") -> float:
+    return (instructions(statement, LONG, env, harness) - instructions(statement, SHORT, env, harness)) / (LONG - SHORT)
 
 
 def wall_ratio(row: str, anchor: str, number: int = 20_000) -> float:
@@ -107,7 +124,7 @@ def wall_ratio(row: str, anchor: str, number: int = 20_000) -> float:
     return statistics.median(ratios)
 
 
-def measure(build: str) -> list[dict[str, Any]]:
+def measure(build: str, harness: str = "function") -> list[dict[str, Any]]:
     env = {**os.environ, "DLBIND_PURE": "1" if build == "pure" else "0"}
     try:
         import torch  # noqa: F401
@@ -120,8 +137,9 @@ def measure(build: str) -> list[dict[str, Any]]:
     for name, (statement, anchor, target) in ROWS.items():
         if _needs_torch(statement) and not has_torch:
             continue
-        counts[name] = per_exchange(statement, env)
+        counts[name] = per_exchange(statement, env, harness)
         row: dict[str, Any] = {"build": build, "path": name, "instructions": counts[name], "anchor": anchor}
+        row["harness"] = harness
         row["target"] = target
         if anchor is not None and anchor in counts:
             row["ratio"] = counts[name] / counts[anchor]
@@ -162,6 +180,12 @@ def main() -> int:
     parser.add_argument("--markdown-append", help="append a section with the table to this page")
     parser.add_argument("--builds", default="compiled", help="comma-separated: compiled, pure (default compiled)")
     parser.add_argument("--from-json", help="render the rows a run wrote with --json, measuring nothing")
+    parser.add_argument(
+        "--harness",
+        choices=HARNESSES,
+        default="function",
+        help="where the statement runs: in a function, as timeit runs it (default), or at module level",
+    )
     args = parser.parse_args()
     if args.from_json:
         with open(args.from_json) as f:
@@ -170,7 +194,7 @@ def main() -> int:
         print("valgrind is not installed (apt-get install valgrind): no instruction counts", file=sys.stderr)
         return 0
     else:
-        rows = [r for build in args.builds.split(",") for r in measure(build)]
+        rows = [r for build in args.builds.split(",") for r in measure(build, args.harness)]
     text = table(rows)
     print(text)
     if args.json:
@@ -183,7 +207,8 @@ def main() -> int:
                 "\n## Instructions per exchange\n\n"
                 f"Counted by valgrind's callgrind (`benchmarks/instructions.py`): the difference between {LONG:,} "
                 f"and {SHORT:,} runs of each statement in a fresh interpreter, per run, so that start-up and "
-                "the first exchanges (which make the plans) cancel. Unlike wall time, the count is the same "
+                "the first exchanges (which make the plans) cancel; set-up and loop run inside one function, as "
+                "timeit runs a statement. Unlike wall time, the count is the same "
                 "whatever else the machine does; issue 27's targets are judged by it. The wall ratio beside it "
                 f"is the median of {ROUNDS} interleaved rounds (each the best of three batches).\n\n" + text + "\n"
             )
