@@ -24,15 +24,11 @@ static int dlbind_finalizing(void) {
  * the owner's dealloc can leave none behind. Fetching only when one is pending keeps the common
  * call (no exception) to a pointer test. */
 static void dlbind_drop_held(PyObject *owner) {
-    PyObject *type = NULL, *value = NULL, *tb = NULL;
-    int pending = PyErr_Occurred() != NULL;
-    if (pending) PyErr_Fetch(&type, &value, &tb);
+    dlbind_error_kept kept;
+    dlbind_error_aside(&kept);
     dlbind_deleter_count++;
     Py_DECREF(owner);
-    if (pending)
-        PyErr_Restore(type, value, tb);
-    else if (PyErr_Occurred())
-        PyErr_Clear();
+    dlbind_error_back(&kept);
 }
 
 /* Export blocks: every struct dlbind's C code exports lives in a block, with its shape and strides
@@ -170,9 +166,8 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
     /* A consumer may call the deleter while its own exception is set (numpy refusing the tensor): what
      * the release runs (the owner's __del__, a foreign deleter) must neither see nor clear it. Fetched
      * only when one is pending: the common call has none. */
-    PyObject *type = NULL, *value = NULL, *traceback = NULL;
-    int pending = PyErr_Occurred() != NULL;
-    if (pending) PyErr_Fetch(&type, &value, &traceback);
+    dlbind_error_kept kept;
+    dlbind_error_aside(&kept);
     if (b->live) { /* a second call of the deleter does nothing */
         void *ctx = *manager_ctx;
         *manager_ctx = NULL;
@@ -185,10 +180,7 @@ static void dlbind_block_delete(dlbind_block *b, void **manager_ctx) {
         if (ctx != NULL) dlbind_drop_held((PyObject *)ctx);
         dlbind_block_recycle(b);
     }
-    if (pending)
-        PyErr_Restore(type, value, traceback);
-    else if (PyErr_Occurred())
-        PyErr_Clear();
+    dlbind_error_back(&kept);
     if (!has_gil) PyGILState_Release(state);
 }
 
@@ -204,9 +196,8 @@ static void dlbind_block_deleter_l(DLManagedTensor *self) {
 
 /* The destructor of block capsules: the rules above. */
 static void dlbind_block_capsule_destructor(PyObject *capsule) {
-    PyObject *type = NULL, *value = NULL, *tb = NULL;
-    int pending = PyErr_Occurred() != NULL;
-    if (pending) PyErr_Fetch(&type, &value, &tb);
+    dlbind_error_kept kept;
+    dlbind_error_aside(&kept);
     const char *name = PyCapsule_GetName(capsule);
     dlbind_block *b = (dlbind_block *)PyCapsule_GetPointer(capsule, name);
     if (b != NULL && b->capsule == capsule) {
@@ -224,8 +215,7 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
             }
         }
     }
-    if (PyErr_Occurred()) PyErr_Clear();
-    if (pending) PyErr_Restore(type, value, tb);
+    dlbind_error_back(&kept);
 }
 
 unsigned long long dlbind_blocks_pinned(void) { return dlbind_pinned_count; }

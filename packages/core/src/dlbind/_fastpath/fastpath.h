@@ -147,8 +147,32 @@ enum {
     DLBIND_KW_COUNT
 };
 /* The DLBIND_KW_* of a keyword name, or -1 (no error set) when it is none of them. */
-int dlbind_holds_gil(void);
 int dlbind_keyword(PyObject *key);
+/* Whether this thread holds the GIL (its thread state is the current one). */
+int dlbind_holds_gil(void);
+
+/* An exception pending around code that must neither see nor clear it (a deleter, a destructor, a release
+ * that may run __del__): set aside only when there is one, the common call having none; put back by
+ * dlbind_error_back, which drops whatever the code itself left behind. */
+typedef struct {
+    PyObject *type, *value, *traceback;
+    int pending;
+} dlbind_error_kept;
+
+static inline void dlbind_error_aside(dlbind_error_kept *kept) {
+    kept->pending = PyErr_Occurred() != NULL;
+    if (kept->pending) PyErr_Fetch(&kept->type, &kept->value, &kept->traceback);
+}
+
+static inline void dlbind_error_back(dlbind_error_kept *kept) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (kept->pending) PyErr_Restore(kept->type, kept->value, kept->traceback);
+}
+
+/* The DLTensor of a DLManagedTensorVersioned (versioned) or DLManagedTensor. */
+static inline DLTensor *dlbind_dl_tensor(void *managed, int versioned) {
+    return versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
+}
 
 /* How many tensors we exported and how many of our deleters ran (read by the leak tests). */
 extern unsigned long long dlbind_deleter_count;

@@ -178,7 +178,7 @@ static int dlbind_extent_ok(const DLTensor *t, const int64_t *strides, int padde
 /* The checks of dlbind.tensor.check_managed, without the messages: 0 sends the struct to Python,
  * which raises the precise BufferError. */
 int dlbind_valid(void *managed, int versioned, int allow_vector) {
-    DLTensor *t = (versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor);
+    DLTensor *t = dlbind_dl_tensor(managed, versioned);
     if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) return 0;
     if (t->ndim < 0 || t->ndim > DLBIND_MAX_NDIM) return 0;
     (void)allow_vector; /* vector dtypes are carried */

@@ -38,20 +38,12 @@ static void dlbind_tensor_dealloc(dlbind_tensor *self) {
         /* A tensor freed while an exception unwinds (a consumer's refusal): the producer's deleter may run
          * Python (a cffi callback), which must not see that exception (Python 3.10 turns it into a
          * SystemError). Kept aside and restored, as CPython does around __del__. */
-        PyObject *type = NULL, *value = NULL, *traceback = NULL; /* as the export block's deleter and the */
-        int pending = PyErr_Occurred() != NULL;                    /* capsule destructor do */
-        if (pending) PyErr_Fetch(&type, &value, &traceback);
+        dlbind_error_kept kept; /* as the export block's deleter and the capsule destructor keep it */
+        dlbind_error_aside(&kept);
         dlbind_call_deleter(m, self->versioned);
-        if (pending)
-            PyErr_Restore(type, value, traceback);
-        else if (PyErr_Occurred())
-            PyErr_Clear();
+        dlbind_error_back(&kept);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static DLTensor *dlbind_dl_tensor(void *managed, int versioned) {
-    return versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
 }
 
 PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
@@ -64,10 +56,10 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
         PyObject *res = PyObject_CallFunction(dlbind_cfg.check_managed, "NOO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False,
                                               allow_vector ? Py_True : Py_False);
         if (res == NULL) {
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
+            dlbind_error_kept kept; /* the check's error outlives the deleter */
+            dlbind_error_aside(&kept);
             dlbind_call_deleter(m, versioned);
-            PyErr_Restore(type, value, tb);
+            dlbind_error_back(&kept);
         } else {
             Py_DECREF(res);
             PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the C and Python checks of a DLPack tensor disagree");
