@@ -145,6 +145,17 @@ def test_torch_aborts_on_negative_strides_and_convert_copies() -> None:
         dlbind.convert(np.arange(4.0)[::-1], "torch", copy=False)
 
 
+def test_torch_drops_the_negative_bit_and_dlbind_refuses_it() -> None:
+    torch = _module("torch")
+    x = torch._neg_view(torch.arange(3.0))
+    assert x.is_neg() and x.tolist() == [-0.0, -1.0, -2.0]
+    assert np.from_dlpack(x).tolist() == [0.0, 1.0, 2.0]  # the quirk: the bit is dropped, the values are wrong
+    for call in (lambda: dlbind.from_dlpack(x), lambda: dlbind.convert(x, "numpy")):
+        with pytest.raises(BufferError, match=r"is_neg\(\) is true"):
+            call()
+    assert dlbind.convert(x.resolve_neg(), "numpy").tolist() == [-0.0, -1.0, -2.0]
+
+
 @pytest.mark.parametrize("layout", ["reversed", "read-only"])
 def test_a_bridge_copy_is_the_copy_that_copy_true_asks_for(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _module("torch")

@@ -95,7 +95,7 @@ def _export_rules(f: dict[str, Any], immutable: bool) -> list[str]:
     if f["export_host"]:
         rules.append(f"a host copy by `{f['export_host']}` where that refuses")
     if f["export_guards"]:
-        rules.append(f"refused (its own BufferError) when {', '.join(f'`{g}`' for g in f['export_guards'])}")
+        rules.append(f"refused by dlbind (BufferError) when {', '.join(f'`{g}`' for g in f['export_guards'])}")
     if f["export_refusal"] == "TypeError":
         rules.append("its refusals (TypeError) become BufferError")
     for words, what in f["export_refusal_help"]:
