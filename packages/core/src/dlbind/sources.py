@@ -308,13 +308,19 @@ def refusal_of(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:
 
 def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
     """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
-    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check.
+    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check;
+    either ends with what to do instead where its row's ``export.refusal_help`` says.
     """
-    x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+    plan = export_plan(type(x))
+    try:
+        x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+    except BufferError as exc:
+        if not (said := help_for(plan, exc)):
+            raise
+        raise BufferError(f"{exc}{said}") from exc
     shown = f"{name}()" if is_method else name
-    raise BufferError(
-        f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
-    )
+    refusal = f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
+    raise BufferError(refusal + help_for(plan, BufferError(refusal)))
 
 
 def call_dlpack(
