@@ -278,7 +278,7 @@ def check_guards(x: Any, plan: ExportPlan) -> None:
     """Refuse ``x`` (:func:`refuse_guarded`) when an export guard of its plan is truthy for it."""
     guard = truthy_guard(x, plan)
     if guard is not None:
-        refuse_guarded(x, *guard)
+        refuse_guarded(x, *guard, plan)
 
 
 _UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexpected", "positional argument")
@@ -306,12 +306,11 @@ def refusal_of(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:
     return refusal
 
 
-def refuse_guarded(x: Any, name: str, is_method: bool) -> None:
+def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan) -> None:
     """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
     spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check;
-    either ends with what to do instead where its row's ``export.refusal_help`` says.
+    either ends with what to do instead where ``plan`` (its type's, handed down) has ``refusal_help``.
     """
-    plan = export_plan(type(x))
     try:
         x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
     except BufferError as exc:

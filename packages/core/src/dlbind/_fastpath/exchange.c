@@ -198,7 +198,7 @@ static PyObject *dlbind_guards_compiled(PyObject *type, PyObject *guards, PyObje
             PyMethodDef *def = ((PyMethodDescrObject *)found)->d_method;
             int kinds = METH_VARARGS | METH_KEYWORDS | METH_NOARGS | METH_O | METH_FASTCALL | METH_METHOD;
             g->kind = (def->ml_flags & kinds) == METH_NOARGS ? DLBIND_GUARD_NOARGS : DLBIND_GUARD_DESCR;
-            g->fn = (void *)def->ml_meth;
+            if (g->kind == DLBIND_GUARD_NOARGS) g->fn = (void *)def->ml_meth;
         } else if (!g->method && Py_IS_TYPE(found, &PyGetSetDescr_Type)) {
             PyGetSetDef *def = ((PyGetSetDescrObject *)found)->d_getset;
             g->kind = def->get != NULL ? DLBIND_GUARD_GETTER : DLBIND_GUARD_DESCR;
@@ -423,7 +423,7 @@ static int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int w
     const dlbind_guard *g = dlbind_truthy_guard(obj, list, which, &failed);
     if (g != NULL) { /* the library's own refusal, or dlbind's: never exported */
         PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, g->name,
-                                                     g->method ? Py_True : Py_False, NULL);
+                                                     g->method ? Py_True : Py_False, info->plan, NULL);
         Py_XDECREF(res);
         if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
         failed = 1;

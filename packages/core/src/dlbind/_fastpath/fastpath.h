@@ -106,7 +106,7 @@ typedef struct {
                                     by dlbind.routes.plan */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
-    PyObject *refuse_guarded;    /* dlbind.consumer.refuse_guarded(x, name, is_method): raises x's BufferError */
+    PyObject *refuse_guarded;    /* dlbind.sources.refuse_guarded(x, name, is_method, plan): raises x's BufferError */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
     PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
