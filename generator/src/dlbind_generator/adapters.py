@@ -39,6 +39,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "negative_strides"): ("export_negative_strides", str, frozenset({"signed", "unsigned"}), "signed"),
     ("export", "interface"): ("export_interface", str, frozenset({"", "__cuda_array_interface__"}), ""),
     ("export", "capsules"): ("export_capsules", str, frozenset({"versioned", "legacy"}), "versioned"),
+    ("export", "streams_refused"): ("export_streams_refused", list, None, ()),
     ("export", "bits"): ("bits", dict, None, ()),
     ("export", "bits_of"): ("bits_of", str, None, ""),
     ("export", "bits_via"): ("export_bits_via", str, None, ""),
@@ -138,14 +139,17 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
         raise GeneratorError(f"{where}: view_with views the dtypes of lacks_dtypes: it needs them")
     via = facts["export_bits_via"] or facts["import_bits_via"]
     if bool(facts["bits"]) != bool(facts["bits_of"]) or (via and not facts["bits"]):
-        raise GeneratorError(f"{where}: export.bits (its dtype names -> dlbind's) goes with export.bits_of (the module "
-                             "naming its dtypes), and bits_via needs them")
+        raise GeneratorError(
+            f"{where}: export.bits (its dtype names -> dlbind's) goes with export.bits_of (the module "
+            "naming its dtypes), and bits_via needs them"
+        )
     for via in (facts["export_bits_via"], facts["import_bits_via"]):
         if via and not (via.endswith("()") and via[:-2].isidentifier()):
             raise GeneratorError(f"{where}: bits_via is a method 'name()', not {via!r}")
     if bool(facts["copy_from"]) != bool(facts["copy_with"]):
-        raise GeneratorError(f"{where}: import.copy_from (devices) and import.copy_with (the target's constructor) go "
-                             "together")
+        raise GeneratorError(
+            f"{where}: import.copy_from (devices) and import.copy_with (the target's constructor) go together"
+        )
     if set(facts["keywords"]) - _KEYWORDS:
         raise GeneratorError(f"{where}: import.keywords may only be {sorted(_KEYWORDS)}")
     for guard in facts["export_guards"]:
@@ -154,8 +158,9 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     if (facts["layout_nd"] or facts["lacks_dtypes_nd"]) and not facts["from_dlpack_nd"]:
         raise GeneratorError(f"{where}: import.layout_nd and import.lacks_dtypes_nd go with import.function_nd")
     if facts["import_bool"] == "packed" and facts["takes"] != "ndarray":
-        raise GeneratorError(f"{where}: import.bool = 'packed' (its importer packs numpy's bool bytes into bits) "
-                             "needs takes = 'ndarray'")
+        raise GeneratorError(
+            f"{where}: import.bool = 'packed' (its importer packs numpy's bool bytes into bits) needs takes = 'ndarray'"
+        )
     if facts["import_setup"] and "." not in facts["import_setup"]:
         raise GeneratorError(f"{where}: import.setup is a dotted function, not {facts['import_setup']!r}")
     ndims = facts["ndims"]
@@ -194,14 +199,23 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     if not facts["devices"]:
         raise GeneratorError(f"{where}: import.devices is empty")
     if bool(facts["stream_call"]) != bool(facts["stream_attribute"]) or "." in facts["stream_attribute"]:
-        raise GeneratorError(f"{where}: import.stream (a dotted function of the device index) goes with "
-                             "import.stream_attribute (the attribute of what it returns: the stream's handle)")
+        raise GeneratorError(
+            f"{where}: import.stream (a dotted function of the device index) goes with "
+            "import.stream_attribute (the attribute of what it returns: the stream's handle)"
+        )
     if bool(facts["interface_function"]) != bool(facts["interface_devices"]):
         raise GeneratorError(f"{where}: import.interface and import.interface_devices go together")
     if facts["export_negative_strides"] == "unsigned" and not facts["export_interface"]:
         raise GeneratorError(f"{where}: export.negative_strides = 'unsigned' needs export.interface (the bridge)")
+    refused = [entry.partition(":") for entry in facts["export_streams_refused"]]
+    if not all(sep and stream.lstrip("-").isdigit() for _, sep, stream in refused):
+        raise GeneratorError(
+            f"{where}: export.streams_refused holds 'device:stream' entries ('cuda:2'), not "
+            f"{list(facts['export_streams_refused'])!r}"
+        )
     if device_names is not None:
-        unknown = (set(facts["export_devices"]) | set(facts["interface_devices"])) - device_names
+        unknown = set(facts["export_devices"]) | set(facts["interface_devices"]) | {d for d, _, _ in refused}
+        unknown -= device_names
         if unknown:
             raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
 

@@ -136,9 +136,9 @@ class Target:
 
 
 def _row(name: str, **facts: Any) -> Adapter:
-    base: dict[str, Any] = {"from_dlpack": f"{name}.from_dlpack", "devices": ("cuda",), "keywords": ()}
-    return Adapter(name=name, import_name=name, array_types=(), immutable=False, verified=True, quirks=(),
-                   **{**base, **facts})  # fmt: skip
+    base: dict[str, Any] = {"from_dlpack": f"{name}.from_dlpack", "devices": ("cuda",), "keywords": (),
+                            "immutable": False}  # fmt: skip
+    return Adapter(name=name, import_name=name, array_types=(), verified=True, quirks=(), **{**base, **facts})
 
 
 _NAMES = itertools.count(1)
@@ -149,10 +149,10 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
     """Make a spy target whose row has the given facts; ``dlbind.convert(x, to=spy.name)`` reaches it. Each has a
     name of its own: decisions are kept per target name, and a system's row never changes in a process."""
 
-    def make(stream: int | None, interface: Any = None, **facts: Any) -> Target:
+    def make(stream: int | None, interface: Any = None, stream_of: Any = None, **facts: Any) -> Target:
         name = f"spy{next(_NAMES)}"
         spy = Target(name, stream)
-        route: Route = make_route(_row(name, **facts), spy, interface=interface)
+        route: Route = make_route(_row(name, **facts), spy, interface=interface, stream_of=stream_of)
         monkeypatch.setitem(ROUTES, (name,), route)
         return spy
 
@@ -382,3 +382,123 @@ def test_each_route_asks_the_producer_once(how: str, target: Any, rec: Recording
     }
     counts = _ask_counts(routes[how], lambda: kind(dlbind_cuda.asarray(np.arange(4, dtype=np.float32))))
     assert counts == [1, 1, 1], counts
+
+
+# -- what the first run on a GPU found (issue 37: an H200, torch 2.11, CuPy 14.2, JAX 0.11, numba-cuda 0.30) -------
+
+
+class RefusesPerThread(Producer):
+    """torch's __dlpack__ on CUDA: stream=2 (the per-thread default stream) is refused with BufferError."""
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls.append(kw)
+        if kw.get("stream") == 2:
+            raise BufferError("per-thread default stream is not supported.")
+        return self.tensor.__dlpack__(**kw)
+
+
+def _refuses_per_thread(*refused: str) -> type:
+    kind = type(f"RefusesPerThread{next(_NAMES)}", (RefusesPerThread,), {})
+    return _rowed(kind, devices=("cuda",), export_layout="nonnegative", export_readonly=False,
+                  export_devices=("cuda",), export_streams_refused=refused)  # fmt: skip
+
+
+def test_a_stream_the_producer_refuses_is_asked_on_the_default_and_the_target_waits(
+    target: Any, rec: Recording
+) -> None:
+    """torch -> CuPy with CuPy's per-thread default stream current: cupy.from_dlpack(x) asks torch on stream 2,
+    which torch refuses. dlbind reads the target's current stream first; on 2 it goes through its relay, which
+    asks torch on the legacy default stream and makes the per-thread stream wait for it. On any other stream
+    the producer is handed over directly, as before."""
+    kind = _refuses_per_thread("cuda:2")
+    current = {"stream": 2}
+    spy = target(None, stream_of=lambda index: current["stream"])
+    spy.stream = 2  # the target asks on its current stream, as cupy.from_dlpack does
+    x = kind(dlbind_cuda.asarray(np.arange(4, dtype=np.float32)))
+    rec.clear()
+    out = dlbind.convert(x, to=spy.name)
+    assert type(spy.given[0]).__name__ == "Relay" and x.calls[-1]["stream"] == 1
+    assert [c.replace("E1", "E2") for c in event_wait("legacy", "per-thread")] == [
+        c.replace("E1", "E2") for c in rec.calls() if "Event" in c or c.startswith("cudaGetDevice")
+    ][-5:]
+    assert values(out).tolist() == [0, 1, 2, 3]
+    explained = str(dlbind.explain(x, to=spy.name))
+    assert "through dlbind's relay" in explained and "refuses" in explained
+    s = user_stream()
+    current["stream"] = spy.stream = s  # another stream: handed over directly, one exchange
+    dlbind.convert(x, to=spy.name)
+    assert spy.given[-1] is x and x.calls[-1]["stream"] == s
+
+
+def test_from_dlpack_on_a_stream_the_producer_refuses_waits_for_the_default(rec: Recording) -> None:
+    kind = _refuses_per_thread("cuda:2")
+    x = kind(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)))
+    rec.clear()
+    t = dlbind.from_dlpack(x, stream=2)
+    assert x.calls[-1]["stream"] == 1 and t.stream == 2
+    assert rec.calls()[-5:] == [c.replace("E1", "E2") for c in event_wait("legacy", "per-thread")][-5:] or any(
+        c.startswith("cudaStreamWaitEvent(per-thread") for c in rec.calls()
+    ), rec.calls()
+    assert values(t).tolist() == [0, 1, 2]
+    plain = _refuses_per_thread()  # a row that does not say so: the producer's own refusal reaches the caller
+    with pytest.raises(BufferError, match="per-thread default stream is not supported"):
+        dlbind.from_dlpack(plain(dlbind_cuda.asarray(np.arange(3, dtype=np.float32))), stream=2)
+
+
+class LegacyImmutable(Producer):
+    """JAX's arrays: immutable, and __dlpack__ answers a legacy capsule (unmarked) whatever it is asked."""
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls.append(kw)
+        return self.tensor.__dlpack__(stream=kw.get("stream"))
+
+
+def test_immutable_memory_in_legacy_capsules_never_reaches_a_target_writable(target: Any, rec: Recording) -> None:
+    """jax -> CuPy on a GPU: JAX's legacy capsules cannot say read-only, and CuPy took its memory writable. dlbind
+    stands between (its import of JAX is read-only): a target that honours the flag gets a read-only versioned
+    capsule; one that ignores it (CuPy's row since) gets a copy on the device."""
+    _rowed(LegacyImmutable, immutable=True, devices=("cuda",), export_capsules="legacy", export_layout="compact",
+           export_devices=("cuda",))  # fmt: skip
+    s = user_stream()
+    base = dlbind_cuda.asarray(np.arange(4, dtype=np.float32))
+    x = LegacyImmutable(base)
+    honours = target(s)
+    out = dlbind.convert(x, to=honours.name)
+    assert type(honours.given[0]).__name__ == "Relay" and out.readonly and out.data_ptr == base.data_ptr
+    ignores = target(s, readonly="ignored")
+    out = dlbind.convert(x, to=ignores.name)
+    assert not out.readonly and out.data_ptr != base.data_ptr and values(out).tolist() == [0, 1, 2, 3]
+    assert str(dlbind.explain(x, to=ignores.name)).startswith("a copy on cuda:0")
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_read_only_data_through_the_interface_is_copied_for_a_target_that_takes_it_writable(
+    target: Any, rec: Recording, readonly: bool
+) -> None:
+    """jax -> numba on a GPU: numba imports CUDA memory through __cuda_array_interface__ (as_cuda_array), whose
+    read-only flag it does not read: read-only data is copied on the device first."""
+    taken: list[Any] = []
+
+    def interface(obj: Any) -> Any:
+        taken.append(obj.__cuda_array_interface__)
+        return obj
+
+    s = user_stream()
+    spy = target(s, interface=interface, interface_function="spy.as_cuda_array", interface_devices=("cuda",),
+                 readonly="ignored")  # fmt: skip
+    base = dlbind_cuda.asarray(np.arange(5, dtype=np.float32))
+    x = dlbind.from_pointer(base.data_ptr, (5,), "float32", device=CUDA, readonly=readonly, owner=base)
+    explained = dlbind.explain(x, to=spy.name)
+    out = dlbind.convert(x, to=spy.name)
+    assert (taken[0]["data"][0] != base.data_ptr) == readonly and values(out).tolist() == [0, 1, 2, 3, 4]
+    assert explained.kind == ("copy" if readonly else "zero-copy"), explained
+
+
+def test_a_targets_own_array_without_dlpack_is_itself(target: Any, rec: Recording) -> None:
+    """numba -> numba on a GPU: numba's CUDA arrays carry __cuda_array_interface__ only (no __dlpack_device__);
+    converting one to its own library is the array itself, its device read from the interface."""
+    spy = target(user_stream())
+    own = _rowed(type(spy.name, (CudaArray,), {}), devices=("cuda",))
+    x = own(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)), None)
+    assert dlbind.convert(x, to=spy.name) is x
+    assert dlbind.explain(x, to=spy.name).kind == "itself"

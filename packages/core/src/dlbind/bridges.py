@@ -31,6 +31,7 @@ from dlbind.routes import (
     HOST_COPY,
     INTERFACE,
     REFUSE,
+    RELAY,
     SAME,
     Decision,
     Route,
@@ -509,9 +510,9 @@ def run(
         if d.why:  # the target's own importer cannot be asked for this (copy=False to one that always copies)
             raise BufferError(d.why)
         return route.importer(x, **_kwargs(d, route, here, device))
-    if kind == DIRECT:
+    if kind == DIRECT and not (d.watch_stream and refused_here(source, route, here)):
         return route.importer(x, **_kwargs(d, route, here, device))  # one exchange, asked on the target's stream
-    if kind not in (HOST, HOST_COPY, INTERFACE):  # RELAY: the target asks the relay, which imports then
+    if kind in (DIRECT, RELAY):  # RELAY (or a stream the producer refuses): the target asks the relay, which imports
         relay = Relay(x, source, route, here, stream, d.copy_here)
         if route.adapter.takes != "producer":
             return route.importer(capsule_for_target(route, relay, here[1]), **_kwargs(d, route, here, device))
@@ -541,7 +542,7 @@ def run(
     if tensor is None:
         tensor = import_on(x, source, here, on, to, asked_copy)
     if kind == INTERFACE:
-        return route.interface(tensor.copy() if d.copy_here else tensor)
+        return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
     if d.to_host:  # the host copy is made: the host route's bridge takes it as it is
         copy, device = None, None if kind == HOST_COPY else device
     elif source.via is not None and tensor._device_type != here[0]:
@@ -555,6 +556,18 @@ def run(
             return route.importer(tensor)
         return bridged(route, tensor, device, copy, d)
     return copied_in(route, tensor, device)  # onto its device, by its own constructor
+
+
+def refused_here(source: ExportPlan, route: Route, here: Any) -> bool:
+    """Whether the target's current stream on ``here`` is one the producer refuses (``export.streams_refused``):
+    then the exchange goes through dlbind's relay, which asks the producer on the device's default stream."""
+    return route.stream_of is not None and (here[0], route.stream_of(here[1])) in source.refused_streams
+
+
+def interface_copies(route: Route, tensor: Tensor) -> bool:
+    """Whether the target's ``__cuda_array_interface__`` importer needs a copy of ``tensor``: read-only data
+    for a target that takes it writable (the interface's flag is not read)."""
+    return bool(tensor._flags & _READ_ONLY) and route.ignores_readonly
 
 
 def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:

@@ -171,6 +171,11 @@ def imported(
     check_stream(here[0], stream)
     # None on a device with streams names its default stream: said explicitly, as torch and CuPy do
     asked = stream if stream is not None else default_stream(here[0])
+    wanted = asked  # the stream the data must be ready on
+    if plan.refused_streams and (here[0], asked) in plan.refused_streams:
+        # a stream the producer refuses (torch: CUDA's per-thread default): asked on the device's default, which
+        # the stream wanted then waits for (below)
+        asked = default_stream(here[0])
     dl_device = target if target is not None and target != here else None
     to_host = dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE
     # a host copy of device data: the device's backend moves the bytes once at the bus's speed (pinned
@@ -205,6 +210,8 @@ def imported(
     if asked is not None and asked != -1 and tensor._device_type == here[0] and not given:
         fill: Any = tensor  # the producer ordered its work before `asked`: the data is ready there
         fill._stream = asked
+        if wanted is not None and wanted != asked:  # the stream wanted waits for the one asked: a view exported for it orders that
+            tensor = ordered(from_capsule(export_view(tensor, stream=wanted, max_version=DLPACK_VERSION)), wanted)
     if by_backend:
         return from_capsule(export_view(tensor, max_version=DLPACK_VERSION, dl_device=dl_device, copy=True))
     if target is not None and tensor.device != target:

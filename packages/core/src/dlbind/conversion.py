@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from dlbind._capi import PyCapsuleType
 from dlbind._libraries import MISSING
-from dlbind.bridges import bridge_of, described, importer_name, run
+from dlbind.bridges import bridge_of, described, importer_name, interface_copies, run
 from dlbind.consumer import imported
 from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
 from dlbind.producer import Exporter, asdlpack
@@ -80,6 +80,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     try:
         x, source, here, decision = _decision(x, route, device, copy, stream)
         plain = decision.kind == DIRECT and decision.copy_kw is None and not decision.device_kw
+        plain = plain and not decision.watch_stream  # its target's current stream is read first, in Python
         if plain and type(to) is str and source.lasting and type(x) not in C_DIRECT.get(to, ()):
             C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.importer)  # the compiled convert: C
         return run(decision, x, source, route, here, device, copy, stream, tried)
@@ -97,12 +98,19 @@ def _decision(
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     source = export_plan(type(x))
-    if source.via is None and not hasattr(x, "__dlpack__") and source.library != route.adapter.name:
-        # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream
-        x = imported(x, None, None) if type(x) is PyCapsuleType else asdlpack(x)
-        source = export_plan(type(x))
-    # stream-free host memory, or a system exporting through a function of its own: no device to ask
-    here = _CPU if source.host_only or source.via is not None else producer_device(x)
+    here = None
+    if source.via is None and not hasattr(x, "__dlpack__"):
+        if source.library != route.adapter.name or type(x) is PyCapsuleType:
+            # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream
+            x = imported(x, None, None) if type(x) is PyCapsuleType else asdlpack(x)
+            source = export_plan(type(x))
+        elif not hasattr(x, "__dlpack_device__"):
+            # the target's own array, without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only):
+            # itself where no copy is asked; its device is the one its interface says
+            here = asdlpack(x).__dlpack_device__()
+    if here is None:
+        # stream-free host memory, or a system exporting through a function of its own: no device to ask
+        here = _CPU if source.host_only or source.via is not None else producer_device(x)
     shape = 0 if stream is None else 1 if stream == -1 else 2
     dev = None if device is None else parse_device(device)[0]
     found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # routes.key: made once, then read
@@ -163,13 +171,15 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         f"{a.name}'s current stream" if route.stream_of is not None or kind == DIRECT else
         "the device's default stream"
     )  # fmt: skip
-    if kind == INTERFACE:
-        copies = "copy" if d.copy_here else "zero-copy"
-        return Explanation(copies, f"{copies}: through {a.interface_function} ({d.why}), ready on {on}", d)
     if kind == DIRECT:
         text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {on}"
+        if d.watch_stream:
+            text += (
+                f" (through dlbind's relay, asked on the device's default stream, when {on} is one that "
+                f"{type(x).__name__}.__dlpack__ refuses)"
+            )
         return Explanation("zero-copy", text, d)
-    # HOST and RELAY: the bridge this array's data needs, read from a zero-copy import of it where it is
+    # INTERFACE, HOST and RELAY: the bridge this array's data needs, read from a zero-copy import of it where it is
     try:
         if type(x) is Tensor:
             tensor = x
@@ -179,6 +189,15 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
             tensor = imported(x, source, here, stream=None if stream_free(here[0]) else -1)
     except BufferError as exc:  # the producer refuses this array (Arrow's nulls): so would the exchange
         return Explanation("refused", f"refused: {exc}", d)
+    if kind == INTERFACE:
+        if d.copy_here or not interface_copies(route, tensor):
+            copies = "copy" if d.copy_here else "zero-copy"
+            return Explanation(copies, f"{copies}: through {a.interface_function} ({d.why}), ready on {on}", d)
+        text = (
+            f"a copy on {where}, then through {a.interface_function} ({d.why}; read-only data, which {a.name} "
+            f"would take writable), ready on {on}"
+        )
+        return Explanation("copy", text, d)
     bridge, why = bridge_of(route, tensor, copy if kind == HOST else d.copy_here or None)
     if bridge == "refused":
         return Explanation("refused", f"refused: {why}", d)

@@ -278,6 +278,9 @@ class Decision(NamedTuple):
     c_route: bool = False  # HOST: the compiled build's C route (a plain call, host memory, a table or handover)
     handover: bool = False  # HOST: the imported Tensor goes to the importer as it is (nothing to bridge)
     stream_of: bool = False  # INTERFACE: ready on the target's current stream (import.stream)
+    # DIRECT: the producer refuses a stream the target may ask on (export.streams_refused): the target's current
+    # stream is read first, and the exchange goes through dlbind's relay when it is one of those
+    watch_stream: bool = False
     describe: bool = True  # REFUSE: the message names the producer's array
 
     def __repr__(self) -> str:
@@ -353,7 +356,8 @@ def _decide(
         return keywords
     device_kw, copy_kw, copy_here = keywords
     if kind == DIRECT and not copy_here and not stream:
-        return Decision(DIRECT, device_kw=device_kw, copy_kw=copy_kw)
+        watch = any(device == here for device, _ in source.refused_streams)
+        return Decision(DIRECT, device_kw=device_kw, copy_kw=copy_kw, watch_stream=watch)
     if kind == DIRECT:
         why = "a copy dlbind makes on the device" if copy_here else "ordered on the stream given"
     return Decision(RELAY, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here)
@@ -450,15 +454,18 @@ def _kind(source: ExportPlan, route: Route, device_type: int) -> tuple[int, str]
         if any(t in HOST_ACCESSIBLE for t in route.imports) or device_type in HOST_ACCESSIBLE:
             return HOST_COPY, f"{a.name} imports from {', '.join(a.devices)} only"
         return REFUSE, f"{a.name} imports from {', '.join(a.devices)} only"
-    why = _between(source, route)
+    why = _between(source, route, device_type)
     return (RELAY, why) if why else (DIRECT, "")
 
 
-def _between(source: ExportPlan, route: Route) -> str:
+def _between(source: ExportPlan, route: Route, device_type: int) -> str:
     """Why dlbind must stand between producers of ``source``'s type and ``route``'s importer on a device with
     streams ("" when nothing can need a bridge: the producer is handed over as it is)."""
     a = route.adapter
     reasons = []
+    if route.stream_of is None and any(device == device_type for device, _ in source.refused_streams):
+        # a target that does not say its stream may ask one of them: asked through the relay, which knows
+        reasons.append(f"its __dlpack__ refuses streams {a.name} may ask on")
     if source.row is None:
         reasons.append("its producer has no row (what it exports is checked on the way)")
     if source.via is not None:
@@ -475,6 +482,10 @@ def _between(source: ExportPlan, route: Route) -> str:
         reasons.append(f"{a.name} would take read-only data writable")
     if route.legacy_only and source.readonly:
         reasons.append(f"{a.name} asks for legacy capsules, which cannot say read-only")
+    elif source.readonly and source.capsules == "legacy" and not route.legacy_safe:
+        reasons.append(
+            f"its exports are legacy capsules, which cannot say read-only: {a.name} would take them writable"
+        )
     if a.lacks_dtypes or route.bits:
         reasons.append(f"{a.name} lacks some dtypes, or takes them as their bits")
     if a.import_bool != "bool" or source.python:

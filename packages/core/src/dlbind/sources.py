@@ -59,6 +59,8 @@ class ExportPlan:
     ``layout``/``readonly``: the strides and read-only data its exports may carry (for ``convert``'s
     decision to hand over without looking); ``unsigned_strides`` and ``interface``: its capsules carry
     negative strides as unsigned numbers, so such arrays are imported through ``interface`` instead;
+    ``refused_streams``: ``(device type, stream)`` pairs its ``__dlpack__`` refuses although the device's rule
+    allows them (``export.streams_refused``: asked on the device's default stream instead);
     ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`);
     ``lasting``: the type lives as long as the process (its plan is kept for good);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
@@ -87,6 +89,7 @@ class ExportPlan:
         "readonly",
         "refusal",
         "refusal_help",
+        "refused_streams",
         "row",
         "unsigned_strides",
         "via",
@@ -112,6 +115,7 @@ class ExportPlan:
     lasting: bool
     readonly: bool
     unsigned_strides: bool
+    refused_streams: frozenset[tuple[int, int]]
     interface: str
     call_style: int
     pairs: dict[tuple[Any, ...], Any]
@@ -122,6 +126,7 @@ class ExportPlan:
         self.lasting = False
         self.pairs = {}  # dlbind.routes.key(...) -> dlbind.routes.Decision
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
+        self.refused_streams = frozenset()
         if row is None:
             self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
             self.complex_guards, self.refusal_help = frozenset(), ()
@@ -149,11 +154,18 @@ class ExportPlan:
         self.unsigned_strides = row.export_negative_strides == "unsigned"
         self.interface = row.export_interface
         self.capsules = row.export_capsules
+        self.refused_streams = frozenset(_refused_stream(entry) for entry in row.export_streams_refused)
         if row.bits and row.export_bits_via:
             self.bits, self.bits_via = _Bits(row.bits_of, row.bits), row.export_bits_via.removesuffix("()")
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
+
+
+def _refused_stream(entry: str) -> tuple[int, int]:
+    """An ``export.streams_refused`` entry (``"cuda:2"``) as ``(device type, stream)``."""
+    name, _, stream = entry.partition(":")
+    return int(DEVICE_BY_NAME[name]), int(stream)
 
 
 def _exporter(via: str) -> Any:
