@@ -445,6 +445,9 @@ def bench(session: nox.Session) -> None:
     # instruction counts (valgrind's callgrind; skipped, saying so, where valgrind is not installed)
     counts = ["--json", ".cache/bench/instructions.json", "--markdown-append", "docs/benchmarks.md"]
     session.run("python", "benchmarks/instructions.py", *counts)
+    # the GPU rows: no GPU here, so the last run on one (.ci/gpu's bench.json, kept in benchmarks/results/)
+    gpu = ["--from-json", str(GPU_RESULTS / "bench.json"), "--markdown-append", "docs/benchmarks.md"]
+    session.run("python", "benchmarks/gpu.py", *gpu)
 
 
 @nox.session
@@ -829,6 +832,10 @@ def _counts(summary: Path) -> str:
 
 
 # -- the GPU run (issue 21) -----------------------------------------------------------------------------------
+
+# the last .ci/gpu run on a GPU, kept (bench.json, summary.txt, torch-dlpack-*.json): docs/benchmarks.md's GPU
+# section (nox -s bench) and docs/interop.md's (nox -s interop_report) are rendered from it
+GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu-h200"
 
 
 @nox.session(venv_params=["--system-site-packages"])

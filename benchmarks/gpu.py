@@ -2,6 +2,7 @@
 its anchor measured in the same run on the same card.
 
     python benchmarks/gpu.py [--json FILE] [--markdown-append FILE] [--quick]     (.ci/gpu runs it)
+    python benchmarks/gpu.py --from-json FILE --markdown-append FILE             (a run kept, rendered again)
 
 Exchanges: ns per call, the fastest of several timed batches in two rounds (``per_call_ns`` of
 ``exchange.py``), on a 1,024-element float32 CUDA array; the pure build's rows come from a child process
@@ -47,6 +48,28 @@ COPY_ANCHORS: dict[str, str] = {
     "x.cpu()": "",
 }
 SKIPPED: list[str] = []
+# what, measured, costs a ratio its target: (build, path) -> the cause (docs/benchmarks.md prints it below the table)
+CAUSES: dict[tuple[str, str], str] = {
+    ("compiled", "dlbind.convert(cupy_array, 'torch')"): (
+        "a CuPy array may have negative strides, which torch.from_dlpack aborts the process on (pytorch#188023), "
+        "and CuPy before 14.3 exports them as unsigned numbers (cupy/cupy#10172); the decision is made per type, "
+        "so dlbind's relay stands between every CuPy array and torch (it checks the strides and re-exports): two "
+        "exchanges and their stream work, in Python, where torch's own import makes one (and aborts on a "
+        "reversed array)"
+    ),
+    ("pure", "dlbind.from_dlpack(torch_cuda, stream=-1)"): (
+        "the pure build's import (cffi's ABI mode, ctypes capsules, a Python deleter) costs about 20 µs "
+        "whatever the producer; torch's unsynchronised import costs about 4 µs, so no ratio under 2x is reachable "
+        "there (the compiled build: 0.1x)"
+    ),
+    ("pure", "dlbind.from_dlpack(torch_cuda)"): (
+        "the same 20 µs of the pure build's import beside torch's synchronised one (its event work, 18-23 µs): "
+        "at the target's edge, 1.96x and 2.13x in two runs on the same card"
+    ),
+    ("pure", "dlbind.convert(cupy_array, 'torch')"): (
+        "the compiled row's relay (CuPy's negative strides), run by the pure build's import"
+    ),
+}
 
 
 def no_gpu() -> str | None:
@@ -265,11 +288,18 @@ def versions() -> str:
     return f"Python {platform.python_version()}, {os.cpu_count()} cores; " + ", ".join(found)
 
 
-def markdown(gpu: str, lines: list[dict[str, Any]]) -> str:
+def markdown(gpu: str, lines: list[dict[str, Any]], day: str = "", found: str = "", kept: str = "") -> str:
+    """The GPU section of docs/benchmarks.md: ``day``, ``found`` (the versions) and ``kept`` (the committed run
+    it is rendered from) where it is not this run's."""
+    written = f"Written by `benchmarks/gpu.py` (`.ci/gpu`, `nox -s gpu`) on {day or time.strftime('%Y-%m-%d')}"
+    if kept:
+        written = (
+            f"Measured by `benchmarks/gpu.py` (`.ci/gpu`) on {day}, kept in `{kept}` and rendered here by "
+            "`nox -s bench`"
+        )
     text = (
         "\n## GPU\n\n"
-        f"Written by `benchmarks/gpu.py` (`.ci/gpu`, `nox -s gpu`) on {time.strftime('%Y-%m-%d')} on one "
-        f"**{gpu}**: {versions()}.\n\n"
+        f"{written} on one **{gpu}**: {found or versions()}.\n\n"
         "Exchanges: ns per call on a 1,024-element float32 CUDA array, fastest of several batches in two "
         "rounds; ratio = dlbind's time / the anchor's (below 1 is faster). The copy: 256 MiB from the GPU to "
         "the host; ratio = dlbind's bandwidth / the anchor's (above 1 is faster). Targets are issue 21's (the "
@@ -277,7 +307,14 @@ def markdown(gpu: str, lines: list[dict[str, Any]]) -> str:
     )
     for reason in SKIPPED:
         text += f"Not measured: {reason}.\n\n"
-    return text + table(lines) + "\n"
+    text += table(lines) + "\n"
+    missed = [x for x in lines if x["meets"] == "no"]
+    if missed:
+        text += "\nTargets missed, and what costs the difference:\n\n"
+        for x in missed:
+            cause = CAUSES.get((x["build"], x["path"]), "not analysed yet")
+            text += f"- {x['build']} `{x['path']}` ({x['ratio']:.2f}x, target {x['target']}): {cause}.\n"
+    return text
 
 
 def main() -> int:
@@ -286,7 +323,22 @@ def main() -> int:
     parser.add_argument("--markdown-append", help="append a section with the card and the table to this file")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter batches")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--from-json", help="render the Markdown section of a kept run (its --json) instead")
     args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            kept = json.load(f)
+        if "gpu" not in kept:
+            print(f"benchmarks/gpu.py: {args.from_json} holds no GPU run ({kept.get('skipped', 'no rows')})")
+            return 1
+        section = markdown(kept["gpu"], kept["ratios"], kept.get("date", "an unrecorded day"), kept["versions"],
+                           os.path.relpath(args.from_json))  # fmt: skip
+        if args.markdown_append:
+            with open(args.markdown_append, "a") as f:
+                f.write(section)
+        else:
+            print(section)
+        return 0
     if args.child:
         print(json.dumps({"rows": rounds(args.quick), "skipped": SKIPPED}))
         return 0
@@ -304,7 +356,8 @@ def main() -> int:
     for reason in SKIPPED:
         print(f"not measured: {reason}")
     if args.json:
-        _write_json(args.json, {"gpu": gpu, "versions": versions(), "rows": rows, "ratios": lines, "skipped": SKIPPED})
+        _write_json(args.json, {"gpu": gpu, "date": time.strftime("%Y-%m-%d"), "versions": versions(), "rows": rows,
+                                "ratios": lines, "skipped": SKIPPED})  # fmt: skip
     if args.markdown_append:
         with open(args.markdown_append, "a") as f:
             f.write(markdown(gpu, lines))

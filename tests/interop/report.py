@@ -17,6 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "interop.md"
 CACHE = ROOT / ".cache" / "interop"
+GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu-h200"  # the last .ci/gpu run on a GPU (noxfile.py's too)
 sys.path.insert(0, str(ROOT / "generator" / "src"))  # the generator's reader: the rows with their defaults
 
 from dlbind_generator.adapters import load_adapters  # noqa: E402
@@ -44,7 +45,7 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         rules.append("copy: a nonzero `byte_offset` (it ignores or refuses it)")
     if f["readonly"] == "ignored":
         rules.append("copy: read-only data (it would import it writable)")
-    if f["asks"] != "versioned":
+    if f["asks"] != "versioned" and f["readonly"] != "ignored":  # (ignored: copied whatever it asks, above)
         # as dlbind.routes's legacy_safe and bridges.needs_copy decide
         if f["readonly"] == "always":
             rules.append("read-only data: a legacy capsule (it imports every capsule read-only)")
@@ -178,7 +179,71 @@ def render(cells: list[tuple[str, str, str]]) -> str:
         "numba, tinygrad and dpnp cells carry no torch; jax and numpy's newest (Python 3.12) neither.",
         "",
     ]
+    lines += gpu_section()
     return "\n".join(lines)
+
+
+def _steps(summary: Path) -> dict[str, str]:
+    """The lines of a .ci/gpu summary.txt by step name."""
+    lines = [line.removeprefix("gpu: ").strip() for line in summary.read_text(encoding="utf-8").splitlines()]
+    return {line.partition(":")[0]: line for line in lines if line}
+
+
+def gpu_section() -> list[str]:
+    """The last `.ci/gpu` run on a GPU, kept in benchmarks/results/: the card, each step's result, and torch's own
+    test_dlpack.py with dlbind as consumer and as producer beside torch's native run."""
+    bench = json.loads((GPU_RESULTS / "bench.json").read_text())
+    steps = _steps(GPU_RESULTS / "summary.txt")
+    rerun = GPU_RESULTS / "summary-rerun.txt"  # DLBIND_GPU_STEPS: the steps run again after a fix, on the same card
+    if rerun.exists():
+        again = {
+            name: f"{line} (rerun)" for name, line in _steps(rerun).items() if "(not in DLBIND_GPU_STEPS)" not in line
+        }
+        steps = {name: again.get(name, line) for name, line in steps.items() if name != "total"}
+    lines = [
+        "## On a GPU",
+        "",
+        f"The last run of `.ci/gpu` on one **{bench['gpu']}** ({bench.get('date', 'an unrecorded day')}; "
+        f"{bench['versions']}), kept in `{GPU_RESULTS.relative_to(ROOT)}` (docs/gpu.md: how to run it):",
+        "",
+    ]
+    lines += [f"- {line}" for line in steps.values()]
+    runs = sorted(GPU_RESULTS.glob("torch-dlpack-*.json"))
+    if runs:
+        records = [json.loads(p.read_text()) for p in runs]
+        order = {"native": 0, "consumer": 1, "producer": 2}
+        records.sort(key=lambda r: (order[r["role"]], r["build"]))
+        native = next((r for r in records if r["role"] == "native"), None)
+        lines += [
+            "",
+            f"torch's own `test/test_dlpack.py` (its CUDA tests, torch {records[0]['torch']}), run by "
+            "`tests/gpu/torch_suite.py`: torch alone, then with `torch.from_dlpack(x)` made "
+            "`torch.from_dlpack(dlbind.from_dlpack(x))` (dlbind the consumer) and "
+            "`torch.from_dlpack(dlbind.asdlpack(x))` (dlbind the producer). *Through dlbind*: the tests that made "
+            "at least one exchange through it; the others test torch's own `__dlpack__` checks.",
+            "",
+            "| role | build | passed | through dlbind | failed | listed differences | skipped |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in records:
+            build = "" if r["role"] == "native" else r["build"]
+            through = "" if r["role"] == "native" else str(r["through_dlbind"])
+            lines.append(
+                f"| {r['role'] if r['role'] != 'native' else 'torch alone'} | {build} | {r['passed']} | {through} | "
+                f"{r['failed']} | {r['xfailed']} | {r['skipped']} |"
+            )
+        if native is not None:
+            lines += ["", f"torch alone passed {native['passed']}; every difference from it is listed here:", ""]
+        differences = {}
+        for r in records:
+            for test, why in r.get("differences", {}).items():
+                differences.setdefault(test, (set(), why))[0].add(f"{r['role']} ({r['build']})")
+        for test, (where, why) in sorted(differences.items()):
+            lines.append(f"- `{test}` ({', '.join(sorted(where))}): {why}")
+        if not differences:
+            lines.append("- none")
+    lines.append("")
+    return lines
 
 
 def main(argv: list[str]) -> int:
