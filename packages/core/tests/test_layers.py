@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("dtypes, devices, libraries", ("dlbind.dtypes", "dlbind.devices", "dlbind._backends", "dlbind._libraries")),
+    ("the validator of memory descriptions", ("dlbind.validate",)),
     ("capsule and export engine", ("dlbind.capsule", "dlbind.export")),
     ("producer types: what they export and how they are asked", ("dlbind.sources",)),
     ("Tensor", ("dlbind.tensor",)),

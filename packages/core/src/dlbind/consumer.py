@@ -36,14 +36,6 @@ def producer_error(x: Any, exc: BaseException) -> BaseException:
     return err
 
 
-def ordered(tensor: Tensor, stream: int) -> Tensor:
-    """Record on ``tensor`` the stream its data is ready on (a device with streams): exporting it again to a
-    consumer on another stream then makes that stream wait (``dlbind.export.export_memory``)."""
-    fill: Any = tensor  # the slot the typed Tensor view declares read-only
-    fill._stream = stream
-    return tensor
-
-
 # How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
 # the array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
 export_other: Any = None
@@ -143,6 +135,8 @@ def imported(
             try:
                 x = export_other(x)
             except TypeError:
+                if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
+                    raise  # an interface that says something wrong: its own message names what
                 raise TypeError(
                     "from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
                     f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
@@ -203,15 +197,16 @@ def imported(
             if fallback is None:
                 raise
             made = fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
+    # the producer ordered its work before `asked`: the data is ready there (on the device it was asked of)
+    ready = (int(here[0]), asked) if asked is not None and not given else None
     try:
-        tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish)
+        tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish, ready=ready)
     except ExtentError as exc:
         raise producer_error(x, exc)  # noqa: B904 (its __cause__ is exc)
-    if asked is not None and asked != -1 and tensor._device_type == here[0] and not given:
-        fill: Any = tensor  # the producer ordered its work before `asked`: the data is ready there
-        fill._stream = asked
-        if wanted is not None and wanted != asked:  # the stream wanted waits for the one asked: a view exported for it orders that
-            tensor = ordered(from_capsule(export_view(tensor, stream=wanted, max_version=DLPACK_VERSION)), wanted)
+    if wanted is not None and wanted != asked and tensor._stream == asked:
+        # the stream wanted waits for the one asked: a view exported for it orders that
+        view = export_view(tensor, stream=wanted, max_version=DLPACK_VERSION)
+        tensor = from_capsule(view, ready=(int(here[0]), wanted))
     if by_backend:
         return from_capsule(export_view(tensor, max_version=DLPACK_VERSION, dl_device=dl_device, copy=True))
     if target is not None and tensor.device != target:

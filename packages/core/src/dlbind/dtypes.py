@@ -185,9 +185,10 @@ class ExtentError(BufferError):
     CuPy before 14.3 carries negative strides as unsigned numbers). The importer names the producer."""
 
 
-def _reach(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
-    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
-    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
+def reach_bytes(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool) -> tuple[int, int] | str:
+    """The bytes a non-empty tensor's elements reach, relative to its first element: ``(low, high)``, ``low``
+    the first byte (<= 0) and ``high`` one past the last; or why they cannot be counted (beyond int64). The
+    same steps as the C fast path's."""
     low = high = 0  # elements below and above the first one
     for d, s in zip(shape, strides, strict=True):
         if d > 1:
@@ -196,20 +197,30 @@ def _reach(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: 
                 low += span
             else:
                 high += span
-    why = ""
     if low < -INT64_MAX or high + 1 > INT64_MAX:
-        why = "elements beyond int64 of them"
-    elif bits % 8 == 0 or padded:
+        return "elements beyond int64 of them"
+    if bits % 8 == 0 or padded:
         item = (bits + 7) // 8
         low_b, high_b = low * item, (high + 1) * item
     else:  # packed below a byte: whole bytes from element counts, as dlbind.dtypes.DType.nbytes counts them
         n, m = high + 1, -low
         high_b = n // 8 * bits + (n % 8 * bits + 7) // 8
         low_b = -(m // 8 * bits + (m % 8 * bits + 7) // 8)
-    if not why and not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
-        why = "bytes beyond int64 of them"
-    if not why and (start + low_b < 0 or start + high_b - 1 > MAX_ADDRESS):
+    if not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
+        return "bytes beyond int64 of them"
+    return low_b, high_b
+
+
+def _reach(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
+    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
+    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
+    reach = reach_bytes(shape, strides, bits, padded)
+    if isinstance(reach, str):
+        why = reach
+    elif start + reach[0] < 0 or start + reach[1] - 1 > MAX_ADDRESS:
         why = "past the ends of the address space"
+    else:
+        why = ""
     if why:
         raise ExtentError(
             f"the elements of shape {shape} with strides {strides} reach {why} (a producer's defect, e.g. "

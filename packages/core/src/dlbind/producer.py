@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import operator
 import sys
 from abc import ABCMeta
 from typing import Any
@@ -19,8 +20,9 @@ from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind.consumer import from_dlpack
 from dlbind.devices import Device, device_name, parse_device, producer_device
-from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
+from dlbind.dtypes import SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
+from dlbind.validate import check_description
 
 __all__ = ["Exporter", "asdlpack", "from_pointer", "through_interface"]
 
@@ -125,6 +127,8 @@ def _memory_of(args: tuple[Any, ...]) -> Memory:
 
 
 def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
+    """The memory of ``obj``'s buffer. A C-contiguous buffer's layout is its shape (CPython's memoryview made
+    its length of it); any other passes the validator (:mod:`dlbind.validate`) with its reach."""
     view = memoryview(obj) if view is None else view
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
@@ -142,7 +146,45 @@ def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
         raise BufferError("the buffer refused a second request")
     data = info.buf or 0
     _capi.release_buffer(ctypes.byref(info))
+    check_description(f"the buffer of {type(obj).__name__}", data, tuple(shape), tuple(strides), dtype)
     return Memory(data, tuple(shape), tuple(strides), dtype, CPU, 0, view.readonly, view)
+
+
+def _contiguous_buffer(obj: Any, what: str) -> tuple[int, int, bool, memoryview]:
+    """``(address, length, read-only, view)`` of the C-contiguous buffer ``obj`` that holds described memory."""
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        kind = type(obj).__name__
+        raise TypeError(f"{what}: data is not a buffer nor a (pointer, read_only) tuple: {kind}") from None
+    if not view.c_contiguous:
+        raise BufferError(f"{what}: its data buffer is not contiguous")
+    return _address(view), view.nbytes, view.readonly, view
+
+
+def _field(iface: dict[str, Any], key: str, what: str) -> Any:
+    """``iface[key]``, which the interface requires; BufferError naming it when it is missing."""
+    try:
+        return iface[key]
+    except KeyError:
+        raise BufferError(f"{what} has no {key!r}: it cannot describe memory without one") from None
+
+
+def _integer(value: Any, what: str, name: str) -> int:
+    """``value`` as an int (anything with ``__index__``, not a bool); TypeError naming the field otherwise."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} {name} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} {name} must be an int, not {type(value).__name__}") from None
+
+
+def _integers(value: Any, what: str, name: str) -> tuple[int, ...]:
+    """``value`` (a tuple or list of ints) as a tuple of ints; TypeError naming the field otherwise."""
+    if not isinstance(value, tuple | list):
+        raise TypeError(f"{what} {name} must be a tuple of ints, not {type(value).__name__}")
+    return tuple(_integer(v, what, name) for v in value)
 
 
 # What asdlpack's buffer route reads by dict lookup, not by a call: the DType of each buffer format it has
@@ -191,10 +233,14 @@ def _address(view: memoryview) -> int:
 _TYPESTR_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
 
 
-def _typestr_dtype(typestr: str, obj: Any) -> DType:
+def _typestr_dtype(typestr: Any, obj: Any) -> DType:
+    if not isinstance(typestr, str):
+        raise TypeError(f"typestr must be a str such as '<f8', not {type(typestr).__name__}")
     dt = getattr(obj, "dtype", None)
     if dt is not None and type(dt).__module__.startswith("numpy"):
         return from_numpy(dt)
+    if len(typestr) < 3:
+        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
     order, kind, size = typestr[0], typestr[1], typestr[2:]
     if order == (">" if sys.byteorder == "little" else "<"):
         raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
@@ -204,31 +250,38 @@ def _typestr_dtype(typestr: str, obj: Any) -> DType:
     return lookup("bool" if name == "bool" else f"{name}{int(size) * 8}")
 
 
-def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: bool | None) -> Memory:
+def _from_interface(
+    iface: dict[str, Any], obj: Any, device: Device, readonly: bool | None, what: str = "__array_interface__"
+) -> Memory:
+    """The memory ``iface`` (``__array_interface__`` v3, or the CUDA one) describes, checked by the validator
+    before anything reads it: a tuple's pointer is trusted once its description is consistent; a buffer given
+    as ``data`` (or ``obj``'s own, when ``data`` is None) must hold every element described."""
     if iface.get("mask") is not None:
-        raise BufferError("__array_interface__ with a mask (a masked array) cannot be exported as DLPack")
-    shape = tuple(int(d) for d in iface["shape"])
-    dtype = _typestr_dtype(iface["typestr"], obj)
+        raise BufferError(f"{what} with a mask (a masked array) cannot be exported as DLPack")
+    shape = _integers(_field(iface, "shape", what), what, "shape")
+    dtype = _typestr_dtype(_field(iface, "typestr", what), obj)
     item = dtype.itemsize
     data = iface.get("data")
+    offset = _integer(iface.get("offset", 0), what, "offset")
     owner: object = obj
-    ro = False
-    if data is None:  # the object itself exposes the buffer
-        mem = _from_buffer(obj)
-        ptr, ro, owner = mem.data, mem.readonly, mem.owner
-    elif isinstance(data, tuple):
-        ptr, ro = int(data[0]), bool(data[1])
-    else:  # a buffer object
-        mem = _from_buffer(data)
-        ptr, ro, owner = mem.data, mem.readonly, (obj, mem.owner)
-    ptr += int(iface.get("offset", 0))
+    buffer = None
+    if isinstance(data, tuple):
+        if len(data) != 2:
+            raise BufferError(f"{what} data must be (pointer, read_only), not a {len(data)}-tuple")
+        ptr, ro = _integer(data[0], what, "data pointer"), bool(data[1])
+    else:  # a buffer object, or (None) the object's own buffer
+        base, length, ro, view = _contiguous_buffer(obj if data is None else data, what)
+        buffer, owner = (base, length), (view if data is None else (obj, view))
+        ptr = base
+    ptr += offset
     raw_strides = iface.get("strides")
-    if raw_strides is None:
+    if raw_strides is None:  # row-major; past int64 (a huge zero-size shape) refused, as the import refuses it
         strides = contiguous_strides(shape)
     else:
-        if any(int(s) % item for s in raw_strides):
-            raise BufferError(f"strides {tuple(raw_strides)} are not multiples of the item size {item}")
-        strides = tuple(int(s) // item for s in raw_strides)
+        byte_strides = _integers(raw_strides, what, "strides")
+        if any(s % item for s in byte_strides):
+            raise BufferError(f"{what}: strides {byte_strides} are not multiples of the item size {item}")
+        strides = tuple(s // item for s in byte_strides)
     # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
     flags = SUBBYTE_PADDED if dtype.bits * dtype.lanes % 8 else 0
     if dtype.bits * dtype.lanes % 8 and not SUBBYTE_PADDED:
@@ -236,6 +289,7 @@ def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: b
             f"{dtype.name} data stored one element per byte needs the IS_SUBBYTE_TYPE_PADDED flag of DLPack 1.2, "
             f"which DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this runtime's header) lacks"
         )
+    check_description(f"{what} of {type(obj).__name__}", ptr, shape, strides, dtype, padded=bool(flags), buffer=buffer)
     stream = iface.get("stream")
     return Memory(ptr, shape, strides, dtype, device, 0, ro, owner, flags, None if stream is None else int(stream))
 
@@ -243,20 +297,22 @@ def _from_interface(iface: dict[str, Any], obj: Any, device: Device, readonly: b
 def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -> Memory:
     """``__cuda_array_interface__`` (v3): its ``stream`` is kept for the export's synchronisation, the device
     is ``device_id`` when given, else the CUDA backend's answer for the pointer (never assumed 0)."""
-    data = cai.get("data")
+    what = "__cuda_array_interface__"
+    data = _field(cai, "data", what)
     if not (isinstance(data, tuple) and len(data) == 2):
-        raise BufferError(f"__cuda_array_interface__ data must be (pointer, read_only), not {data!r}")
+        shown = f"a {len(data)}-tuple" if isinstance(data, tuple) else type(data).__name__
+        raise BufferError(f"{what} data must be (pointer, read_only), not {shown}")
     stream = cai.get("stream")
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
         raise BufferError(
             f"__cuda_array_interface__ stream {stream!r} is not valid: None (no synchronisation), 1 (legacy default), "
             "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"
         )
-    pointer = int(data[0]) + int(cai.get("offset", 0))
+    pointer = _integer(data[0], what, "data pointer") + _integer(cai.get("offset", 0), what, "offset")
     device: Device
     if device_id is not None:
         device = (_CUDA, int(device_id))
-    elif not pointer:  # a zero-size array: no memory, nothing to look up
+    elif not pointer or not 0 < pointer <= MAX_ADDRESS:  # no memory (or none there): the validator says which
         device = (_CUDA, 0)
     else:
         need = "finding which GPU holds __cuda_array_interface__ data"
@@ -264,7 +320,7 @@ def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -
             device = _backends.for_device(_CUDA, need).device_of(pointer)
         except BufferError as exc:
             raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
-    return _from_interface(cai, obj, device, None)
+    return _from_interface(cai, obj, device, None, what)
 
 
 def _readonly(mem: Memory, readonly: bool | None) -> Memory:
@@ -396,10 +452,14 @@ def from_pointer(
 ) -> Exporter:
     """Describe raw memory as a DLPack producer. ``strides`` are in elements (None: row-major).
 
-    ``owner`` is kept alive as long as any exported tensor uses the memory. dlbind cannot check the
-    pointer: the caller vouches for it.
+    ``owner`` is kept alive as long as any exported tensor uses the memory. dlbind cannot check what lies at
+    the pointer: the caller vouches for it. The description is checked as every description of memory is
+    (:mod:`dlbind.validate`): ValueError for a negative dimension, strides that do not match the shape, a
+    negative ``byte_offset`` or a NULL pointer with elements; BufferError for sizes beyond int64 and elements
+    that reach past either end of the address space.
     """
-    shape_t = tuple(int(d) for d in shape)
+    shape_t = _integers(tuple(shape) if isinstance(shape, list | tuple) else shape, "from_pointer", "shape")
+    ptr = _integer(ptr, "from_pointer", "ptr")
     if any(d < 0 for d in shape_t):
         raise ValueError(f"negative dimension in shape {shape_t}")
     if isinstance(dtype, DType):
@@ -408,16 +468,15 @@ def from_pointer(
         dt = lookup(dtype)
     else:
         dt = from_numpy(dtype)
-    strides_t = contiguous_strides(shape_t) if strides is None else tuple(int(s) for s in strides)
+    strides_t = contiguous_strides(shape_t) if strides is None else _integers(
+        tuple(strides) if isinstance(strides, list | tuple) else strides, "from_pointer", "strides")  # fmt: skip
     if len(strides_t) != len(shape_t):
         raise ValueError(f"strides {strides_t} do not match shape {shape_t}")
+    byte_offset = _integer(byte_offset, "from_pointer", "byte_offset")
     if byte_offset < 0:
         raise ValueError("byte_offset must be >= 0")
-    byte_size(shape_t, dt)  # BufferError beyond int64
-    if any(not -INT64_MAX - 1 <= s <= INT64_MAX for s in strides_t):
-        raise BufferError(f"strides {strides_t} do not fit in int64")
+    byte_size(shape_t, dt)  # BufferError beyond int64 (before the NULL pointer's ValueError, as ever)
     if not ptr and math.prod(shape_t) != 0:
         raise ValueError("a NULL pointer can only describe an empty tensor")
-    if not 0 <= int(ptr) + byte_offset <= MAX_ADDRESS:
-        raise BufferError(f"byte_offset {byte_offset} overflows the data pointer")
-    return Exporter(Memory(int(ptr), shape_t, strides_t, dt, parse_device(device), byte_offset, readonly, owner))
+    check_description("from_pointer", ptr, shape_t, strides_t, dt, byte_offset)
+    return Exporter(Memory(ptr, shape_t, strides_t, dt, parse_device(device), byte_offset, readonly, owner))
