@@ -18,7 +18,7 @@ from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
-from dlbind.consumer import imported, ordered
+from dlbind.consumer import imported
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
@@ -410,8 +410,8 @@ def on_device(tensor: Tensor, stream: int | None) -> Tensor:
     ``stream`` (None: the device rule's default): ready there, never through the host."""
     if stream is None:
         stream = default_stream(tensor._device_type)
-    copied = from_capsule(export_view(tensor, stream=stream, max_version=DLPACK_VERSION, copy=True, own=True))
-    return ordered(copied, stream) if stream is not None and stream != -1 else copied
+    made = export_view(tensor, stream=stream, max_version=DLPACK_VERSION, copy=True, own=True)
+    return from_capsule(made, ready=None if stream is None else (tensor._device_type, stream))
 
 
 def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) -> Any:

@@ -51,10 +51,10 @@ def managed_from_object(obj: Any) -> int:
     return int(ffi.cast("uintptr_t", managed))
 
 
-def object_from_managed(address: int) -> Tensor:
-    """A dlbind.Tensor that owns the given DLManagedTensorVersioned."""
+def object_from_managed(address: int, ready: tuple[int, int] | None = None) -> Tensor:
+    """A dlbind.Tensor that owns the given DLManagedTensorVersioned (``ready``: as :func:`from_managed`'s)."""
     source = None if native is not None else capsule.adopt(address)  # the pure Tensor keeps a dlbind owner
-    return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True, source=source)
+    return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True, source=source, ready=ready)
 
 
 def allocate(prototype_address: int) -> int:
@@ -155,12 +155,9 @@ def import_object(x: Any) -> Tensor | None:
     address = native.exchange_import(x)
     if address is None:
         return None
-    tensor = object_from_managed(address)
-    stream = default_stream(tensor._device_type)
-    if stream is not None:
-        fill: Any = tensor
-        fill._stream = stream
-    return tensor
+    device_type = int(ffi.cast("DLManagedTensorVersioned *", address).dl_tensor.device.device_type)
+    stream = default_stream(device_type)
+    return object_from_managed(address, None if stream is None else (device_type, stream))
 
 
 def order(producer: int, consumer: int, device_type: int, device_id: int) -> None:

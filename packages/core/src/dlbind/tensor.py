@@ -31,13 +31,13 @@ from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, ExtentError, check_r
 from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
 from dlbind.sources import export_plan
+from dlbind.validate import MAX_NDIM  # far above any library's limit; guards against garbage in a capsule
 
 __all__ = ["ExtentError", "Tensor", "from_capsule", "from_managed", "sealed"]
 
 _KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
 _KNOWN_DEVICES = KNOWN_DEVICE_TYPES
 _ACCEPTED_WIDTHS = DTYPE_ACCEPTED_WIDTHS
-MAX_NDIM = 64  # far above any library's limit; guards against garbage in a capsule
 MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
 # CUDA memory a GPU addresses: device, pinned host (mapped under unified addressing) and managed
 # (by name: an older header spells them otherwise, or lacks managed memory)
@@ -139,6 +139,8 @@ _PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12)
 _PureCore.__dlpack__.__qualname__ = "Tensor.__dlpack__"
 
 _Core: Any = native.TensorCore if native is not None else _PureCore
+# How the pure build's import writes a Tensor's slots while it makes it (Tensor.__setattr__ refuses writes)
+_set = object.__setattr__
 
 
 class Tensor(_Core):  # type: ignore[misc]
@@ -235,11 +237,16 @@ class Tensor(_Core):  # type: ignore[misc]
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set), on the tensor's own device:
         host memory copied on the CPU, device memory by the device's backend (``dlbind[cuda]``, ...), enqueued
         on the stream the tensor is ready on (:attr:`stream`), where the copy is then ready."""
-        made = from_capsule(export_view(self, stream=self._stream, max_version=DLPACK_VERSION, copy=True, own=True))
-        if self._stream is not None and made._device_type == self._device_type:
-            fill: Any = made  # the slot the typed Tensor view declares read-only
-            fill._stream = self._stream
-        return made
+        stream = self._stream
+        made = export_view(self, stream=stream, max_version=DLPACK_VERSION, copy=True, own=True)
+        return from_capsule(made, ready=None if stream is None else (self._device_type, stream))
+
+    # -- immutable: what describes the memory is fixed when the tensor is made (issue 38) ----------
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{_PACKAGE}.Tensor is immutable: {name!r} cannot be set")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{_PACKAGE}.Tensor is immutable: {name!r} cannot be deleted")
 
     # -- exporting again -----------------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
@@ -397,7 +404,13 @@ def legacy_reading(managed: Any) -> None:
 
 
 def from_managed(
-    managed: Any, versioned: bool, *, allow_vector: bool = False, source: object = None, owner: Any = None
+    managed: Any,
+    versioned: bool,
+    *,
+    allow_vector: bool = False,
+    source: object = None,
+    owner: Any = None,
+    ready: tuple[int, int] | None = None,
 ) -> Tensor:
     """Take ownership of a consumed ``DLManagedTensor(Versioned)*`` as a Tensor.
 
@@ -405,10 +418,11 @@ def from_managed(
     deleter runs (exactly once), then BufferError says what was wrong. ``source``: the owner of a struct
     dlbind exported, moved out of the registry (``dlbind.capsule.adopt``, ``take_owned``), which the Tensor
     keeps (None: a foreign producer's struct); ``owner``: the struct's ``dlbind.capsule.Owner``, made
-    when the capsule was taken (None: made here).
+    when the capsule was taken (None: made here); ``ready``: ``(device type, stream)``: the stream the data is
+    ready on when the tensor is on that device type (given here: a Tensor is never changed once made).
     """
     if native is not None:
-        tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector)
+        tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector, ready)
         return tensor
     if not versioned:
         legacy_reading(managed)
@@ -421,32 +435,50 @@ def from_managed(
             managed.deleter(managed)
         raise
     tensor = Tensor.__new__(Tensor)
-    fill: Any = tensor  # the pure core's slots, which the typed Tensor view declares read-only
-    fill.shape, fill.strides, fill.version, fill._flags = shape, strides, version, flags
-    fill.data_ptr, fill.byte_offset = int(ffi.cast("uintptr_t", t.data)), int(t.byte_offset)
-    fill._code, fill._bits, fill._lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
-    fill._device_type, fill._device_id = int(t.device.device_type), int(t.device.device_id)
-    fill._stream = None
-    fill._owner = _capsule.Owner(managed) if owner is None else owner  # from here on the deleter runs exactly once
+    # the pure core's slots, written once here (Tensor.__setattr__ refuses every later write)
+    _set(tensor, "_owner", _capsule.Owner(managed) if owner is None else owner)  # the deleter runs exactly once
+    _set(tensor, "shape", shape)
+    _set(tensor, "strides", strides)
+    _set(tensor, "version", version)
+    _set(tensor, "_flags", flags)
+    _set(tensor, "data_ptr", int(ffi.cast("uintptr_t", t.data)))
+    _set(tensor, "byte_offset", int(t.byte_offset))
+    _set(tensor, "_code", int(t.dtype.code))
+    _set(tensor, "_bits", int(t.dtype.bits))
+    _set(tensor, "_lanes", int(t.dtype.lanes))
+    device_type = int(t.device.device_type)
+    _set(tensor, "_device_type", device_type)
+    _set(tensor, "_device_id", int(t.device.device_id))
+    ordered = ready is not None and ready[0] == device_type and ready[1] != -1
+    _set(tensor, "_stream", ready[1] if ordered else None)  # type: ignore[index]
     # A struct dlbind exported: its owner moves here from the registry, where the garbage collector
     # cannot see it (a cycle through it would never be collected); None for a foreign producer's.
-    fill._source = source
+    _set(tensor, "_source", source)
     return tensor
 
 
 def from_capsule(
-    capsule: object, *, stream: int | None = None, allow_vector: bool = False, x: Any = None, plan: Any = None
+    capsule: object,
+    *,
+    stream: int | None = None,
+    allow_vector: bool = False,
+    x: Any = None,
+    plan: Any = None,
+    ready: tuple[int, int] | None = None,
 ) -> Tensor:
     """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``).
 
     ``x`` and ``plan``: the producer that gave it and its ``dlbind.sources.ExportPlan``, whose facts finish
-    the import (:func:`sealed`)."""
+    the import (:func:`sealed`); ``stream``: the consumer's, checked against the tensor's device; ``ready``:
+    ``(device type, stream)``, the stream the data is ready on when the tensor is on that device type."""
     if native is not None:
         address, versioned = native.take(capsule)
-        tensor: Tensor = native.wrap(address, versioned, allow_vector)
+        tensor: Tensor = native.wrap(address, versioned, allow_vector, ready)
     else:
         owner, versioned, source = _capsule.take_owned(capsule)
-        tensor = from_managed(owner.managed, versioned, allow_vector=allow_vector, source=source, owner=owner)
+        tensor = from_managed(
+            owner.managed, versioned, allow_vector=allow_vector, source=source, owner=owner, ready=ready
+        )
     if plan is not None and (plan.immutable or plan.python):
         tensor = sealed(tensor, x, plan)
     if stream is not None:
@@ -466,16 +498,14 @@ def sealed(tensor: Tensor, x: Any, plan: Any = None) -> Tensor:
     if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
         if native is not None:
             native.seal(tensor)
-        else:
-            fill: Any = tensor  # the pure core's slot, which the typed Tensor view declares read-only
-            fill._flags = flags | _READ_ONLY
+        else:  # still being made: the import finishes it before anyone sees it
+            _set(tensor, "_flags", flags | _READ_ONLY)
     uint8 = tensor._code == _UINT8.code and tensor._bits == 8 and tensor._lanes == 1
     if plan.python and _BOOL.code >= 0 and uint8 and str(getattr(x, plan.bool_method)()) == plan.bool_name:
         # read as bool in place: the consumer owns the struct from the moment it took the capsule
         if native is not None:
             native.retype(tensor, _BOOL.code)
         else:
-            fill = tensor
-            fill._code = _BOOL.code
-            fill._owner.managed.dl_tensor.dtype.code = _BOOL.code
+            _set(tensor, "_code", _BOOL.code)
+            tensor._owner.managed.dl_tensor.dtype.code = _BOOL.code
     return tensor

@@ -277,7 +277,7 @@ PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 const dlbind_exchange_api *dlbind_table_of_type(PyObject *type);
 const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 /* What dlbind knows of a producer's type, cached per type with its table (exchange.c). */
-#define DLBIND_MAX_NDIM 64 /* as dlbind.tensor.MAX_NDIM */
+#define DLBIND_MAX_NDIM 64 /* as dlbind.validate.MAX_NDIM */
 #define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
 #define DLBIND_TYPE_PYTHON 4      /* its uint8 may be bool (export.bool = "uint8"): Python finishes such imports */

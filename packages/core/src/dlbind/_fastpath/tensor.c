@@ -189,15 +189,6 @@ static PyObject *dlbind_get_stream(dlbind_tensor *self, void *c) {
     return Py_NewRef(self->stream != NULL ? self->stream : Py_None);
 }
 
-static int dlbind_set_stream(dlbind_tensor *self, PyObject *value, void *c) {
-    (void)c;
-    if (value == NULL || (value != Py_None && !PyLong_CheckExact(value))) {
-        PyErr_SetString(PyExc_TypeError, "_stream is None or an int");
-        return -1;
-    }
-    Py_XSETREF(self->stream, value == Py_None ? NULL : Py_NewRef(value));
-    return 0;
-}
 
 /* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted. */
 PyObject *dlbind_older_call(PyObject *x, int bits) {
@@ -246,7 +237,8 @@ static PyGetSetDef dlbind_tensor_getset[] = {
     {"_device_type", (getter)dlbind_get_device_type, NULL, NULL, NULL},
     {"_device_id", (getter)dlbind_get_device_id, NULL, NULL, NULL},
     {"_flags", (getter)dlbind_get_flags, NULL, NULL, NULL},
-    {"_stream", (getter)dlbind_get_stream, (setter)dlbind_set_stream, "the stream the data is ready on, or None", NULL},
+    /* given when the tensor is made (wrap's `ready`), never set after: a Tensor is immutable (issue 38) */
+    {"_stream", (getter)dlbind_get_stream, NULL, "the stream the data is ready on, or None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -424,9 +416,20 @@ PyObject *dlbind_consume_capsule(PyObject *capsule) {
 /* wrap(address, versioned, allow_vector) -> Tensor that owns the struct */
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "wrap(address, versioned, allow_vector)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "wrap(address, versioned, allow_vector[, ready])");
         return NULL;
+    }
+    /* ready: None, or (device type, stream): the stream the data is ready on when the tensor is on that type */
+    long long ready_type = -1, ready_stream = -1;
+    if (nargs == 4 && args[3] != Py_None) {
+        if (!PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 2) {
+            PyErr_SetString(PyExc_TypeError, "wrap(): ready is None or (device_type, stream)");
+            return NULL;
+        }
+        ready_type = PyLong_AsLongLong(PyTuple_GET_ITEM(args[3], 0));
+        ready_stream = PyLong_AsLongLong(PyTuple_GET_ITEM(args[3], 1));
+        if (PyErr_Occurred()) return NULL;
     }
     void *m = PyLong_AsVoidPtr(args[0]);
     if (m == NULL) {
@@ -439,7 +442,11 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "wrap(): " DLBIND_PACKAGE " (DLPack 0.x) reads legacy structs only");
         return NULL;
     }
-    return dlbind_tensor_wrap(m, versioned, allow_vector);
+    PyObject *tensor = dlbind_tensor_wrap(m, versioned, allow_vector);
+    if (tensor != NULL && ready_stream != -1 && ((dlbind_tensor *)tensor)->t->device.device_type == ready_type &&
+        dlbind_tensor_set_stream(tensor, ready_stream) != 0)
+        Py_CLEAR(tensor);
+    return tensor;
 }
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
