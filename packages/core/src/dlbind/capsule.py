@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -402,6 +403,17 @@ def take(capsule: object) -> tuple[Any, bool]:
         return ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", address), versioned
     if type(capsule) is not _capi.PyCapsuleType:
         raise TypeError(f"expected a DLPack capsule (PyCapsule), got {type(capsule).__name__}")
+    # The name's check, the pointer's read and the renaming are separate calls here, between which another
+    # thread may run: one lock makes them one step, so a capsule is consumed exactly once (the C build's take
+    # holds the GIL throughout).
+    with _TAKING:
+        return _take(capsule)
+
+
+_TAKING = threading.Lock()
+
+
+def _take(capsule: object) -> tuple[Any, bool]:
     name_at = _capi.capsule_get_name(capsule)  # its name's address (C): read here, one call fewer per import
     name = None if name_at is None else ctypes.string_at(name_at)
     if name == VERSIONED and not VERSIONED_CAPSULES:  # left unconsumed: its destructor frees it
@@ -418,7 +430,10 @@ def take(capsule: object) -> tuple[Any, bool]:
     else:
         shown = "no name" if name is None else repr(name.decode(errors="replace"))
         raise BufferError(f"not a DLPack capsule: {shown}; expected 'dltensor_versioned' or 'dltensor'")
-    address = _capi.capsule_get_pointer(capsule, name)
+    try:
+        address = _capi.capsule_get_pointer(capsule, name)
+    except ValueError:  # renamed meanwhile by a consumer outside dlbind (its name no longer matches)
+        raise BufferError("this DLPack capsule was consumed by another consumer while dlbind read it") from None
     if not address:
         raise BufferError("the DLPack capsule holds a NULL pointer")
     if _capi.capsule_set_name(capsule, used) != 0:  # pragma: no cover - only fails on a NULL capsule

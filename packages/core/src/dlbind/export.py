@@ -151,16 +151,18 @@ class _HostBlock:
     __slots__ = ("__weakref__", "address")
 
     def __init__(self, nbytes: int) -> None:
+        self.address: int = 0  # what __del__ frees: nothing, when the allocation below fails
         libc = _libc()
         p = ctypes.c_void_p()
         if libc.posix_memalign(ctypes.byref(p), 2 << 20, nbytes) != 0 or not p.value:
             raise MemoryError(f"cannot allocate {nbytes} bytes for a copy")
-        self.address: int = p.value
+        self.address = p.value
         if sys.platform.startswith("linux"):
             libc.madvise(p, nbytes, 14)  # MADV_HUGEPAGE: a page fault per 2 MiB, not per 4 KiB
 
     def __del__(self) -> None:
-        _libc().free(self.address)
+        if self.address:
+            _libc().free(self.address)
 
 
 @functools.cache
