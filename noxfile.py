@@ -524,7 +524,8 @@ def _install_core_for_tests(session: nox.Session, env: dict[str, str] | None = N
 
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """Fuzz long: 1,000,000 malformed capsules per build (both), crashes, deleter counts and build divergences.
+    """Fuzz long: 1,000,000 malformed capsules and 200,000 lying producer objects per build (both), crashes, deleter
+    counts and build divergences.
 
     ``-- --count N --seed S`` change the corpus; atheris (libFuzzer) runs the same generator first,
     ``DLBIND_ATHERIS_RUNS`` inputs per build (default 100000).
@@ -548,10 +549,20 @@ def fuzz(session: nox.Session) -> None:
         "python", f"{FUZZ}/drive.py", "--count", "1000000", "--chunk", "50000", "--convert-every", "20",
         "--jobs", str(min(2, os.cpu_count() or 1)), "--out", str(out), *session.posargs, success_codes=[0, 1],
     )  # fmt: skip
+    # producer objects (issue 38): lying __array_interface__, buffers and CUDA interfaces, both builds compared
+    producers = out / "producers"
+    session.run(
+        "python", f"{FUZZ}/producers.py", "--both", str(producers), "--count",
+        session.env.get("DLBIND_FUZZ_PRODUCERS", "200000"), "--seed", "0", success_codes=[0, 1],
+    )  # fmt: skip
     findings = sorted(out.glob("atheris-*"))
     summary = json.loads((out / "summary.json").read_text())
+    objects = json.loads((producers / "summary.json").read_text())
     session.log(f"atheris findings: {[f.name for f in findings]}; corpus: {summary}")
-    if findings or summary["crashes"] or summary["violations"] or summary["divergences"]:
+    crashed = any(objects["crashes"].values()) or any(objects["violations"].values()) or objects["divergences"]
+    session.log(f"producer objects: {objects['inputs']} per build, crashes {objects['crashes']}, violations "
+                f"{objects['violations']}, {len(objects['divergences'])} divergences")  # fmt: skip
+    if findings or summary["crashes"] or summary["violations"] or summary["divergences"] or crashed:
         session.error("fuzzing found problems (see above)")
 
 
@@ -597,6 +608,8 @@ def asan(session: nox.Session) -> None:
         *sanrun, "python", f"{FUZZ}/drive.py", "--builds", "compiled", "--count", count, "--chunk", "5000",
         "--convert-every", "20", "--out", ".cache/asan-fuzz", env=env,
     )  # fmt: skip
+    # producer objects (issue 38) through every entry point and copy path, under the sanitisers
+    session.run(*sanrun, "python", f"{FUZZ}/producers.py", "--seed", "0", "--count", count, env=env)
     runs = json.loads(counts.read_text())
     total = sum(run["reports"] for run in runs)
     session.log(f"sanitizer reports: {total} ({runs})")

@@ -62,6 +62,51 @@ CASES: dict[str, tuple[str, str | None]] = {
     "asdlpack facts bytes": ("exporter_facts(b'abcd')", "ok"),
     "asdlpack facts bytearray": ("exporter_facts(bytearray(b'abcd'))", "ok"),
     "asdlpack facts long format": ("exporter_facts(memoryview(bytes(16)).cast('l'))", "ok"),
+    # -- descriptions of memory that lie (issue 38): one validator, the same refusal in both builds, on every path
+    **{
+        f"lying {case}, {entry}": (f"{call.format(x=maker)}", expected)
+        for case, (maker, expected) in {
+            "negative dimension": ("lying(shape=(-5,), data=(ADDRESS, False))", "BufferError"),
+            "NULL with elements": ("lying(shape=(10,), data=(0, False))", "BufferError"),
+            "pointer -4096": ("lying(shape=(10,), data=(-4096, False))", "BufferError"),
+            "pointer 2**65": ("lying(shape=(10,), data=(2**65, False))", "BufferError"),
+            "pointer 2**64-8 wraps": ("lying(shape=(10,), data=(2**64 - 8, False))", "BufferError"),
+            "buffer shorter": ("lying(shape=(100000,), data=bytearray(24))", "BufferError"),
+            "2**62 elements": ("lying(shape=(2**62,), data=(ADDRESS, False))", "BufferError"),
+            "too few strides": ("lying(shape=(3, 2), strides=(8,), data=(ADDRESS, False))", "BufferError"),
+            "strides not of items": ("lying(shape=(3,), strides=(3,), data=(ADDRESS, False))", "BufferError"),
+            "65 dimensions": ("lying(shape=(1,) * 65, data=(ADDRESS, False))", "BufferError"),
+            "no shape": ("lying(shape=None, data=(ADDRESS, False))", "BufferError"),
+            "short typestr": ("lying(shape=(2,), typestr='f', data=(ADDRESS, False))", "BufferError"),
+            "typestr not a str": ("lying(shape=(2,), typestr=8, data=(ADDRESS, False))", "TypeError"),
+            "data a 1-tuple": ("lying(shape=(2,), data=(ADDRESS,))", "BufferError"),
+            "shape a str": ("lying(shape='ab', data=(ADDRESS, False))", "TypeError"),
+            "masked": ("lying(shape=(2,), data=(ADDRESS, False), mask=bytearray(2))", "BufferError"),
+            "fits its buffer": ("lying(shape=(3,), data=bytearray(24))", "ok"),
+        }.items()
+        for entry, call in {
+            "from_dlpack": "dlbind.from_dlpack({x})",
+            "copy": "dlbind.from_dlpack({x}, copy=True)",
+            "asdlpack copy": "np.from_dlpack(dlbind.asdlpack({x}), copy=True)",
+            "convert copy": "dlbind.convert({x}, to='numpy', copy=True)",
+        }.items()
+    },
+    "lying cuda interface wraps": (
+        "dlbind.asdlpack(cuda_lying(shape=(10,), data=(2**64 - 8, False)), device_id=0)", "BufferError"
+    ),
+    "lying cuda interface NULL": (
+        "dlbind.asdlpack(cuda_lying(shape=(3,), data=(0, False)), device_id=0)", "BufferError"
+    ),
+    "from_pointer -4096": ("dlbind.from_pointer(-4096, (10,), 'float64')", "BufferError"),
+    "from_pointer 2**65": ("dlbind.from_pointer(2**65, (10,), 'float64')", "BufferError"),
+    "from_pointer wraps": ("dlbind.from_pointer(2**64 - 8, (10,), 'float64')", "BufferError"),
+    "from_pointer too few strides": ("dlbind.from_pointer(ADDRESS, (3, 2), 'float64', strides=(1,))", "ValueError"),
+    "tensor shape cannot be set": ("setattr(tensor(), 'shape', (1 << 28,))", "AttributeError"),
+    "tensor strides cannot be set": ("setattr(tensor(), 'strides', (1, 1))", "AttributeError"),
+    "tensor flags cannot be set": ("setattr(tensor(), '_flags', 0)", "AttributeError"),
+    "tensor data_ptr cannot be set": ("setattr(tensor(), 'data_ptr', 0)", "AttributeError"),
+    "tensor stream cannot be set": ("setattr(tensor(), '_stream', 5)", "AttributeError"),
+    "tensor attribute cannot be deleted": ("delattr(tensor(), 'shape')", "AttributeError"),
     # -- the exporter's __dlpack__ ------------------------------------------------------------------
     "exporter legacy of read-only": ("dlbind.asdlpack(b'abc').__dlpack__()", "BufferError"),
     "exporter versioned": ("dlbind.asdlpack(b'abc').__dlpack__(max_version=(1, 3))", "ok"),
@@ -333,6 +378,22 @@ def _namespace() -> dict[str, Any]:
         def __dlpack_device__(self) -> tuple[int, int]:
             return (1, 0)
 
+    class Lying:
+        """An object whose __array_interface__ (or __cuda_array_interface__) says whatever a case makes it say."""
+
+    def lying(**iface: Any) -> Any:
+        iface = {"version": 3, "typestr": "<f8", **iface}
+        if iface.get("shape", ()) is None:
+            del iface["shape"]
+        obj = Lying()
+        obj.__array_interface__ = iface  # type: ignore[attr-defined]
+        return obj
+
+    def cuda_lying(**iface: Any) -> Any:
+        obj = Lying()
+        obj.__cuda_array_interface__ = {"version": 3, "typestr": "<f8", **iface}  # type: ignore[attr-defined]
+        return obj
+
     class NotACapsule(Producer):
         def __dlpack__(self, **kwargs: Any) -> object:
             return 3
@@ -419,6 +480,8 @@ def _namespace() -> dict[str, Any]:
         "exporter_facts": exporter_facts,
         "torch": torch,
         "summary_of_torch": summary_of_torch,
+        "lying": lying,
+        "cuda_lying": cuda_lying,
         "NotACapsule": NotACapsule,
         "CNotACapsule": CNotACapsule,
         "Legacy": Legacy,

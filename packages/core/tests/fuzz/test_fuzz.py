@@ -90,6 +90,31 @@ def test_builds_agree(tmp_path: Path) -> None:
     assert " 0 divergences" in summary[0], summary[0]
 
 
+# -- producer objects (issue 38): lying __array_interface__, buffers, CUDA interfaces -----------------------
+
+
+def test_producer_objects_are_refused_cleanly() -> None:
+    """Generated producer objects through every entry point and copy path of this build: no crash, only the spec's
+    exceptions, values equal to numpy's reading where one is made (fuzz/producers.py)."""
+    env = dict(os.environ, DLBIND_PURE="1" if PURE else "0")
+    count = os.environ.get("DLBIND_FUZZ_PRODUCERS", "3000")
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "producers.py"), "--seed", "1", "--count", count],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"exit {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert f"done: {count} inputs, 0 violations" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.skipif(PURE, reason="compares both builds once, from the compiled pass")
+def test_producer_objects_builds_agree(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "producers.py"), "--both", str(tmp_path), "--seed", "2", "--count", "1500"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert "0 crashes, 0 violations, 0 divergences" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 # -- hypothesis: the same generator, in-process --------------------------------------------------------
 
 

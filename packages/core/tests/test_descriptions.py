@@ -1,0 +1,229 @@
+"""Descriptions of memory that lie (issue 38): every case the hostile-input review found, by name.
+
+An object whose ``__array_interface__`` lies crashed the process on the copy paths (which copied before
+the import's checks ran), a buffer shorter than its description was accepted, ``asdlpack`` exported what
+``from_dlpack`` refuses, malformed dicts escaped as ``KeyError``/``IndexError``/``struct.error``, the pure
+build's Tensor could be changed after it was made, a capsule raced between threads was consumed twice, and a
+failed huge copy printed "Exception ignored". Each case here runs in a child process of the build under test
+(a crash fails the one case, naming it) and must end in a clean exception of the spec's type. The same cases
+run through both builds side by side in test_parity.py (the same type and message), and at random in
+``fuzz/producers.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import dlbind
+
+LYING = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    import numpy as np
+    import dlbind
+
+    class Lying:
+        def __init__(self, **iface):
+            self.__array_interface__ = {"version": 3, "typestr": "<f8", **iface}
+
+    store = (ctypes.c_char * 64)()
+    ADDRESS = ctypes.addressof(store)
+    x = eval(sys.argv[1])
+    entries = {
+        "from_dlpack": lambda: dlbind.from_dlpack(x),
+        "from_dlpack(copy=True)": lambda: dlbind.from_dlpack(x, copy=True),
+        "np.from_dlpack(asdlpack(x), copy=True)": lambda: np.from_dlpack(dlbind.asdlpack(x), copy=True),
+        "convert(to=numpy, copy=True)": lambda: dlbind.convert(x, to="numpy", copy=True),
+        "explain": lambda: dlbind.explain(x, to="numpy"),
+        "asdlpack": lambda: dlbind.asdlpack(x),
+    }
+    out = {}
+    for name, call in entries.items():
+        try:
+            call()
+            out[name] = "ok"
+        except Exception as exc:
+            out[name] = type(exc).__name__ + ": " + str(exc)
+    print(json.dumps(out))
+    """
+)
+
+# the cases of the issue: the object, and the words every entry point's refusal must say
+CASES = {
+    "negative dimension": ("Lying(shape=(-5,), data=(ADDRESS, False))", "negative dimension"),
+    "NULL pointer with elements": ("Lying(shape=(10,), data=(0, False))", "NULL data pointer with 10 elements"),
+    "pointer -4096": ("Lying(shape=(10,), data=(-4096, False))", "outside the address space"),
+    "pointer 2**65": ("Lying(shape=(10,), data=(2**65, False))", "outside the address space"),
+    "pointer 2**64-8 wraps": ("Lying(shape=(10,), data=(2**64 - 8, False))", "past the ends of the address space"),
+    "buffer shorter than described": ("Lying(shape=(100000,), data=bytearray(24))", "of a 24-byte buffer"),
+    "2**62 elements": ("Lying(shape=(2**62,), data=(ADDRESS, False))", "do not fit in int64"),
+    "too few strides": ("Lying(shape=(3, 2), strides=(8,), data=(ADDRESS, False))", "1 strides (1,)"),
+    "offset past the buffer": ("Lying(shape=(3,), data=bytearray(24), offset=8)", "of a 24-byte buffer"),
+    "strides past the buffer": ("Lying(shape=(3,), strides=(16,), data=bytearray(24))", "of a 24-byte buffer"),
+}
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DLBIND_PURE="1" if dlbind.ffi_build() == "pure" else "0")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_lying_array_interface_is_refused_before_anything_reads_it(case: str) -> None:
+    made, words = CASES[case]
+    proc = _run(LYING, made)
+    assert proc.returncode == 0, f"{case}: the process died ({proc.returncode}):\n{proc.stderr[-2000:]}"
+    outcomes: dict[str, str] = json.loads(proc.stdout)
+    for entry, outcome in outcomes.items():
+        assert outcome.startswith("BufferError: ") and words in outcome, f"{case}, {entry}: {outcome}"
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("iface", "kind"),
+    [
+        ({"version": 3, "typestr": "<f8", "data": (8, False)}, BufferError),  # no shape
+        ({"version": 3, "shape": (2,), "data": (8, False)}, BufferError),  # no typestr
+        ({"version": 3, "shape": (2,), "typestr": "f", "data": (8, False)}, BufferError),  # IndexError before
+        ({"version": 3, "shape": (2,), "typestr": 8, "data": (8, False)}, TypeError),
+        ({"version": 3, "shape": (2,), "typestr": "<f8", "data": (8,)}, BufferError),
+        ({"version": 3, "shape": (2,), "typestr": "<f8", "data": ("x", False)}, TypeError),
+        ({"version": 3, "shape": "ab", "typestr": "<f8", "data": (8, False)}, TypeError),
+        ({"version": 3, "shape": (2.5,), "typestr": "<f8", "data": (8, False)}, TypeError),
+        ({"version": 3, "shape": (2,), "typestr": "<f8", "strides": "x", "data": (8, False)}, TypeError),
+        ({"version": 3, "shape": (2,), "typestr": "<f8", "data": (8, False), "offset": "8"}, TypeError),
+        ({"version": 3, "shape": (2,), "typestr": "<f8", "data": 3.5}, TypeError),
+    ],
+)
+def test_a_malformed_interface_raises_the_specs_types(iface: dict[str, Any], kind: type[Exception]) -> None:
+    """Never a raw KeyError, IndexError or struct.error: a BufferError or TypeError that names the field."""
+
+    class Malformed:
+        __array_interface__ = iface
+
+    for call in (dlbind.from_dlpack, dlbind.asdlpack, lambda x: dlbind.convert(x, to="numpy", copy=True)):
+        with pytest.raises(kind) as info:
+            call(Malformed())
+        assert type(info.value) is kind, info.value
+        assert "__array_interface__" in str(info.value) or "typestr" in str(info.value), info.value
+
+
+def test_a_buffer_that_holds_its_description_is_read_from_it() -> None:
+    buf = bytearray(np.arange(3.0).tobytes())
+
+    class Fits:
+        __array_interface__: ClassVar[dict[str, Any]] = {"version": 3, "shape": (3,), "typestr": "<f8", "data": buf}
+
+    assert np.asarray(dlbind.from_dlpack(Fits())).tolist() == [0.0, 1.0, 2.0]
+    assert np.from_dlpack(dlbind.asdlpack(Fits()), copy=True).tolist() == [0.0, 1.0, 2.0]
+    assert dlbind.convert(Fits(), to="numpy", copy=True).tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("args", "kind", "words"),
+    [
+        (("-4096", "(10,)"), BufferError, "outside the address space"),
+        (("2**65", "(10,)"), BufferError, "outside the address space"),
+        (("2**64 - 8", "(10,)"), BufferError, "past the ends of the address space"),
+        (("ADDRESS", "(2**62,)"), BufferError, "do not fit in int64"),
+        (("0", "(10,)"), ValueError, "NULL pointer"),
+        (("ADDRESS", "(3, 2)", "strides=(1,)"), ValueError, "do not match shape"),
+    ],
+)
+def test_from_pointer_refuses_what_the_import_would(args: tuple[str, ...], kind: type[Exception], words: str) -> None:
+    """from_pointer's description passes the same validator (its own argument errors stay ValueError)."""
+    import ctypes
+
+    store = (ctypes.c_char * 64)()
+    ptr, shape, *rest = (a.replace("ADDRESS", str(ctypes.addressof(store))) for a in args)
+    call = f"dlbind.from_pointer({ptr}, {shape}, 'float64'{', ' + rest[0] if rest else ''})"
+    with pytest.raises(kind, match=words):
+        eval(call, {"dlbind": dlbind})
+
+
+def test_a_cuda_array_interface_passes_the_same_validator() -> None:
+    class Lying:
+        __cuda_array_interface__: ClassVar[dict[str, Any]] = {
+            "version": 3, "shape": (10,), "typestr": "<f8", "data": (2**64 - 8, False)
+        }
+
+    with pytest.raises(BufferError, match=r"__cuda_array_interface__ of Lying: .* past the ends of the address space"):
+        dlbind.asdlpack(Lying(), device_id=0)
+
+
+@pytest.mark.parametrize("name", ["shape", "strides", "_flags", "data_ptr", "_stream", "byte_offset", "version"])
+def test_a_tensor_is_immutable(name: str) -> None:
+    t = dlbind.from_dlpack(np.arange(3.0))
+    before = getattr(t, name)
+    with pytest.raises(AttributeError, match=f"dlbind.Tensor is immutable: '{name}' cannot be set"):
+        setattr(t, name, (1 << 28,) if name in ("shape", "strides") else 5)
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        delattr(t, name)
+    assert getattr(t, name) == before
+    assert np.asarray(t).sum() == 3.0
+
+
+RACE = textwrap.dedent(
+    """
+    import sys, threading
+    import numpy as np
+    import dlbind
+    sys.setswitchinterval(1e-6)
+    wins = errors = 0
+    other = []
+    for _ in range(300):
+        cap = np.arange(1000.0).__dlpack__(max_version=(1, 0))
+        results = []
+        def take():
+            try:
+                results.append(dlbind.from_dlpack(cap))
+            except BufferError:
+                results.append("refused")
+            except Exception as exc:
+                results.append(exc)
+        threads = [threading.Thread(target=take) for _ in range(3)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        wins += sum(isinstance(r, dlbind.Tensor) for r in results)
+        other += [repr(r) for r in results if not isinstance(r, (dlbind.Tensor, str))]
+        assert all(np.asarray(r).sum() == 499500.0 for r in results if isinstance(r, dlbind.Tensor))
+    print(wins, other)
+    """
+)
+
+
+def test_a_capsule_is_consumed_exactly_once_however_many_threads_race_on_it() -> None:
+    """Three threads take one capsule, with a switch interval of a microsecond, 300 times: one wins each time,
+    the others are refused (BufferError), no other exception escapes and no deleter runs twice (a double run
+    frees numpy's memory twice: the process would die)."""
+    proc = _run(RACE)
+    assert proc.returncode == 0, f"the process died ({proc.returncode}):\n{proc.stderr[-2000:]}"
+    wins, _, other = proc.stdout.strip().partition(" ")
+    assert int(wins) == 300 and other == "[]", proc.stdout
+
+
+HUGE = textwrap.dedent(
+    """
+    import numpy as np
+    import dlbind
+    try:
+        dlbind.from_dlpack(np.broadcast_to(np.float64(1), (2**20, 2**20)), copy=True)
+    except MemoryError as exc:
+        print("MemoryError", exc)
+    """
+)
+
+
+def test_a_failed_huge_copy_raises_memory_error_and_nothing_else() -> None:
+    """8 TiB asked for a copy: a MemoryError, and no "Exception ignored" from dlbind's own objects after it."""
+    proc = _run(HUGE)
+    assert proc.returncode == 0 and proc.stdout.startswith("MemoryError"), (proc.stdout, proc.stderr[-2000:])
+    assert "Exception ignored" not in proc.stderr, proc.stderr
