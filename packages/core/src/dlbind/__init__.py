@@ -12,7 +12,31 @@ package for assertion rewriting in every run; this marker lets ``import dlbind``
 
 import _thread
 
-from dlbind import _load
+
+def _main_interpreter_only() -> None:
+    """ImportError in a subinterpreter (issue 39): a deleter run there (a Tensor freed, a capsule dropped) takes
+    the main interpreter's GIL from a thread that holds the subinterpreter's, which hung the process; and cffi's
+    modules use single-phase init, which interpreters with a GIL of their own refuse. Said before anything loads."""
+    is_main = getattr(_thread, "_is_main_interpreter", None)  # Python 3.12 and newer: no import needed
+    if is_main is None:
+        try:
+            import _xxsubinterpreters as interpreters  # type: ignore[import-not-found]  # Python 3.10 and 3.11
+        except ImportError:  # built without subinterpreters: only the main interpreter exists
+            return
+        main = int(interpreters.get_current()) == int(interpreters.get_main())
+    else:
+        main = is_main()
+    if not main:
+        raise ImportError(
+            "dlbind runs in the main interpreter only, not in a subinterpreter: its deleters take the main "
+            "interpreter's GIL (from a subinterpreter that would hang the process) and its cffi modules use "
+            "single-phase init (docs/reliability.md)"
+        )
+
+
+_main_interpreter_only()
+
+from dlbind import _load  # noqa: E402 (after the check: nothing of dlbind loads in a subinterpreter)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads the name)
 if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlbind`
