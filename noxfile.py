@@ -629,10 +629,12 @@ print("sanitised:", so)
 
 @nox.session
 def leaks(session: nox.Session) -> None:
-    """Leaks, threads and exit, long: 1,000,000 round trips per path and 10 s of 8 threads, on both builds."""
+    """Leaks, threads, signals and exit, long: 1,000,000 round trips per path, 10 s of 8 threads and 20,000 timer
+    interrupts mid-exchange, on both builds."""
     _install_core_for_tests(session)
-    env = {"DLBIND_LEAK_N": "1000000", "DLBIND_THREAD_SECONDS": "10"}
-    tests = ["packages/core/tests/test_leaks.py", "packages/core/tests/test_threads_exit.py", "-s", "-q"]
+    env = {"DLBIND_LEAK_N": "1000000", "DLBIND_THREAD_SECONDS": "10", "DLBIND_SIGNALS": "20000"}
+    tests = ["packages/core/tests/test_leaks.py", "packages/core/tests/test_threads_exit.py",
+             "packages/core/tests/test_signals.py", "-s", "-q"]  # fmt: skip
     session.run("pytest", *tests, *session.posargs, env={**env, "DLBIND_PURE": "0"})
     session.run("pytest", *tests, *session.posargs, env={**env, "DLBIND_PURE": "1"})
 

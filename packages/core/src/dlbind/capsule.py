@@ -396,8 +396,10 @@ for _callback in (_deleter_versioned, _DESTRUCTOR_CALLBACK, _DESTRUCTOR):
 del _callback
 
 
-def take(capsule: object) -> tuple[Any, bool]:
-    """Consume a DLPack capsule: returns (struct pointer, versioned); the capsule is renamed ``used_*``."""
+def take(capsule: object, owner: Owner | None = None) -> tuple[Any, bool]:
+    """Consume a DLPack capsule: returns (struct pointer, versioned); the capsule is renamed ``used_*``.
+    ``owner`` (pure build): the :class:`Owner` that holds the struct from before the renaming on (issue 39: so a
+    signal's exception at any point leaves the struct either the capsule's or the owner's, never nobody's)."""
     if native is not None:
         address, versioned = native.take(capsule)
         return ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", address), versioned
@@ -407,13 +409,13 @@ def take(capsule: object) -> tuple[Any, bool]:
     # thread may run: one lock makes them one step, so a capsule is consumed exactly once (the C build's take
     # holds the GIL throughout).
     with _TAKING:
-        return _take(capsule)
+        return _take(capsule, owner)
 
 
 _TAKING = threading.Lock()
 
 
-def _take(capsule: object) -> tuple[Any, bool]:
+def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
     name_at = _capi.capsule_get_name(capsule)  # its name's address (C): read here, one call fewer per import
     name = None if name_at is None else ctypes.string_at(name_at)
     if name == VERSIONED and not VERSIONED_CAPSULES:  # left unconsumed: its destructor frees it
@@ -436,9 +438,16 @@ def _take(capsule: object) -> tuple[Any, bool]:
         raise BufferError("this DLPack capsule was consumed by another consumer while dlbind read it") from None
     if not address:
         raise BufferError("the DLPack capsule holds a NULL pointer")
+    managed = ffi.cast(ctype, address)
+    if owner is not None:  # it knows the capsule until renamed: it deletes the struct only if the renaming happened
+        owner.managed, owner.capsule = managed, capsule
     if _capi.capsule_set_name(capsule, used) != 0:  # pragma: no cover - only fails on a NULL capsule
+        if owner is not None:
+            owner.managed = owner.capsule = None
         raise BufferError("cannot rename the DLPack capsule")
-    return ffi.cast(ctype, address), versioned
+    if owner is not None:
+        owner.capsule = None
+    return managed, versioned
 
 
 def take_owned(capsule: object) -> tuple[Owner, bool, object]:
@@ -446,22 +455,30 @@ def take_owned(capsule: object) -> tuple[Owner, bool, object]:
     the moment it took the capsule), whether it is versioned, and the owner of a struct dlbind exported moved
     out of the registry (:func:`adopt`; None for a foreign producer's), which the Tensor keeps. The pure build
     only: the compiled build's Tensor owns what ``native.take`` gives (an Owner here would run the deleter)."""
-    managed, versioned = take(capsule)
-    return Owner(managed), versioned, adopt(int(ffi.cast("uintptr_t", managed)))
+    owner = Owner(None)  # made first: from the capsule's renaming on, the struct is its (take)
+    managed, versioned = take(capsule, owner)
+    return owner, versioned, adopt(int(ffi.cast("uintptr_t", managed)))
 
 
 class Owner:
-    """Owns a consumed managed tensor: calls its deleter exactly once (on :meth:`release` or when freed)."""
+    """Owns a consumed managed tensor: calls its deleter exactly once (on :meth:`release` or when freed).
+    ``capsule``: the capsule it is being taken from, until the renaming is done (:func:`take`)."""
 
-    __slots__ = ("__weakref__", "managed")
+    __slots__ = ("__weakref__", "capsule", "managed")
 
-    def __init__(self, managed: Any) -> None:
-        self.managed = managed
+    def __init__(self, managed: Any, capsule: object = None) -> None:
+        self.managed, self.capsule = managed, capsule
 
     def release(self) -> None:
-        managed, self.managed = self.managed, None
-        if managed is not None and managed.deleter != ffi.NULL:
-            managed.deleter(managed)
+        managed = capsule = None
+        try:  # a signal's exception after the fields are cleared still runs the deleter (the finally clause)
+            managed, capsule, self.managed, self.capsule = self.managed, self.capsule, None, None
+        finally:
+            # taken (no capsule left, or it was renamed before the take was interrupted): the deleter is ours;
+            # else the capsule, still named a DLPack capsule, deletes the struct when it is freed
+            taken = capsule is None or _capi.capsule_name(capsule) in (USED_VERSIONED, USED_LEGACY)
+            if managed is not None and taken and managed.deleter != ffi.NULL:
+                managed.deleter(managed)
 
     def __del__(self) -> None:
         self.release()

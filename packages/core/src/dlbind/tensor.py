@@ -471,9 +471,8 @@ def from_capsule(
     ``x`` and ``plan``: the producer that gave it and its ``dlbind.sources.ExportPlan``, whose facts finish
     the import (:func:`sealed`); ``stream``: the consumer's, checked against the tensor's device; ``ready``:
     ``(device type, stream)``, the stream the data is ready on when the tensor is on that device type."""
-    if native is not None:
-        address, versioned = native.take(capsule)
-        tensor: Tensor = native.wrap(address, versioned, allow_vector, ready)
+    if native is not None:  # taken and owned in one step, in C: no Python code (a signal's) runs between
+        tensor: Tensor = native.take_wrap(capsule, allow_vector, ready)
     else:
         owner, versioned, source = _capsule.take_owned(capsule)
         tensor = from_managed(

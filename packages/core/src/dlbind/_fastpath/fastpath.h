@@ -264,6 +264,7 @@ extern PyTypeObject dlbind_tensor_core_type;
 PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector);
 PyObject *dlbind_consume_capsule(PyObject *capsule);
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* Mark a Tensor read-only (its library's arrays are immutable; a legacy capsule cannot say so). */
 void dlbind_tensor_seal(PyObject *tensor);

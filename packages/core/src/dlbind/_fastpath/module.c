@@ -116,7 +116,10 @@ static PyMethodDef dlbind_methods[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbind_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "from_dlpack($module, /, x, *, device=None, copy=None, stream=None, allow_vector=False)\n--\n\n"
      "see dlbind.consumer.from_dlpack"},
-    {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL, "wrap(address, versioned, allow_vector) -> Tensor (owns it)"},
+    {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL,
+     "wrap(address, versioned, allow_vector[, ready]) -> Tensor (owns it)"},
+    {"take_wrap", (PyCFunction)(void (*)(void))dlbind_py_take_wrap, METH_FASTCALL,
+     "take_wrap(capsule, allow_vector[, ready]) -> Tensor: take and own in one step"},
     {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
      "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},

@@ -414,23 +414,34 @@ PyObject *dlbind_consume_capsule(PyObject *capsule) {
 }
 
 /* wrap(address, versioned, allow_vector) -> Tensor that owns the struct */
+/* ready: None, or (device type, stream): the stream the data is ready on when the tensor is on that type */
+static int dlbind_parse_ready(PyObject *ready, long long *type, long long *stream) {
+    if (ready == Py_None) return 0;
+    if (!PyTuple_Check(ready) || PyTuple_GET_SIZE(ready) != 2) {
+        PyErr_SetString(PyExc_TypeError, "ready is None or (device_type, stream)");
+        return -1;
+    }
+    *type = PyLong_AsLongLong(PyTuple_GET_ITEM(ready, 0));
+    *stream = PyLong_AsLongLong(PyTuple_GET_ITEM(ready, 1));
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The tensor just made, ready on `stream` when it is on device type `type` (given when it is made: issue 38). */
+static PyObject *dlbind_ready(PyObject *tensor, long long type, long long stream) {
+    if (tensor != NULL && stream != -1 && ((dlbind_tensor *)tensor)->t->device.device_type == type &&
+        dlbind_tensor_set_stream(tensor, stream) != 0)
+        Py_CLEAR(tensor);
+    return tensor;
+}
+
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     if (nargs != 3 && nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "wrap(address, versioned, allow_vector[, ready])");
         return NULL;
     }
-    /* ready: None, or (device type, stream): the stream the data is ready on when the tensor is on that type */
     long long ready_type = -1, ready_stream = -1;
-    if (nargs == 4 && args[3] != Py_None) {
-        if (!PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 2) {
-            PyErr_SetString(PyExc_TypeError, "wrap(): ready is None or (device_type, stream)");
-            return NULL;
-        }
-        ready_type = PyLong_AsLongLong(PyTuple_GET_ITEM(args[3], 0));
-        ready_stream = PyLong_AsLongLong(PyTuple_GET_ITEM(args[3], 1));
-        if (PyErr_Occurred()) return NULL;
-    }
+    if (nargs == 4 && dlbind_parse_ready(args[3], &ready_type, &ready_stream) != 0) return NULL;
     void *m = PyLong_AsVoidPtr(args[0]);
     if (m == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wrap() of a NULL struct address");
@@ -442,11 +453,25 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "wrap(): " DLBIND_PACKAGE " (DLPack 0.x) reads legacy structs only");
         return NULL;
     }
-    PyObject *tensor = dlbind_tensor_wrap(m, versioned, allow_vector);
-    if (tensor != NULL && ready_stream != -1 && ((dlbind_tensor *)tensor)->t->device.device_type == ready_type &&
-        dlbind_tensor_set_stream(tensor, ready_stream) != 0)
-        Py_CLEAR(tensor);
-    return tensor;
+    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector), ready_type, ready_stream);
+}
+
+/* take_wrap(capsule, allow_vector[, ready]): take the capsule and own its struct in one step, with no Python
+ * code between (issue 39: a signal handler's exception there leaked the export for good). */
+PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "take_wrap(capsule, allow_vector[, ready])");
+        return NULL;
+    }
+    long long ready_type = -1, ready_stream = -1;
+    if (nargs == 3 && dlbind_parse_ready(args[2], &ready_type, &ready_stream) != 0) return NULL;
+    int allow_vector = PyObject_IsTrue(args[1]);
+    if (allow_vector < 0) return NULL;
+    int versioned;
+    void *m = dlbind_take(args[0], &versioned);
+    if (m == NULL) return NULL;
+    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector), ready_type, ready_stream);
 }
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
