@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import re
 import warnings
 import weakref
@@ -202,7 +203,9 @@ def test_a_copy_of_an_immutable_array_is_writable() -> None:
 def _legacy_class(calls: list[int], *, with_stream: bool) -> type:
     """A producer of an older spec: ``__dlpack__(stream=None)`` (or no keywords at all), legacy capsules.
 
-    Every call counts, refused ones too (a keyword it does not know raises TypeError as Python would).
+    Every call counts, refused ones too (a keyword it does not know raises TypeError as Python would). Its
+    ``__signature__`` says the signature it emulates, which dlbind reads to learn the type's convention (issue
+    39: never from a method that takes ``**kwargs``, a wrapper's).
     """
     accepted = {"stream"} if with_stream else set()
 
@@ -220,6 +223,9 @@ def _legacy_class(calls: list[int], *, with_stream: bool) -> type:
         def __dlpack_device__(self) -> tuple[int, int]:
             return (1, 0)
 
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    parameters += [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for k in accepted]
+    Legacy.__dlpack__.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return Legacy
 
 

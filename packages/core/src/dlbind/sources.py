@@ -61,7 +61,9 @@ class ExportPlan:
     negative strides as unsigned numbers, so such arrays are imported through ``interface`` instead;
     ``refused_streams``: ``(device type, stream)`` pairs its ``__dlpack__`` refuses although the device's rule
     allows them (``export.streams_refused``: asked on the device's default stream instead);
-    ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`);
+    ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`) from the
+    type's own ``__dlpack__`` (:meth:`learn`): never from a method taking ``*args``/``**kwargs`` (a wrapper, whose
+    answer is one instance's), and forgotten when the type's ``__dlpack__`` is replaced;
     ``lasting``: the type lives as long as the process (its plan is kept for good);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
     (made by :func:`dlbind.routes.decide` once each).
@@ -69,11 +71,12 @@ class ExportPlan:
 
     __slots__ = (
         "__weakref__",
+        "_style",
+        "_style_of",
         "bits",
         "bits_via",
         "bool_method",
         "bool_name",
-        "call_style",
         "capsules",
         "complex_guards",
         "guards",
@@ -117,12 +120,13 @@ class ExportPlan:
     unsigned_strides: bool
     refused_streams: frozenset[tuple[int, int]]
     interface: str
-    call_style: int
+    _style: int
+    _style_of: tuple[Any, Any] | None
     pairs: dict[tuple[Any, ...], Any]
 
     def __init__(self, row: Adapter | None) -> None:
         self.row = row
-        self.call_style = 0
+        self._style, self._style_of = 0, None
         self.lasting = False
         self.pairs = {}  # dlbind.routes.key(...) -> dlbind.routes.Decision
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
@@ -157,6 +161,42 @@ class ExportPlan:
         self.refused_streams = frozenset(_refused_stream(entry) for entry in row.export_streams_refused)
         if row.bits and row.export_bits_via:
             self.bits, self.bits_via = _Bits(row.bits_of, row.bits), row.export_bits_via.removesuffix("()")
+
+    @property
+    def call_style(self) -> int:
+        """How the type's ``__dlpack__`` is asked (0: with every keyword; :data:`STREAM`, :data:`BARE`), as
+        learned from the method now on the type (the C fast path reads this too)."""
+        if self._style and self._style_of is not None:
+            kind, method = self._style_of[0](), self._style_of[1]
+            if kind is None or getattr(kind, "__dlpack__", None) is not method:  # replaced since: ask anew
+                self._style, self._style_of = 0, None
+        return self._style
+
+    def style_for(self, method: Any) -> int:
+        """:attr:`call_style` when ``method`` (a bound ``__dlpack__``) is the one it was learned from, else 0: a
+        method replaced on the class between the two reads is asked with every keyword."""
+        style = self.call_style
+        func = getattr(method, "__func__", None)  # None: a builtin's method (its type's, which cannot be replaced)
+        if style and func is not None and func is not self._style_of[1]:  # type: ignore[index]
+            return 0
+        return style
+
+    def learn(self, x: Any, style: int) -> None:
+        """Keep ``style``, how ``x.__dlpack__`` took an older call, for ``x``'s type: only when the method is the
+        type's own answer — a signature without ``*args``/``**kwargs``, or one that cannot be read (a builtin,
+        whose refusal named the keyword) — never a forwarding wrapper's, which is asked per call."""
+        import inspect
+        import weakref
+
+        kind = type(x)
+        method = getattr(kind, "__dlpack__", None)
+        try:
+            parameters = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            parameters = ()  # type: ignore[assignment]
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+            return
+        self._style, self._style_of = style, (weakref.ref(kind), method)
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
@@ -359,7 +399,7 @@ def call_dlpack(
         kwargs["dl_device"] = dl_device
     if copy is not None:
         kwargs["copy"] = copy
-    style = plan.call_style if first_error is None else 0
+    style = plan.style_for(method) if first_error is None else 0
     if style and (style == STREAM or stream is None or not explicit):
         if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
             raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data")
@@ -434,15 +474,15 @@ def _older_call(
     except TypeError as exc:
         refusal = refusal_of(x, exc, plan)
         if refusal is not None:
-            plan.call_style = STREAM  # it took the keywords; it refused the array
+            plan.learn(x, STREAM)  # it took the keywords; it refused the array
             raise refusal from exc
         if not _keyword_refused(exc) or (stream is not None and explicit):
             raise
     else:
-        plan.call_style = STREAM
+        plan.learn(x, STREAM)
         return result
     result = method()
-    plan.call_style = BARE
+    plan.learn(x, BARE)
     return result
 
 

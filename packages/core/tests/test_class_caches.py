@@ -1,0 +1,125 @@
+"""What dlbind learns about a producer type is learned from the type, never from one instance (issue 39).
+
+dlbind keeps per type how its ``__dlpack__`` takes an older call (``ExportPlan.call_style``). A wrapper whose
+``__dlpack__(*args, **kwargs)`` forwarded once to an old-style producer made every later instance export the
+legacy way, so a read-only array through the same wrapper was refused from then on. Now the style is learned
+only from a method whose signature is the type's own answer (no ``*args``/``**kwargs``; a builtin's refusal
+that names the keyword), a wrapper is asked per call, and a style is forgotten when the class's
+``__dlpack__`` is replaced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+import dlbind
+from dlbind.sources import STREAM, export_plan
+
+
+class Old:
+    """A producer of the spec before max_version: ``__dlpack__(stream=None)`` only."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __dlpack__(self, stream: Any = None) -> object:
+        return self.a.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> Any:
+        return self.a.__dlpack_device__()
+
+
+def _readonly() -> np.ndarray:
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    return a
+
+
+def test_a_forwarding_wrapper_is_asked_per_call_and_never_poisons_its_class() -> None:
+    class Wrapper:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __dlpack__(self, *args: Any, **kwargs: Any) -> object:
+            return self.inner.__dlpack__(*args, **kwargs)
+
+        def __dlpack_device__(self) -> Any:
+            return self.inner.__dlpack_device__()
+
+    for _ in range(3):  # the old-style inner first, then a read-only array through the same wrapper class
+        assert np.asarray(dlbind.from_dlpack(Wrapper(Old(np.arange(3.0))))).tolist() == [0.0, 1.0, 2.0]
+        t = dlbind.from_dlpack(Wrapper(_readonly()))
+        assert t.readonly and np.asarray(t).tolist() == [0.0, 1.0, 2.0]
+        assert np.from_dlpack(dlbind.asdlpack(Wrapper(_readonly()))).tolist() == [0.0, 1.0, 2.0]
+    assert export_plan(Wrapper).call_style == 0
+
+
+def test_an_old_style_class_is_learned_once_from_its_own_signature() -> None:
+    class Own(Old):
+        pass
+
+    dlbind.from_dlpack(Own(np.arange(3.0)))
+    assert export_plan(Own).call_style == STREAM
+
+
+def test_a_replaced_dlpack_is_asked_anew() -> None:
+    class Swapped(Old):
+        pass
+
+    old = Swapped.__dlpack__
+    dlbind.from_dlpack(Swapped(np.arange(3.0)))
+    assert export_plan(Swapped).call_style == STREAM
+
+    def new(self: Any, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        return _readonly().__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    Swapped.__dlpack__ = new  # type: ignore[method-assign]
+    t = dlbind.from_dlpack(Swapped(np.arange(3.0)))
+    assert t.readonly and export_plan(Swapped).call_style == 0
+    Swapped.__dlpack__ = old  # type: ignore[method-assign]
+    assert not dlbind.from_dlpack(Swapped(np.arange(3.0))).readonly
+
+
+def test_a_class_whose_dlpack_is_replaced_while_threads_export_through_it() -> None:
+    """Four threads export instances for half a second while the class's ``__dlpack__`` is swapped every 0.5 ms
+    between an old-style method (writable data) and a current one (read-only data): every export succeeds."""
+
+    class Churned(Old):
+        pass
+
+    old = Churned.__dlpack__
+
+    def new(self: Any, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        return _readonly().__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    failures: list[str] = []
+    done = threading.Event()
+    counts = [0] * 4
+
+    def export(k: int) -> None:
+        while not done.is_set():
+            try:
+                t = dlbind.from_dlpack(Churned(np.arange(3.0)))
+                assert np.asarray(t).tolist() == [0.0, 1.0, 2.0]
+                counts[k] += 1
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=export, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + 0.5
+    swaps = 0
+    while time.monotonic() < end:
+        Churned.__dlpack__ = new if swaps % 2 == 0 else old  # type: ignore[method-assign]
+        swaps += 1
+        time.sleep(0.0005)
+    done.set()
+    for t in threads:
+        t.join()
+    assert not failures, f"{len(failures)} of {sum(counts) + len(failures)} exports failed, e.g. {failures[:3]}"
+    assert sum(counts) > 0 and swaps > 10
