@@ -93,6 +93,7 @@ def test_builds_agree(tmp_path: Path) -> None:
 # -- producer objects (issue 38): lying __array_interface__, buffers, CUDA interfaces -----------------------
 
 
+@pytest.mark.xfail(PURE and sys.version_info < (3, 11), reason=_PY310)  # strict=False: only inputs numpy refuses
 def test_producer_objects_are_refused_cleanly() -> None:
     """Generated producer objects through every entry point and copy path of this build: no crash, only the spec's
     exceptions, values equal to numpy's reading where one is made (fuzz/producers.py)."""
