@@ -38,6 +38,22 @@ TORCH_SETUP = """
 import torch
 t = torch.ones(1)
 """
+# a producer of an older spec: its __dlpack__ takes no max_version (benchmarks/exchange.py's LegacyProducer)
+LEGACY_SETUP = """
+class LegacyProducer:
+    __slots__ = ("a",)
+    def __init__(self, a):
+        self.a = a
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+legacy = LegacyProducer(a)
+"""
+ORT_SETUP = """
+import onnxruntime
+ortvalue = onnxruntime.OrtValue.ortvalue_from_numpy(a)
+"""
 # What makes a count repeatable: one thread per BLAS/OpenMP pool (idle workers spin, and callgrind counts every
 # thread), a fixed hash seed, no address-space randomisation (setarch -R), and no cyclic collection inside the
 # counted loop (gc.disable() after the set-up: a collection's cost depends on what earlier code left behind).
@@ -56,6 +72,13 @@ ROWS: dict[str, tuple[str, str | None, str]] = {
         "dlbind.convert(a, to='torch')", "torch.from_numpy(ndarray)", ""),
     "tensor.numpy()": ("t.numpy()", None, ""),
     "dlbind.convert(torch.Tensor, to='numpy')": ("dlbind.convert(t, to='numpy')", "tensor.numpy()", ""),
+    # issue 40: the two rows of benchmarks/exchange.py that missed their targets with no word
+    "np.from_dlpack(legacy producer)": ("np.from_dlpack(legacy)", None, ""),
+    "dlbind.from_dlpack(legacy producer)": (
+        "dlbind.from_dlpack(legacy)", "np.from_dlpack(legacy producer)", "<= 1.2x"),
+    "np.from_dlpack(OrtValue)": ("np.from_dlpack(ortvalue)", None, ""),
+    "dlbind.convert(OrtValue, to='numpy')": (
+        "dlbind.convert(ortvalue, to='numpy')", "np.from_dlpack(OrtValue)", "<= 1.2x"),
 }  # fmt: skip
 
 
@@ -63,8 +86,13 @@ def _needs_torch(statement: str) -> bool:
     return "torch" in statement or re.search(r"\bt\b", statement) is not None
 
 
+def _needs_onnxruntime(statement: str) -> bool:
+    return "ortvalue" in statement
+
+
 def _setup(statement: str) -> str:
-    return SETUP + (TORCH_SETUP if _needs_torch(statement) else "")
+    extra = (TORCH_SETUP if _needs_torch(statement) else "") + (LEGACY_SETUP if "legacy" in statement else "")
+    return SETUP + extra + (ORT_SETUP if _needs_onnxruntime(statement) else "")
 
 
 # Where the statement runs: "function" (the default), as timeit runs it: set-up and loop inside one function,
@@ -132,10 +160,17 @@ def measure(build: str, harness: str = "function") -> list[dict[str, Any]]:
         has_torch = True
     except ImportError:
         has_torch = False
+    try:
+        import onnxruntime  # noqa: F401
+
+        has_ort = True
+    except ImportError:
+        has_ort = False
     counts: dict[str, float] = {}
     out = []
     for name, (statement, anchor, target) in ROWS.items():
-        if _needs_torch(statement) and not has_torch:
+        if (_needs_torch(statement) and not has_torch) or (_needs_onnxruntime(statement) and not has_ort):
+            print(f"{build:8} {name:45} skipped: its library is not installed", file=sys.stderr, flush=True)
             continue
         counts[name] = per_exchange(statement, env, harness)
         row: dict[str, Any] = {"build": build, "path": name, "instructions": counts[name], "anchor": anchor}

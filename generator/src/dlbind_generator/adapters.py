@@ -40,6 +40,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "interface"): ("export_interface", str, frozenset({"", "__cuda_array_interface__"}), ""),
     ("export", "capsules"): ("export_capsules", str, frozenset({"versioned", "legacy"}), "versioned"),
     ("export", "streams_refused"): ("export_streams_refused", list, None, ()),
+    ("export", "copies"): ("export_copies", bool, None, False),
     ("export", "bits"): ("bits", dict, None, ()),
     ("export", "bits_of"): ("bits_of", str, None, ""),
     ("export", "bits_via"): ("export_bits_via", str, None, ""),
@@ -65,10 +66,13 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
+    ("import", "view_copies"): ("view_copies", bool, None, False),
+    ("import", "lands_on"): ("lands_on", str, None, ""),
     ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8", "packed"}), "bool"),
     ("import", "lanes"): ("import_lanes", bool, None, False),
     ("import", "stream"): ("stream_call", str, None, ""),
     ("import", "stream_attribute"): ("stream_attribute", str, None, ""),
+    ("import", "device_count"): ("device_count", str, None, ""),
     ("import", "interface"): ("interface_function", str, None, ""),
     ("import", "interface_devices"): ("interface_devices", list, None, ()),
     ("import", "bits_via"): ("import_bits_via", str, None, ""),
@@ -202,6 +206,14 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
         raise GeneratorError(
             f"{where}: import.stream (a dotted function of the device index) goes with "
             "import.stream_attribute (the attribute of what it returns: the stream's handle)"
+        )
+    if facts["lands_on"] and facts["lands_on"] not in facts["devices"]:
+        raise GeneratorError(f"{where}: import.lands_on names one of its import.devices, not {facts['lands_on']!r}")
+    if facts["view_copies"] and not facts["view_with"]:
+        raise GeneratorError(f"{where}: import.view_copies says what its view_with does: it needs view_with")
+    if facts["device_count"] and facts["devices"] == ("cpu",):
+        raise GeneratorError(
+            f"{where}: import.device_count counts devices beyond the host, and it imports from cpu only"
         )
     if bool(facts["interface_function"]) != bool(facts["interface_devices"]):
         raise GeneratorError(f"{where}: import.interface and import.interface_devices go together")

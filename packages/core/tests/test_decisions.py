@@ -109,13 +109,19 @@ def test_its_own_array_is_itself_even_where_the_importer_always_copies(monkeypat
     row = for_release(ADAPTERS["numpy"])._replace(copy="always")  # (for_release keeps a row per name)
     monkeypatch.setitem(routes.ROUTES, ("numpy",), routes.make_route(row))
     monkeypatch.setattr(export_plan(np.ndarray), "pairs", {})  # this row's decisions, dropped after the test
+    monkeypatch.setattr(export_plan(dlbind.Tensor), "pairs", {})
     a = np.arange(3.0)
     assert dlbind.convert(a, to="numpy", copy=False) is a
     assert dlbind.convert(a, to="numpy", copy=False, device="cpu") is a
     assert dlbind.explain(a, "numpy", copy=False).kind == "itself"
     with pytest.raises(BufferError, match="copies on every import"):
+        dlbind.convert(dlbind.from_dlpack(a), to="numpy", copy=False)  # not its own array: its importer copies
+    # a device it holds no arrays on: refused by dlbind before its importer, in explain's words
+    said = dlbind.explain(a, "numpy", copy=False, device="cuda")
+    assert said.kind == "refused" and "numpy holds no cuda arrays" in said.text, said
+    with pytest.raises(BufferError) as refused:
         dlbind.convert(a, to="numpy", copy=False, device="cuda")
-    assert dlbind.explain(a, "numpy", copy=False, device="cuda").kind == "refused"
+    assert str(refused.value) == said.text.removeprefix("refused: ")
 
 
 # -- dlbind.explain, held to what convert does ---------------------------------------------------------------
@@ -209,3 +215,4 @@ def test_python_m_dlbind_explain() -> None:
     assert str(dlbind.explain(np.arange(6.0, dtype=np.float32).reshape(2, 3)[::-1], "torch")) in out.getvalue()
     with redirect_stdout(io.StringIO()):
         assert main(["explain", "numpy", "no-such-library"]) == 2
+        assert main(["explain", "numpy", "numpy", "--device", "vulkan:0"]) == 1  # refused: convert would raise

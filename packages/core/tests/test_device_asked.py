@@ -45,8 +45,26 @@ def test_the_error_names_the_device_asked(system: str, monkeypatch: pytest.Monke
 
 
 def test_cpu_only_torch_names_the_device_asked() -> None:
+    """A CPU-only torch has no CUDA device (its row's device_count, torch.cuda.device_count(), is 0): dlbind
+    refuses device='cuda' before torch's importer is called, naming the device asked, in explain as in convert
+    (issue 40: explain said zero-copy where convert then failed inside torch)."""
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this torch has CUDA: the device asked for can be had")
-    with pytest.raises(BufferError, match=r"^torch cannot import a ndarray on cpu:0 to device='cuda': "):
-        dlbind.convert(np.arange(3), to="torch", device="cuda")
+    for device in ("cuda", "cuda:0", "cuda:1"):
+        said = dlbind.explain(np.arange(3), "torch", device=device)
+        assert said.text == f"refused: no device {device!r} for torch: torch.cuda.device_count() is 0", said
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(np.arange(3), to="torch", device=device)
+        assert str(refused.value) == said.text.removeprefix("refused: ")
+        assert refused.value.__cause__ is None  # torch was not asked
+
+
+def test_an_index_beyond_the_targets_devices_is_refused() -> None:
+    """The host has one device: cpu:1 is refused by dlbind for every target that takes device=, with the count."""
+    for system in ("numpy", "torch"):
+        pytest.importorskip(system)
+        said = dlbind.explain(np.arange(3.0), system, device="cpu:1")
+        assert said.kind == "refused" and "it has 1 cpu device here" in said.text, said
+        with pytest.raises(BufferError, match="it has 1 cpu device here"):
+            dlbind.convert(np.arange(3.0), to=system, device="cpu:1")

@@ -158,13 +158,13 @@ def explain(args: argparse.Namespace) -> int:
             sys.stdout, indent=2,
         )  # fmt: skip
         print()
-        return 0
+        return 1 if found.kind == "refused" else 0
     shown = ", ".join(
         f"{k}={v}" for k, v in (("device", args.device), ("copy", copy), ("stream", args.stream)) if v is not None
     )
     print(f"dlbind.convert({source}, to={args.target!r}{', ' + shown if shown else ''})")
     print(f"  {found.text}")
-    return 0
+    return 1 if found.kind == "refused" else 0  # convert would raise: a script can tell
 
 
 def _version_line() -> str:

@@ -20,7 +20,17 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from dlbind._generated.tables import DEVICE_BACKENDS, DEVICE_NAMES
 from dlbind.devices import Device, device_name
 
-__all__ = ["GROUP", "Backend", "BackendStatus", "Probe", "backends", "find_library", "for_device", "serving"]
+__all__ = [
+    "GROUP",
+    "Backend",
+    "BackendStatus",
+    "Probe",
+    "backends",
+    "device_count",
+    "find_library",
+    "for_device",
+    "serving",
+]
 
 GROUP = "dlbind.backends"
 # Which distribution serves which device type (for the "install ..." hint): spec/devices.toml.
@@ -199,6 +209,23 @@ def serving(device_type: int) -> Any:
         if device_type in backend.device_types:
             return backend if _probe(backend).available else None
     return None
+
+
+def device_count(device_type: int) -> tuple[int | None, str]:
+    """How many devices of ``device_type`` this machine has, as the installed backend serving it says, and in
+    words: ``(count, why)``; ``(None, why)`` when no backend can say (none installed, or it failed to load)."""
+    _scan()
+    name = device_name(device_type)
+    for backend_name, backend in _LOADED.items():
+        if device_type in backend.device_types:
+            p = _probe(backend)
+            if not p.available:
+                return 0, f"dlbind-{backend_name} finds none: {p.reason}"
+            return p.device_count or 0, f"dlbind-{backend_name} finds {p.device_count or 0}"
+    serving = DISTRIBUTIONS.get(device_type)
+    if serving in _BROKEN:
+        return None, f"dlbind-{serving} {_BROKEN[serving][2]}"
+    return None, f"no dlbind backend for {name} is installed" + (f" (dlbind[{serving}])" if serving else "")
 
 
 # -- for backends: finding the vendor library ------------------------------------------------------------

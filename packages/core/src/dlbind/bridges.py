@@ -9,8 +9,8 @@ Every bridge is a fact of the target's row; none looks a row up (the route carri
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import sys
+from typing import Any, NamedTuple
 
 from dlbind import capsule
 from dlbind._ffi import native
@@ -30,27 +30,36 @@ from dlbind.routes import (
     HOST,
     HOST_COPY,
     INTERFACE,
-    REFUSE,
     RELAY,
     SAME,
     Decision,
+    Plan,
     Route,
-    decide,
+    namespace_devices,
     route_to,
 )
-from dlbind.sources import ExportPlan, export_plan
+from dlbind.sources import ExportPlan
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = [
+    "AS_IS",
+    "COPY",
+    "OWN_COPY",
+    "PACKS",
+    "REFUSED",
+    "VIEW",
+    "Bridge",
     "Relay",
     "bridge_of",
     "bridged",
     "copied_in",
     "described",
     "device_arg",
+    "import_for",
     "import_on",
     "importer",
     "importer_name",
+    "keywords",
     "on_device",
     "run",
 ]
@@ -204,7 +213,7 @@ def device_arg(route: Route, device: Any) -> Any:
     if route.devices is not None:  # "namespace": one of its array API namespace's device objects
         found = route.devices.get(dev, MISSING)
         if found is MISSING:
-            found = route.devices[dev] = _namespace_device(adapter, dev)
+            found = route.devices[dev] = namespace_devices(adapter).get((int(dev[0]), dev[1]))
         if found is None:
             raise BufferError(f"{adapter.name} has no device {device_name(dev[0])}:{dev[1]}")
         return found
@@ -213,58 +222,25 @@ def device_arg(route: Route, device: Any) -> Any:
     return adapter.device_form.format(name=name, index=dev[1])
 
 
-def _namespace_device(adapter: Adapter, dev: Any) -> Any:
-    namespace = importlib.import_module(adapter.namespace)
-    for candidate in namespace.__array_namespace_info__().devices():
-        if candidate is None:
-            continue
-        try:
-            where = namespace.empty((0,), device=candidate).__dlpack_device__()
-        except Exception:  # a device that cannot hold an array here
-            continue
-        if parse_device(tuple(where)) == dev:
-            return candidate
-    return None
-
-
-def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Decision) -> Any:
-    """Hand ``tensor`` (in stream-free memory) to the route's importer after bridging what the target cannot
-    take.
+def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
+    """Hand ``tensor`` (in stream-free memory) to the plan's importer as ``bridge`` (:func:`bridge_of`) says.
 
     Every bridge is a fact of the target's row: the layout it views, ``byte_offset``, read-only
     data, whether it asks for versioned capsules, what its ``copy=`` does, the device form it
     takes, what it takes (a producer, a capsule, a numpy array). A bridge copies once (and the copy
-    serves every later bridge), or raises ``BufferError`` naming why when ``copy=False`` forbids it. The
-    importer's keywords, and whether dlbind makes the copy ``copy=True`` asks for, are Decision ``d``'s.
-    """
+    serves every later bridge); the importer's keywords are the plan's."""
+    route = p.route
     adapter = route.adapter
-    unfit = _unfit(adapter, tensor)
-    if unfit is not None:
-        raise BufferError(unfit)
-    nd = _nd(route, tensor)
-    if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, nd):
-        if route.viewer is None:
-            raise BufferError(_cannot(route, tensor))
-        return _viewed(route, tensor, device, copy)
-    kwargs, copied = _kwargs(d, route, (tensor._device_type, tensor._device_id), device), d.copy_here
-    if not nd and _packs(adapter, tensor):
-        if copy is False:
-            raise BufferError(f"{adapter.name} holds bool as bits: {adapter.from_dlpack} packs the bytes (a copy), and "
-                              "copy=False forbids it")  # fmt: skip
-        copied = True  # its packing is the one copy made (the copy copy=True asks for)
-    elif copied:
-        tensor = tensor.copy()  # the importer cannot be asked for a copy: dlbind makes it
-    why = None if copied else needs_copy(route, tensor)
-    if why is not None:
-        if copy is False:
-            raise BufferError(f"{adapter.name} cannot import {why}, so it needs a copy and copy=False forbids it")
-        tensor, copied = tensor.copy(), True
+    kind = bridge.kind
+    if kind == REFUSED:
+        raise BufferError(bridge.why)
+    if kind == VIEW:  # a viewer that copies itself (view_copies) is given the data as it is
+        return _view(route, tensor.copy() if bridge.copies and not adapter.view_copies else tensor)
+    kwargs = dict(p.kwargs) if p.kwargs else {}
+    if kind == COPY:
+        tensor = tensor.copy()
         kwargs.pop("copy", None)  # that copy is the one copy=True asks for: the importer views it
-    elif copy is False and adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment:
-        raise BufferError(
-            f"{adapter.name} views only {adapter.alignment}-byte aligned data, and copy=False forbids a copy"
-        )
-    if copied and route.viewer is not None and not kwargs:
+    if kind in (COPY, PACKS) and route.viewer is not None and not kwargs:
         # dlbind's own copy is writable: its viewer hands it over as such (a legacy import would
         # be read-only in numpy<2.1: numpy/numpy#28600)
         return _view(route, tensor)
@@ -280,7 +256,7 @@ def bridged(route: Route, tensor: Tensor, device: Any, copy: bool | None, d: Dec
             method = adapter.import_bits_via.removesuffix("()")
             return getattr(route.importer(bits, **kwargs), method)(theirs)
         producer = numpy.asarray(tensor)  # a zero-copy view of the Tensor (read-only where it is: numpy says so)
-    return (route.importer_nd if nd else route.importer)(producer, **kwargs)
+    return (route.importer_nd if _nd(route, tensor) else route.importer)(producer, **kwargs)
 
 
 def copied_in(route: Route, tensor: Tensor, device: Any) -> Any:
@@ -333,41 +309,82 @@ def needs_copy(route: Route, tensor: Tensor) -> str | None:
     return None
 
 
-def bridge_of(route: Route, tensor: Tensor, copy: bool | None) -> tuple[str, str]:
-    """What :func:`bridged` does with ``tensor`` for the route's target, in words: ``("zero-copy", "")``,
-    ``("copy", why)``, ``("view", by what)`` or ``("refused", why)`` (for :func:`dlbind.explain`)."""
+#: What the data of one array adds to its plan (a :class:`Bridge`'s kind): handed over as it is; a copy dlbind
+#: makes first (on the data's own device for a relay); viewed by the row's ``view_with`` (a dtype the importer
+#: lacks); a copy the target's importer makes itself (it packs bool into bits, it copies unaligned data, or
+#: copy=True asks it to); refused.
+AS_IS, COPY, VIEW, PACKS, OWN_COPY, REFUSED = "as is", "copy", "view", "packs", "own copy", "refused"
+
+
+class Bridge(NamedTuple):
+    """What one array's data adds to its plan (:func:`bridge_of`): ``kind`` (:data:`AS_IS`, :data:`COPY`,
+    :data:`VIEW`, :data:`PACKS`, :data:`OWN_COPY` or :data:`REFUSED`), ``why`` in words (the refusal's message
+    for REFUSED), and for VIEW whether the view is of a copy (``copy=True``). :func:`run` executes it and
+    :func:`dlbind.explain` renders it: one answer for both."""
+
+    kind: str
+    why: str = ""
+    copies: bool = False
+
+
+_AS_IS = Bridge(AS_IS)
+
+
+def bridge_of(
+    route: Route, tensor: Tensor, copy: bool | None, copy_here: bool = False, device: Any = None,
+    on_device: bool = False,
+) -> Bridge:  # fmt: skip
+    """What ``tensor``'s data needs to reach the route's importer: the checks the target's row asks of one
+    array (its dimensions and lanes, a dtype it lacks, bool it packs, a layout, byte_offset or read-only data it
+    cannot view, alignment), each written once. ``copy``: as asked (``False`` refuses every copy);
+    ``copy_here``: dlbind makes the copy ``copy=True`` asks for (the importer cannot be asked); ``device``: the
+    device asked (a viewer views data where it is); ``on_device``: the data is on a device with streams,
+    where copies are made on that device and viewers and packing do not apply."""
     a = route.adapter
     unfit = _unfit(a, tensor)
     if unfit is not None:
-        return "refused", unfit
+        return Bridge(REFUSED, unfit)
     nd = _nd(route, tensor)
     if (a.lacks_dtypes or a.lacks_dtypes_nd) and _lacks(a, tensor, nd):
+        lacks = f"{importer_name(route, tensor)} lacks it"
+        if on_device:
+            return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
         if route.viewer is None:
-            return "refused", _cannot(route, tensor)
-        return ("copy" if copy else "view"), f"{a.view_with} views {tensor.dtype.name} ({a.from_dlpack} lacks it)"
-    if not nd and _packs(a, tensor):
+            return Bridge(REFUSED, _cannot(route, tensor))
+        if device is not None and parse_device(device) != tensor.device:
+            return Bridge(REFUSED, f"{a.view_with} views {tensor.dtype.name} data where it is, not on {device}")
+        if tensor.device[0] not in HOST_ACCESSIBLE:
+            return Bridge(REFUSED, f"{a.name} views {tensor.dtype.name} data in host memory only")
+        if a.view_copies:
+            if copy is False:
+                return Bridge(REFUSED, f"{a.view_with} copies {tensor.dtype.name} ({a.from_dlpack} lacks it), and "
+                              "copy=False forbids it")  # fmt: skip
+            return Bridge(VIEW, f"{a.view_with} copies {tensor.dtype.name} ({a.from_dlpack} lacks it)", True)
+        return Bridge(VIEW, f"{a.view_with} views {tensor.dtype.name} ({a.from_dlpack} lacks it)", bool(copy))
+    if not on_device and not nd and _packs(a, tensor):
+        packs = f"{a.name} holds bool as bits: {a.from_dlpack} packs the bytes"
         if copy is False:
-            return "refused", f"{a.name} holds bool as bits: {a.from_dlpack} packs the bytes, and copy=False forbids it"
-        return "copy", f"{a.name} holds bool as bits: {a.from_dlpack} packs the bytes"
+            return Bridge(REFUSED, f"{packs} (a copy), and copy=False forbids it")
+        return Bridge(PACKS, packs)
     why = needs_copy(route, tensor)
-    if why is None and a.alignment and (tensor.data_ptr + tensor.byte_offset) % a.alignment:
-        if copy is False:
-            return "refused", f"{a.name} views only {a.alignment}-byte aligned data, and copy=False forbids a copy"
-        return "copy", f"{a.name} copies data that is not {a.alignment}-byte aligned (its own import)"
     if why is not None:
         if copy is False:
-            return "refused", f"{a.name} cannot import {why}, so it needs a copy and copy=False forbids it"
-        return "copy", f"{a.name} cannot import {why}"
-    return ("copy", "copy=True asked") if copy else ("zero-copy", "")
-
-
-def _viewed(route: Route, tensor: Tensor, device: Any, copy: bool | None) -> Any:
-    """A dtype the target's from_dlpack lacks (numpy and ml_dtypes' bfloat16): its viewer makes the array."""
-    if device is not None and parse_device(device) != tensor.device:
-        raise BufferError(f"{route.adapter.view_with} views {tensor.dtype.name} data where it is, not on {device}")
-    if tensor.device[0] not in HOST_ACCESSIBLE:
-        raise BufferError(f"{route.adapter.name} views {tensor.dtype.name} data in host memory only")
-    return _view(route, tensor.copy() if copy else tensor)
+            return Bridge(REFUSED, f"{a.name} cannot import {why}, so it needs a copy and copy=False forbids it")
+        return _copy(tensor, f"{a.name} cannot import {why}")
+    if copy_here:
+        return _copy(tensor, f"copy=True asked, which {a.from_dlpack} cannot be asked for: dlbind copies")
+    if a.alignment and (tensor.data_ptr + tensor.byte_offset) % a.alignment:
+        aligned = f"{a.name} views only {a.alignment}-byte aligned data"
+        if on_device:
+            return Bridge(COPY, aligned)
+        if copy is False:
+            return Bridge(REFUSED, f"{aligned}, and copy=False forbids a copy")
+        return Bridge(OWN_COPY, f"{a.name} copies data that is not {a.alignment}-byte aligned (its own import)")
+    if a.copy == "always":
+        return Bridge(OWN_COPY, f"{a.from_dlpack} copies on every import")
+    if copy and not on_device:
+        return Bridge(OWN_COPY, "copy=True asked")
+    return _AS_IS
 
 
 def _view(route: Route, tensor: Tensor) -> Any:
@@ -414,20 +431,29 @@ def on_device(tensor: Tensor, stream: int | None) -> Tensor:
     return from_capsule(made, ready=None if stream is None else (tensor._device_type, stream))
 
 
+def _copy(tensor: Tensor, why: str) -> Bridge:
+    """A copy dlbind makes of ``tensor``, or its refusal where no address space could hold it (a broadcast view
+    of 2**62 bytes: the compiled build's C copy refuses it in the same words)."""
+    count = 1
+    for n in tensor.shape:
+        count *= n
+    if count * tensor._bits * tensor._lanes // 8 > _LARGEST_COPY:
+        return Bridge(REFUSED, "the tensor is too large to copy")
+    return Bridge(COPY, why)
+
+
+_LARGEST_COPY = sys.maxsize // 2  # PY_SSIZE_T_MAX / 2, as the C copy (_fastpath/convert.c) bounds it
+
+
 def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) -> Any:
-    """``tensor`` (on a device with streams, ready on ``stream``) bridged for the target: refused where only
-    policy the target lacks could serve (vector dtypes, dtypes its importer lacks), copied on the device
-    where the target cannot view it (``copy``: the caller asks for a copy anyway), wrapped for bool or
-    legacy read-only; the result is the producer the target's importer is given."""
-    adapter = route.adapter
-    unfit = _unfit(adapter, tensor)
-    if unfit is not None:
-        raise BufferError(unfit)
-    if (adapter.lacks_dtypes or adapter.lacks_dtypes_nd) and _lacks(adapter, tensor, _nd(route, tensor)):
-        lacks = f"{importer_name(route, tensor)} lacks it"
-        raise BufferError(f"{adapter.name} cannot import {tensor.dtype.name} on a device ({lacks})")
-    misaligned = adapter.alignment and (tensor.data_ptr + tensor.byte_offset) % adapter.alignment
-    if copy or misaligned or needs_copy(route, tensor) is not None:
+    """``tensor`` (on a device with streams, ready on ``stream``) bridged for the target as :func:`bridge_of`
+    says: refused where only policy the target lacks could serve (vector dtypes, dtypes its importer lacks),
+    copied on the device where the target cannot view it (``copy``: the caller asks for a copy anyway),
+    wrapped for bool or legacy read-only; the result is the producer the target's importer is given."""
+    bridge = bridge_of(route, tensor, None, copy, on_device=True)
+    if bridge.kind == REFUSED:
+        raise BufferError(bridge.why)
+    if bridge.kind == COPY:
         tensor = on_device(tensor, stream)
     return _wrapped(route, tensor)
 
@@ -482,43 +508,27 @@ def capsule_for_target(route: Route, producer: Any, index: int) -> object:
 # -- the executor --------------------------------------------------------------------------------------
 
 
-def run(
-    d: Decision,
-    x: Any,
-    source: ExportPlan,
-    route: Route,
-    here: Any,
-    device: Any,
-    copy: bool | None,
-    stream: int | None,
-    tried: bool = False,
-) -> Any:
-    """Run Decision ``d`` for producer ``x`` (of ``source``'s type, its data on ``here``) in one pass: one
-    exchange with the producer, the bridge the data needs, the hand-over to the target. ``tried``: the
-    compiled convert tried the C route already.
+def run(p: Plan, tried: bool = False) -> Any:
+    """Run plan ``p`` in one pass: one exchange with the producer, the bridge its data needs
+    (:func:`bridge_of`), the hand-over to the target. ``tried``: the compiled convert tried the C route already.
 
     Where the target's importer asks the producer itself (SAME, DIRECT, RELAY) it is handed what it asks;
-    otherwise the producer is imported here once (:func:`import_on`, with the plan and the device convert
-    has), then bridged and handed over."""
+    otherwise the producer is imported here once (:func:`import_for`), then bridged and handed over. Nothing
+    is decided here: every branch is the plan's."""
+    if p.refused:
+        raise BufferError(p.refused)
+    if p.itself:
+        return p.producer
+    d, route, x, here = p.decision, p.route, p.producer, p.here
     kind = d.kind
-    if kind == REFUSE:
-        raise BufferError(f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe
-                          else d.why)  # fmt: skip
-    if kind == SAME:
-        if d.itself and (device is None or parse_device(device) == here):
-            return x
-        if d.why:  # the target's own importer cannot be asked for this (copy=False to one that always copies)
-            raise BufferError(d.why)
-        return route.importer(x, **_kwargs(d, route, here, device))
-    if kind == DIRECT and not (d.watch_stream and refused_here(source, route, here)):
-        return route.importer(x, **_kwargs(d, route, here, device))  # one exchange, asked on the target's stream
+    kwargs = p.kwargs or {}
+    if kind == SAME or (kind == DIRECT and not (d.watch_stream and refused_here(p.source, route, here))):
+        return route.importer(x, **kwargs)  # one exchange, asked on the target's stream
     if kind in (DIRECT, RELAY):  # RELAY (or a stream the producer refuses): the target asks the relay, which imports
-        relay = Relay(x, source, route, here, stream, d.copy_here)
+        relay = Relay(x, p.source, route, here, p.stream, d.copy_here)
         if route.adapter.takes != "producer":
-            return route.importer(capsule_for_target(route, relay, here[1]), **_kwargs(d, route, here, device))
-        return route.importer(relay, **_kwargs(d, route, here, device))
-    if kind == INTERFACE and device is not None and parse_device(device) != here:
-        raise BufferError(f"{route.adapter.interface_function} takes the data where it is, not on {device}")
+            return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
+        return route.importer(relay, **kwargs)
     if kind == HOST and d.c_route and not tried:
         if route.table_type is not None:
             out = native.convert_to(x, route.table_type, route.refuse)
@@ -526,36 +536,44 @@ def run(
             out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
         if out is not NotImplemented:
             return out
-    # the one import, asked as the Decision says
-    tensor = None
-    on, to, asked_copy = stream, None, None
-    if kind == HOST_COPY:
-        to, asked_copy = _CPU, True
-    elif kind == INTERFACE:
-        # ready on the target's current stream where its row names that (else on the stream given, or the
-        # device's default); the interface then says that stream, so the target orders its own after it
-        on = None if stream_free(here[0]) else route.stream_of(here[1]) if d.stream_of else stream
-    elif d.to_host:
-        to = device or _CPU
-    elif type(x) is Tensor and stream is None:
-        tensor = x
-    if tensor is None:
-        tensor = import_on(x, source, here, on, to, asked_copy)
+    tensor = import_for(p)
     if kind == INTERFACE:
         return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
-    if d.to_host:  # the host copy is made: the host route's bridge takes it as it is
-        copy, device = None, None if kind == HOST_COPY else device
-    elif source.via is not None and tensor._device_type != here[0]:
-        # a system exporting through a function of its own: its device is not asked first; decided for where
-        # the data is
-        source, here = export_plan(Tensor), tensor.device
-        d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
-        return run(d, tensor, source, route, here, device, copy, None, True)
-    if not d.copy_in:
-        if d.handover and tensor._lanes == 1:
-            return route.importer(tensor)
-        return bridged(route, tensor, device, copy, d)
-    return copied_in(route, tensor, device)  # onto its device, by its own constructor
+    if d.copy_in:
+        return copied_in(route, tensor, p.device)  # onto its device, by its own constructor
+    if d.handover and tensor._lanes == 1:
+        return route.importer(tensor)
+    return bridged(p, tensor, host_bridge(p, tensor))
+
+
+def host_bridge(p: Plan, tensor: Tensor) -> Bridge:
+    """The bridge of a host route's import ``tensor`` (after the host copy the plan makes, where it makes one:
+    that copy is the one ``copy=True`` asked for, and the device asked is where it is)."""
+    if p.decision.to_host:
+        return bridge_of(p.route, tensor, None, device=None if p.decision.kind == HOST_COPY else p.device)
+    return bridge_of(p.route, tensor, p.copy, p.decision.copy_here, p.device)
+
+
+def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
+    """The plan's one import of its producer, asked as its Decision says: copied to the host first (HOST_COPY,
+    or the host asked for by ``device=``), ready on the target's current stream (INTERFACE, where its row names
+    that), else on the stream given. ``metadata``: for :func:`dlbind.explain`, which reads the data's facts and
+    copies nothing: a producer's import where it is, unordered on a device with streams."""
+    d, x, here, stream = p.decision, p.producer, p.here, p.stream
+    if metadata:
+        return x if type(x) is Tensor else import_on(x, p.source, here, None if stream_free(here[0]) else -1)
+    on, to, asked_copy = stream, None, None
+    if d.kind == HOST_COPY:
+        to, asked_copy = _CPU, True
+    elif d.kind == INTERFACE:
+        # ready on the target's current stream where its row names that (else on the stream given, or the
+        # device's default); the interface then says that stream, so the target orders its own after it
+        on = None if stream_free(here[0]) else p.route.stream_of(here[1]) if d.stream_of else stream
+    elif d.to_host:
+        to = p.device or _CPU
+    elif type(x) is Tensor and stream is None:
+        return x
+    return import_on(x, p.source, here, on, to, asked_copy)
 
 
 def refused_here(source: ExportPlan, route: Route, here: Any) -> bool:
@@ -570,8 +588,10 @@ def interface_copies(route: Route, tensor: Tensor) -> bool:
     return bool(tensor._flags & _READ_ONLY) and route.ignores_readonly
 
 
-def _kwargs(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:
-    """The keywords of the target's importer, as ``d`` says (the device's index is the one thing left)."""
+def keywords(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:
+    """The keywords of the target's importer, as ``d`` says (the device's index is the one thing left); a
+    ``BufferError`` where the device asked cannot be given (a device its namespace lacks, or one the importer
+    cannot be asked for and the data is not on)."""
     kwargs: dict[str, Any] = {}
     if d.device_kw == DEVICE_ARG:
         kwargs["device"] = device_arg(route, device)

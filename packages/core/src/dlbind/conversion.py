@@ -30,10 +30,34 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind._capi import PyCapsuleType
+from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING
-from dlbind.bridges import bridge_of, described, importer_name, interface_copies, run
+from dlbind.bridges import (
+    AS_IS,
+    COPY,
+    OWN_COPY,
+    PACKS,
+    REFUSED,
+    VIEW,
+    Bridge,
+    bridge_of,
+    described,
+    host_bridge,
+    import_for,
+    importer_name,
+    interface_copies,
+    keywords,
+    run,
+)
 from dlbind.consumer import imported
-from dlbind.devices import HOST_ACCESSIBLE, device_name, parse_device, producer_device, stream_free
+from dlbind.devices import (
+    HOST_ACCESSIBLE,
+    check_stream,
+    device_name,
+    parse_device,
+    producer_device,
+    stream_free,
+)
 from dlbind.producer import Exporter, asdlpack
 from dlbind.routes import (
     C_DIRECT,
@@ -49,16 +73,19 @@ from dlbind.routes import (
     ROUTES_BY_TYPE,
     SAME,
     Decision,
+    Plan,
     Route,
     decide,
+    device_count,
     route_to,
 )
 from dlbind.sources import ExportPlan, export_plan, help_for
 from dlbind.tensor import Tensor
 
-__all__ = ["Explanation", "compat", "convert", "explain"]
+__all__ = ["Explanation", "compat", "convert", "explain", "plan"]
 
 _CPU = parse_device("cpu")
+_LANDS = {name: (DEVICE_BY_NAME[name], 0) for name in DEVICE_BY_NAME}  # import.lands_on -> its device 0
 
 
 def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Any:
@@ -78,16 +105,93 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     if route is None:
         route = route_to(to)
     try:
-        x, source, here, decision = _decision(x, route, device, copy, stream)
-        plain = decision.kind == DIRECT and decision.copy_kw is None and not decision.device_kw
-        plain = plain and not decision.watch_stream  # its target's current stream is read first, in Python
-        if plain and type(to) is str and source.lasting and type(x) not in C_DIRECT.get(to, ()):
-            C_DIRECT.setdefault(to, {})[type(x)] = (int(here[0]), route.importer)  # the compiled convert: C
-        return run(decision, x, source, route, here, device, copy, stream, tried)
+        p = _plan(x, route, device, copy, stream)
+        d = p.decision
+        plain = d.kind == DIRECT and d.copy_kw is None and not d.device_kw and not p.refused
+        plain = plain and not d.watch_stream  # its target's current stream is read first, in Python
+        x = p.producer
+        if plain and type(to) is str and p.source.lasting and type(x) not in C_DIRECT.get(to, ()):
+            C_DIRECT.setdefault(to, {})[type(x)] = (int(p.here[0]), route.importer)  # the compiled convert: C
+        return run(p, tried)
     except _PASSED_ON:
         raise
     except Exception as exc:
         raise target_error(x, route.adapter.name, exc, device) from exc
+
+
+def plan(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Plan:
+    """What ``dlbind.convert(x, to, ...)`` will do, as a value (:class:`dlbind.routes.Plan`): the Decision for the
+    producer's type, the target, the device type and the keywords' shape, and what this call adds (the importer's
+    keywords, the refusal of this call). :func:`convert` runs it; :func:`explain` renders it."""
+    return _plan(x, route_to(to), device, copy, stream)
+
+
+def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | None) -> Plan:
+    x, source, here, d = _decision(x, route, device, copy, stream)
+    copied_by = ""
+    if source.via is not None and d.kind not in (SAME, REFUSE):
+        # a system exporting through a function of its own: where its data is, its export says. That export is
+        # the exchange's one; the plan is made for the import it gave, where its data is
+        if source.row is not None and source.row.export_copies:
+            copied_by = f"{source.row.export_via} exports a new copy"
+        x = imported(x, source, None, own_export=True)
+        source, here = export_plan(Tensor), x.device
+        d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
+    p = Plan(d, x, source, route, here, device, copy, stream, copied_by=copied_by)
+    kind = d.kind
+    if stream is not None and stream_free(here[0]):
+        try:  # the device's stream rule (a TypeError for a stream that is not an int passes on)
+            check_stream(here[0], stream)
+        except BufferError as exc:
+            return p._replace(refused=str(exc))
+    if kind == REFUSE:
+        why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe else d.why
+        return p._replace(refused=why)
+    asked = None if device is None else parse_device(device)
+    if kind == SAME and d.itself and (asked is None or asked == here):
+        return p._replace(itself=True)
+    if asked is not None and asked != here:
+        refused, untested = _device_asked(route, asked, device)
+        if refused:
+            return p._replace(refused=refused)
+        p = p._replace(untested=untested)
+    lands = (DEVICE_BY_NAME[route.adapter.devices[0]], 0) if d.copy_in else _LANDS.get(route.adapter.lands_on)
+    if lands is not None and asked is None and lands[0] != here[0]:
+        # its arrays are on a device of its own whatever the data's (dpnp's copy-in, numba's to_device): that one
+        refused, untested = _device_asked(route, lands, f"{device_name(lands[0])}:0")
+        if refused:
+            return p._replace(refused=refused)
+        p = p._replace(untested=untested)
+    elif lands is not None and asked is not None and asked[0] != lands[0] and not d.copy_in and not d.to_host:
+        where = device_name(lands[0])
+        return p._replace(refused=f"no device {device!r} for {route.adapter.name}: its arrays are on {where}")
+    if kind == SAME and d.why:  # the target's own importer cannot be asked for this (copy=False, always copies)
+        return p._replace(refused=d.why)
+    if kind == INTERFACE:
+        if asked is not None and asked != here:
+            return p._replace(refused=f"{route.adapter.interface_function} takes the data where it is, not on {device}")
+        return p
+    try:  # for data on the host after a host copy, the importer's keywords are for the host
+        kwargs = keywords(d, route, _CPU if d.to_host else here, None if kind == HOST_COPY else device)
+    except BufferError as exc:
+        return p._replace(refused=str(exc))
+    return p._replace(kwargs=kwargs)
+
+
+def _device_asked(route: Route, asked: tuple[int, int], device: Any) -> tuple[str, str]:
+    """Whether the target has the device asked for (``device=``, another than the data's): ``(refusal, "")`` when
+    it has not (or none of that index), ``("", what only trying tells)`` where dlbind cannot know, ``("", "")``
+    when it has."""
+    count, why = device_count(route, asked[0])
+    if count is None:
+        return "", f"whether {route.adapter.name} has device {device!r} is known only by trying: {why}"
+    if asked[1] < count:
+        return "", ""
+    a = route.adapter
+    name = device_name(asked[0])
+    if count == 0:
+        return f"no device {device!r} for {a.name}: {why}", ""
+    return f"no device {device!r} for {a.name}: it has {count} {name} device{'s' * (count > 1)} here ({why})", ""
 
 
 def _decision(
@@ -125,11 +229,15 @@ class Explanation(NamedTuple):
     ``kind``: ``"itself"`` (the producer is the answer), ``"zero-copy"``, ``"copy"`` (on the data's device, or
     the target's own), ``"host copy"`` (the data moves to the host first) or ``"refused"``; ``text``: the
     sentence, ``str()`` of the explanation; ``decision``: the cached :class:`dlbind.routes.Decision` for the
-    producer's type, the target, the device type and the keywords' shape (what the data adds: its bridge)."""
+    producer's type, the target, the device type and the keywords' shape; ``plan``: the whole
+    :class:`dlbind.routes.Plan` it renders; ``bridge``: what the data itself adds (:class:`dlbind.bridges.Bridge`;
+    None where the producer goes to the target's importer as it is)."""
 
     kind: str
     text: str
     decision: Decision
+    plan: Plan | None = None
+    bridge: Bridge | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -138,36 +246,43 @@ class Explanation(NamedTuple):
 def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Explanation:
     """What ``dlbind.convert(x, to, device=..., copy=..., stream=...)`` would do, and why, without doing it.
 
-    The same Decision the exchange runs (made now if it was not, and kept), and the bridge ``x``'s own data
-    needs (negative strides, read-only data, a dtype the target lacks): for that, ``x`` is imported zero-copy
-    where it is (host memory and devices with streams; a host copy decision is not run). Nothing is copied
-    and nothing reaches the target.
+    It renders the :func:`plan` that ``convert`` runs, and decides nothing of its own. Where the plan's bridge
+    depends on the data (negative strides, read-only data, a dtype the target lacks), it is read from a
+    zero-copy import of ``x`` where it is (the plan's one import, unordered on a device with streams); nothing is
+    copied and nothing reaches the target.
     """
     if type(x) is PyCapsuleType:
         raise TypeError("dlbind.explain takes the producer, not a raw capsule: reading a capsule consumes it")
-    route = route_to(to)
-    x, source, here, d = _decision(x, route, device, copy, stream)
+    p = plan(x, to, device=device, copy=copy, stream=stream)
+    said = _rendered(p)
+    if p.copied_by and said.kind == "zero-copy":  # the producer's own export is a copy (tinygrad's numpy())
+        said = said._replace(kind="copy", text=f"a copy: {p.copied_by}, then {said.text.removeprefix('zero-copy: ')}")
+    if p.untested and said.kind != "refused":
+        said = said._replace(text=f"{said.text} ({p.untested})")
+    return said
+
+
+def _rendered(p: Plan) -> Explanation:
+    d, route, x, here = p.decision, p.route, p.producer, p.here
     a = route.adapter
-    where = f"{device_name(here[0])}:{here[1]}"
     kind = d.kind
-    if kind == REFUSE:
-        why = f"dlbind.convert cannot give {a.name} {described(x)}: {d.why}" if d.describe else d.why
-        return Explanation("refused", f"refused: {why}", d)
+    if p.refused:
+        return Explanation("refused", f"refused: {p.refused}", d, p)
+    if p.itself:
+        return Explanation("itself", f"itself: the producer is already a {a.name} array", d, p)
+    where = f"{device_name(here[0])}:{here[1]}"
     if kind == SAME:
-        if d.itself and (device is None or parse_device(device) == here):
-            return Explanation("itself", f"itself: the producer is already a {a.name} array", d)
-        if d.why:
-            return Explanation("refused", f"refused: {d.why}", d)
         copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
-        return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d)
+        return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d, p)
     if kind == HOST and d.to_host and here[0] in HOST_ACCESSIBLE:
-        return Explanation("zero-copy", f"zero-copy: {d.why}, then {a.name}'s host route", d)
+        return Explanation("zero-copy", f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
     if kind == HOST_COPY or (kind == HOST and d.to_host):
-        return Explanation("host copy", f"a host copy of the {where} data ({d.why}), then {a.name}'s host route", d)
+        text = f"a host copy of the {where} data ({d.why}), then {a.name}'s host route"
+        return Explanation("host copy", text, d, p)
     if kind == HOST and d.copy_in:
-        return Explanation("copy", f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d)
+        return Explanation("copy", f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p)
     on = (
-        "the stream given" if stream is not None else
+        "the stream given" if p.stream is not None else
         f"{a.name}'s current stream" if route.stream_of is not None or kind == DIRECT else
         "the device's default stream"
     )  # fmt: skip
@@ -178,39 +293,44 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
                 f" (through dlbind's relay, asked on the device's default stream, when {on} is one that "
                 f"{type(x).__name__}.__dlpack__ refuses)"
             )
-        return Explanation("zero-copy", text, d)
-    # INTERFACE, HOST and RELAY: the bridge this array's data needs, read from a zero-copy import of it where it is
+        return Explanation("zero-copy", text, d, p)
+    # INTERFACE, HOST and RELAY: the bridge this array's data needs, read from the plan's import where it is
     try:
-        if type(x) is Tensor:
-            tensor = x
-        elif source.via is not None:
-            tensor = imported(x, source, None, own_export=True)
-        else:  # on a device with streams, unordered (-1): only the metadata is read
-            tensor = imported(x, source, here, stream=None if stream_free(here[0]) else -1)
+        tensor = import_for(p, metadata=True)
     except BufferError as exc:  # the producer refuses this array (Arrow's nulls): so would the exchange
-        return Explanation("refused", f"refused: {exc}", d)
+        return Explanation("refused", f"refused: {exc}", d, p)
+    except _PASSED_ON:
+        raise
+    except Exception as exc:  # what convert would raise of it: the same BufferError
+        return Explanation("refused", f"refused: {target_error(x, a.name, exc, p.device)}", d, p)
     if kind == INTERFACE:
         if d.copy_here or not interface_copies(route, tensor):
             copies = "copy" if d.copy_here else "zero-copy"
-            return Explanation(copies, f"{copies}: through {a.interface_function} ({d.why}), ready on {on}", d)
+            text = f"{copies}: through {a.interface_function} ({d.why}), ready on {on}"
+            return Explanation(copies, text, d, p)
         text = (
             f"a copy on {where}, then through {a.interface_function} ({d.why}; read-only data, which {a.name} "
             f"would take writable), ready on {on}"
         )
-        return Explanation("copy", text, d)
-    bridge, why = bridge_of(route, tensor, copy if kind == HOST else d.copy_here or None)
-    if bridge == "refused":
-        return Explanation("refused", f"refused: {why}", d)
+        return Explanation("copy", text, d, p)
+    bridge = bridge_of(route, tensor, None, d.copy_here, on_device=True) if kind == RELAY else host_bridge(p, tensor)
+    b, why = bridge.kind, bridge.why
+    if b == REFUSED:
+        return Explanation("refused", f"refused: {why}", d, p, bridge)
     cites = "".join(f"; {q.text} ({q.ref})" for q in a.quirks if _cited(q.id, why))
+    copied = b in (COPY, PACKS, OWN_COPY) or (b == VIEW and bridge.copies)
     if kind == RELAY:
-        copies = "copy" if bridge == "copy" else "zero-copy"
-        head = f"{'a copy' if bridge == 'copy' else 'zero-copy'} on {where}, ordered on {on}"
+        head = f"{'a copy' if copied else 'zero-copy'} on {where}, ordered on {on}"
         reason = f": {why}{cites}" if why else ""
-        return Explanation(copies, f"{head}{reason} (dlbind's relay stands between: {d.why})", d)
-    if bridge == "copy":
-        return Explanation("copy", f"a copy on the host: {why}{cites}", d)
-    if bridge == "view":
-        return Explanation("zero-copy", f"zero-copy: {why}", d)
+        text = f"{head}{reason} (dlbind's relay stands between: {d.why})"
+        return Explanation("copy" if copied else "zero-copy", text, d, p, bridge)
+    if b in (COPY, PACKS, OWN_COPY):
+        size = _size(tensor)
+        return Explanation("copy", f"a copy on the host{size}: {why}{cites}", d, p, bridge)
+    if b == VIEW:
+        said = "copy" if copied else "zero-copy"
+        return Explanation(said, f"{said}: {why}", d, p, bridge)
+    assert b == AS_IS
     if d.c_route and route.table_type is not None:
         how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
     elif d.c_route:
@@ -219,7 +339,20 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         how = f"{importer_name(route, tensor)} of a numpy view of the data"
     else:
         how = f"{a.from_dlpack} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
-    return Explanation("zero-copy", f"zero-copy: {how}", d)
+    return Explanation("zero-copy", f"zero-copy: {how}", d, p, bridge)
+
+
+def _size(tensor: Tensor) -> str:
+    """The size of a compact copy of ``tensor``, for a copy's explanation (" of 2.0 EiB")."""
+    count = 1
+    for n in tensor.shape:
+        count *= n
+    size = count * tensor._bits * tensor._lanes / 8
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            return f" of {size:.0f} {unit}" if unit == "B" else f" of {size:.1f} {unit}"
+        size /= 1024
+    return ""
 
 
 def _cited(quirk: str, why: str) -> bool:

@@ -17,12 +17,12 @@ import sys
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from dlbind import exchange
+from dlbind import _backends, exchange
 from dlbind._ffi import native
 from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
-from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, device_name
+from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, Device, device_name
 from dlbind.sources import ExportPlan
 
 __all__ = [
@@ -38,8 +38,10 @@ __all__ = [
     "ROUTES_BY_TYPE",
     "SAME",
     "Decision",
+    "Plan",
     "Route",
     "decide",
+    "device_count",
     "make_route",
     "resolve",
     "route_to",
@@ -105,6 +107,8 @@ class Route(NamedTuple):
 
     bridges: bool = False  # an array of it may need a bridge on the host routes (a copy, a wrapper, a viewer)
     refuse: int = 0  # what the C route must hand back to Python: 1 negative strides, 2 read-only data
+    # device type -> (how many devices of it the target has here, or None where only trying tells; in words)
+    counts: dict[int, tuple[int | None, str]] | None = None
 
 
 # (to,) -> its route, for library names and modules; convert looks names up here before calling plan
@@ -204,9 +208,70 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     bridges = (
         route.refuse_negative_strides or route.legacy_only or route.ignores_readonly or route.viewer is not None
         or adapter.layout == "compact" or not adapter.byte_offset or adapter.takes != "producer"
-        or bool(adapter.ndims)
+        or bool(adapter.ndims) or bool(adapter.lacks_dtypes or adapter.lacks_dtypes_nd)
+        or adapter.import_bool != "bool" or route.bits is not None or bool(adapter.alignment)
     )  # fmt: skip
-    return route._replace(bridges=bridges, refuse=int(route.refuse_negative_strides) | 2 * int(route.ignores_readonly))
+    refuse = int(route.refuse_negative_strides) | 2 * int(route.ignores_readonly)
+    return route._replace(bridges=bridges, refuse=refuse, counts={})
+
+
+def device_count(route: Route, device_type: int) -> tuple[int | None, str]:
+    """How many devices of ``device_type`` the route's target has here, and how that is known, in words:
+    ``(count, why)``, ``(None, why)`` where only trying can tell. Asked once per target and device type.
+
+    From the row first: a device type outside its ``import.devices`` holds none of its arrays. Then the target
+    itself: its array API namespace's devices (``import.device = "namespace"``), or its ``import.device_count``
+    function. Else the machine, as the dlbind backend of that device type finds it (no device there: none for
+    any target); where no backend is installed, only trying tells."""
+    counts = route.counts if route.counts is not None else {}
+    found = counts.get(device_type)
+    if found is None:
+        found = counts[device_type] = _count(route, device_type)
+    return found
+
+
+def _count(route: Route, device_type: int) -> tuple[int | None, str]:
+    a = route.adapter
+    name = _named(device_type)
+    if name not in a.devices:
+        return 0, f"{a.name} holds no {name} arrays (its devices: {', '.join(a.devices)})"
+    if device_type in STREAM_FREE and device_type in HOST_ACCESSIBLE:
+        return 1, "the host"
+    if a.device_form == "namespace":
+        found = namespace_devices(a)
+        listed = ", ".join(f"{device_name(t)}:{i}" for t, i in found) or "none"
+        return sum(1 for t, _ in found if t == device_type), f"{a.namespace}'s devices here: {listed}"
+    if a.device_count:
+        try:
+            count_of = dotted(a.device_count)
+        except (ImportError, AttributeError):  # absent in this release: the machine may still say
+            count_of = None
+        if count_of is not None:
+            try:
+                said = int(count_of())
+            except Exception as exc:  # its runtime has no device (CuPy without a driver raises)
+                return 0, f"{a.device_count}() raised {type(exc).__name__}: {exc}"
+            return said, f"{a.device_count}() is {said}"
+    machine, why = _backends.device_count(device_type)
+    if machine is None:
+        return None, f"{a.name}'s row names no device count, and {why}"
+    return (None if machine else 0), why  # a device here is not yet one the target has: only trying tells
+
+
+def namespace_devices(adapter: Adapter) -> dict[tuple[int, int], Any]:
+    """The devices of the target's array API namespace (``import.namespace``) that can hold an array here:
+    ``(device type, index)``, each read from an empty array's ``__dlpack_device__``, -> the namespace's device."""
+    namespace = importlib.import_module(adapter.namespace)
+    found: dict[tuple[int, int], Any] = {}
+    for candidate in namespace.__array_namespace_info__().devices():
+        if candidate is None:
+            continue
+        try:
+            where = namespace.empty((0,), device=candidate).__dlpack_device__()
+        except Exception:  # a device that cannot hold an array here
+            continue
+        found.setdefault((int(where[0]), int(where[1])), candidate)
+    return found
 
 
 def _device_types(names: tuple[str, ...]) -> frozenset[int]:
@@ -287,6 +352,29 @@ class Decision(NamedTuple):
         return f"Decision({KINDS[self.kind]}{': ' + self.why if self.why else ''})"
 
 
+class Plan(NamedTuple):
+    """One call of :func:`dlbind.convert`, planned (by ``dlbind.conversion.plan``): the Decision for the producer's
+    type, the target, the device type and the keywords' shape, and what this call adds — the producer as it is
+    exchanged, where its data is, the importer's keywords resolved, the refusal of this call. ``convert`` runs
+    it (:func:`dlbind.bridges.run`) and decides nothing again; ``explain`` renders it. What the data itself adds
+    (its bridge: negative strides, read-only data, a dtype the target lacks) is read from the one import by
+    :func:`dlbind.bridges.bridge_of`, the same for both."""
+
+    decision: Decision
+    producer: Any  # what is exchanged: the array as asked, dlbind's producer of it, or its import (below)
+    source: ExportPlan  # the producer's plan
+    route: Route
+    here: Device  # where the producer's data is
+    device: Any = None  # device= as asked (None: not given)
+    copy: bool | None = None
+    stream: int | None = None
+    kwargs: dict[str, Any] | None = None  # the importer's keywords for this call (device= in its own form)
+    refused: str = ""  # why this call is refused ("": it is not)
+    itself: bool = False  # the producer is the answer
+    untested: str = ""  # what only trying can tell of this call (explain says it in words)
+    copied_by: str = ""  # the producer's own export is a new copy each time (export.copies): by what
+
+
 def decide(
     source: ExportPlan,
     route: Route,
@@ -327,7 +415,7 @@ def _decide(
         device_kw, copy_kw, copy_here = keywords
         if not copy and not stream:
             return Decision(SAME, itself=True, device_kw=device_kw, copy_kw=copy_kw)
-        if not copy_here and not stream:
+        if not copy_here and not stream and a.takes == "producer":  # (an importer of numpy arrays: not its own)
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw)
         kind = HOST if here in STREAM_FREE else RELAY
         why = "a copy dlbind makes" if copy_here else "ordered on the stream given"

@@ -568,7 +568,10 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
         DLDevice dev;
         int found = dlbind_producer_device(x, &dev);
         if (found < 0) return NULL;
-        if (found == 0 || !dlbind_device_known(dev.device_type) || (info.bits & DLBIND_TYPE_LEGACY_CALL))
+        /* an older producer on a device with streams is asked its way on the default stream by Python; on a
+         * stream-free device it is asked its way below (stream=None, or nothing) */
+        int legacy_on_streams = (info.bits & DLBIND_TYPE_LEGACY_CALL) && !dlbind_device_stream_free(dev.device_type);
+        if (found == 0 || !dlbind_device_known(dev.device_type) || legacy_on_streams)
             return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
         long long consumer = dlbind_device_default_stream(dev.device_type);
         if (consumer != -1) {

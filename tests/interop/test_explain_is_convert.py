@@ -1,0 +1,302 @@
+"""What ``dlbind.explain`` says is what ``dlbind.convert`` does (issue 40), for every system this environment
+installs (each interop cell runs it for its own), in both builds.
+
+Both read one value, the plan (``dlbind.conversion.plan``): ``convert`` runs it, ``explain`` renders it. The
+table below walks the layouts, dtypes and ``copy=``/``device=``/``stream=`` keywords the bridges, the checker and
+``test_device_asked`` cover, from numpy arrays, dlbind Tensors and each system's own arrays, and holds each
+explanation to the outcome:
+
+- ``refused``: ``convert`` raises ``BufferError`` with the explanation's message, word for word;
+- ``itself``: ``convert`` returns the producer;
+- ``zero-copy``: the result's data is the producer's (its first element's address, read through dlbind);
+- ``copy`` and ``host copy``: the result's data is elsewhere;
+- an exception from ``explain`` (an unknown device, a ``copy=`` that is not a bool): the same from ``convert``.
+
+Only the cases :data:`ONLY_BY_TRYING` names may leave the outcome to the target ("known only by trying"), and
+``explain`` must say so in words.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from _suite import LAYOUTS
+
+import dlbind
+from dlbind._generated.adapters import ADAPTERS
+from dlbind._libraries import dotted, for_release
+from dlbind.routes import ROUTES, make_route
+from dlbind.sources import export_plan
+
+# the systems installed here whose importer dlbind can reach (the cell's, and whatever else its venv has)
+SYSTEMS = sorted(
+    name for name, row in ADAPTERS.items() if importlib.util.find_spec(row.import_name.partition(".")[0]) is not None
+)
+
+DTYPES = ("bool", "int8", "uint64", "float16", "float64", "complex64")
+COPIES = (None, True, False)
+# device= as users write it: the host in each form, an index the host lacks, and devices this machine may lack
+DEVICES: tuple[Any, ...] = ("cpu", "cpu:0", (1, 0), "cpu:1", "cuda", "cuda:1", "rocm", "vulkan:0", "metal", "oneapi")
+STREAMS = (-1, 1)
+
+# (target, device asked) pairs whose outcome dlbind cannot know without trying the target; each must make
+# explain say "known only by trying". None today: every device= either has a count (the row's device_count,
+# the array API namespace's devices) or is refused by the row, or the importer takes no device= at all.
+ONLY_BY_TRYING: frozenset[tuple[str, str]] = frozenset()
+
+# the libraries' own warnings (numpy's np.bool alias in mxnet, paddle's missing ccache) are not what is held here
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+
+def _array(dtype: str, layout: str) -> np.ndarray:
+    base = np.arange(60).reshape(6, 10)
+    a = (base % 2 == 1) if dtype == "bool" else base.astype(dtype)
+    if layout == "read-only":
+        a = a[1:, :]
+        a.flags.writeable = False
+        return a
+    return LAYOUTS[layout](a)
+
+
+LAYOUT_NAMES = (*LAYOUTS, "read-only")
+
+
+def _address(x: Any) -> int | None:
+    """Where an array's first element is, read through dlbind; None where it holds no elements or cannot say (a
+    system whose every export is a new copy, export.copies: tinygrad's numpy())."""
+    row = export_plan(type(x)).row
+    if row is not None and row.export_copies:
+        return None
+    try:
+        t = dlbind.from_dlpack(x)
+    except (BufferError, TypeError, ValueError):
+        return None
+    if any(n == 0 for n in t.shape):
+        return None
+    return t.data_ptr + t.byte_offset
+
+
+def _mismatch(x: Any, to: str, **kw: Any) -> str | None:
+    """Why ``explain(x, to, **kw)`` does not say what ``convert(x, to, **kw)`` does (None: it does)."""
+    shown = f"{type(x).__name__} -> {to} {kw}"
+    try:
+        said = dlbind.explain(x, to, **kw)
+    except Exception as exc:  # explain refuses the call itself: so must convert, in the same words
+        try:
+            dlbind.convert(x, to=to, **kw)
+        except Exception as exc2:
+            if type(exc2) is type(exc) and str(exc2) == str(exc):
+                return None
+            return f"{shown}: explain raised {exc!r}, convert raised {exc2!r}"
+        return f"{shown}: explain raised {exc!r}, convert succeeded"
+    device = kw.get("device")
+    trying = device is not None and (to, str(device)) in ONLY_BY_TRYING
+    if said.kind == "refused":
+        try:
+            dlbind.convert(x, to=to, **kw)
+        except BufferError as exc:
+            if str(exc) != said.text.removeprefix("refused: "):
+                return f"{shown}: explain said {said.text!r}, convert raised {str(exc)!r}"
+            return None
+        except Exception as exc:
+            return f"{shown}: explain said {said.text!r}, convert raised {exc!r}"
+        return f"{shown}: explain said {said.text!r}, convert succeeded"
+    if "known only by trying" in said.text and not trying:
+        return f"{shown}: explain left it to the target ({said.text!r}), which ONLY_BY_TRYING does not name"
+    try:
+        out = dlbind.convert(x, to=to, **kw)
+    except Exception as exc:
+        if trying and isinstance(exc, BufferError) and "known only by trying" in said.text:
+            return None
+        return f"{shown}: explain said {said.text!r}, convert raised {exc!r}"
+    if said.kind == "itself":
+        return None if out is x else f"{shown}: explain said itself, convert gave another array"
+    mine, theirs = _address(x), _address(out)
+    if mine is None or theirs is None:
+        return None  # no elements (or an array that cannot say where): the kind alone is held, above
+    if said.kind == "zero-copy" and mine != theirs:
+        return f"{shown}: explain said {said.text!r}, convert copied"
+    if said.kind in ("copy", "host copy") and mine == theirs:
+        return f"{shown}: explain said {said.text!r}, convert shared the data"
+    return None
+
+
+def _cases() -> Iterator[tuple[Callable[[np.ndarray], Any], dict[str, Any], np.ndarray]]:
+    """(how a producer is made of a numpy array, keywords, the numpy array): the table's rows."""
+    for dtype in DTYPES:
+        for layout in LAYOUT_NAMES:
+            for copy in COPIES:
+                yield (lambda a: a), {"copy": copy}, _array(dtype, layout)
+    for layout in ("contiguous", "reversed"):
+        for device in DEVICES:
+            for copy in COPIES:
+                yield (lambda a: a), {"device": device, "copy": copy}, _array("float64", layout)
+    for stream in STREAMS:
+        yield (lambda a: a), {"stream": stream}, _array("float32", "contiguous")
+    yield (lambda a: a), {"copy": "yes"}, _array("float32", "contiguous")  # a TypeError, from both
+
+
+PRODUCERS: dict[str, Callable[[np.ndarray], Any]] = {
+    "numpy": lambda a: a,
+    "dlbind.Tensor": dlbind.from_dlpack,
+    "dlbind.asdlpack": dlbind.asdlpack,
+}
+
+
+def _own(system: str, a: np.ndarray) -> Any:
+    """``a`` as the system's own array (through dlbind), or None where the system cannot hold it."""
+    try:
+        return dlbind.convert(a, to=system, copy=True)
+    except (BufferError, TypeError, ValueError):
+        return None
+
+
+@pytest.fixture(autouse=True)
+def _as_checked(request: pytest.FixtureRequest) -> None:
+    """The system's row's check setup first, as ``python -m dlbind check`` runs it (jax's 64-bit dtypes: off by
+    default, its import narrows int64 and float64 to 32 bits, a copy no plan can see)."""
+    system = getattr(request.node, "callspec", None) and request.node.callspec.params.get("system")
+    for name in [system] if system else SYSTEMS:
+        row = ADAPTERS[name]
+        if row.check_setup:
+            dotted(row.check_setup)(*row.check_setup_args)
+
+
+def test_systems_are_found() -> None:
+    assert "numpy" in SYSTEMS  # the table's targets: numpy at least, and each cell's system
+
+
+@pytest.mark.parametrize("producer", list(PRODUCERS))
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_explain_says_what_convert_does(system: str, producer: str) -> None:
+    make = PRODUCERS[producer]
+    wrong = []
+    for _, kw, a in _cases():
+        try:
+            x = make(a)
+        except BufferError:  # dlbind's own producer refuses the array (nothing to convert)
+            continue
+        found = _mismatch(x, system, **kw)
+        if found:
+            wrong.append(found)
+    assert not wrong, f"{len(wrong)} cases where explain and convert disagree:\n" + "\n".join(wrong[:40])
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_explain_says_what_convert_does_with_the_systems_own_arrays(system: str) -> None:
+    wrong, made = [], 0
+    for dtype in ("float64", "float32", "int32", "bool"):
+        x = _own(system, np.arange(12).reshape(3, 4).astype(dtype))
+        if x is None:
+            continue
+        made += 1
+        for to in sorted({system, "numpy"}):
+            for copy in COPIES:
+                for device in (None, "cpu", "cpu:1", "cuda", "vulkan:0"):
+                    found = _mismatch(x, to, copy=copy, device=device)
+                    if found:
+                        wrong.append(found)
+    if not made:
+        pytest.skip(f"{system} holds none of the table's arrays on this machine")
+    assert not wrong, f"{len(wrong)} cases where explain and convert disagree:\n" + "\n".join(wrong[:40])
+
+
+def test_an_unknown_device_is_refused_alike() -> None:
+    a = np.arange(3.0)
+    with pytest.raises(ValueError, match="unknown device") as said:
+        dlbind.explain(a, "numpy", device="cuda9:x")
+    with pytest.raises(ValueError, match="unknown device") as done:
+        dlbind.convert(a, to="numpy", device="cuda9:x")
+    assert str(done.value) == str(said.value)
+
+
+def test_a_device_the_target_lacks_is_refused_before_its_importer() -> None:
+    """device= a device the target holds no arrays on (numpy's are cpu only) is refused by dlbind, in explain as in
+    convert, and the target's importer is never called (counted through a route of numpy's row)."""
+    calls = []
+
+    def importer(x: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        return np.from_dlpack(x, **kw)
+
+    row = for_release(ADAPTERS["numpy"])._replace(name="numpy_counted")  # (before 2.1: no device= keyword)
+    ROUTES[("numpy_counted",)] = make_route(row, importer)
+    try:
+        a = np.arange(4.0)
+        said = dlbind.explain(a, "numpy_counted", device="vulkan:0")
+        assert said.kind == "refused" and "holds no vulkan arrays" in said.text, said
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(a, to="numpy_counted", device="vulkan:0")
+        assert str(refused.value) == said.text.removeprefix("refused: ")
+        assert calls == []
+        # the counter counts: a device it has reaches the importer, with the device in numpy's form
+        assert dlbind.convert(a, to="numpy_counted", device="cpu").tolist() == a.tolist()
+        assert calls == [{"device": "cpu"} if "device" in row.keywords else {}]
+    finally:
+        del ROUTES[("numpy_counted",)]
+
+
+class _Counted:
+    """A producer counting its exports (a numpy array's ``__dlpack__``, handed on; an ask numpy refuses, such as
+    max_version before numpy 2.1, is no export)."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a, self.calls = a, 0
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        made = self.a.__dlpack__(**kw)
+        self.calls += 1
+        return made
+
+    def __dlpack_device__(self) -> Any:
+        return self.a.__dlpack_device__()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "reversed", "read-only"])
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_explain_asks_the_producer_at_most_once_and_never_the_target(system: str, layout: str) -> None:
+    """explain makes no exchange of its own: at most the plan's one import, where the data's bridge depends on
+    the data, and never the target's importer (counted through a route of the system's row)."""
+    calls = []
+    real = dlbind.routes.route_to(system)
+
+    def importer(x: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        return real.importer(x, **kw)
+
+    name = f"{system}_counted"
+    ROUTES[(name,)] = make_route(real.adapter._replace(name=name), importer)
+    try:
+        x = _Counted(_array("float64", layout))
+        try:
+            said: Any = dlbind.explain(x, name)
+        except (TypeError, BufferError) as exc:  # numpy<2.1 exports no read-only array: the refusal is the answer
+            said = exc
+        assert x.calls <= 1, f"explain asked the producer {x.calls} times: {said}"
+        assert calls == [], f"explain called {system}'s importer: {said}"
+    finally:
+        del ROUTES[(name,)]
+
+
+def test_a_huge_broadcast_array_is_explained() -> None:
+    """A broadcast view of 4 EiB: explain explains it for every target (numpy's own importer raised "array is too
+    big" inside explain before); where dlbind would copy it, the copy is refused, in explain as in convert."""
+    big = np.broadcast_to(np.zeros(1, dtype=np.int8), (2**31, 2**31))
+    said = dlbind.explain(big, "numpy", copy=True)
+    assert said.kind in ("copy", "refused"), said
+    refused = 0
+    for to in SYSTEMS:
+        said = dlbind.explain(big, to)
+        assert said.kind in ("itself", "zero-copy", "copy", "refused"), said
+        if said.text == "refused: the tensor is too large to copy":
+            refused += 1
+            assert _mismatch(big, to) is None
+    if any(s in SYSTEMS for s in ("torch", "jax", "tvm_ffi")):  # each copies read-only or broadcast data first
+        assert refused
