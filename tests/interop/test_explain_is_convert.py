@@ -159,14 +159,25 @@ def _own(system: str, a: np.ndarray) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _as_checked(request: pytest.FixtureRequest) -> None:
+def _as_checked(request: pytest.FixtureRequest) -> Iterator[None]:
     """The system's row's check setup first, as ``python -m dlbind check`` runs it (jax's 64-bit dtypes: off by
-    default, its import narrows int64 and float64 to 32 bits, a copy no plan can see)."""
+    default, its import narrows int64 and float64 to 32 bits, a copy no plan can see), and the setting it
+    changed put back afterwards, so that no later test depends on this one having run."""
     system = getattr(request.node, "callspec", None) and request.node.callspec.params.get("system")
+    undo = []
     for name in [system] if system else SYSTEMS:
         row = ADAPTERS[name]
-        if row.check_setup:
-            dotted(row.check_setup)(*row.check_setup_args)
+        if not row.check_setup:
+            continue
+        setup = dotted(row.check_setup)
+        config = getattr(setup, "__self__", None)  # jax.config.update(name, value): a config's own setter
+        if config is not None and len(row.check_setup_args) == 2 and isinstance(row.check_setup_args[0], str):
+            option = row.check_setup_args[0]
+            undo.append((setup, option, getattr(config, option)))
+        setup(*row.check_setup_args)
+    yield
+    for setup, option, value in undo:
+        setup(option, value)
 
 
 def test_systems_are_found() -> None:

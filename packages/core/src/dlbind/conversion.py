@@ -156,15 +156,13 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             return p._replace(refused=refused)
         p = p._replace(untested=untested)
     lands = (DEVICE_BY_NAME[route.adapter.devices[0]], 0) if d.copy_in else _LANDS.get(route.adapter.lands_on)
-    if lands is not None and asked is None and lands[0] != here[0]:
+    if lands is not None and lands[0] != here[0] and (asked is None or asked == here):
         # its arrays are on a device of its own whatever the data's (dpnp's copy-in, numba's to_device): that one
+        # (a device asked elsewhere was checked above)
         refused, untested = _device_asked(route, lands, f"{device_name(lands[0])}:0")
         if refused:
             return p._replace(refused=refused)
         p = p._replace(untested=untested)
-    elif lands is not None and asked is not None and asked[0] != lands[0] and not d.copy_in and not d.to_host:
-        where = device_name(lands[0])
-        return p._replace(refused=f"no device {device!r} for {route.adapter.name}: its arrays are on {where}")
     if kind == SAME and d.why:  # the target's own importer cannot be asked for this (copy=False, always copies)
         return p._replace(refused=d.why)
     if kind == INTERFACE:
