@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _suite import LAYOUTS
+from _suite import ALL_DTYPES, LAYOUTS
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
@@ -37,7 +37,7 @@ SYSTEMS = sorted(
     name for name, row in ADAPTERS.items() if importlib.util.find_spec(row.import_name.partition(".")[0]) is not None
 )
 
-DTYPES = ("bool", "int8", "uint64", "float16", "float64", "complex64")
+DTYPES = ALL_DTYPES  # every dtype numpy shares with DLPack
 COPIES = (None, True, False)
 # device= as users write it: the host in each form, an index the host lacks, and devices this machine may lack
 DEVICES: tuple[Any, ...] = ("cpu", "cpu:0", (1, 0), "cpu:1", "cuda", "cuda:1", "rocm", "vulkan:0", "metal", "oneapi")
