@@ -53,6 +53,7 @@ __all__ = [
     "bridge_of",
     "bridged",
     "copied_in",
+    "data_bridge",
     "described",
     "device_arg",
     "import_for",
@@ -434,10 +435,7 @@ def on_device(tensor: Tensor, stream: int | None) -> Tensor:
 def _copy(tensor: Tensor, why: str) -> Bridge:
     """A copy dlbind makes of ``tensor``, or its refusal where no address space could hold it (a broadcast view
     of 2**62 bytes: the compiled build's C copy refuses it in the same words)."""
-    count = 1
-    for n in tensor.shape:
-        count *= n
-    if count * tensor._bits * tensor._lanes // 8 > _LARGEST_COPY:
+    if tensor.nbytes > _LARGEST_COPY:
         return Bridge(REFUSED, "the tensor is too large to copy")
     return Bridge(COPY, why)
 
@@ -543,12 +541,15 @@ def run(p: Plan, tried: bool = False) -> Any:
         return copied_in(route, tensor, p.device)  # onto its device, by its own constructor
     if d.handover and tensor._lanes == 1:
         return route.importer(tensor)
-    return bridged(p, tensor, host_bridge(p, tensor))
+    return bridged(p, tensor, data_bridge(p, tensor))
 
 
-def host_bridge(p: Plan, tensor: Tensor) -> Bridge:
-    """The bridge of a host route's import ``tensor`` (after the host copy the plan makes, where it makes one:
-    that copy is the one ``copy=True`` asked for, and the device asked is where it is)."""
+def data_bridge(p: Plan, tensor: Tensor) -> Bridge:
+    """The bridge of the plan's import ``tensor``: on a device with streams (a relay), the one the relay makes
+    there; on the host routes, after the host copy the plan makes, where it makes one (that copy is the one
+    ``copy=True`` asked for, and the device asked is where it is)."""
+    if p.decision.kind == RELAY:
+        return bridge_of(p.route, tensor, None, p.decision.copy_here, on_device=True)  # as the Relay's
     if p.decision.to_host:
         return bridge_of(p.route, tensor, None, device=None if p.decision.kind == HOST_COPY else p.device)
     return bridge_of(p.route, tensor, p.copy, p.decision.copy_here, p.device)

@@ -40,9 +40,8 @@ from dlbind.bridges import (
     REFUSED,
     VIEW,
     Bridge,
-    bridge_of,
+    data_bridge,
     described,
-    host_bridge,
     import_for,
     importer_name,
     interface_copies,
@@ -85,7 +84,6 @@ from dlbind.tensor import Tensor
 __all__ = ["Explanation", "compat", "convert", "explain", "plan"]
 
 _CPU = parse_device("cpu")
-_LANDS = {name: (DEVICE_BY_NAME[name], 0) for name in DEVICE_BY_NAME}  # import.lands_on -> its device 0
 
 
 def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Any:
@@ -127,7 +125,7 @@ def plan(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, strea
 
 
 def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | None) -> Plan:
-    x, source, here, d = _decision(x, route, device, copy, stream)
+    x, source, here, d, asked = _decision(x, route, device, copy, stream)
     copied_by = ""
     if source.via is not None and d.kind not in (SAME, REFUSE):
         # a system exporting through a function of its own: where its data is, its export says. That export is
@@ -136,7 +134,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             copied_by = f"{source.row.export_via} exports a new copy"
         x = imported(x, source, None, own_export=True)
         source, here = export_plan(Tensor), x.device
-        d = decide(source, route, here[0], None if device is None else parse_device(device)[0], copy)
+        d = decide(source, route, here[0], None if asked is None else asked[0], copy)
     p = Plan(d, x, source, route, here, device, copy, stream, copied_by=copied_by)
     kind = d.kind
     if stream is not None and stream_free(here[0]):
@@ -147,7 +145,6 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
     if kind == REFUSE:
         why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe else d.why
         return p._replace(refused=why)
-    asked = None if device is None else parse_device(device)
     if kind == SAME and d.itself and (asked is None or asked == here):
         return p._replace(itself=True)
     if asked is not None and asked != here:
@@ -155,7 +152,9 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         if refused:
             return p._replace(refused=refused)
         p = p._replace(untested=untested)
-    lands = (DEVICE_BY_NAME[route.adapter.devices[0]], 0) if d.copy_in else _LANDS.get(route.adapter.lands_on)
+    a = route.adapter
+    lands_on = a.devices[0] if d.copy_in else a.lands_on  # where its arrays are whatever the data's, if anywhere
+    lands = (DEVICE_BY_NAME[lands_on], 0) if lands_on else None
     if lands is not None and lands[0] != here[0] and (asked is None or asked == here):
         # its arrays are on a device of its own whatever the data's (dpnp's copy-in, numba's to_device): that one
         # (a device asked elsewhere was checked above)
@@ -194,9 +193,10 @@ def _device_asked(route: Route, asked: tuple[int, int], device: Any) -> tuple[st
 
 def _decision(
     x: Any, route: Route, device: Any, copy: bool | None, stream: int | None
-) -> tuple[Any, ExportPlan, Any, Decision]:
+) -> tuple[Any, ExportPlan, Any, Decision, Any]:
     """The producer as asked (dlbind's own producer of an object that only has a buffer, array interface or
-    ``__cuda_array_interface__``), its plan, its device, and the Decision for them and the keywords."""
+    ``__cuda_array_interface__``), its plan, its device, the Decision for them and the keywords, and ``device=``
+    parsed (None: not given)."""
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     source = export_plan(type(x))
@@ -214,11 +214,12 @@ def _decision(
         # stream-free host memory, or a system exporting through a function of its own: no device to ask
         here = _CPU if source.host_only or source.via is not None else producer_device(x)
     shape = 0 if stream is None else 1 if stream == -1 else 2
-    dev = None if device is None else parse_device(device)[0]
+    asked = None if device is None else parse_device(device)
+    dev = None if asked is None else asked[0]
     found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # routes.key: made once, then read
     if found is None:
         found = decide(source, route, here[0], dev, copy, shape)
-    return x, source, here, found
+    return x, source, here, found, asked
 
 
 class Explanation(NamedTuple):
@@ -311,7 +312,7 @@ def _rendered(p: Plan) -> Explanation:
             f"would take writable), ready on {on}"
         )
         return Explanation("copy", text, d, p)
-    bridge = bridge_of(route, tensor, None, d.copy_here, on_device=True) if kind == RELAY else host_bridge(p, tensor)
+    bridge = data_bridge(p, tensor)
     b, why = bridge.kind, bridge.why
     if b == REFUSED:
         return Explanation("refused", f"refused: {why}", d, p, bridge)
@@ -342,10 +343,7 @@ def _rendered(p: Plan) -> Explanation:
 
 def _size(tensor: Tensor) -> str:
     """The size of a compact copy of ``tensor``, for a copy's explanation (" of 2.0 EiB")."""
-    count = 1
-    for n in tensor.shape:
-        count *= n
-    size = count * tensor._bits * tensor._lanes / 8
+    size = float(tensor.nbytes)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
         if size < 1024 or unit == "EiB":
             return f" of {size:.0f} {unit}" if unit == "B" else f" of {size:.1f} {unit}"

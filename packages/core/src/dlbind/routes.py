@@ -239,6 +239,8 @@ def _count(route: Route, device_type: int) -> tuple[int | None, str]:
         return 1, "the host"
     if a.device_form == "namespace":
         found = namespace_devices(a)
+        if route.devices is not None:
+            route.devices.update(found)  # its device objects, for device= (dlbind.bridges.device_arg)
         listed = ", ".join(f"{device_name(t)}:{i}" for t, i in found) or "none"
         return sum(1 for t, _ in found if t == device_type), f"{a.namespace}'s devices here: {listed}"
     if a.device_count:
