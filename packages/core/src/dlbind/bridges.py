@@ -207,10 +207,9 @@ class _BoolAs:
         )  # fmt: skip
 
 
-def device_arg(route: Route, device: Any) -> Any:
-    """``device`` (``"cpu"``, ``"cpu:0"``, ``(type, id)``, ...) in the form the target's importer takes."""
+def device_arg(route: Route, dev: Device) -> Any:
+    """A device (``(DeviceType, id)``, parsed) in the form the target's importer takes."""
     adapter = route.adapter
-    dev = parse_device(device)
     if route.devices is not None:  # "namespace": one of its array API namespace's device objects
         found = route.devices.get(dev, MISSING)
         if found is MISSING:
@@ -260,17 +259,16 @@ def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
     return (route.importer_nd if _nd(route, tensor) else route.importer)(producer, **kwargs)
 
 
-def copied_in(route: Route, tensor: Tensor, device: Any) -> Any:
+def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
     """Data on a device the target holds no arrays of (``import.copy_from``: dpnp's importer answers numpy arrays
-    for host data), copied in by the target's own constructor (``import.copy_with``) onto ``device`` (None: the
-    first device it imports from, index 0). ``copy=False`` is refused by the Decision (a copy-in copies)."""
-    adapter = route.adapter
-    target = parse_device(device) if device is not None else (DEVICE_BY_NAME[adapter.devices[0]], 0)
-    if adapter.copy_takes == "ndarray":
+    for host data), copied in by the target's own constructor (``import.copy_with``) with the plan's keywords
+    (``device=``: the device asked, else the first device it imports from, index 0: :func:`keywords`).
+    ``copy=False`` is refused by the Decision (a copy-in copies)."""
+    if route.adapter.copy_takes == "ndarray":
         import numpy
 
-        return route.copy_with(numpy.asarray(tensor), device=device_arg(route, target))
-    return route.copy_with(tensor, device=device_arg(route, target))
+        return route.copy_with(numpy.asarray(tensor), **kwargs)
+    return route.copy_with(tensor, **kwargs)
 
 
 def _wrapped(route: Route, tensor: Tensor) -> Any:
@@ -352,8 +350,9 @@ def bridge_of(
             return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
         if route.viewer is None:
             return Bridge(REFUSED, _cannot(route, tensor))
-        if device is not None and parse_device(device) != tensor.device:
-            return Bridge(REFUSED, f"{a.view_with} views {tensor.dtype.name} data where it is, not on {device}")
+        if device is not None and device != tensor.device:
+            where = f"{device_name(device[0])}:{device[1]}"
+            return Bridge(REFUSED, f"{a.view_with} views {tensor.dtype.name} data where it is, not on {where}")
         if tensor.device[0] not in HOST_ACCESSIBLE:
             return Bridge(REFUSED, f"{a.name} views {tensor.dtype.name} data in host memory only")
         if a.view_copies:
@@ -538,7 +537,7 @@ def run(p: Plan, tried: bool = False) -> Any:
     if kind == INTERFACE:
         return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
     if d.copy_in:
-        return copied_in(route, tensor, p.device)  # onto its device, by its own constructor
+        return copied_in(route, tensor, kwargs)  # onto its device, by its own constructor
     if d.handover and tensor._lanes == 1:
         return route.importer(tensor)
     return bridged(p, tensor, data_bridge(p, tensor))
@@ -551,8 +550,8 @@ def data_bridge(p: Plan, tensor: Tensor) -> Bridge:
     if p.decision.kind == RELAY:
         return bridge_of(p.route, tensor, None, p.decision.copy_here, on_device=True)  # as the Relay's
     if p.decision.to_host:
-        return bridge_of(p.route, tensor, None, device=None if p.decision.kind == HOST_COPY else p.device)
-    return bridge_of(p.route, tensor, p.copy, p.decision.copy_here, p.device)
+        return bridge_of(p.route, tensor, None, device=None if p.decision.kind == HOST_COPY else p.asked)
+    return bridge_of(p.route, tensor, p.copy, p.decision.copy_here, p.asked)
 
 
 def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
@@ -562,7 +561,7 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
     copies nothing: a producer's import where it is, unordered on a device with streams."""
     d, x, here, stream = p.decision, p.producer, p.here, p.stream
     if metadata:
-        return x if type(x) is Tensor else import_on(x, p.source, here, None if stream_free(here[0]) else -1)
+        return x if type(x) is Tensor else import_on(p.producer, p.source, here, None if stream_free(here[0]) else -1)
     on, to, asked_copy = stream, None, None
     if d.kind == HOST_COPY:
         to, asked_copy = _CPU, True
@@ -571,10 +570,10 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
         # device's default); the interface then says that stream, so the target orders its own after it
         on = None if stream_free(here[0]) else p.route.stream_of(here[1]) if d.stream_of else stream
     elif d.to_host:
-        to = p.device or _CPU
+        to = p.asked or _CPU
     elif type(x) is Tensor and stream is None:
         return x
-    return import_on(x, p.source, here, on, to, asked_copy)
+    return import_on(p.producer, p.source, here, on, to, asked_copy)
 
 
 def refused_here(source: ExportPlan, route: Route, here: Any) -> bool:
@@ -589,14 +588,17 @@ def interface_copies(route: Route, tensor: Tensor) -> bool:
     return bool(tensor._flags & _READ_ONLY) and route.ignores_readonly
 
 
-def keywords(d: Decision, route: Route, here: Any, device: Any) -> dict[str, Any]:
+def keywords(d: Decision, route: Route, here: Any, device: Device | None) -> dict[str, Any]:
     """The keywords of the target's importer, as ``d`` says (the device's index is the one thing left); a
     ``BufferError`` where the device asked cannot be given (a device its namespace lacks, or one the importer
     cannot be asked for and the data is not on)."""
     kwargs: dict[str, Any] = {}
-    if d.device_kw == DEVICE_ARG:
+    if d.copy_in:  # the target's constructor copies the data in: onto the device asked, else its first one
+        first = (DEVICE_BY_NAME[route.adapter.devices[0]], 0)
+        kwargs["device"] = device_arg(route, device if device is not None else first)
+    elif d.device_kw == DEVICE_ARG:
         kwargs["device"] = device_arg(route, device)
-    elif d.device_kw == DEVICE_HERE and (dev := parse_device(device)) != here:
+    elif d.device_kw == DEVICE_HERE and (dev := device) is not None and dev != here:
         raise BufferError(
             f"{route.adapter.from_dlpack} takes no device= (asked: {device_name(dev[0])}:{dev[1]}, the data is on "
             f"{device_name(here[0])}:{here[1]}): convert on the source's device"

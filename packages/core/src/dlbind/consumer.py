@@ -126,7 +126,10 @@ def imported(
         if type(x) is _capi.PyCapsuleType:
             if device is not None or copy:
                 raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
-            return from_capsule(x, stream=stream, allow_vector=allow_vector)
+            tensor = from_capsule(x, allow_vector=allow_vector)
+            if stream is not None:  # the consumer's stream, checked against the device the capsule says
+                check_stream(tensor._device_type, stream)
+            return tensor
         plan = export_plan(type(x))
         if plan.via is None and not hasattr(x, "__dlpack__"):
             # an object with a buffer or array interface: exported zero-copy by dlbind itself

@@ -79,7 +79,7 @@ from dlbind.routes import (
     route_to,
 )
 from dlbind.sources import ExportPlan, export_plan, help_for
-from dlbind.tensor import Tensor
+from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["Explanation", "compat", "convert", "explain", "plan"]
 
@@ -135,7 +135,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         x = imported(x, source, None, own_export=True)
         source, here = export_plan(Tensor), x.device
         d = decide(source, route, here[0], None if asked is None else asked[0], copy)
-    p = Plan(d, x, source, route, here, device, copy, stream, copied_by=copied_by)
+    p = Plan(d, x, source, route, here, device, copy, stream, copied_by=copied_by, asked=asked)
     kind = d.kind
     if stream is not None and stream_free(here[0]):
         try:  # the device's stream rule (a TypeError for a stream that is not an int passes on)
@@ -169,7 +169,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             return p._replace(refused=f"{route.adapter.interface_function} takes the data where it is, not on {device}")
         return p
     try:  # for data on the host after a host copy, the importer's keywords are for the host
-        kwargs = keywords(d, route, _CPU if d.to_host else here, None if kind == HOST_COPY else device)
+        kwargs = keywords(d, route, _CPU if d.to_host else here, None if kind == HOST_COPY else asked)
     except BufferError as exc:
         return p._replace(refused=str(exc))
     return p._replace(kwargs=kwargs)
@@ -202,14 +202,16 @@ def _decision(
     source = export_plan(type(x))
     here = None
     if source.via is None and not hasattr(x, "__dlpack__"):
-        if source.library != route.adapter.name or type(x) is PyCapsuleType:
-            # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream
-            x = imported(x, None, None) if type(x) is PyCapsuleType else asdlpack(x)
-            source = export_plan(type(x))
-        elif not hasattr(x, "__dlpack_device__"):
-            # the target's own array, without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only):
-            # itself where no copy is asked; its device is the one its interface says
-            here = asdlpack(x).__dlpack_device__()
+        # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream. The
+        # target's own array without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only) stays itself
+        # where no copy is asked: its device is the one its interface says
+        own = source.library == route.adapter.name and type(x) is not PyCapsuleType
+        if not own or not hasattr(x, "__dlpack_device__"):
+            made = from_capsule(x) if type(x) is PyCapsuleType else asdlpack(x)
+            if own:
+                here = made.__dlpack_device__()
+            else:
+                x, source = made, export_plan(type(made))
     if here is None:
         # stream-free host memory, or a system exporting through a function of its own: no device to ask
         here = _CPU if source.host_only or source.via is not None else producer_device(x)

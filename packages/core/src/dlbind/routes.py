@@ -367,7 +367,7 @@ class Plan(NamedTuple):
     source: ExportPlan  # the producer's plan
     route: Route
     here: Device  # where the producer's data is
-    device: Any = None  # device= as asked (None: not given)
+    device: Any = None  # device= as asked (None: not given), as the user wrote it (for messages)
     copy: bool | None = None
     stream: int | None = None
     kwargs: dict[str, Any] | None = None  # the importer's keywords for this call (device= in its own form)
@@ -375,6 +375,7 @@ class Plan(NamedTuple):
     itself: bool = False  # the producer is the answer
     untested: str = ""  # what only trying can tell of this call (explain says it in words)
     copied_by: str = ""  # the producer's own export is a new copy each time (export.copies): by what
+    asked: Device | None = None  # device= parsed (None: not given)
 
 
 def decide(

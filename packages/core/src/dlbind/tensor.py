@@ -24,7 +24,7 @@ from dlbind._generated.tables import (
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
 )
-from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, device_name, unnamed_note
+from dlbind.devices import HOST_ACCESSIBLE, Device, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import BOOL as _BOOL
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, ExtentError, check_reach
@@ -460,7 +460,6 @@ def from_managed(
 def from_capsule(
     capsule: object,
     *,
-    stream: int | None = None,
     allow_vector: bool = False,
     x: Any = None,
     plan: Any = None,
@@ -469,7 +468,7 @@ def from_capsule(
     """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``).
 
     ``x`` and ``plan``: the producer that gave it and its ``dlbind.sources.ExportPlan``, whose facts finish
-    the import (:func:`sealed`); ``stream``: the consumer's, checked against the tensor's device; ``ready``:
+    the import (:func:`sealed`); ``ready``:
     ``(device type, stream)``, the stream the data is ready on when the tensor is on that device type."""
     if native is not None:  # taken and owned in one step, in C: no Python code (a signal's) runs between
         tensor: Tensor = native.take_wrap(capsule, allow_vector, ready)
@@ -480,8 +479,6 @@ def from_capsule(
         )
     if plan is not None and (plan.immutable or plan.python):
         tensor = sealed(tensor, x, plan)
-    if stream is not None:
-        check_stream(tensor._device_type, stream)
     return tensor
 
 
