@@ -39,7 +39,7 @@ from dlbind.routes import (
     route_to,
 )
 from dlbind.sources import ExportPlan
-from dlbind.tensor import Tensor, from_capsule
+from dlbind.tensor import Tensor, reexported
 
 __all__ = [
     "AS_IS",
@@ -427,8 +427,7 @@ def on_device(tensor: Tensor, stream: int | None) -> Tensor:
     ``stream`` (None: the device rule's default): ready there, never through the host."""
     if stream is None:
         stream = default_stream(tensor._device_type)
-    made = export_view(tensor, stream=stream, max_version=DLPACK_VERSION, copy=True, own=True)
-    return from_capsule(made, ready=None if stream is None else (tensor._device_type, stream))
+    return reexported(tensor, stream, copy=True, own=True)
 
 
 def _copy(tensor: Tensor, why: str) -> Bridge:

@@ -15,9 +15,8 @@ from typing import Any
 from dlbind import _backends, _capi, _load, capsule, exchange
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, default_stream, device_name, parse_device, producer_device
-from dlbind.export import export_view
 from dlbind.sources import ExportPlan, call_dlpack, check_guards, export_plan, host_export, library_export, refusal_of
-from dlbind.tensor import ExtentError, Tensor, from_capsule
+from dlbind.tensor import ExtentError, Tensor, from_capsule, reexported
 
 __all__ = ["from_dlpack", "imported"]
 
@@ -207,11 +206,9 @@ def imported(
     except ExtentError as exc:
         raise producer_error(x, exc)  # noqa: B904 (its __cause__ is exc)
     if wanted is not None and wanted != asked and tensor._stream == asked:
-        # the stream wanted waits for the one asked: a view exported for it orders that
-        view = export_view(tensor, stream=wanted, max_version=DLPACK_VERSION)
-        tensor = from_capsule(view, ready=(int(here[0]), wanted))
+        tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
     if by_backend:
-        return from_capsule(export_view(tensor, max_version=DLPACK_VERSION, dl_device=dl_device, copy=True))
+        return reexported(tensor, None, dl_device=dl_device, copy=True)
     if target is not None and tensor.device != target:
         if given:
             raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")

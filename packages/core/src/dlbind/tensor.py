@@ -238,8 +238,7 @@ class Tensor(_Core):  # type: ignore[misc]
         host memory copied on the CPU, device memory by the device's backend (``dlbind[cuda]``, ...), enqueued
         on the stream the tensor is ready on (:attr:`stream`), where the copy is then ready."""
         stream = self._stream
-        made = export_view(self, stream=stream, max_version=DLPACK_VERSION, copy=True, own=True)
-        return from_capsule(made, ready=None if stream is None else (self._device_type, stream))
+        return reexported(self, stream, copy=True, own=True)
 
     # -- immutable: what describes the memory is fixed when the tensor is made (issue 38) ----------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -480,6 +479,18 @@ def from_capsule(
     if plan is not None and (plan.immutable or plan.python):
         tensor = sealed(tensor, x, plan)
     return tensor
+
+
+def reexported(
+    tensor: Tensor, stream: int | None, *, dl_device: Any = None, copy: bool | None = None, own: bool = False
+) -> Tensor:
+    """``tensor`` exported again and imported (:func:`dlbind.export.export_view`), ready on ``stream`` (None: where
+    the export leaves it): a view for another stream (which waits for the one ``tensor`` is ready on), or with
+    ``copy=True`` a compact copy dlbind owns (``own``) or the one ``dl_device`` asks, made by the device's
+    backend."""
+    made = export_view(tensor, stream=stream, max_version=DLPACK_VERSION, dl_device=dl_device, copy=copy, own=own)
+    on_host = dl_device is not None
+    return from_capsule(made, ready=None if stream is None or on_host else (tensor._device_type, stream))
 
 
 def sealed(tensor: Tensor, x: Any, plan: Any = None) -> Tensor:
