@@ -411,9 +411,6 @@ def import_on(
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
     own = source.via is not None
     try:
-        if native is not None and stream is None and device is None and copy is None and not own:
-            plain: Tensor = native.from_dlpack(x)  # the plain import, in C (the compiled build reads the same plan)
-            return plain
         return imported(x, source, None if own else here, device=device, copy=copy, stream=stream, own_export=own)
     except BufferError:
         if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlbind import _backends, _capi, _load, capsule, exchange
+from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, default_stream, device_name, parse_device, producer_device
 from dlbind.sources import ExportPlan, call_dlpack, check_guards, export_plan, host_export, library_export, refusal_of
@@ -97,6 +98,13 @@ def from_dlpack(
     """
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
+    if type(x) is _capi.PyCapsuleType:
+        if device is not None or copy:
+            raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
+        tensor = from_capsule(x, allow_vector=allow_vector)
+        if stream is not None:  # the consumer's stream, checked against the device the capsule says
+            check_stream(tensor._device_type, stream)
+        return tensor
     return imported(x, None, None, device=device, copy=copy, stream=stream, allow_vector=allow_vector)
 
 
@@ -121,14 +129,13 @@ def imported(
     names (``own_export``: that function even where ``x`` has a ``__dlpack__``, as ``convert`` asks it);
     where its ``__dlpack__`` refuses a host array its buffer protocol or array interface may carry, from there.
     """
-    if plan is None:  # from_dlpack: a raw capsule, or a producer whose plan is looked up now
-        if type(x) is _capi.PyCapsuleType:
-            if device is not None or copy:
-                raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
-            tensor = from_capsule(x, allow_vector=allow_vector)
-            if stream is not None:  # the consumer's stream, checked against the device the capsule says
-                check_stream(tensor._device_type, stream)
-            return tensor
+    plain = device is None and copy is None and stream is None and not allow_vector
+    if native is not None and plan is not None and plain and not own_export:
+        # convert's plain import, in C: its from_dlpack reads the same plan (and checks its guards); a call it hands
+        # back to Python comes through from_dlpack, without a plan
+        fast_import: Tensor = native.from_dlpack(x)
+        return fast_import
+    if plan is None:  # from_dlpack: a producer whose plan is looked up now
         plan = export_plan(type(x))
         if plan.via is None and not hasattr(x, "__dlpack__"):
             # an object with a buffer or array interface: exported zero-copy by dlbind itself
@@ -157,7 +164,7 @@ def imported(
             x, here, made = made if hasattr(made, "__dlpack__") else export_other(made), None, None
             plan = export_plan(type(x))
     given = made is not None
-    if not given and device is None and copy is None and stream is None and not allow_vector and of is x:
+    if not given and plain and of is x:
         fast = exchange.import_object(x)
         if fast is not None:
             return fast
