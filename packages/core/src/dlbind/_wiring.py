@@ -42,6 +42,12 @@ def text_signature(name: str, fn: Any) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+def finished(tensor: Tensor, x: Any) -> Tensor:
+    """What the compiled import of ``x`` hands back to be finished (:func:`dlbind.tensor.sealed`), with ``x``'s
+    plan."""
+    return sealed(tensor, x, sources.export_plan(type(x)))
+
+
 def configure() -> None:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
     it delegates to."""
@@ -71,7 +77,7 @@ def configure() -> None:
         export_plan=sources.export_plan,
         refuse_guarded=sources.refuse_guarded,
         order=exchange.order,
-        finish=sealed,
+        finish=finished,
         producer_error=consumer.producer_error,
         convert_direct=routes.C_DIRECT,
     )

@@ -98,14 +98,14 @@ def from_dlpack(
     """
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
-    if type(x) is _capi.PyCapsuleType:
-        if device is not None or copy:
-            raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
-        tensor = from_capsule(x, allow_vector=allow_vector)
-        if stream is not None:  # the consumer's stream, checked against the device the capsule says
-            check_stream(tensor._device_type, stream)
-        return tensor
-    return imported(x, None, None, device=device, copy=copy, stream=stream, allow_vector=allow_vector)
+    if type(x) is not _capi.PyCapsuleType:
+        return imported(x, None, None, device=device, copy=copy, stream=stream, allow_vector=allow_vector)
+    if device is not None or copy:
+        raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
+    tensor = from_capsule(x, allow_vector=allow_vector)
+    if stream is not None:  # the consumer's stream, checked against the device the capsule says
+        check_stream(tensor._device_type, stream)
+    return tensor
 
 
 def imported(

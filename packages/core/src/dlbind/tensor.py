@@ -30,7 +30,6 @@ from dlbind.dtypes import BOOL as _BOOL
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, ExtentError, check_reach
 from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
-from dlbind.sources import export_plan
 from dlbind.validate import MAX_NDIM  # far above any library's limit; guards against garbage in a capsule
 
 __all__ = ["ExtentError", "Tensor", "from_capsule", "from_managed", "sealed"]
@@ -493,14 +492,13 @@ def reexported(
     return from_capsule(made, ready=None if stream is None or on_host else (tensor._device_type, stream))
 
 
-def sealed(tensor: Tensor, x: Any, plan: Any = None) -> Tensor:
+def sealed(tensor: Tensor, x: Any, plan: Any) -> Tensor:
     """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
     (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
     let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
-    ``x``'s capsules call uint8 (``export.bool``) is read as bool. ``plan``: ``x``'s export plan (the compiled
-    build's import finishes through this function too; None: looked up)."""
-    if plan is None:
-        plan = export_plan(type(x))
+    ``x``'s capsules call uint8 (``export.bool``) is read as bool. ``plan``: ``x``'s export plan
+    (``dlbind.sources.ExportPlan``; the compiled build's import finishes through this function too, its plan
+    looked up by ``dlbind._wiring``)."""
     flags = tensor._flags
     if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
         if native is not None:
