@@ -232,5 +232,8 @@ def test_revendoring_after_a_host_edit(work: Work) -> None:
     assert sh(*command, cwd=work.base).returncode == 0  # and the copy is clean again
 
 
-def test_report_times(work: Work) -> None:
+def test_every_step_ran_and_is_timed(work: Work) -> None:
+    """The fixture ran its three steps in order, each taking time; their times are printed (``-s``)."""
     print("acceptance steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in work.times.items()))
+    assert list(work.times) == ["vendor", "venv", "build and install"], work.times
+    assert all(seconds > 0 for seconds in work.times.values()), work.times
