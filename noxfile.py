@@ -265,9 +265,13 @@ def bump_gate(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check over the hand-written code (generated code is formatted by the generator)."""
+    """ruff check over the hand-written code (generated code is formatted by the generator), and every name the
+    comments, docstrings and docs cite resolves (.ci/names.py: the packages installed, numpy for its names)."""
     session.install(*_group("lint"))
     session.run("ruff", "check", ".")
+    _install_generator(session)
+    _install_core(session, "numpy", "pytest", "packages/cuda", "packages/rocm", "packages/metal", "packages/vulkan")
+    session.run("python", ".ci/names.py")
 
 
 @nox.session

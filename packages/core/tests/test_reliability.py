@@ -322,7 +322,8 @@ def test_defect5_foreign_view_in_a_cycle_keeps_its_memory() -> None:
 @pytest.mark.skipif(PURE, reason="the Handover producer is the compiled convert's")
 def test_defect5_handover_kept_by_its_consumer_is_collected() -> None:
     # convert's C route hands the struct to the target's from_dlpack in a Handover; a consumer that
-    # keeps it (without taking the struct) closes b -> b.h -> struct owner (the exporter) -> b
+    # keeps it (without taking the struct) closes a cycle: b, its attribute h (the Handover), the struct's owner (the
+    # exporter), b
     from dlbind._ffi import native
 
     def make() -> _Bytes:

@@ -76,7 +76,7 @@ _NAMES = [
     "spec",
 ]
 # The package's modules: ``from dlbind import consumer`` (in the runtime's own modules too) and
-# ``dlbind.spec`` import the module without loading the runtime. packages/core/tests/test_lazy_import.py
+# ``dlbind.spec`` import the module without loading the runtime. packages/core/tests/test_import.py
 # keeps the set equal to the package's files.
 _MODULES = frozenset({
     "__main__", "_api", "_backends", "_capi", "_device_tensors", "_fastpath", "_ffi", "_generated",

@@ -52,7 +52,8 @@ def managed_from_object(obj: Any) -> int:
 
 
 def object_from_managed(address: int, ready: tuple[int, int] | None = None) -> Tensor:
-    """A dlbind.Tensor that owns the given DLManagedTensorVersioned (``ready``: as :func:`from_managed`'s)."""
+    """A dlbind.Tensor that owns the given DLManagedTensorVersioned (``ready``: as
+    :func:`dlbind.tensor.from_managed`'s)."""
     source = None if native is not None else capsule.adopt(address)  # the pure Tensor keeps a dlbind owner
     return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True, source=source, ready=ready)
 

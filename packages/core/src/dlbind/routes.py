@@ -83,7 +83,7 @@ def resolve(to: Any) -> Adapter:
 
 class Route(NamedTuple):
     """How :func:`dlbind.convert` reaches one target system: its row of spec/adapters.toml, resolved for the
-    installed release, with what the exchange needs at hand (made once per target by :func:`plan`)."""
+    installed release, with what the exchange needs at hand (made once per target by :func:`route_to`)."""
 
     adapter: Adapter
     importer: Any  # the target's from_dlpack (import.function), or the importer under test

@@ -28,7 +28,7 @@ import dlfuzz
 import nativehelp
 
 # Conversions to foreign libraries are slow and their refusals are known defects (see docs/reliability.md):
-# this harness fuzzes dlbind's own consumer and Tensor; dlfuzz/drive.py covers conversions.
+# this harness fuzzes dlbind's own consumer and Tensor; fuzz/drive.py covers conversions.
 dlfuzz.LIBS.clear()
 
 

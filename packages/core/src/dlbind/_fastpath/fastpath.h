@@ -98,18 +98,18 @@ typedef struct {
     PyObject *asdlpack;          /* dlbind.producer.asdlpack */
     PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
     PyObject *check_managed;     /* dlbind.tensor.check_managed: raises the precise BufferError */
-    PyObject *export_view;       /* dlbind.producer.export_view */
+    PyObject *export_view;       /* dlbind.export.export_view */
     PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
-                                    by dlbind.routes.plan */
+                                    by dlbind.routes.route_to */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *refuse_guarded;    /* dlbind.sources.refuse_guarded(x, name, is_method, plan): raises x's BufferError */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
-    PyObject *finish;            /* dlbind.consumer.sealed(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
+    PyObject *finish;            /* dlbind._wiring.finished(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
     PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
     PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
                                     hand-overs dlbind.routes decided (devices with streams), filled by
