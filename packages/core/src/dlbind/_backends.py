@@ -25,6 +25,7 @@ __all__ = [
     "Backend",
     "BackendStatus",
     "Probe",
+    "StreamFreeBackend",
     "backends",
     "device_count",
     "find_library",
@@ -93,6 +94,56 @@ class Backend(Protocol):
     def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any: ...
 
     def asarray(self, host_array: Any, *, device_id: int = 0) -> Any: ...
+
+
+class StreamFreeBackend:
+    """The :class:`Backend` of a device type without DLPack streams (``spec/devices.toml``: the rule "none") and
+    without device copies yet (Metal, Vulkan). A subclass names ``name``, ``device_types`` (one type) and its
+    distribution's ``runtime`` (whose ``runtime()`` gives the ``probe``) and ``tensors`` modules (its
+    ``copy_to_host``, ``device_of``, ``empty`` and ``asarray``)."""
+
+    name: str
+    device_types: tuple[int, ...]
+    runtime: Any
+    tensors: Any
+
+    def probe(self) -> Probe:
+        return self.runtime.runtime().probe  # type: ignore[no-any-return]
+
+    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
+        """Nothing can be waited on: the core refuses any ``stream`` but None for these devices before it gets
+        here, so a call is a caller's error."""
+        kind = _enum_name(self.device_types[0])
+        raise BufferError(
+            f"{kind} has no DLPack stream (stream must be None), not producer {producer_stream!r} / consumer "
+            f"{consumer_stream!r}: its producers hand over buffers with their device work completed"
+        )
+
+    def copy_to_host(self, memory: Any) -> Any:
+        return self.tensors.copy_to_host(memory)
+
+    def copy_on_device(self, memory: Any, stream: int) -> Any:
+        """No device copy yet: BufferError saying so (a host copy is :meth:`copy_to_host`)."""
+        raise BufferError(
+            f"dlbind-{self.name} has no device copy yet: {_enum_name(self.device_types[0])} memory is copied to "
+            "the host only; copy it with the array library that made it"
+        )
+
+    def device_of(self, pointer: int) -> Device:
+        return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
+
+    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any:
+        return self.tensors.empty(shape, dtype, device_id=device_id)
+
+    def asarray(self, host_array: Any, *, device_id: int = 0) -> Any:
+        return self.tensors.asarray(host_array, device_id=device_id)
+
+
+def _enum_name(device_type: int) -> str:
+    """The header's name of a device type (``kDLVulkan``)."""
+    from dlbind._generated.enums import DeviceType
+
+    return DeviceType(device_type).name
 
 
 class BackendStatus(NamedTuple):

@@ -16,7 +16,7 @@ from dlbind import capsule
 from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter
 from dlbind._generated.enums import DLPACK_VERSION
-from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
+from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
@@ -590,9 +590,8 @@ def keywords(d: Decision, route: Route, here: Any, device: Device | None) -> dic
     cannot be asked for and the data is not on)."""
     kwargs: dict[str, Any] = {}
     if d.copy_in:  # the target's constructor copies the data in: onto the device asked, else its first one
-        first = (DEVICE_BY_NAME[route.adapter.devices[0]], 0)
-        kwargs["device"] = device_arg(route, device if device is not None else first)
-    elif d.device_kw == DEVICE_ARG:
+        kwargs["device"] = device_arg(route, device if device is not None else parse_device(route.adapter.devices[0]))
+    elif d.device_kw == DEVICE_ARG and device is not None:
         kwargs["device"] = device_arg(route, device)
     elif d.device_kw == DEVICE_HERE and (dev := device) is not None and dev != here:
         raise BufferError(
