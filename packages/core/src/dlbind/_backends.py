@@ -15,7 +15,7 @@ import _thread
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from dlbind._generated.tables import DEVICE_BACKENDS, DEVICE_NAMES
 from dlbind.devices import Device, device_name
@@ -24,6 +24,7 @@ __all__ = [
     "GROUP",
     "Backend",
     "BackendStatus",
+    "OwnBackend",
     "Probe",
     "StreamFreeBackend",
     "backends",
@@ -96,27 +97,43 @@ class Backend(Protocol):
     def asarray(self, host_array: Any, *, device_id: int = 0) -> Any: ...
 
 
-class StreamFreeBackend:
-    """The :class:`Backend` of a device type without DLPack streams (``spec/devices.toml``: the rule "none") and
-    without device copies yet (Metal, Vulkan). A subclass names ``name``, ``device_types`` (one type) and its
-    distribution's ``runtime`` (whose ``runtime()`` gives the ``probe``) and ``tensors`` modules (its
-    ``copy_to_host``, ``device_of``, ``empty`` and ``asarray``)."""
+class OwnBackend:
+    """What the backends dlbind ships do alike: the probe of their runtime (``runtime()``, loaded on first
+    call), and tensors made and found by their ``tensors`` module (``device_of``, ``empty``, ``asarray``)."""
 
-    name: str
+    name: ClassVar[str]
     device_types: tuple[int, ...]
-    runtime: Any
-    tensors: Any
+    tensors: Any  # the backend's _tensors module
+
+    @staticmethod
+    def runtime() -> Any:
+        raise NotImplementedError
 
     def probe(self) -> Probe:
-        return self.runtime.runtime().probe  # type: ignore[no-any-return]
+        return self.runtime().probe  # type: ignore[no-any-return]
+
+    def device_of(self, pointer: int) -> Device:
+        return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
+
+    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any:
+        return self.tensors.empty(shape, dtype, device_id=device_id)
+
+    def asarray(self, host_array: Any, *, device_id: int = 0) -> Any:
+        return self.tensors.asarray(host_array, device_id=device_id)
+
+
+class StreamFreeBackend(OwnBackend):
+    """The :class:`Backend` of a device type without DLPack streams (``spec/devices.toml``: the rule "none") and
+    without device copies yet (Metal, Vulkan): a subclass names ``name``, ``device_types`` (one type),
+    ``runtime`` and ``tensors`` (:class:`OwnBackend`)."""
 
     def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
         """Nothing can be waited on: the core refuses any ``stream`` but None for these devices before it gets
         here, so a call is a caller's error."""
-        kind = _enum_name(self.device_types[0])
         raise BufferError(
-            f"{kind} has no DLPack stream (stream must be None), not producer {producer_stream!r} / consumer "
-            f"{consumer_stream!r}: its producers hand over buffers with their device work completed"
+            f"{_enum_name(self.device_types[0])} has no DLPack stream (stream must be None), not producer "
+            f"{producer_stream!r} / consumer {consumer_stream!r}: its producers hand over buffers with their device "
+            "work completed"
         )
 
     def copy_to_host(self, memory: Any) -> Any:
@@ -128,15 +145,6 @@ class StreamFreeBackend:
             f"dlbind-{self.name} has no device copy yet: {_enum_name(self.device_types[0])} memory is copied to "
             "the host only; copy it with the array library that made it"
         )
-
-    def device_of(self, pointer: int) -> Device:
-        return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
-
-    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any:
-        return self.tensors.empty(shape, dtype, device_id=device_id)
-
-    def asarray(self, host_array: Any, *, device_id: int = 0) -> Any:
-        return self.tensors.asarray(host_array, device_id=device_id)
 
 
 def _enum_name(device_type: int) -> str:

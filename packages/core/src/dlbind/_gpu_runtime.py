@@ -18,10 +18,10 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Generic, TypeVar
 
-from dlbind._backends import Probe, find_library
+from dlbind._backends import OwnBackend, Probe, find_library
 from dlbind.devices import HOST_ACCESSIBLE, Device, device_name
 
 __all__ = [
@@ -435,17 +435,13 @@ class Loaded(Generic[R]):
             self._value = None
 
 
-class GpuBackend:
+class GpuBackend(OwnBackend):
     """The object a GPU backend registers under ``dlbind.backends`` (see :class:`dlbind._backends.Backend`).
 
     Subclasses give ``name``, ``device_types``, ``runtime`` (the backend's loader, a staticmethod),
     ``tensors`` (the module with ``copy_to_host``, ``device_of``, ``empty``, ``asarray``) and the device's
     rule for a producer's stream (:meth:`refuses`, :meth:`refusal`).
     """
-
-    name: ClassVar[str]
-    device_types: tuple[int, ...]
-    tensors: Any  # the backend's _tensors module
 
     @staticmethod
     def runtime() -> GpuRuntime:
@@ -458,9 +454,6 @@ class GpuBackend:
     def refusal(self, producer_stream: int) -> str:
         """The message of a refused producer's stream."""
         raise NotImplementedError
-
-    def probe(self) -> Probe:
-        return self.runtime().probe
 
     def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
         rt = self.runtime()
@@ -501,11 +494,3 @@ class GpuBackend:
         ``GpuTensors.copy_on_device``."""
         return self.tensors.copy_on_device(memory, self.check_stream(stream, "the copy's stream"))
 
-    def device_of(self, pointer: int) -> Device:
-        return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
-
-    def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any:
-        return self.tensors.empty(shape, dtype, device_id=device_id)
-
-    def asarray(self, host_array: Any, *, device_id: int = 0) -> Any:
-        return self.tensors.asarray(host_array, device_id=device_id)

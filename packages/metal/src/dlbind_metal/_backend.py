@@ -19,7 +19,7 @@ class MetalBackend(StreamFreeBackend):
 
     name = "metal"
     device_types: tuple[int, ...] = (int(DeviceType.kDLMetal),)
-    runtime = _runtime
+    runtime = staticmethod(_runtime.runtime)
     tensors = _tensors
 
 

@@ -20,11 +20,11 @@ class VulkanBackend(StreamFreeBackend):
 
     name = "vulkan"
     device_types: tuple[int, ...] = (int(DeviceType.kDLVulkan),)
-    runtime = _runtime
+    runtime = staticmethod(_runtime.runtime)
     tensors = _tensors
 
     def copy_to_host(self, memory: Memory) -> Memory:
-        _runtime.runtime().require()  # the loader's reason, where it has none, before any buffer is read
+        self.runtime().require()  # the loader's reason, where it has none, before any buffer is read
         return _tensors.copy_to_host(memory)
 
 
