@@ -265,13 +265,15 @@ def bump_gate(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check over the hand-written code (generated code is formatted by the generator), and every name the
-    comments, docstrings and docs cite resolves (.ci/names.py: the packages installed, numpy for its names)."""
+    """ruff check over the hand-written code (generated code is formatted by the generator), every name the
+    comments, docstrings and docs cite resolves (.ci/names.py: the packages installed, numpy for its names), and
+    no function grows past what a reader can hold (.ci/lengths.py)."""
     session.install(*_group("lint"))
     session.run("ruff", "check", ".")
     _install_generator(session)
     _install_core(session, "numpy", "pytest", "packages/cuda", "packages/rocm", "packages/metal", "packages/vulkan")
     session.run("python", ".ci/names.py")
+    session.run("python", ".ci/lengths.py")
 
 
 @nox.session

@@ -264,37 +264,12 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
 
 
 def _rendered(p: Plan) -> Explanation:
-    d, route, x, here = p.decision, p.route, p.producer, p.here
-    a = route.adapter
-    kind = d.kind
-    if p.refused:
-        return Explanation("refused", f"refused: {p.refused}", d, p)
-    if p.itself:
-        return Explanation("itself", f"itself: the producer is already a {a.name} array", d, p)
-    where = f"{device_name(here[0])}:{here[1]}"
-    if kind == SAME:
-        copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
-        return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d, p)
-    if kind == HOST and d.to_host and here[0] in HOST_ACCESSIBLE:
-        return Explanation("zero-copy", f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
-    if kind == HOST_COPY or (kind == HOST and d.to_host):
-        text = f"a host copy of the {where} data ({d.why}), then {a.name}'s host route"
-        return Explanation("host copy", text, d, p)
-    if kind == HOST and d.copy_in:
-        return Explanation("copy", f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p)
-    on = (
-        "the stream given" if p.stream is not None else
-        f"{a.name}'s current stream" if route.stream_of is not None or kind == DIRECT else
-        "the device's default stream"
-    )  # fmt: skip
-    if kind == DIRECT:
-        text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {on}"
-        if d.watch_stream:
-            text += (
-                f" (through dlbind's relay, asked on the device's default stream, when {on} is one that "
-                f"{type(x).__name__}.__dlpack__ refuses)"
-            )
-        return Explanation("zero-copy", text, d, p)
+    """The plan in words: what the Decision alone says, else what the data's bridge adds (read from the plan's
+    one import where the data is)."""
+    said = _by_decision(p)
+    if said is not None:
+        return said
+    d, a = p.decision, p.route.adapter
     # INTERFACE, HOST and RELAY: the bridge this array's data needs, read from the plan's import where it is
     try:
         tensor = import_for(p, metadata=True)
@@ -303,31 +278,80 @@ def _rendered(p: Plan) -> Explanation:
     except _PASSED_ON:
         raise
     except Exception as exc:  # what convert would raise of it: the same BufferError
-        return Explanation("refused", f"refused: {target_error(x, a.name, exc, p.device)}", d, p)
-    if kind == INTERFACE:
-        if d.copy_here or not interface_copies(route, tensor):
+        return Explanation("refused", f"refused: {target_error(p.producer, a.name, exc, p.device)}", d, p)
+    if d.kind == INTERFACE:
+        if d.copy_here or not interface_copies(p.route, tensor):
             copies = "copy" if d.copy_here else "zero-copy"
-            text = f"{copies}: through {a.interface_function} ({d.why}), ready on {on}"
+            text = f"{copies}: through {a.interface_function} ({d.why}), ready on {_on(p)}"
             return Explanation(copies, text, d, p)
         text = (
-            f"a copy on {where}, then through {a.interface_function} ({d.why}; read-only data, which {a.name} "
-            f"would take writable), ready on {on}"
+            f"a copy on {_where(p)}, then through {a.interface_function} ({d.why}; read-only data, which {a.name} "
+            f"would take writable), ready on {_on(p)}"
         )
         return Explanation("copy", text, d, p)
+    return _by_bridge(p, tensor)
+
+
+def _where(p: Plan) -> str:
+    return f"{device_name(p.here[0])}:{p.here[1]}"
+
+
+def _on(p: Plan) -> str:
+    """The stream the producer is asked on, in words."""
+    if p.stream is not None:
+        return "the stream given"
+    if p.route.stream_of is not None or p.decision.kind == DIRECT:
+        return f"{p.route.adapter.name}'s current stream"
+    return "the device's default stream"
+
+
+def _by_decision(p: Plan) -> Explanation | None:
+    """What the plan says without the data: refused, the producer itself, the target's own import, a host
+    copy, a copy-in, the producer handed over as it is; None where the data's bridge decides."""
+    d, a, kind = p.decision, p.route.adapter, p.decision.kind
+    if p.refused:
+        return Explanation("refused", f"refused: {p.refused}", d, p)
+    if p.itself:
+        return Explanation("itself", f"itself: the producer is already a {a.name} array", d, p)
+    if kind == SAME:
+        copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
+        return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d, p)
+    if kind == HOST and d.to_host and p.here[0] in HOST_ACCESSIBLE:
+        return Explanation("zero-copy", f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
+    if kind == HOST_COPY or (kind == HOST and d.to_host):
+        text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
+        return Explanation("host copy", text, d, p)
+    if kind == HOST and d.copy_in:
+        return Explanation("copy", f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p)
+    if kind == DIRECT:
+        text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {_on(p)}"
+        if d.watch_stream:
+            text += (
+                f" (through dlbind's relay, asked on the device's default stream, when {_on(p)} is one that "
+                f"{type(p.producer).__name__}.__dlpack__ refuses)"
+            )
+        return Explanation("zero-copy", text, d, p)
+    return None
+
+
+def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
+    """What the data's bridge adds on a host route or the relay: refused, a copy (and where, and its size), a
+    viewer, or the producer as it is (in C where the plan says)."""
+    d, route = p.decision, p.route
+    a = route.adapter
     bridge = data_bridge(p, tensor)
     b, why = bridge.kind, bridge.why
     if b == REFUSED:
         return Explanation("refused", f"refused: {why}", d, p, bridge)
     cites = "".join(f"; {q.text} ({q.ref})" for q in a.quirks if _cited(q.id, why))
     copied = b in (COPY, PACKS, OWN_COPY) or (b == VIEW and bridge.copies)
-    if kind == RELAY:
-        head = f"{'a copy' if copied else 'zero-copy'} on {where}, ordered on {on}"
+    if d.kind == RELAY:
+        head = f"{'a copy' if copied else 'zero-copy'} on {_where(p)}, ordered on {_on(p)}"
         reason = f": {why}{cites}" if why else ""
         text = f"{head}{reason} (dlbind's relay stands between: {d.why})"
         return Explanation("copy" if copied else "zero-copy", text, d, p, bridge)
     if b in (COPY, PACKS, OWN_COPY):
-        size = _size(tensor)
-        return Explanation("copy", f"a copy on the host{size}: {why}{cites}", d, p, bridge)
+        return Explanation("copy", f"a copy on the host{_size(tensor)}: {why}{cites}", d, p, bridge)
     if b == VIEW:
         said = "copy" if copied else "zero-copy"
         return Explanation(said, f"{said}: {why}", d, p, bridge)

@@ -1,0 +1,125 @@
+"""No hand-written function longer than a reader can hold: Python at most 60 lines, C at most 100.
+
+    python .ci/lengths.py [ROOT]     (nox -s lint runs it; exit status 1 names each function over its limit)
+
+Generated code (``_generated/``, what the generator writes) is the generator's. The functions that were longer
+when the rule came are listed in :data:`LONGER` with their length then: each may shrink, none may grow, and a
+function not listed may not pass the limit. Splitting one removes its line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+PYTHON_LIMIT, C_LIMIT = 60, 100
+
+# (path, function) -> its length when the rule came (issue 42): to be split, never to grow.
+LONGER = {
+    ("benchmarks/exchange.py", "rows"): 159,
+    ("packages/core/src/dlbind/consumer.py", "imported"): 119,
+    ("generator/src/dlbind_generator/__main__.py", "main"): 112,
+    ("generator/src/dlbind_generator/pipeline.py", "build"): 106,
+    ("generator/src/dlbind_generator/adapters.py", "_check"): 92,
+    ("packages/core/src/dlbind/_device_tensors.py", "copy_plan"): 72,
+    ("generator/src/dlbind_generator/merge.py", "merge"): 72,
+    ("generator/src/dlbind_generator/vendor_reroot.py", "reroot"): 65,
+    ("generator/src/dlbind_generator/policy.py", "_entries"): 64,
+    ("packages/core/tests/test_parity.py", "_namespace"): 152,
+    ("tests/test_vendored_0x.py", "test_0_x_copies_export_and_import_legacy_capsules"): 126,
+    ("packages/core/tests/fuzz/dlfuzz.py", "build"): 89,
+    ("tests/interop/report.py", "render"): 71,
+    ("tests/gpu/sanitize.py", "main"): 71,
+    ("packages/core/tests/fuzz/dlfuzz.py", "main"): 70,
+    ("generator/tests/test_bump_rehearsal.py", "test_new_names_in_every_target"): 66,
+    ("tests/interop/report.py", "_import_rules"): 65,
+    ("packages/core/src/dlbind/_fastpath/tensor.c", "dlbind_py_from_dlpack"): 154,
+}
+
+
+class Long(NamedTuple):
+    path: str
+    function: str
+    lines: int
+    limit: int
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.function} is {self.lines} lines (at most {self.limit})"
+
+
+def python_functions(source: str) -> Iterator[tuple[str, int]]:
+    """(name, lines) of every function of a Python source, methods and nested functions included."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            yield node.name, (node.end_lineno or node.lineno) - first + 1
+
+
+_C_START = re.compile(r"^(?!(?:if|for|while|switch|return|else)\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*\([^;]*$")
+
+
+def c_functions(source: str) -> Iterator[tuple[str, int]]:
+    """(name, lines) of every function defined in a C source: from the line that names it to its closing brace
+    (comments and strings with braces are not expected between)."""
+    lines = source.splitlines()
+    i = 0
+    while i < len(lines):
+        found = _C_START.match(lines[i])
+        if found is None:
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and "{" not in lines[j] and not lines[j].rstrip().endswith(";"):
+            j += 1
+        if j == len(lines) or "{" not in lines[j]:
+            i = j + 1
+            continue
+        depth, k = 0, j
+        while k < len(lines):
+            depth += lines[k].count("{") - lines[k].count("}")
+            if depth == 0:
+                break
+            k += 1
+        yield found.group(1), k - i + 1
+        i = k + 1
+
+
+def check(root: Path) -> list[Long]:
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
+    found: list[Long] = []
+    for path in tracked.splitlines():
+        if "/_generated/" in path or not path.endswith((".py", ".c")) or not (root / path).is_file():
+            continue
+        source = (root / path).read_text(encoding="utf-8", errors="replace")
+        try:
+            functions = python_functions(source) if path.endswith(".py") else c_functions(source)
+            measured = list(functions)
+        except SyntaxError:  # a template or fixture that is not Python
+            continue
+        default = PYTHON_LIMIT if path.endswith(".py") else C_LIMIT
+        for name, length in measured:
+            limit = max(default, LONGER.get((path, name), 0))
+            if length > limit:
+                found.append(Long(path, name, length, limit))
+    return found
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1] if len(argv) > 1 else ".").resolve()
+    long = check(root)
+    for item in long:
+        print(item)
+    if long:
+        print(f"{len(long)} function(s) over the limit: split them by what they do")
+        return 1
+    print(f"lengths: no function over {PYTHON_LIMIT} lines (Python) or {C_LIMIT} (C) but the {len(LONGER)} listed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
