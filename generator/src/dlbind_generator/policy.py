@@ -249,12 +249,17 @@ def _entries(
             )
         else:
             pending[member] = (value, raw)
+    return declared, _by_value(pending, path)
+
+
+def _by_value(pending: dict[str, tuple[int, Any]], path: Path) -> dict[str, tuple[int, Any]]:
+    """The pending entries in the order of their values, no value given twice."""
     taken: dict[int, str] = {}
     for member, (value, _) in pending.items():
         if value in taken:
             raise GeneratorError(f"value {value} is given to both {taken[value]} and {member}", file=str(path))
         taken[value] = member
-    return declared, dict(sorted(pending.items(), key=lambda kv: kv[1][0]))
+    return dict(sorted(pending.items(), key=lambda kv: kv[1][0]))
 
 
 def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:

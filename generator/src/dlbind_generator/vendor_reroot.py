@@ -99,6 +99,15 @@ def reroot(source: str, new: str, filename: str) -> str:
                 file=filename,
                 line=node.lineno,
             )
+    out = _edited(source, lines, edits)
+    left = imports_of(out, OLD, filename)
+    if left:
+        raise GeneratorError(f"imports of dlbind left after re-rooting: {', '.join(left)}", file=filename)
+    return out
+
+
+def _edited(source: str, lines: list[str], edits: list[tuple[tuple[int, int], tuple[int, int], str]]) -> str:
+    """``source`` with each ``(begin, end, text)`` edit made (positions as tokenize gives them: line, column)."""
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
@@ -109,9 +118,6 @@ def reroot(source: str, new: str, filename: str) -> str:
     out = source
     for begin, end, text in sorted(edits, key=lambda e: at(e[0]), reverse=True):
         out = out[: at(begin)] + text + out[at(end) :]
-    left = imports_of(out, OLD, filename)
-    if left:
-        raise GeneratorError(f"imports of dlbind left after re-rooting: {', '.join(left)}", file=filename)
     return out
 
 

@@ -175,17 +175,7 @@ def copy_plan(
     """
     if not math.prod(shape):
         return []
-    # (elements, source stride, destination stride) of each dimension that moves, outermost first
-    dims: list[tuple[int, int, int]] = []
-    dst_stride = item
-    for d, s in zip(reversed(shape), reversed(byte_strides), strict=True):
-        if d != 1:
-            if dims and s == dims[0][1] * dims[0][0]:  # addresses continue the inner one's: one dimension
-                n, inner_s, inner_ds = dims[0]
-                dims[0] = (n * d, inner_s, inner_ds)
-            else:
-                dims.insert(0, (d, s, dst_stride))
-        dst_stride *= d
+    dims = _dimensions(shape, byte_strides, item)
     # the first copies: every dimension but the broadcast ones (their index 0)
     moving = [dim for dim in dims if dim[1]]
     width = item
@@ -216,14 +206,34 @@ def copy_plan(
             "library's own copy"
         )
     plan = [Copy2D(src, dst, width, height, spitch, dpitch) for src, dst in _offsets(loops)]
-    for n, ds, (height, pitch), rest in repeats:
-        done = 1
-        while done < n:
-            more = min(done, n - done)
-            copies = (Copy2D(off, off + done * ds, more * ds, height, pitch, pitch, True) for off, _ in _offsets(rest))
-            plan.extend(copies)
-            done += more
-    return plan
+    return plan + [copy for repeat in repeats for copy in _doubled(*repeat)]
+
+
+def _doubled(n: int, ds: int, rows: tuple[int, int], rest: list[tuple[int, int, int]]) -> Iterator[Copy2D]:
+    """The copies that fill a broadcast dimension of ``n`` (destination stride ``ds``) from its index 0 by
+    doubling what is written (1, 2, 4, ... slices), for each offset of the dimensions outside it."""
+    height, pitch = rows
+    done = 1
+    while done < n:
+        more = min(done, n - done)
+        yield from (Copy2D(off, off + done * ds, more * ds, height, pitch, pitch, True) for off, _ in _offsets(rest))
+        done += more
+
+
+def _dimensions(shape: tuple[int, ...], byte_strides: tuple[int, ...], item: int) -> list[tuple[int, int, int]]:
+    """(elements, source stride, destination stride) of each dimension that moves, outermost first: dimensions
+    of one dropped, and neighbours that address memory as one dimension would merged."""
+    dims: list[tuple[int, int, int]] = []
+    dst_stride = item
+    for d, s in zip(reversed(shape), reversed(byte_strides), strict=True):
+        if d != 1:
+            if dims and s == dims[0][1] * dims[0][0]:  # addresses continue the inner one's: one dimension
+                n, inner_s, inner_ds = dims[0]
+                dims[0] = (n * d, inner_s, inner_ds)
+            else:
+                dims.insert(0, (d, s, dst_stride))
+        dst_stride *= d
+    return dims
 
 
 def run_plan(rt: GpuRuntime, plan: Sequence[Copy2D], dst: int, src: int, kind: Any, within: Any, stream: int) -> None:
