@@ -139,26 +139,25 @@ def _fact(section: str, key: str, raw: Any, where: str) -> tuple[str, Any]:
 
 
 def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
+    """The facts of one row that go together, and the forms of its names: its import, its export, its checker."""
+    _check_import(facts, where, device_names)
+    _check_export(facts, where, device_names)
+    if bool(facts["check_setup_args"]) and not facts["check_setup"]:
+        raise GeneratorError(f"{where}: check.setup_args needs check.setup")
+    if facts["check_setup"] and "." not in facts["check_setup"]:
+        raise GeneratorError(f"{where}: check.setup is a dotted function, not {facts['check_setup']!r}")
+
+
+def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
+    """The row's ``[import]`` facts: what goes together, the forms of its names, its devices."""
     if facts["view_with"] and not facts["lacks_dtypes"]:
         raise GeneratorError(f"{where}: view_with views the dtypes of lacks_dtypes: it needs them")
-    via = facts["export_bits_via"] or facts["import_bits_via"]
-    if bool(facts["bits"]) != bool(facts["bits_of"]) or (via and not facts["bits"]):
-        raise GeneratorError(
-            f"{where}: export.bits (its dtype names -> dlbind's) goes with export.bits_of (the module "
-            "naming its dtypes), and bits_via needs them"
-        )
-    for via in (facts["export_bits_via"], facts["import_bits_via"]):
-        if via and not (via.endswith("()") and via[:-2].isidentifier()):
-            raise GeneratorError(f"{where}: bits_via is a method 'name()', not {via!r}")
     if bool(facts["copy_from"]) != bool(facts["copy_with"]):
         raise GeneratorError(
             f"{where}: import.copy_from (devices) and import.copy_with (the target's constructor) go together"
         )
     if set(facts["keywords"]) - _KEYWORDS:
         raise GeneratorError(f"{where}: import.keywords may only be {sorted(_KEYWORDS)}")
-    for guard in facts["export_guards"]:
-        if not guard.removesuffix("()").isidentifier():
-            raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
     if (facts["layout_nd"] or facts["lacks_dtypes_nd"]) and not facts["from_dlpack_nd"]:
         raise GeneratorError(f"{where}: import.layout_nd and import.lacks_dtypes_nd go with import.function_nd")
     if facts["import_bool"] == "packed" and facts["takes"] != "ndarray":
@@ -170,27 +169,8 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     ndims = facts["ndims"]
     if ndims and not (len(ndims) == 2 and all(type(n) is int for n in ndims) and 0 <= ndims[0] <= ndims[1]):
         raise GeneratorError(f"{where}: import.ndims is [fewest, most] dimensions, not {ndims!r}")
-    if not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in facts["export_refusal_help"]):
-        raise GeneratorError(f"{where}: export.refusal_help maps words of a refusal to what to do instead")
-    if set(facts["export_complex_guards"]) - set(facts["export_guards"]):
-        raise GeneratorError(f"{where}: export.complex_guards names guards of export.guards only")
-    host = facts["export_host"]
-    if host and not (host.endswith("()") and host[:-2].isidentifier()):
-        raise GeneratorError(f"{where}: export.host is a method 'name()', not {host!r}")
-    dtype = facts["export_dtype"]
-    if (facts["export_bool"] == "uint8") != bool(dtype and facts["export_bool_name"]):
-        raise GeneratorError(f"{where}: export.bool = 'uint8' goes with export.dtype and export.bool_name")
-    if dtype and not (dtype.endswith("()") and dtype[:-2].isidentifier()):
-        raise GeneratorError(f"{where}: export.dtype is a method 'name()', not {dtype!r}")
     if facts["import_bool"] == "uint1" and facts["asks"] != "legacy":
         raise GeneratorError(f"{where}: import.bool = 'uint1' is a legacy capsule's encoding: it needs asks = 'legacy'")
-    if bool(facts["check_setup_args"]) and not facts["check_setup"]:
-        raise GeneratorError(f"{where}: check.setup_args needs check.setup")
-    if facts["check_setup"] and "." not in facts["check_setup"]:
-        raise GeneratorError(f"{where}: check.setup is a dotted function, not {facts['check_setup']!r}")
-    via = facts["export_via"]
-    if via != "__dlpack__" and not (via.endswith("()") and via[:-2].isidentifier()) and "." not in via:
-        raise GeneratorError(f"{where}: export.via is '__dlpack__', 'method()' or a dotted function, not {via!r}")
     form = facts["device_form"]
     if form not in ("none", "namespace") and "{name}" not in form:
         raise GeneratorError(f"{where}: import.device is 'none', 'namespace' or a template with {{name}}, not {form!r}")
@@ -217,6 +197,37 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
         )
     if bool(facts["interface_function"]) != bool(facts["interface_devices"]):
         raise GeneratorError(f"{where}: import.interface and import.interface_devices go together")
+
+
+def _check_export(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
+    """The row's ``[export]`` facts: what goes together, the forms of its names, its devices."""
+    via = facts["export_bits_via"] or facts["import_bits_via"]
+    if bool(facts["bits"]) != bool(facts["bits_of"]) or (via and not facts["bits"]):
+        raise GeneratorError(
+            f"{where}: export.bits (its dtype names -> dlbind's) goes with export.bits_of (the module "
+            "naming its dtypes), and bits_via needs them"
+        )
+    for via in (facts["export_bits_via"], facts["import_bits_via"]):
+        if via and not (via.endswith("()") and via[:-2].isidentifier()):
+            raise GeneratorError(f"{where}: bits_via is a method 'name()', not {via!r}")
+    for guard in facts["export_guards"]:
+        if not guard.removesuffix("()").isidentifier():
+            raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
+    if not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in facts["export_refusal_help"]):
+        raise GeneratorError(f"{where}: export.refusal_help maps words of a refusal to what to do instead")
+    if set(facts["export_complex_guards"]) - set(facts["export_guards"]):
+        raise GeneratorError(f"{where}: export.complex_guards names guards of export.guards only")
+    host = facts["export_host"]
+    if host and not (host.endswith("()") and host[:-2].isidentifier()):
+        raise GeneratorError(f"{where}: export.host is a method 'name()', not {host!r}")
+    dtype = facts["export_dtype"]
+    if (facts["export_bool"] == "uint8") != bool(dtype and facts["export_bool_name"]):
+        raise GeneratorError(f"{where}: export.bool = 'uint8' goes with export.dtype and export.bool_name")
+    if dtype and not (dtype.endswith("()") and dtype[:-2].isidentifier()):
+        raise GeneratorError(f"{where}: export.dtype is a method 'name()', not {dtype!r}")
+    via = facts["export_via"]
+    if via != "__dlpack__" and not (via.endswith("()") and via[:-2].isidentifier()) and "." not in via:
+        raise GeneratorError(f"{where}: export.via is '__dlpack__', 'method()' or a dotted function, not {via!r}")
     if facts["export_negative_strides"] == "unsigned" and not facts["export_interface"]:
         raise GeneratorError(f"{where}: export.negative_strides = 'unsigned' needs export.interface (the bridge)")
     refused = [entry.partition(":") for entry in facts["export_streams_refused"]]

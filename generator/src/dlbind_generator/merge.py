@@ -165,9 +165,23 @@ def merge(
             removed = r
         names.append(Name(q, kind, since, removed, (), values[-1]))
 
+    renamed = _renames(present, fetched, history)
+    for q, (_, when) in renamed.items():
+        earlier = [v for v, p in zip(fetched, present, strict=True) if q in p and v < when]
+        if earlier:
+            raise fail(f"renamed {q} in {fv(when)} contradicts the fetched headers (present in {fv(earlier[0])})")
+    names = [Name(n.qualname, n.kind, n.since, n.removed, _chain(n.qualname, renamed), n.value) for n in names]
+    releases = tuple(sorted(set(history.releases) | set(fetched)))
+    return MergedModel(releases=releases, fetched=fetched, canonical=canonical, names=tuple(names))
+
+
+def _renames(
+    present: list[dict[str, tuple[str, Any]]], fetched: tuple[Version, ...], history: History
+) -> dict[str, tuple[str, Version]]:
+    """New name -> (old name, the release that renamed it): history's, and those between consecutive fetched
+    headers, where a member vanishes and another with the same value appears in the same enum (history, where
+    it has the entry, says when exactly)."""
     renamed: dict[str, tuple[str, Version]] = dict(history.renamed)
-    # Detect renames between consecutive fetched headers: a member vanishes and another with the
-    # same value appears in the same enum. History, where it has the entry, says when exactly.
     for p0, (v1, p1) in zip(present, zip(fetched[1:], present[1:], strict=True), strict=False):
         gone = {q: p0[q][1] for q in p0 if q not in p1 and p0[q][0] == "member"}
         new = {q: p1[q][1] for q in p1 if q not in p0 and p1[q][0] == "member"}
@@ -175,22 +189,17 @@ def merge(
             match = [g for g, gv in gone.items() if gv == value and _qual_parent(g) == _qual_parent(nq)]
             if len(match) == 1 and nq not in renamed:
                 renamed[nq] = (match[0].rsplit(".", 1)[-1], v1)
-    for q, (_, when) in renamed.items():
-        earlier = [v for v, p in zip(fetched, present, strict=True) if q in p and v < when]
-        if earlier:
-            raise fail(f"renamed {q} in {fv(when)} contradicts the fetched headers (present in {fv(earlier[0])})")
+    return renamed
 
-    def chain(q: str) -> tuple[tuple[str, Version], ...]:
-        out: list[tuple[str, Version]] = []
-        while q in renamed and len(out) < 16:
-            old, when = renamed[q]
-            out.append((old, when))
-            q = _qual_parent(q) + old
-        return tuple(out)
 
-    names = [Name(n.qualname, n.kind, n.since, n.removed, chain(n.qualname), n.value) for n in names]
-    releases = tuple(sorted(set(history.releases) | set(fetched)))
-    return MergedModel(releases=releases, fetched=fetched, canonical=canonical, names=tuple(names))
+def _chain(q: str, renamed: dict[str, tuple[str, Version]]) -> tuple[tuple[str, Version], ...]:
+    """The names ``q`` had before, newest first, with the release that renamed each."""
+    out: list[tuple[str, Version]] = []
+    while q in renamed and len(out) < 16:
+        old, when = renamed[q]
+        out.append((old, when))
+        q = _qual_parent(q) + old
+    return tuple(out)
 
 
 # -- the ledger -------------------------------------------------------------------------------
