@@ -165,76 +165,10 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     ledger = check_ledger(read_ledger(paths.ledger), models, str(paths.ledger))
     canonical = next(m for m in models if m.release == sources.canonical)
     labels = {format_version(s.release): s.origin for s in sources.headers}
-    env = environment()
-    ctx = context(canonical, merged, labels)
-    hv, hs = format_version(canonical.release), canonical.sha256
     files = FileSet(owned_dirs=[CORE_GENERATED, MODELS])
-
-    def python(name: str, what: str, template: str | None = None) -> None:
-        text = env.get_template(template or f"{name}.j2").render(banner=banner(hv, hs, what), **ctx)
-        files.add(f"{CORE_GENERATED}/{name}", seal(ruff_format(text, name)))
-
-    def c_header(name: str, what: str) -> None:
-        text = env.get_template(f"{name}.j2").render(banner=banner(hv, hs, what, comment="//"), **ctx)
-        files.add(f"{CORE_GENERATED}/{name}", seal(text, comment="//"))
-
-    targets: list[tuple[str, str]] = []
-    enum_summary = ", ".join(
-        f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")")
-        for e in ctx["enums"]
-    )
-    python("__init__.py", "The generated part of the dlbind core.")
-    python("enums.py", "Enumerations, flags and constants.")
-    targets.append((f"{CORE_GENERATED}/enums.py", f"{enum_summary}; {len(ctx['constants'])} integer constants"))
-    python("spec_tables.py", "Per-release tables: since, removed, renamed.")
-    targets.append(
-        (
-            f"{CORE_GENERATED}/spec_tables.py",
-            f"{len(merged.names)} names with since, {len(ctx['removed'])} removed, {len(ctx['renamed'])} renamed",
-        )
-    )
-    policy = join(canonical, paths.devices, paths.dtypes)
-    ctx["policy"] = policy
-    ctx["max_refused"] = MAX_REFUSED
-    python("tables.py", "Device and dtype tables (spec/devices.toml, spec/dtypes.toml joined with the enums).")
-    c_header("tables.h", "Device and dtype tables for C (the same join as tables.py).")
-    targets.append(
-        (
-            f"{CORE_GENERATED}/tables.py, tables.h",
-            f"{len(policy.devices)} device types ({sum(d.derived for d in policy.devices)} derived), "
-            f"{len(policy.stream_rules)} stream rules, {len(policy.codes)} dtype codes "
-            f"({sum(c.derived for c in policy.codes)} derived), {len(policy.dtypes)} named dtypes, "
-            f"{sum(len(t.formats) for t in policy.dtypes)} buffer formats; waiting for the header: "
-            f"{len(policy.pending_devices)} device type(s), {len(policy.pending_codes)} dtype code(s)",
-        )
-    )
-    c_header("dlpack_types.h", "The header's declarations as C (the cdef), for the C fast path.")
-    targets.append((f"{CORE_GENERATED}/dlpack_types.h", "the cdef as an includable C header"))
-    python("build_api.py", "cffi builder of the compiled module dlbind._api.")
-    cdef_decls = sum(1 for _ in canonical.declarations)
-    targets.append(
-        (f"{CORE_GENERATED}/build_api.py", f"cdef of {cdef_decls} declarations; API-mode module `dlbind._api`")
-    )
-    abi = abi_module(ctx["cdef"])
-    files.add(
-        f"{CORE_GENERATED}/_abi.py",
-        seal(banner(hv, hs, f"cffi {cffi.__version__} ABI-mode module (the pure build).") + "\n\n" + abi),
-    )
-    python("_abi.pyi", "Type stubs of _abi.py.")
-    adapters = load_adapters(paths.adapters, {d.name for d in policy.devices})
-    ctx["adapters"] = adapters
-    python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
-    targets.append(
-        (
-            f"{CORE_GENERATED}/adapters.py",
-            f"{len(adapters)} libraries, {sum(len(a.quirks) for a in adapters)} quirks "
-            f"({sum(a.verified for a in adapters)} libraries verified by tests)",
-        )
-    )
-    targets.append(
-        (f"{CORE_GENERATED}/_abi.py(i)", "cffi out-of-line ABI-mode module `dlbind._generated._abi` (pure build)")
-    )
-
+    out = _Writer(environment(), context(canonical, merged, labels), files, canonical)
+    targets, policy = _tables(out, merged, paths)
+    targets += _api(out, policy, paths)
     for m in models:
         files.add(f"{MODELS}/dlpack-{format_version(m.release)}.json", dumps(m.to_json()))
     files.add(f"{MODELS}/merged.json", dumps(merged.to_json()))
@@ -242,10 +176,9 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
     targets.append(
         (f"{MODELS}/", f"{len(models)} header models, merged.json, ledger.toml ({len(ledger.abi)} releases)")
     )
-
     by_release = _by_release(merged)
-    new = next(r for r in by_release if r["version"] == hv)
-    report = env.get_template("REPORT.md.j2").render(
+    new = next(r for r in by_release if r["version"] == out.version)
+    report = out.env.get_template("REPORT.md.j2").render(
         post=post_release_view(canonical, sources.by_release(canonical.release), models),
         waiting=policy.waiting,
         waiting_names=policy.waiting_names,
@@ -256,12 +189,92 @@ def build(paths: Paths, progress: Progress = stderr_progress, *, offline: bool =
         by_release=by_release,
         new=new,
         generator_version=__version__,
-        **ctx,
+        **out.ctx,
     )
     files.add(REPORT, report)
     for spec in load_backend_specs(paths.backends):
         backend_files(spec, files, progress)
     return files
+
+
+class _Writer:
+    """Renders the core's generated files from the templates, each with its banner and seal."""
+
+    def __init__(self, env: Any, ctx: dict[str, Any], files: FileSet, canonical: HeaderModel) -> None:
+        self.env, self.ctx, self.files = env, ctx, files
+        self.version, self.sha256 = format_version(canonical.release), canonical.sha256
+        self.canonical = canonical
+
+    def python(self, name: str, what: str, template: str | None = None) -> None:
+        text = self.env.get_template(template or f"{name}.j2").render(
+            banner=banner(self.version, self.sha256, what), **self.ctx
+        )
+        self.files.add(f"{CORE_GENERATED}/{name}", seal(ruff_format(text, name)))
+
+    def c_header(self, name: str, what: str) -> None:
+        text = self.env.get_template(f"{name}.j2").render(
+            banner=banner(self.version, self.sha256, what, comment="//"), **self.ctx
+        )
+        self.files.add(f"{CORE_GENERATED}/{name}", seal(text, comment="//"))
+
+
+def _tables(out: _Writer, merged: MergedModel, paths: Paths) -> tuple[list[tuple[str, str]], Any]:
+    """The package, its enums, the per-release tables and the policy tables (Python and C), with what each
+    holds; and the policy joined with the header."""
+    ctx = out.ctx
+    enum_summary = ", ".join(
+        f"{e.py_name} ({len(e.members)} members" + (f", {len(e.aliases)} aliases)" if e.aliases else ")")
+        for e in ctx["enums"]
+    )
+    out.python("__init__.py", "The generated part of the dlbind core.")
+    out.python("enums.py", "Enumerations, flags and constants.")
+    out.python("spec_tables.py", "Per-release tables: since, removed, renamed.")
+    policy = join(out.canonical, paths.devices, paths.dtypes)
+    ctx["policy"] = policy
+    ctx["max_refused"] = MAX_REFUSED
+    out.python("tables.py", "Device and dtype tables (spec/devices.toml, spec/dtypes.toml joined with the enums).")
+    out.c_header("tables.h", "Device and dtype tables for C (the same join as tables.py).")
+    out.c_header("dlpack_types.h", "The header's declarations as C (the cdef), for the C fast path.")
+    removed, renamed = len(ctx["removed"]), len(ctx["renamed"])
+    targets = [
+        (f"{CORE_GENERATED}/enums.py", f"{enum_summary}; {len(ctx['constants'])} integer constants"),
+        (
+            f"{CORE_GENERATED}/spec_tables.py",
+            f"{len(merged.names)} names with since, {removed} removed, {renamed} renamed",
+        ),
+        (
+            f"{CORE_GENERATED}/tables.py, tables.h",
+            f"{len(policy.devices)} device types ({sum(d.derived for d in policy.devices)} derived), "
+            f"{len(policy.stream_rules)} stream rules, {len(policy.codes)} dtype codes "
+            f"({sum(c.derived for c in policy.codes)} derived), {len(policy.dtypes)} named dtypes, "
+            f"{sum(len(t.formats) for t in policy.dtypes)} buffer formats; waiting for the header: "
+            f"{len(policy.pending_devices)} device type(s), {len(policy.pending_codes)} dtype code(s)",
+        ),
+        (f"{CORE_GENERATED}/dlpack_types.h", "the cdef as an includable C header"),
+    ]
+    return targets, policy
+
+
+def _api(out: _Writer, policy: Any, paths: Paths) -> list[tuple[str, str]]:
+    """The cffi modules of both builds and the adapters' table, with what each holds."""
+    out.python("build_api.py", "cffi builder of the compiled module dlbind._api.")
+    cdef_decls = sum(1 for _ in out.canonical.declarations)
+    abi = abi_module(out.ctx["cdef"])
+    what = f"cffi {cffi.__version__} ABI-mode module (the pure build)."
+    out.files.add(f"{CORE_GENERATED}/_abi.py", seal(banner(out.version, out.sha256, what) + "\n\n" + abi))
+    out.python("_abi.pyi", "Type stubs of _abi.py.")
+    adapters = load_adapters(paths.adapters, {d.name for d in policy.devices})
+    out.ctx["adapters"] = adapters
+    out.python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
+    return [
+        (f"{CORE_GENERATED}/build_api.py", f"cdef of {cdef_decls} declarations; API-mode module `dlbind._api`"),
+        (
+            f"{CORE_GENERATED}/adapters.py",
+            f"{len(adapters)} libraries, {sum(len(a.quirks) for a in adapters)} quirks "
+            f"({sum(a.verified for a in adapters)} libraries verified by tests)",
+        ),
+        (f"{CORE_GENERATED}/_abi.py(i)", "cffi out-of-line ABI-mode module `dlbind._generated._abi` (pure build)"),
+    ]
 
 
 def backend_files(spec: BackendSpec, files: FileSet, progress: Progress) -> None:
