@@ -23,7 +23,6 @@ PYTHON_LIMIT, C_LIMIT = 60, 100
 LONGER = {
     ("benchmarks/exchange.py", "rows"): 159,
     ("packages/core/src/dlbind/consumer.py", "imported"): 119,
-    ("generator/src/dlbind_generator/__main__.py", "main"): 112,
     ("packages/core/tests/test_parity.py", "_namespace"): 152,
     ("tests/test_vendored_0x.py", "test_0_x_copies_export_and_import_legacy_capsules"): 126,
     ("packages/core/tests/fuzz/dlfuzz.py", "build"): 89,

@@ -38,6 +38,66 @@ def _root(arg: str | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "parse":
+            from .parse import parse_header
+
+            sys.stdout.write(dumps(parse_header(args.header).to_json()))
+            return 0
+        from .pipeline import Paths, load_models, stderr_progress
+
+        paths = Paths(_root(args.root))
+        if args.command == "fetch":
+            _, models = load_models(paths, stderr_progress)
+            from .sources import format_version
+
+            for m in models:
+                print(f"dlpack {format_version(m.release)}: ok (sha256 {m.sha256})")
+            return 0
+        if args.command == "bump":
+            return _bump(paths, args.source)
+        if args.command == "canonical":
+            return _canonical(paths, args.release)
+        if args.command == "rehearsal-header":
+            return _rehearsal_header(paths, args.out, args.kind, policy=args.policy)
+        if args.command == "vendor":
+            from .vendor import run
+
+            return run(
+                paths.root, args.into, args.package, args.header_version, pure=args.pure, force=args.force,
+                argv=list(sys.argv[1:] if argv is None else argv)[1:], offline=args.offline,
+            )  # fmt: skip
+        return _generate(paths, check=args.check, offline=args.offline)
+    except GeneratorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _generate(paths: Paths, *, check: bool, offline: bool) -> int:
+    """``generate``: every target written (``check``: compared, the diff printed and 1 where one is stale)."""
+    from .pipeline import build
+
+    start = time.perf_counter()
+    files = build(paths, offline=offline)
+    elapsed = time.perf_counter() - start
+    if check:
+        diffs = files.diff(paths.root)
+        if diffs:
+            sys.stdout.write("".join(diffs))
+            print(f"generated files are stale ({len(diffs)} differ): run `nox -s generate`", file=sys.stderr)
+            return 1
+        print(f"generated files are up to date ({len(files.files)} files, {elapsed:.2f} s)", file=sys.stderr)
+        return 0
+    touched = files.write(paths.root)
+    for rel in touched:
+        print(f"wrote {rel}", file=sys.stderr)
+    print(f"{len(touched)} of {len(files.files)} files changed ({elapsed:.2f} s)", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: parse, fetch, generate, bump, canonical, rehearsal-header, vendor."""
     parser = argparse.ArgumentParser(prog="python -m dlbind_generator", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_parse = sub.add_parser("parse", help="print the model of one header as JSON")
@@ -85,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     p_next.add_argument("--kind", choices=("drift", "minor"), default="drift")
     p_next.add_argument("--policy", action="store_true", help="write the policy rows of the rehearsal's own names")
     p_next.add_argument("--root", help="repository root (default: found from the current folder)")
+    _add_vendor(sub)
+    return parser
+
+
+def _add_vendor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``vendor`` command's arguments."""
     p_vendor = sub.add_parser(
         "vendor",
         help="write a self-contained copy of the core into a host library's package",
@@ -99,56 +165,6 @@ def main(argv: list[str] | None = None) -> int:
     p_vendor.add_argument("--force", action="store_true", help="overwrite edited files, remove unlisted ones")
     p_vendor.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
     p_vendor.add_argument("--root", help="repository root (default: found from the current folder)")
-    args = parser.parse_args(argv)
-
-    try:
-        if args.command == "parse":
-            from .parse import parse_header
-
-            sys.stdout.write(dumps(parse_header(args.header).to_json()))
-            return 0
-        from .pipeline import Paths, build, load_models, stderr_progress
-
-        paths = Paths(_root(args.root))
-        if args.command == "fetch":
-            _, models = load_models(paths, stderr_progress)
-            from .sources import format_version
-
-            for m in models:
-                print(f"dlpack {format_version(m.release)}: ok (sha256 {m.sha256})")
-            return 0
-        if args.command == "bump":
-            return _bump(paths, args.source)
-        if args.command == "canonical":
-            return _canonical(paths, args.release)
-        if args.command == "rehearsal-header":
-            return _rehearsal_header(paths, args.out, args.kind, policy=args.policy)
-        if args.command == "vendor":
-            from .vendor import run
-
-            return run(
-                paths.root, args.into, args.package, args.header_version, pure=args.pure, force=args.force,
-                argv=list(sys.argv[1:] if argv is None else argv)[1:], offline=args.offline,
-            )  # fmt: skip
-        start = time.perf_counter()
-        files = build(paths, offline=args.offline)
-        elapsed = time.perf_counter() - start
-        if args.check:
-            diffs = files.diff(paths.root)
-            if diffs:
-                sys.stdout.write("".join(diffs))
-                print(f"generated files are stale ({len(diffs)} differ): run `nox -s generate`", file=sys.stderr)
-                return 1
-            print(f"generated files are up to date ({len(files.files)} files, {elapsed:.2f} s)", file=sys.stderr)
-            return 0
-        touched = files.write(paths.root)
-        for rel in touched:
-            print(f"wrote {rel}", file=sys.stderr)
-        print(f"{len(touched)} of {len(files.files)} files changed ({elapsed:.2f} s)", file=sys.stderr)
-        return 0
-    except GeneratorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
 
 
 def _rehearsal_header(paths: Paths, out: Path, kind: str, *, policy: bool = False) -> int:
