@@ -93,19 +93,38 @@ def rows(quick: bool) -> list[dict[str, Any]]:
 
     batches, number = (3, 2000) if quick else (7, 20000)
     small = np.ones(1, dtype=np.float32)
-    big = np.empty(GIB // 4, dtype=np.float32)
-    blob = bytes(4)
-    out: list[dict[str, Any]] = []
     deadline = time.perf_counter() + 1.0  # settle the CPU clock and the allocators before the first row
     while time.perf_counter() < deadline:
         np.from_dlpack(dlbind.asdlpack(small))
+    table = _Rows(batches, number)
+    _numpy_rows(table.add, small)
+    _anchor_rows(table.add, small)
+    _torch_rows(table.add, small)
+    _other_rows(table, small)
+    for row in table.out:
+        row["build"] = dlbind.ffi_build()
+    return table.out
 
-    def add(name: str, fn: Callable[[], object], anchor: str | None = None, target: str = "") -> None:
+
+class _Rows:
+    """The rows measured: each statement's time per call and the growth of the process's peak memory."""
+
+    def __init__(self, batches: int, number: int) -> None:
+        self.batches, self.number = batches, number
+        self.out: list[dict[str, Any]] = []
+
+    def add(self, name: str, fn: Callable[[], object], anchor: str | None = None, target: str = "") -> None:
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        ns = per_call_ns(fn, batches=batches, number=number)
+        ns = per_call_ns(fn, batches=self.batches, number=self.number)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
-        out.append({"path": name, "ns": ns, "anchor": anchor, "target": target, "rss_growth_kib": rss})
+        self.out.append({"path": name, "ns": ns, "anchor": anchor, "target": target, "rss_growth_kib": rss})
 
+
+def _numpy_rows(add: Callable[..., None], small: Any) -> None:
+    import dlbind
+
+    big = np.empty(GIB // 4, dtype=np.float32)
+    blob = bytes(4)
     add("np.from_dlpack(ndarray)", lambda: np.from_dlpack(small))
     add(
         "np.from_dlpack(dlbind.asdlpack(ndarray))",
@@ -127,6 +146,10 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         "<= 1.1x",
     )
     add("dlbind.from_dlpack(1 GiB ndarray)", lambda: dlbind.from_dlpack(big), "dlbind.from_dlpack(ndarray)", "<= 1.1x")
+
+
+def _anchor_rows(add: Callable[..., None], small: Any) -> None:
+    """The other Python bindings of DLPack, beside dlbind's asdlpack."""
     try:
         import dlpack as pydlpack  # pydlpack 0.2.1 installs the import name `dlpack`
 
@@ -147,6 +170,11 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         )
     except ImportError as exc:
         skip("ctypes-dlpack", exc)
+
+
+def _torch_rows(add: Callable[..., None], small: Any) -> None:
+    import dlbind
+
     try:
         import torch
 
@@ -193,6 +221,13 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         )
     except ImportError as exc:
         skip("torch", exc)
+
+
+def _other_rows(table: _Rows, small: Any) -> None:
+    """tvm-ffi, a legacy producer, ONNX Runtime and TensorFlow (last: importing it starts threads of its own)."""
+    import dlbind
+
+    add, out = table.add, table.out
     try:
         import tvm_ffi
 
@@ -244,9 +279,6 @@ def rows(quick: bool) -> list[dict[str, Any]]:
         )
     except ImportError as exc:
         skip("tensorflow", exc)
-    for row in out:
-        row["build"] = dlbind.ffi_build()
-    return out  # fmt: skip
 
 
 def rounds(quick: bool, count: int = 2) -> list[dict[str, Any]]:
