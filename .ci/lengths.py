@@ -30,7 +30,6 @@ LONGER = {
     ("packages/core/tests/fuzz/dlfuzz.py", "main"): 70,
     ("generator/tests/test_bump_rehearsal.py", "test_new_names_in_every_target"): 66,
     ("tests/interop/report.py", "_import_rules"): 65,
-    ("packages/core/src/dlbind/_fastpath/tensor.c", "dlbind_py_from_dlpack"): 154,
 }
 
 

@@ -504,105 +504,123 @@ static PyObject *dlbind_named(PyObject *tensor, PyObject *x) {
     return dlbind_error_through(dlbind_cfg.producer_error, x, NULL);
 }
 
-PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    (void)mod;
-    if (!dlbind_configured()) return NULL;
+/* What a step of the plain import answers where Python's rules decide: the entry point hands the call over. */
+#define DLBIND_TO_PYTHON() Py_NewRef(Py_NotImplemented)
+
+/* Whether from_dlpack's arguments make a plain call: x alone, device and copy None, stream None or an int
+ * (*stream_obj and *stream: that int; NULL where None), allow_vector None or False. 1 plain, 0 not, -1 error. */
+static int dlbind_plain_call(PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **stream_obj,
+                             long long *stream) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    int fast = nargs == 1;
-    PyObject *stream_obj = NULL; /* an int stream= (None: NULL) */
+    if (nargs != 1) return 0;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; fast && i < nkw; i++) { /* device, copy None; stream None or an int; allow_vector None or False */
+    for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *value = args[nargs + i];
         int kw = dlbind_keyword(PyTuple_GET_ITEM(kwnames, i));
         if (kw == DLBIND_KW_STREAM && PyLong_CheckExact(value))
-            stream_obj = value;
+            *stream_obj = value;
         else if (!(kw == DLBIND_KW_DEVICE || kw == DLBIND_KW_COPY || kw == DLBIND_KW_STREAM || kw == DLBIND_KW_ALLOW_VECTOR) ||
                  !(value == Py_None || (value == Py_False && kw == DLBIND_KW_ALLOW_VECTOR)))
-            fast = 0;
+            return 0;
     }
-    long long stream = -1;
-    if (fast && stream_obj != NULL) {
-        int overflow = 0;
-        stream = PyLong_AsLongLongAndOverflow(stream_obj, &overflow);
-        if (stream == -1 && PyErr_Occurred()) return NULL;
-        if (overflow || stream < -1) fast = 0; /* Python says what is wrong with it */
+    if (*stream_obj == NULL) return 1;
+    int overflow = 0;
+    *stream = PyLong_AsLongLongAndOverflow(*stream_obj, &overflow);
+    if (*stream == -1 && PyErr_Occurred()) return -1;
+    return !(overflow || *stream < -1); /* else Python says what is wrong with it */
+}
+
+/* The struct x's DLPack 1.3 exchange table gave (out, owned here) as a Tensor: ready on the consumer's stream
+ * (None: the device rule's default), ordered after the producer's current stream as __dlpack__(stream=...)
+ * would order it. */
+static PyObject *dlbind_from_table(PyObject *x, dlbind_type_info *info, DLManagedTensorVersioned *out,
+                                   PyObject *stream_obj, long long stream) {
+    DLDevice dev = out->dl_tensor.device;
+    if (dlbind_device_stream_free(dev.device_type)) {
+        if (stream_obj == NULL) return dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
+        dlbind_call_deleter(out, 1); /* a stream for a stream-free device: Python's refusal */
+        return DLBIND_TO_PYTHON();
     }
-    if (!fast) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-    PyObject *x = args[0];
-    if (PyCapsule_CheckExact(x) && stream_obj == NULL) return dlbind_consume_capsule(x);
-    /* a DLPack 0.x copy: producers are called the 0.x way, __dlpack__(stream=...), by the Python code (its
-     * capsule comes back here through take and wrap); no exchange table, no versioned call */
-    if (!DLBIND_VERSIONED_CAPSULES || PyCapsule_CheckExact(x)) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-    dlbind_type_info info;
-    if (dlbind_type_info_of(x, &info) != 0) return NULL;
-    DLManagedTensorVersioned *out = NULL;
-    int taken = dlbind_table_take(x, &info, &out);
-    if (taken < 0) return NULL;
-    if (taken == 1) {
-        DLDevice dev = out->dl_tensor.device;
-        if (dlbind_device_stream_free(dev.device_type)) {
-            if (stream_obj == NULL) return dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
-            dlbind_call_deleter(out, 1); /* a stream for a stream-free device: Python's refusal */
-            return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-        }
-        /* NoSync: the consumer's stream (None: the rule's default) is ordered after the producer's current
-         * stream, which its table names, as __dlpack__(stream=...) would order it */
-        long long consumer = stream_obj != NULL ? stream : dlbind_device_default_stream(dev.device_type);
-        if (!dlbind_device_known(dev.device_type) ||
-            (stream_obj != NULL && stream != -1 && !dlbind_device_stream_accepted(dev.device_type, stream))) {
-            dlbind_call_deleter(out, 1); /* Python says what is wrong (an unknown device, a refused stream) */
-            return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-        }
-        if (dlbind_table_order(&info, out, consumer) != 0) {
-            dlbind_call_deleter(out, 1);
-            return NULL;
-        }
-        PyObject *tensor = dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
-        if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
-        return tensor;
+    long long consumer = stream_obj != NULL ? stream : dlbind_device_default_stream(dev.device_type);
+    if (!dlbind_device_known(dev.device_type) ||
+        (stream_obj != NULL && stream != -1 && !dlbind_device_stream_accepted(dev.device_type, stream))) {
+        dlbind_call_deleter(out, 1); /* Python says what is wrong (an unknown device, a refused stream) */
+        return DLBIND_TO_PYTHON();
     }
-    if (stream_obj != NULL) return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-    if (!(info.bits & DLBIND_TYPE_HOST_ONLY)) {
-        /* a producer that may be on a device with streams: None names the device's default stream, which it is
-         * asked for explicitly (as torch and CuPy ask), and the Tensor is ready there */
-        DLDevice dev;
-        int found = dlbind_producer_device(x, &dev);
-        if (found < 0) return NULL;
-        /* an older producer on a device with streams is asked its way on the default stream by Python; on a
-         * stream-free device it is asked its way below (stream=None, or nothing) */
-        int legacy_on_streams = (info.bits & DLBIND_TYPE_LEGACY_CALL) && !dlbind_device_stream_free(dev.device_type);
-        if (found == 0 || !dlbind_device_known(dev.device_type) || legacy_on_streams)
-            return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-        long long consumer = dlbind_device_default_stream(dev.device_type);
-        if (consumer != -1) {
-            PyObject *consumer_obj = PyLong_FromLongLong(consumer);
-            if (consumer_obj == NULL) return NULL;
-            PyObject *stack[3] = {x, consumer_obj, dlbind_cfg.max_version};
-            PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                          dlbind_cfg.kwnames_dlpack);
-            Py_DECREF(consumer_obj);
-            if (capsule == NULL) {
-                /* an older producer, a refusal: Python's rules (it asks again the way the producer accepts) */
-                if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
-                PyErr_Clear();
-                return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-            }
-            if (!PyCapsule_CheckExact(capsule)) {
-                Py_DECREF(capsule);
-                return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
-            }
-            PyObject *tensor = dlbind_named(dlbind_consume_capsule(capsule), x);
-            Py_DECREF(capsule);
-            tensor = dlbind_finished(tensor, x, info.bits);
-            if (tensor != NULL && PyObject_TypeCheck(tensor, &dlbind_tensor_core_type) &&
-                ((dlbind_tensor *)tensor)->t->device.device_type == dev.device_type &&
-                dlbind_tensor_set_stream(tensor, consumer) != 0)
-                Py_CLEAR(tensor);
-            return tensor;
-        }
+    if (dlbind_table_order(info, out, consumer) != 0) {
+        dlbind_call_deleter(out, 1);
+        return NULL;
     }
-    int bits = info.bits;
-    int older = (bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* it refused max_version before: asked as it accepted */
+    PyObject *tensor = dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
+    if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
+    return tensor;
+}
+
+/* A producer that may be on a device with streams: None names the device's default stream, which it is asked
+ * for explicitly (as torch and CuPy ask), and the Tensor is ready there. 1: answered in *res (NULL: an error),
+ * 0: its device is stream-free, asked as any host producer is. */
+static int dlbind_on_default_stream(PyObject *x, dlbind_type_info *info, PyObject **res) {
+    DLDevice dev;
+    int found = dlbind_producer_device(x, &dev);
+    if (found < 0) return 1; /* *res stays NULL: the error stands */
+    /* an older producer on a device with streams is asked its way on the default stream by Python; on a
+     * stream-free device it is asked its way (stream=None, or nothing) */
+    int legacy_on_streams = (info->bits & DLBIND_TYPE_LEGACY_CALL) && !dlbind_device_stream_free(dev.device_type);
+    if (found == 0 || !dlbind_device_known(dev.device_type) || legacy_on_streams) {
+        *res = DLBIND_TO_PYTHON();
+        return 1;
+    }
+    long long consumer = dlbind_device_default_stream(dev.device_type);
+    if (consumer == -1) return 0;
+    PyObject *consumer_obj = PyLong_FromLongLong(consumer);
+    if (consumer_obj == NULL) return 1;
+    PyObject *stack[3] = {x, consumer_obj, dlbind_cfg.max_version};
+    PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                  dlbind_cfg.kwnames_dlpack);
+    Py_DECREF(consumer_obj);
+    if (capsule == NULL || !PyCapsule_CheckExact(capsule)) {
+        /* an older producer, a refusal, not a capsule: Python's rules (it asks again the way the producer
+         * accepts); any other error stands */
+        if (capsule == NULL && !PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
+            return 1;
+        PyErr_Clear();
+        Py_XDECREF(capsule);
+        *res = DLBIND_TO_PYTHON();
+        return 1;
+    }
+    PyObject *tensor = dlbind_named(dlbind_consume_capsule(capsule), x);
+    Py_DECREF(capsule);
+    tensor = dlbind_finished(tensor, x, info->bits);
+    if (tensor != NULL && PyObject_TypeCheck(tensor, &dlbind_tensor_core_type) &&
+        ((dlbind_tensor *)tensor)->t->device.device_type == dev.device_type &&
+        dlbind_tensor_set_stream(tensor, consumer) != 0)
+        Py_CLEAR(tensor);
+    *res = tensor;
+    return 1;
+}
+
+/* x.__dlpack__'s refusal (the pending TypeError or BufferError) handed to dlbind.consumer.after_refusal: an
+ * older producer (asked again with fewer keywords), its system's refusal type, or one whose buffer protocol
+ * carries what __dlpack__ refuses; never a second call of the call it accepted before (older). */
+static PyObject *dlbind_after_refusal(PyObject *x, int older) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    int legacy = !older && PyErr_GivenExceptionMatches(value, PyExc_TypeError);
+    PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, older ? Py_True : Py_False, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    /* the older call worked: from now on this type is asked the way it accepted */
+    if (res != NULL && legacy) dlbind_type_mark(x, dlbind_learned_call(x));
+    return res; /* Python finished it */
+}
+
+/* x asked by its __dlpack__ on no stream (the way its type accepted, where it refused max_version before),
+ * and the capsule it gives consumed and finished. */
+static PyObject *dlbind_asked(PyObject *x, int bits) {
+    int older = (bits & DLBIND_TYPE_LEGACY_CALL) != 0;
     PyObject *capsule;
     if (older) {
         capsule = dlbind_older_call(x, bits);
@@ -616,33 +634,17 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
             /* not a producer at all? Python says so (a TypeError); a producer's own AttributeError stands */
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            int has = PyObject_HasAttr(x, dlbind_cfg.str_dlpack);
-            if (!has) {
+            if (!PyObject_HasAttr(x, dlbind_cfg.str_dlpack)) {
                 Py_XDECREF(type);
                 Py_XDECREF(value);
                 Py_XDECREF(tb);
-                return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+                return DLBIND_TO_PYTHON();
             }
             PyErr_Restore(type, value, tb);
             return NULL;
         }
-        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
-            /* an older producer (asked again with fewer keywords), its system's refusal type, or one whose
-             * buffer protocol carries what __dlpack__ refuses: Python's rules, never a second call of the
-             * call it accepted before */
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            PyErr_NormalizeException(&type, &value, &tb);
-            if (tb != NULL) PyException_SetTraceback(value, tb);
-            int legacy = !older && PyErr_GivenExceptionMatches(value, PyExc_TypeError);
-            PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, older ? Py_True : Py_False, NULL);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            /* the older call worked: from now on this type is asked the way it accepted */
-            if (res != NULL && legacy) dlbind_type_mark(x, dlbind_learned_call(x));
-            return res; /* Python finished it */
-        }
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError))
+            return dlbind_after_refusal(x, older);
         return NULL;
     }
     if (!PyCapsule_CheckExact(capsule)) {
@@ -657,4 +659,39 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
     PyObject *res = dlbind_named(dlbind_consume_capsule(capsule), x);
     Py_DECREF(capsule);
     return dlbind_finished(res, x, bits);
+}
+
+/* The plain import in C: a capsule taken, a producer's exchange table, its __dlpack__ on the device's default
+ * stream or on none; DLBIND_TO_PYTHON() where Python's rules decide. */
+static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *stream_obj = NULL; /* an int stream= (None: NULL) */
+    long long stream = -1;
+    int plain = dlbind_plain_call(args, nargsf, kwnames, &stream_obj, &stream);
+    if (plain <= 0) return plain < 0 ? NULL : DLBIND_TO_PYTHON();
+    PyObject *x = args[0];
+    if (PyCapsule_CheckExact(x) && stream_obj == NULL) return dlbind_consume_capsule(x);
+    /* a DLPack 0.x copy: producers are called the 0.x way, __dlpack__(stream=...), by the Python code (its
+     * capsule comes back here through take and wrap); no exchange table, no versioned call */
+    if (!DLBIND_VERSIONED_CAPSULES || PyCapsule_CheckExact(x)) return DLBIND_TO_PYTHON();
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return NULL;
+    DLManagedTensorVersioned *out = NULL;
+    int taken = dlbind_table_take(x, &info, &out);
+    if (taken < 0) return NULL;
+    if (taken == 1) return dlbind_from_table(x, &info, out, stream_obj, stream);
+    if (stream_obj != NULL) return DLBIND_TO_PYTHON();
+    if (!(info.bits & DLBIND_TYPE_HOST_ONLY)) {
+        PyObject *res = NULL;
+        if (dlbind_on_default_stream(x, &info, &res)) return res;
+    }
+    return dlbind_asked(x, info.bits);
+}
+
+PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    (void)mod;
+    if (!dlbind_configured()) return NULL;
+    PyObject *res = dlbind_plain_import(args, nargsf, kwnames);
+    if (res != Py_NotImplemented) return res;
+    Py_DECREF(res); /* the one fall-back into Python: any call the C code does not answer */
+    return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
 }
