@@ -597,8 +597,9 @@ def asan(session: nox.Session) -> None:
     env = {
         "DLBIND_PURE": "0",
         "LD_PRELOAD": preload,
-        # exit code 86 on a report, so that a report is never mistaken for a test failure (1)
-        "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=0:exitcode=86",
+        # exit code 86 on a report, so that a report is never mistaken for a test failure (1); an allocation too
+        # large returns NULL, as malloc does (a failed huge copy is a MemoryError: test_descriptions)
+        "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=0:exitcode=86:allocator_may_return_null=1",
         "UBSAN_OPTIONS": "halt_on_error=0:print_stacktrace=1:exitcode=86",
     }
     # The extension must carry the sanitiser runtime, or the run proves nothing.
@@ -606,7 +607,11 @@ def asan(session: nox.Session) -> None:
     counts = logs / "counts.json"
     sanrun = ["python", f"{FUZZ}/sanrun.py", str(counts), "--"]
     # -s: pytest must not capture the reports (those of the tests' own subprocesses are not counted).
-    session.run(*sanrun, "python", "-m", "pytest", "packages/core/tests", "-q", "-s", "-p", "no:cacheprovider", env=env)
+    # (the pytest plugin's test of a deliberate crash expects the process killed by SIGSEGV: under the sanitiser
+    # it reports and exits 86 instead, so it runs in `nox -s tests` only)
+    crash = "packages/core/tests/test_pytest_plugin.py::test_isolate_turns_a_crash_into_a_failed_item"
+    session.run(*sanrun, "python", "-m", "pytest", "packages/core/tests", "-q", "-s", "-p", "no:cacheprovider",
+                "--deselect", crash, env=env)  # fmt: skip
     count = "20000"
     if "--count" in session.posargs:
         count = session.posargs[session.posargs.index("--count") + 1]
