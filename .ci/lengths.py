@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+from _checks import report, root_of, tracked
 
 PYTHON_LIMIT, C_LIMIT = 60, 100
 
@@ -81,9 +82,8 @@ def c_functions(source: str) -> Iterator[tuple[str, int]]:
 
 
 def check(root: Path) -> list[Long]:
-    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
     found: list[Long] = []
-    for path in tracked.splitlines():
+    for path in tracked(root):
         if "/_generated/" in path or not path.endswith((".py", ".c")) or not (root / path).is_file():
             continue
         source = (root / path).read_text(encoding="utf-8", errors="replace")
@@ -101,15 +101,9 @@ def check(root: Path) -> list[Long]:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1] if len(argv) > 1 else ".").resolve()
-    long = check(root)
-    for item in long:
-        print(item)
-    if long:
-        print(f"{len(long)} function(s) over the limit: split them by what they do")
-        return 1
-    print(f"lengths: no function over {PYTHON_LIMIT} lines (Python) or {C_LIMIT} (C) but the {len(LONGER)} listed")
-    return 0
+    long = check(root_of(argv))
+    listed = f"lengths: no function over {PYTHON_LIMIT} lines (Python) or {C_LIMIT} (C) but the {len(LONGER)} listed"
+    return report(long, f"{len(long)} function(s) over the limit: split them by what they do", listed)
 
 
 if __name__ == "__main__":

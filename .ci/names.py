@@ -19,12 +19,14 @@ import importlib
 import importlib.util
 import io
 import re
-import subprocess
 import sys
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from _checks import report, root_of
+from _checks import tracked as tracked_files
 
 OURS = ("dlbind", "dlbind_cuda", "dlbind_rocm", "dlbind_metal", "dlbind_vulkan", "dlbind_generator")
 THEIRS = (
@@ -77,11 +79,6 @@ class Stale(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.kind} {self.name}"
-
-
-def _tracked(root: Path) -> list[str]:
-    out = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line]
 
 
 def _sources(tracked: list[str]) -> Iterator[str]:
@@ -203,7 +200,7 @@ def _defines(source: str, path: str, function: str) -> bool:
 
 def check(root: Path) -> list[Stale]:
     """Every stale reference of the tree at ``root``."""
-    tracked = _tracked(root)
+    tracked = tracked_files(root)
     by_name: dict[str, list[str]] = {}
     for path in tracked:
         by_name.setdefault(Path(path).name, []).append(path)
@@ -248,15 +245,9 @@ def _stale_in(
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1] if len(argv) > 1 else ".").resolve()
-    stale = check(root)
-    for s in stale:
-        print(s)
-    if stale:
-        print(f"{len(stale)} stale name(s): rename them where they stand, or say in .ci/names.py why one is not ours")
-        return 1
-    print("names: every cited name resolves")
-    return 0
+    stale = check(root_of(argv))
+    why = f"{len(stale)} stale name(s): rename them where they stand, or say in .ci/names.py why one is not ours"
+    return report(stale, why, "names: every cited name resolves")
 
 
 if __name__ == "__main__":
