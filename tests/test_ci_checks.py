@@ -4,7 +4,6 @@ past its length (.ci/lengths.py), each planted in a small tree."""
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,11 +33,10 @@ def lengths() -> Iterator[ModuleType]:
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
+    """A tree of ``files`` (no git work tree: the checks read every file of it)."""
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(["git", "-C", str(root), "add", "."], check=True)
     return root
 
 
