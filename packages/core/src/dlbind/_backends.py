@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
+from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BACKENDS, DEVICE_NAMES
 from dlbind.devices import Device, device_name
 
@@ -149,8 +150,6 @@ class StreamFreeBackend(OwnBackend):
 
 def _enum_name(device_type: int) -> str:
     """The header's name of a device type (``kDLVulkan``)."""
-    from dlbind._generated.enums import DeviceType
-
     return DeviceType(device_type).name
 
 

@@ -555,9 +555,11 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
     or the host asked for by ``device=``), ready on the target's current stream (INTERFACE, where its row names
     that), else on the stream given. ``metadata``: for :func:`dlbind.explain`, which reads the data's facts and
     copies nothing: a producer's import where it is, unordered on a device with streams."""
-    d, x, here, stream = p.decision, p.producer, p.here, p.stream
+    d, here, stream = p.decision, p.here, p.stream
     if metadata:
-        return x if type(x) is Tensor else import_on(p.producer, p.source, here, None if stream_free(here[0]) else -1)
+        if type(p.producer) is Tensor:
+            return p.producer
+        return import_on(p.producer, p.source, here, None if stream_free(here[0]) else -1)
     on, to, asked_copy = stream, None, None
     if d.kind == HOST_COPY:
         to, asked_copy = _CPU, True
@@ -567,8 +569,8 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
         on = None if stream_free(here[0]) else p.route.stream_of(here[1]) if d.stream_of else stream
     elif d.to_host:
         to = p.asked or _CPU
-    elif type(x) is Tensor and stream is None:
-        return x
+    elif type(p.producer) is Tensor and stream is None:
+        return p.producer
     return import_on(p.producer, p.source, here, on, to, asked_copy)
 
 
@@ -593,10 +595,10 @@ def keywords(d: Decision, route: Route, here: Any, device: Device | None) -> dic
         kwargs["device"] = device_arg(route, device if device is not None else parse_device(route.adapter.devices[0]))
     elif d.device_kw == DEVICE_ARG and device is not None:
         kwargs["device"] = device_arg(route, device)
-    elif d.device_kw == DEVICE_HERE and (dev := device) is not None and dev != here:
+    elif d.device_kw == DEVICE_HERE and device is not None and device != here:
         raise BufferError(
-            f"{route.adapter.from_dlpack} takes no device= (asked: {device_name(dev[0])}:{dev[1]}, the data is on "
-            f"{device_name(here[0])}:{here[1]}): convert on the source's device"
+            f"{route.adapter.from_dlpack} takes no device= (asked: {device_name(device[0])}:{device[1]}, the data is "
+            f"on {device_name(here[0])}:{here[1]}): convert on the source's device"
         )
     if d.copy_kw is not None:
         kwargs["copy"] = d.copy_kw

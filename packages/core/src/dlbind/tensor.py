@@ -236,8 +236,7 @@ class Tensor(_Core):  # type: ignore[misc]
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set), on the tensor's own device:
         host memory copied on the CPU, device memory by the device's backend (``dlbind[cuda]``, ...), enqueued
         on the stream the tensor is ready on (:attr:`stream`), where the copy is then ready."""
-        stream = self._stream
-        return reexported(self, stream, copy=True, own=True)
+        return reexported(self, self._stream, copy=True, own=True)
 
     # -- immutable: what describes the memory is fixed when the tensor is made (issue 38) ----------
     def __setattr__(self, name: str, value: Any) -> None:
