@@ -31,6 +31,7 @@ void deleter_v(void *self);
 void deleter_l(void *self);
 void capsule_destructor(void *capsule);
 int64_t total_calls(void);
+int64_t calls_without_gil(void);
 int call_deleter_on_new_thread(void *managed, int versioned);
 void *calloc(size_t n, size_t size);
 void free(void *p);
@@ -42,7 +43,7 @@ SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 
-static int64_t g_total;
+static int64_t g_total, g_without_gil;
 
 /* x86-64 / LP64 offsets (checked in Python against dlbind's cffi layout). */
 #define V_CTX 8
@@ -54,10 +55,12 @@ static void count(void *self, size_t ctx_offset) {
     int64_t *slot = *(int64_t **)((char *)self + ctx_offset);
     if (slot) __atomic_add_fetch(slot, 1, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&g_total, 1, __ATOMIC_SEQ_CST);
+    if (!PyGILState_Check()) __atomic_add_fetch(&g_without_gil, 1, __ATOMIC_SEQ_CST);
 }
 void deleter_v(void *self) { count(self, V_CTX); }
 void deleter_l(void *self) { count(self, L_CTX); }
 int64_t total_calls(void) { return __atomic_load_n(&g_total, __ATOMIC_SEQ_CST); }
+int64_t calls_without_gil(void) { return __atomic_load_n(&g_without_gil, __ATOMIC_SEQ_CST); }
 
 typedef void (*deleter_fn)(void *);
 
@@ -194,3 +197,8 @@ def consume(capsule: object, versioned: bool) -> int:
 
 def total_calls() -> int:
     return int(lib.total_calls())
+
+
+def calls_without_gil() -> int:
+    """How many deleter calls ran on a thread that did not hold the GIL."""
+    return int(lib.calls_without_gil())

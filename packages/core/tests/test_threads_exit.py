@@ -119,22 +119,43 @@ def test_deleter_on_a_thread_python_never_saw(versioned: bool, source: str) -> N
     assert _alive() == alive0
 
 
-def test_foreign_deleter_on_a_python_thread_while_others_exchange() -> None:
-    # Tensors of a foreign producer released from threads: its deleter runs once each.
+def _foreign() -> tuple[Any, Any, Any, object]:
+    """(arena, counter, name block, capsule): a foreign producer's versioned float32 vector of 4 items, whose
+    deleter adds one to ``counter[0]``; the arena and block must outlive the capsule's tensor."""
     import struct
 
     ffi = nativehelp.ffi
+    arena = ffi.new("char[]", 512)
+    counter = ffi.new("int64_t[1]")
+    base = int(ffi.cast("uintptr_t", arena))
+    buf = ffi.buffer(arena)
+    struct.pack_into("<q", buf, 256, 4)
+    struct.pack_into("<IIQQQ", buf, 0, 1, 3, int(ffi.cast("uintptr_t", counter)), nativehelp.DELETER_V, 0)
+    struct.pack_into("<QiiiBBHQQQ", buf, 32, base + 384, 1, 0, 1, 2, 32, 1, base + 256, 0, 0)
+    block = nativehelp.name_block(b"dltensor_versioned", True)
+    return arena, counter, block, nativehelp.new_capsule(base, block)
+
+
+def test_a_foreign_deleter_runs_holding_the_gil() -> None:
+    # Both builds call a producer's deleter as C code calls it, with the GIL held: the pure build's cffi call
+    # would release it, and a Python-callback deleter would then take it again (a daemon thread doing so at
+    # interpreter exit crashed CPython 3.11 in take_gil: the "daemon threads exchanging" case below).
+    without = nativehelp.calls_without_gil()
+    arena, counter, block, made = _foreign()
+    tensor = dlbind.from_dlpack(made)
+    del made, tensor
+    gc.collect()
+    assert int(counter[0]) == 1
+    assert nativehelp.calls_without_gil() == without
+    del arena, block
+
+
+def test_foreign_deleter_on_a_python_thread_while_others_exchange() -> None:
+    # Tensors of a foreign producer released from threads: its deleter runs once each.
     items = []
     for _ in range(400):
-        arena = ffi.new("char[]", 512)
-        counter = ffi.new("int64_t[1]")
-        base = int(ffi.cast("uintptr_t", arena))
-        buf = ffi.buffer(arena)
-        struct.pack_into("<q", buf, 256, 4)
-        struct.pack_into("<IIQQQ", buf, 0, 1, 3, int(ffi.cast("uintptr_t", counter)), nativehelp.DELETER_V, 0)
-        struct.pack_into("<QiiiBBHQQQ", buf, 32, base + 384, 1, 0, 1, 2, 32, 1, base + 256, 0, 0)
-        block = nativehelp.name_block(b"dltensor_versioned", True)
-        items.append((arena, counter, block, dlbind.from_dlpack(nativehelp.new_capsule(base, block))))
+        arena, counter, block, made = _foreign()
+        items.append((arena, counter, block, dlbind.from_dlpack(made)))
     tensors = [it[3] for it in items]
     items = [it[:3] for it in items]
 

@@ -460,6 +460,35 @@ def take_owned(capsule: object) -> tuple[Owner, bool, object]:
     return owner, versioned, adopt(int(ffi.cast("uintptr_t", managed)))
 
 
+# A deleter called the way the compiled build calls it: with the GIL held. A cffi call releases the GIL, and a
+# deleter that is a Python callback (dlbind's own, under cffi) takes it again; a daemon thread doing that while
+# the interpreter exits crashes CPython before 3.14 (python/cpython#87135: it ends such threads in take_gil).
+_DELETER_CALL = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+_FOREIGN_DELETERS: dict[int, Any] = {}
+
+
+def call_deleter(
+    managed: Any,
+    _ours: frozenset[int] = frozenset({_DELETER_V, _DELETER_L}),
+    _release: Callable[[int], None] = _release,
+    _foreign: dict[int, Any] = _FOREIGN_DELETERS,
+) -> None:
+    """Run the deleter of a consumed ``DLManagedTensor(Versioned)*`` (the caller's once), holding the GIL:
+    dlbind's own deleter directly in Python, a producer's through a ctypes call that keeps the GIL (numpy's and
+    torch's take it themselves, as the spec asks of a deleter that may run on any thread)."""
+    deleter = int(ffi.cast("uintptr_t", managed.deleter))
+    if not deleter:
+        return
+    address = int(ffi.cast("uintptr_t", managed))
+    if deleter in _ours:
+        _release(address)
+        return
+    call = _foreign.get(deleter)
+    if call is None:
+        call = _foreign[deleter] = _DELETER_CALL(deleter)
+    call(address)
+
+
 class Owner:
     """Owns a consumed managed tensor: calls its deleter exactly once (on :meth:`release` or when freed).
     ``capsule``: the capsule it is being taken from, until the renaming is done (:func:`take`)."""
@@ -469,7 +498,7 @@ class Owner:
     def __init__(self, managed: Any, capsule: object = None) -> None:
         self.managed, self.capsule = managed, capsule
 
-    def release(self) -> None:
+    def release(self, _call_deleter: Callable[[Any], None] = call_deleter) -> None:
         managed = capsule = None
         try:  # a signal's exception after the fields are cleared still runs the deleter (the finally clause)
             managed, capsule, self.managed, self.capsule = self.managed, self.capsule, None, None
@@ -477,8 +506,8 @@ class Owner:
             # taken (no capsule left, or it was renamed before the take was interrupted): the deleter is ours;
             # else the capsule, still named a DLPack capsule, deletes the struct when it is freed
             taken = capsule is None or _capi.capsule_name(capsule) in (USED_VERSIONED, USED_LEGACY)
-            if managed is not None and taken and managed.deleter != ffi.NULL:
-                managed.deleter(managed)
+            if managed is not None and taken:
+                _call_deleter(managed)
 
     def __del__(self) -> None:
         self.release()

@@ -320,8 +320,7 @@ def _re_exported(result: Any) -> tuple[int, int, int, int] | None:
         return None
     t = managed.dl_tensor
     fields = (int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes), int(t.device.device_type))
-    if managed.deleter != ffi.NULL:
-        managed.deleter(managed)
+    capsule.call_deleter(managed)
     return fields
 
 
