@@ -51,7 +51,7 @@ def finished(tensor: Tensor, x: Any) -> Tensor:
 def configure() -> None:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
     it delegates to."""
-    consumer.export_other = producer.asdlpack
+    sources.export_other = producer.asdlpack
     sources.export_host = producer.export_host
     if native is None:
         return

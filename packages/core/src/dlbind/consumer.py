@@ -10,18 +10,28 @@ below calls back up here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from dlbind import _backends, _capi, _load, capsule, exchange
+from dlbind import _backends, _capi, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
-from dlbind.devices import HOST_ACCESSIBLE, check_stream, default_stream, device_name, parse_device, producer_device
-from dlbind.sources import ExportPlan, call_dlpack, check_guards, export_plan, host_export, library_export, refusal_of
-from dlbind.tensor import ExtentError, Tensor, from_capsule, reexported
+from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
+from dlbind.sources import (
+    ExportPlan,
+    asked_capsule,
+    call_dlpack,
+    check_guards,
+    export_plan,
+    exported,
+    host_export,
+    library_export,
+    refusal_of,
+    type_name,
+)
+from dlbind.tensor import ExtentError, Tensor, as_asked, from_capsule, reexported
 
 __all__ = ["from_dlpack", "imported"]
 
-_IS_COPIED = capsule.IS_COPIED
 _CPU = parse_device("cpu")
 
 
@@ -31,14 +41,9 @@ def producer_error(x: Any, exc: BaseException) -> BaseException:
     The compiled build's from_dlpack calls it too."""
     if not isinstance(exc, ExtentError):
         return exc
-    err = BufferError(f"{_type_name(x)}.__dlpack__ gave a tensor dlbind refuses: {exc}")
+    err = BufferError(f"{type_name(x)}.__dlpack__ gave a tensor dlbind refuses: {exc}")
     err.__cause__ = exc
     return err
-
-
-# How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
-# the array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
-export_other: Any = None
 
 
 def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
@@ -77,15 +82,6 @@ def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
     return from_capsule(made, x=x, plan=plan)
 
 
-def _type_name(x: Any) -> str:
-    """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
-    build's exporter is ``dlbind._fastpath.BufferExporter``, users know it as ``dlbind.Exporter``)."""
-    kind = type(x)
-    if kind.__module__ == capsule.PACKAGE or kind.__module__.startswith(capsule.PACKAGE + "."):
-        return f"{capsule.PACKAGE}.{'Tensor' if isinstance(x, Tensor) else 'Exporter'}"
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
 def from_dlpack(
     x: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None, allow_vector: bool = False
 ) -> Tensor:
@@ -109,16 +105,9 @@ def from_dlpack(
 
 
 def imported(
-    x: Any,
-    plan: ExportPlan | None,
-    here: Any,
-    *,
-    device: Any = None,
-    copy: bool | None = None,
-    stream: int | None = None,
-    allow_vector: bool = False,
-    own_export: bool = False,
-) -> Tensor:
+    x: Any, plan: ExportPlan | None, here: Any, *, device: Any = None, copy: bool | None = None,
+    stream: int | None = None, allow_vector: bool = False, own_export: bool = False,
+) -> Tensor:  # fmt: skip
     """``x`` imported as a Tensor, in one pass: :func:`from_dlpack` (``plan`` None: ``x`` may be anything it
     takes), and what ``dlbind.convert`` runs with the producer's plan and device (``here``; None: asked here),
     neither looked up again. ``device``, ``copy``, ``stream`` as in :func:`from_dlpack` (``copy`` checked by
@@ -133,24 +122,9 @@ def imported(
     if native is not None and plan is not None and plain and not own_export:
         # convert's plain import, in C: its from_dlpack reads the same plan (and checks its guards); a call it hands
         # back to Python comes through from_dlpack, without a plan
-        fast_import: Tensor = native.from_dlpack(x)
-        return fast_import
+        return cast(Tensor, native.from_dlpack(x))
     if plan is None:  # from_dlpack: a producer whose plan is looked up now
-        plan = export_plan(type(x))
-        if plan.via is None and not hasattr(x, "__dlpack__"):
-            # an object with a buffer or array interface: exported zero-copy by dlbind itself
-            if export_other is None:
-                _load.ensure()  # a module imported on its own: the package wires export_other when it loads
-            try:
-                x = export_other(x)
-            except TypeError:
-                if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
-                    raise  # an interface that says something wrong: its own message names what
-                raise TypeError(
-                    "from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
-                    f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
-                ) from None
-            plan = export_plan(type(x))
+        x, plan = exported(x)
     if plan.guards:  # before the table too: a table exports what __dlpack__ refuses (torch)
         check_guards(x, plan)
     # what the import is finished as (sealed, bool read): x's plan, also where x's system gave another array
@@ -159,10 +133,7 @@ def imported(
     if plan.via is not None and (own_export or not hasattr(x, "__dlpack__")):
         made = library_export(x, plan)  # a system exporting through a function of its own: a capsule or an array
         if made is not None and type(made) is not _capi.PyCapsuleType:
-            if export_other is None:
-                _load.ensure()
-            x, here, made = made if hasattr(made, "__dlpack__") else export_other(made), None, None
-            plan = export_plan(type(x))
+            (x, plan), here, made = exported(made), None, None
     given = made is not None
     if not given and plain and of is x:
         fast = exchange.import_object(x)
@@ -171,41 +142,14 @@ def imported(
     if here is None:
         here = _CPU if given or plan.host_only else producer_device(x)  # host-only: no device to ask
     target = None if device is None else parse_device(device)
-    check_stream(here[0], stream)
-    # None on a device with streams names its default stream: said explicitly, as torch and CuPy do
-    asked = stream if stream is not None else default_stream(here[0])
-    wanted = asked  # the stream the data must be ready on
-    if plan.refused_streams and (here[0], asked) in plan.refused_streams:
-        # a stream the producer refuses (torch: CUDA's per-thread default): asked on the device's default, which
-        # the stream wanted then waits for (below)
-        asked = default_stream(here[0])
+    asked, wanted = streams(here[0], stream, plan.refused_streams)
     dl_device = target if target is not None and target != here else None
     to_host = dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE
     # a host copy of device data: the device's backend moves the bytes once at the bus's speed (pinned
     # memory) from a plain import; without one installed, the producer makes it (dl_device)
     by_backend = to_host and copy is not False and _backends.serving(here[0]) is not None
     if made is None:
-        try:
-            # by the backend: a plain import, which the backend then copies to the host
-            asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
-            made = call_dlpack(
-                x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None
-            )
-        except (BufferError, ValueError) as e:
-            if isinstance(e, ValueError) and dl_device is None:
-                raise
-            fallback = host_export(x) if stream is None and copy is not False and dl_device is None else None
-            if fallback is None and dl_device is not None:
-                # say what was asked of whom: the producer's own message alone ("unsupported device requested")
-                # names neither; numpy before 2.3 refuses a device with ValueError, the spec says BufferError
-                raise BufferError(
-                    f"from_dlpack(device={device!r}): {_type_name(x)} on "
-                    f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"
-                    f"{' with copy=False' if copy is False else ''}: {e}"
-                ) from e
-            if fallback is None:
-                raise
-            made = fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
+        made = asked_capsule(x, plan, here, asked, dl_device, copy, device=device, stream=stream, by_backend=by_backend)
     # the producer ordered its work before `asked`: the data is ready there (on the device it was asked of)
     ready = (int(here[0]), asked) if asked is not None and not given else None
     try:
@@ -216,12 +160,4 @@ def imported(
         tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
     if by_backend:
         return reexported(tensor, None, dl_device=dl_device, copy=True)
-    if target is not None and tensor.device != target:
-        if given:
-            raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")
-        raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
-    if copy is False and tensor._flags & _IS_COPIED and not given:
-        raise BufferError("copy=False, but the producer made a copy")
-    if copy is True and not tensor._flags & _IS_COPIED:
-        tensor = tensor.copy()  # a legacy producer cannot say whether it copied: copy here
-    return tensor
+    return as_asked(tensor, of, target, copy, given)

@@ -17,7 +17,7 @@ from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM
 
 __all__ = [
     "HOST_ACCESSIBLE", "STREAM_FREE", "Device", "check_stream", "default_stream", "device_name", "parse_device",
-    "stream_free", "unnamed_note",
+    "stream_free", "streams", "unnamed_note",
 ]  # fmt: skip
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
@@ -116,3 +116,16 @@ def check_stream(device_type: int, stream: object) -> None:
         )
     if stream < -1 or stream in rule.refused:
         raise BufferError(f"stream {stream} is not valid for {device_name(device_type)}: use {rule.allowed}")
+
+
+def streams(device_type: int, stream: int | None, refused: frozenset[tuple[int, int]]) -> tuple[int | None, int | None]:
+    """(asked, wanted) for an import from ``device_type`` with the consumer's ``stream``: the stream the producer
+    is asked on, and the one the data must be ready on. None on a device with streams names its default stream,
+    said explicitly as torch and CuPy do; a stream the producer ``refused`` (``(device type, stream)`` pairs;
+    torch: CUDA's per-thread default) is asked on the device's default, which the stream wanted then waits
+    for."""
+    check_stream(device_type, stream)
+    wanted = stream if stream is not None else default_stream(device_type)
+    if refused and (device_type, wanted) in refused:
+        return default_stream(device_type), wanted
+    return wanted, wanted

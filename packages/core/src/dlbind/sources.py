@@ -19,7 +19,7 @@ from dlbind import _capi, _load, capsule
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type
-from dlbind.devices import stream_free
+from dlbind.devices import device_name, stream_free
 from dlbind.dtypes import DType, lookup
 from dlbind.export import contiguous_strides
 
@@ -30,14 +30,17 @@ __all__ = [
     "BARE",
     "STREAM",
     "ExportPlan",
+    "asked_capsule",
     "call_dlpack",
     "check_guards",
     "export_plan",
+    "exported",
     "help_for",
     "host_export",
     "library_export",
     "refuse_guarded",
     "truthy_guard",
+    "type_name",
 ]
 
 STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords (learned once per type)
@@ -501,3 +504,68 @@ def host_export(x: Any) -> Any:
         return export_host(x)
     except (TypeError, ValueError, BufferError):
         return None
+
+
+# How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
+# the array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
+export_other: Any = None
+
+
+def exported(x: Any) -> tuple[Any, ExportPlan]:
+    """The producer to ask and its plan: ``x``, or dlbind's own zero-copy export of an object with a buffer or
+    array interface and no ``__dlpack__`` (nor an export function of its system's)."""
+    plan = export_plan(type(x))
+    if plan.via is not None or hasattr(x, "__dlpack__"):
+        return x, plan
+    if export_other is None:
+        _load.ensure()  # a module imported on its own: the package wires export_other when it loads
+    try:
+        x = export_other(x)
+    except TypeError:
+        if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
+            raise  # an interface that says something wrong: its own message names what
+        raise TypeError(
+            "from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
+            f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
+        ) from None
+    return x, export_plan(type(x))
+
+
+def asked_capsule(
+    x: Any, plan: ExportPlan, here: Any, asked: int | None, dl_device: Any, copy: bool | None, *, device: Any,
+    stream: int | None, by_backend: bool,
+) -> object:  # fmt: skip
+    """The capsule of ``x.__dlpack__`` asked on stream ``asked`` for ``dl_device`` and ``copy`` (``by_backend``: a
+    plain import, which the device's backend then copies to the host); where it refuses a host array that it
+    may export plainly, dlbind's own export of its buffer or array interface; a refused device said with what
+    was asked of whom (``device``: as the caller gave it)."""
+    asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
+    try:
+        return call_dlpack(
+            x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None
+        )
+    except (BufferError, ValueError) as e:
+        if isinstance(e, ValueError) and dl_device is None:
+            raise
+        fallback = host_export(x) if stream is None and copy is not False and dl_device is None else None
+        if fallback is None and dl_device is not None:
+            # the producer's own message alone ("unsupported device requested") names neither; numpy before 2.3
+            # refuses a device with ValueError, the spec says BufferError
+            raise BufferError(
+                f"from_dlpack(device={device!r}): {type_name(x)} on "
+                f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"
+                f"{' with copy=False' if copy is False else ''}: {e}"
+            ) from e
+        if fallback is None:
+            raise
+        return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
+
+
+def type_name(x: Any) -> str:
+    """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
+    build's exporter is ``dlbind._fastpath.BufferExporter``, users know it as ``dlbind.Exporter``)."""
+    kind = type(x)
+    if kind.__module__ == capsule.PACKAGE or kind.__module__.startswith(capsule.PACKAGE + "."):
+        public = "Tensor" if any(k.__name__ == "Tensor" for k in kind.__mro__) else "Exporter"
+        return f"{capsule.PACKAGE}.{public}"
+    return f"{kind.__module__}.{kind.__qualname__}"

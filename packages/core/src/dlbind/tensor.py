@@ -32,7 +32,7 @@ from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
 from dlbind.validate import MAX_NDIM  # far above any library's limit; guards against garbage in a capsule
 
-__all__ = ["ExtentError", "Tensor", "from_capsule", "from_managed", "sealed"]
+__all__ = ["ExtentError", "Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
 
 _KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
 _KNOWN_DEVICES = KNOWN_DEVICE_TYPES
@@ -428,8 +428,8 @@ def from_managed(
     except BaseException:
         if owner is not None:
             owner.release()
-        elif managed.deleter != ffi.NULL:
-            managed.deleter(managed)
+        else:
+            _capsule.call_deleter(managed)
         raise
     tensor = Tensor.__new__(Tensor)
     # the pure core's slots, written once here (Tensor.__setattr__ refuses every later write)
@@ -489,6 +489,21 @@ def reexported(
     made = export_view(tensor, stream=stream, max_version=DLPACK_VERSION, dl_device=dl_device, copy=copy, own=own)
     on_host = dl_device is not None
     return from_capsule(made, ready=None if stream is None or on_host else (tensor._device_type, stream))
+
+
+def as_asked(tensor: Tensor, of: Any, target: Any, copy: bool | None, given: bool) -> Tensor:
+    """The imported ``tensor`` held to the device and ``copy`` asked (``given``: ``of``'s system exported it
+    through a function of its own, which takes neither): refused where it cannot be, copied where a legacy
+    producer could not say whether it copied."""
+    if target is not None and tensor.device != target:
+        if given:
+            raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")
+        raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
+    if copy is False and tensor._flags & _capsule.IS_COPIED and not given:
+        raise BufferError("copy=False, but the producer made a copy")
+    if copy is True and not tensor._flags & _capsule.IS_COPIED:
+        tensor = tensor.copy()
+    return tensor
 
 
 def sealed(tensor: Tensor, x: Any, plan: Any) -> Tensor:
