@@ -222,8 +222,8 @@ typedef struct {
 
 /* Freed handovers are kept for the next convert, untracked by the garbage collector until reused. */
 #define DLBIND_HANDOVER_FREE_MAX 8
-static dlbind_handover *dlbind_handover_free[DLBIND_HANDOVER_FREE_MAX];
-static int dlbind_handover_nfree = 0;
+static PyObject *dlbind_handover_kept[DLBIND_HANDOVER_FREE_MAX];
+static dlbind_free_list dlbind_handovers = {dlbind_handover_kept, 0, DLBIND_HANDOVER_FREE_MAX};
 
 /* Garbage collection: a consumer that keeps its producer can make a cycle through the owner the
  * struct holds (when the struct is dlbind's own) or through the Tensor. No tp_clear: whatever a
@@ -240,26 +240,17 @@ static void dlbind_handover_dealloc(dlbind_handover *self) {
     self->m = NULL;
     if (m != NULL) dlbind_call_deleter(m, 1);
     Py_CLEAR(self->tensor);
-    if (dlbind_handover_nfree < DLBIND_HANDOVER_FREE_MAX)
-        dlbind_handover_free[dlbind_handover_nfree++] = self;
-    else
-        PyObject_GC_Del(self);
+    dlbind_free_list_keep(&dlbind_handovers, (PyObject *)self);
 }
 
 static PyTypeObject dlbind_handover_type;
 
 /* Takes m (its deleter runs on failure). */
 static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
-    dlbind_handover *self;
-    if (dlbind_handover_nfree > 0) {
-        self = dlbind_handover_free[--dlbind_handover_nfree];
-        (void)PyObject_Init((PyObject *)self, &dlbind_handover_type);
-    } else {
-        self = PyObject_GC_New(dlbind_handover, &dlbind_handover_type);
-        if (self == NULL) {
-            dlbind_call_deleter(m, 1);
-            return NULL;
-        }
+    dlbind_handover *self = (dlbind_handover *)dlbind_free_list_new(&dlbind_handovers, &dlbind_handover_type);
+    if (self == NULL) {
+        dlbind_call_deleter(m, 1);
+        return NULL;
     }
     self->m = m;
     self->tensor = NULL;
@@ -310,8 +301,7 @@ static PyObject *dlbind_handover_device(dlbind_handover *self, PyObject *unused)
 }
 
 static PyMethodDef dlbind_handover_methods[] = {
-    {"__dlpack__", (PyCFunction)(void (*)(void))dlbind_handover_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    DLBIND_DLPACK_METHOD(dlbind_handover_dlpack),
     {"__dlpack_device__", (PyCFunction)dlbind_handover_device, METH_NOARGS, "(device type, device id)"},
     {NULL, NULL, 0, NULL},
 };

@@ -49,25 +49,21 @@ static void dlbind_copy_row(char *dst, const char *src, int64_t n, int64_t step,
         }
         return;
     }
-    switch (item) { /* fixed-size moves the compiler turns into single loads and stores */
-    case 1:
-        for (int64_t i = 0; i < n; i++) dst[i] = src[i * step];
+/* a gather of items of a size the compiler knows: single loads and stores */
+#define DLBIND_GATHER(size)                                                                     \
+    case size:                                                                                  \
+        for (int64_t i = 0; i < n; i++) memcpy(dst + (size) * i, src + i * step, (size));      \
         break;
-    case 2:
-        for (int64_t i = 0; i < n; i++) memcpy(dst + 2 * i, src + i * step, 2);
-        break;
-    case 4:
-        for (int64_t i = 0; i < n; i++) memcpy(dst + 4 * i, src + i * step, 4);
-        break;
-    case 8:
-        for (int64_t i = 0; i < n; i++) memcpy(dst + 8 * i, src + i * step, 8);
-        break;
-    case 16:
-        for (int64_t i = 0; i < n; i++) memcpy(dst + 16 * i, src + i * step, 16);
-        break;
+    switch (item) {
+        DLBIND_GATHER(1)
+        DLBIND_GATHER(2)
+        DLBIND_GATHER(4)
+        DLBIND_GATHER(8)
+        DLBIND_GATHER(16)
     default:
         for (int64_t i = 0; i < n; i++) memcpy(dst + item * i, src + i * step, (size_t)item);
     }
+#undef DLBIND_GATHER
 }
 
 /* Copies every element of the strided source into dst in row-major order. A 2-d block whose inner

@@ -18,8 +18,8 @@ typedef struct {
 /* Freed exporters are kept for the next asdlpack (GIL-protected, like every Python object). An
  * exporter on this list is untracked by the garbage collector; reuse tracks it again. */
 #define DLBIND_EXPORTER_FREE_MAX 16
-static dlbind_exporter *dlbind_exporter_free[DLBIND_EXPORTER_FREE_MAX];
-static int dlbind_exporter_nfree = 0;
+static PyObject *dlbind_exporter_kept[DLBIND_EXPORTER_FREE_MAX];
+static dlbind_free_list dlbind_exporters = {dlbind_exporter_kept, 0, DLBIND_EXPORTER_FREE_MAX};
 
 /* Garbage collection: the exporter owns a reference to its source object (view.obj, through the
  * buffer view) and to the Python Exporter made for unusual keywords (slow), so
@@ -183,24 +183,15 @@ static void dlbind_exporter_dealloc(dlbind_exporter *self) {
     (void)dlbind_exporter_clear(self);
     if (self->dims != self->inline_dims) PyMem_Free(self->dims);
     self->dims = self->inline_dims;
-    if (dlbind_exporter_nfree < DLBIND_EXPORTER_FREE_MAX)
-        dlbind_exporter_free[dlbind_exporter_nfree++] = self;
-    else
-        PyObject_GC_Del(self);
+    dlbind_free_list_keep(&dlbind_exporters, (PyObject *)self);
 }
 
 /* NULL without an exception: not a buffer this path takes (the caller asks Python, which either
  * exports it or says exactly what is wrong). */
 static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
     if (!PyObject_CheckBuffer(obj)) return NULL;
-    dlbind_exporter *self;
-    if (dlbind_exporter_nfree > 0) {
-        self = dlbind_exporter_free[--dlbind_exporter_nfree];
-        (void)PyObject_Init((PyObject *)self, &dlbind_exporter_type);
-    } else {
-        self = PyObject_GC_New(dlbind_exporter, &dlbind_exporter_type);
-        if (self == NULL) return NULL;
-    }
+    dlbind_exporter *self = (dlbind_exporter *)dlbind_free_list_new(&dlbind_exporters, &dlbind_exporter_type);
+    if (self == NULL) return NULL;
     /* untracked until every field is set (the buffer call below may run Python code, and a
      * collection) */
     self->dims = self->inline_dims;
@@ -325,8 +316,7 @@ static PyObject *dlbind_exporter_repr(dlbind_exporter *self) {
 }
 
 static PyMethodDef dlbind_exporter_methods[] = {
-    {"__dlpack__", (PyCFunction)(void (*)(void))dlbind_exporter_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    DLBIND_DLPACK_METHOD(dlbind_exporter_dlpack),
     {"__dlpack_device__", dlbind_exporter_device, METH_NOARGS, "(DeviceType.kDLCPU, 0)"},
     {NULL, NULL, 0, NULL},
 };

@@ -174,6 +174,34 @@ static inline DLTensor *dlbind_dl_tensor(void *managed, int versioned) {
     return versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
 }
 
+/* A free list of one garbage-collected object type (GIL-protected, like every Python object): a dealloc keeps
+ * up to `max` objects, untracked by the collector; the next new reuses one before allocating. */
+typedef struct {
+    PyObject **items;
+    int count, max;
+} dlbind_free_list;
+
+/* An object of `type`, reused from `list` or newly allocated (NULL and MemoryError), untracked. */
+static inline PyObject *dlbind_free_list_new(dlbind_free_list *list, PyTypeObject *type) {
+    if (list->count == 0) return (PyObject *)PyObject_GC_New(PyObject, type);
+    PyObject *self = list->items[--list->count];
+    (void)PyObject_Init(self, type);
+    return self;
+}
+
+/* The end of a dealloc, once the object is untracked and cleared: kept for reuse, or freed. */
+static inline void dlbind_free_list_keep(dlbind_free_list *list, PyObject *self) {
+    if (list->count < list->max)
+        list->items[list->count++] = self;
+    else
+        PyObject_GC_Del(self);
+}
+
+/* The method-table entry of a type's __dlpack__ (a METH_FASTCALL | METH_KEYWORDS function). */
+#define DLBIND_DLPACK_METHOD(function)                                                                       \
+    {"__dlpack__", (PyCFunction)(void (*)(void))(function), METH_FASTCALL | METH_KEYWORDS,                 \
+     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."}
+
 /* How many tensors we exported and how many of our deleters ran (read by the leak tests). */
 extern unsigned long long dlbind_deleter_count;
 extern unsigned long long dlbind_export_count;

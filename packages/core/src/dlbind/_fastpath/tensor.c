@@ -386,8 +386,7 @@ static PyBufferProcs dlbind_tensor_buffer = {
 };
 
 static PyMethodDef dlbind_tensor_methods[] = {
-    {"__dlpack__", (PyCFunction)(void (*)(void))dlbind_tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    DLBIND_DLPACK_METHOD(dlbind_tensor_dlpack),
     {NULL, NULL, 0, NULL},
 };
 
@@ -413,9 +412,16 @@ PyObject *dlbind_consume_capsule(PyObject *capsule) {
     return dlbind_tensor_wrap(m, versioned, 0);
 }
 
-/* wrap(address, versioned, allow_vector) -> Tensor that owns the struct */
-/* ready: None, or (device type, stream): the stream the data is ready on when the tensor is on that type */
-static int dlbind_parse_ready(PyObject *ready, long long *type, long long *stream) {
+/* The arguments of wrap() and take_wrap(): `fixed` of them, then an optional `ready`: None, or (device type,
+ * stream), the stream the data is ready on when the tensor is on that type (-1 for both when not given). */
+static int dlbind_parse_ready(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t fixed, const char *usage,
+                              long long *type, long long *stream) {
+    *type = *stream = -1;
+    if (nargs != fixed && nargs != fixed + 1) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    PyObject *ready = nargs > fixed ? args[fixed] : Py_None;
     if (ready == Py_None) return 0;
     if (!PyTuple_Check(ready) || PyTuple_GET_SIZE(ready) != 2) {
         PyErr_SetString(PyExc_TypeError, "ready is None or (device_type, stream)");
@@ -434,14 +440,13 @@ static PyObject *dlbind_ready(PyObject *tensor, long long type, long long stream
     return tensor;
 }
 
+/* wrap(address, versioned, allow_vector[, ready]) -> Tensor that owns the struct */
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "wrap(address, versioned, allow_vector[, ready])");
+    long long ready_type, ready_stream;
+    if (dlbind_parse_ready(args, nargs, 3, "wrap(address, versioned, allow_vector[, ready])", &ready_type,
+                           &ready_stream) != 0)
         return NULL;
-    }
-    long long ready_type = -1, ready_stream = -1;
-    if (nargs == 4 && dlbind_parse_ready(args[3], &ready_type, &ready_stream) != 0) return NULL;
     void *m = PyLong_AsVoidPtr(args[0]);
     if (m == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wrap() of a NULL struct address");
@@ -460,12 +465,10 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
  * code between (issue 39: a signal handler's exception there leaked the export for good). */
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (nargs != 2 && nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "take_wrap(capsule, allow_vector[, ready])");
+    long long ready_type, ready_stream;
+    if (dlbind_parse_ready(args, nargs, 2, "take_wrap(capsule, allow_vector[, ready])", &ready_type,
+                           &ready_stream) != 0)
         return NULL;
-    }
-    long long ready_type = -1, ready_stream = -1;
-    if (nargs == 3 && dlbind_parse_ready(args[2], &ready_type, &ready_stream) != 0) return NULL;
     int allow_vector = PyObject_IsTrue(args[1]);
     if (allow_vector < 0) return NULL;
     int versioned;
