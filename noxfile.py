@@ -290,6 +290,7 @@ def docs(session: nox.Session) -> None:
     """Build the Sphinx site into docs/_build/html (warnings are errors) and run its examples as doctests.
 
     `nox -s docs -- doctest` runs the examples only (`-- html`: the site only)."""
+    session.run("python", ".ci/links.py")
     session.install(*_group("docs"))
     _install_core(session)
     builders = session.posargs or ["html", "doctest"]

@@ -1,11 +1,12 @@
-"""What the repository checks of .ci share: the files git tracks, and how a check reports."""
+"""What the repository checks of .ci share: the files git tracks, and how a check reports and prints a finding."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def tracked(root: Path) -> list[str]:
@@ -32,3 +33,23 @@ def report(found: Sequence[object], failed: str, passed: str) -> int:
         print(item)
     print(failed if found else passed)
     return 1 if found else 0
+
+
+def printed_as(line: str) -> Callable[[Any], str]:
+    """The ``__str__`` of a check's finding (a NamedTuple): ``line`` formatted with its fields by name."""
+
+    def __str__(self: Any) -> str:
+        return line.format(**self._asdict())
+
+    return __str__
+
+
+def main_of(check: Callable[[Path], Sequence[object]], found: str, passed: str) -> Callable[[Sequence[str]], int]:
+    """A check's command line: the findings of ``check`` over the tree the arguments name, each on a line, then
+    ``found`` (its ``{count}`` formatted) and exit status 1; ``passed`` and 0 where there is none."""
+
+    def main(argv: Sequence[str]) -> int:
+        findings = check(root_of(argv))
+        return report(findings, found.format(count=len(findings)), passed)
+
+    return main

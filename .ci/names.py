@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from _checks import report, root_of
+from _checks import main_of, printed_as
 from _checks import tracked as tracked_files
 
 OURS = ("dlbind", "dlbind_cuda", "dlbind_rocm", "dlbind_metal", "dlbind_vulkan", "dlbind_generator")
@@ -72,13 +72,14 @@ FILE = re.compile(r"(?<![\w.-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.(?:py|c|h))(?![\w/]
 
 
 class Stale(NamedTuple):
+    """A name cited at ``path:line`` that does not resolve; ``kind``: name, role, file:function or file."""
+
     path: str
     line: int
     kind: str
     name: str
 
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.kind} {self.name}"
+    __str__ = printed_as("{path}:{line}: {kind} {name}")
 
 
 def _sources(tracked: list[str]) -> Iterator[str]:
@@ -244,10 +245,11 @@ def _stale_in(
             yield Stale(path, line, "file", file)
 
 
-def main(argv: list[str]) -> int:
-    stale = check(root_of(argv))
-    why = f"{len(stale)} stale name(s): rename them where they stand, or say in .ci/names.py why one is not ours"
-    return report(stale, why, "names: every cited name resolves")
+main = main_of(
+    check,
+    "{count} stale name(s): rename them where they stand, or say in .ci/names.py why one is not ours",
+    "names: every cited name resolves",
+)
 
 
 if __name__ == "__main__":
