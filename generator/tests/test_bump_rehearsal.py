@@ -196,26 +196,49 @@ def _policy(tree: Path) -> tuple[dict, dict, list[str]]:
 
 def test_new_names_in_every_target(bumped: Path, root: Path, headers: dict, rehearsal: RehearsalHeader) -> None:
     gen = bumped / "packages/core/src/dlbind/_generated"
-    enums, build, c_types = [(gen / n).read_text() for n in ("enums.py", "build_api.py", "dlpack_types.h")]
     new = _new_release(root, rehearsal)
+    since = {q: _first_release_with(root, bumped, headers, q, new) for q in rehearsal.qualnames}
+    _check_declarations(gen, rehearsal, new, since)
+    devices, codes, rules = _policy(bumped)
+    waiting = [f"{e}.{m}" for e, t in (("DLDeviceType", devices), ("DLDataTypeCode", codes))
+               for m, r in t.items() if "value" in r and f"{e}.{m}" not in rehearsal.qualnames]  # fmt: skip
+    _check_policy_tables(gen, rehearsal, (devices, codes, rules), waiting)
+    _check_model_and_ledger(bumped, rehearsal, new)
+    report = (bumped / "generator/REPORT.md").read_text()
+    v = format_version(new)
+    introduced = sorted(q for q in rehearsal.qualnames if since[q] == new)
+    assert f"| {v} | {', '.join(introduced) or '–'} |" in report
+    if not waiting:
+        assert "## Waiting for the header\n\nNothing:" in report
+
+
+def _check_declarations(gen: Path, rehearsal: RehearsalHeader, new: Release, since: dict[str, Release]) -> None:
+    """The new names in enums.py, the cffi cdef and the C header, with their values; the version macros; each name's
+    first release in spec_tables.py (``since``), and the new canonical release."""
+    enums, build, c_types = [(gen / n).read_text() for n in ("enums.py", "build_api.py", "dlpack_types.h")]
     v = format_version(new)
     added = [(n, value) for pairs in rehearsal.added.values() for n, value in pairs]
     for name, value in added:  # enums.py is typed in place (no separate stub)
         assert f"    {name} = {value}\n" in enums
     assert f"DLPACK_VERSION: tuple[int, int] = {rehearsal.version}" in enums  # the macros: (1, 3) for 1.3.post1
-    first = _first_release_with(root, bumped, headers, rehearsal.qualnames[0], new)
-    assert f"(since DLPack {v})" in enums or first != new
+    assert f"(since DLPack {v})" in enums or since[rehearsal.qualnames[0]] != new
     for text in (build, c_types):  # the cffi cdef and the C header of the same declarations
         for name, value in added:
             assert f"  {name} = {value}," in text
     spec_tables = (gen / "spec_tables.py").read_text()
     for qualname in rehearsal.qualnames:
-        since = _first_release_with(root, bumped, headers, qualname, new)
-        assert f'    "{qualname}": {_py_release(since)},\n' in spec_tables
+        assert f'    "{qualname}": {_py_release(since[qualname])},\n' in spec_tables
     assert f"CANONICAL: tuple[int, int] = {_py_release(new)}\n" in spec_tables
-    # the policy decided while the names waited for the header applies now: no derived default, none pending
+
+
+def _check_policy_tables(
+    gen: Path, rehearsal: RehearsalHeader, policy: tuple[dict, dict, list[str]], waiting: list[str]
+) -> None:
+    """The policy decided while the names waited for the header applies now, in tables.py and tables.h: each new
+    device type's name, stream rule and host flag, each new dtype code's names (and no buffer format); no derived
+    default, none pending (and nothing pending at all where nothing else ``waiting``)."""
     tables, tables_h = (gen / "tables.py").read_text(), (gen / "tables.h").read_text()
-    devices, codes, rules = _policy(bumped)
+    devices, codes, rules = policy
     host = re.search(r"^HOST_DEVICES: frozenset\[int\] = frozenset\(\{(.*)\}\)$", tables, re.MULTILINE)
     assert host is not None
     for member, value in rehearsal.devices:
@@ -236,8 +259,6 @@ def test_new_names_in_every_target(bumped: Path, root: Path, headers: dict, rehe
             assert f'    ({value}, {bits}): "{row["name"].format(bits=bits)}",\n' in tables
             for table in formats.values():  # no buffer format: the rows name none
                 assert f"({value}, {bits})" not in table
-    waiting = [f"{e}.{m}" for e, t in (("DLDeviceType", devices), ("DLDataTypeCode", codes))
-               for m, r in t.items() if "value" in r and f"{e}.{m}" not in rehearsal.qualnames]  # fmt: skip
     pending_h = re.search(r"#define DLBIND_PENDING_DEVICE_COUNT (\d+)\n", tables_h)
     assert pending_h is not None
     for _, value in rehearsal.devices:
@@ -246,6 +267,12 @@ def test_new_names_in_every_target(bumped: Path, root: Path, headers: dict, rehe
         assert "PENDING_DEVICE_TYPES: dict[int, PendingName] = {}\n" in tables
         assert "PENDING_DTYPE_CODES: dict[int, PendingName] = {}\n" in tables
         assert pending_h.group(1) == "0"
+
+
+def _check_model_and_ledger(bumped: Path, rehearsal: RehearsalHeader, new: Release) -> None:
+    """The new release's ABI model (its version, its release for a drift, the new device types) and its own ledger
+    entry, with the layout unchanged."""
+    v = format_version(new)
     model = json.loads((bumped / f"spec/models/dlpack-{v}.json").read_text())
     assert model["version"] == list(rehearsal.version)
     assert model.get("release") == (v if rehearsal.kind == "drift" else None)
@@ -255,11 +282,6 @@ def test_new_names_in_every_target(bumped: Path, root: Path, headers: dict, rehe
     base = format_version(rehearsal.base)
     assert v in ledger and ledger[v] != ledger[base]  # its own ABI model (new enum values)...
     assert ledger["layout"][v] == ledger["layout"][base]  # ...and no layout changed
-    report = (bumped / "generator/REPORT.md").read_text()
-    introduced = sorted(q for q in rehearsal.qualnames if _first_release_with(root, bumped, headers, q, new) == new)
-    assert f"| {v} | {', '.join(introduced) or '–'} |" in report
-    if not waiting:
-        assert "## Waiting for the header\n\nNothing:" in report
 
 
 def test_bump_prints_the_summary(bumped: Path, root: Path, rehearsal: RehearsalHeader) -> None:

@@ -47,59 +47,17 @@ def main() -> int:
     if not probe.available:
         print(f"sanitize: skipped: no CUDA GPU: {probe.reason}")
         return 0
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            torch = None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
+    torch = _torch()
+    cupy = _cupy()
     print(f"sanitize: dlbind {dlbind.__version__} ({dlbind.ffi_build()}), torch {getattr(torch, '__version__', '-')}, "
           f"cupy {getattr(cupy, '__version__', '-')}", flush=True)  # fmt: skip
     a = np.arange(24, dtype=np.float32).reshape(4, 6)
     for _ in range(ROUNDS):
         # dlbind-cuda's own memory: device, pinned, managed
         for memory in ("device", "host", "managed"):
-            t = dlbind_cuda.asarray(a, memory=memory)
-            check(np.from_dlpack(t, device="cpu", copy=True), a, f"np.from_dlpack({memory} tensor)")
-            view = dlbind.from_dlpack(
-                dlbind.from_pointer(t.data_ptr, (6, 4), "float32", strides=(1, 6), device=t.device, owner=t)
-            )
-            check(host(view), a.T, f"transposed {memory} view, host copy")
-            rev = dlbind.from_dlpack(
-                dlbind.from_pointer(t.data_ptr, (4, 6), "float32", strides=(-6, 1), byte_offset=18 * 4,
-                                    device=t.device, owner=t)
-            )  # fmt: skip
-            check(host(rev), a[::-1], f"reversed {memory} view, host copy")
-            if cupy is not None:
-                c = dlbind.convert(t, to="cupy")
-                check(cupy.asnumpy(c), a, f"{memory} tensor -> cupy")
-            if torch is not None:
-                y = dlbind.convert(t, to="torch")
-                check(y.cpu().numpy(), a, f"{memory} tensor -> torch")
-                y2 = dlbind.convert(rev, to="torch")  # negative strides: bridged
-                check(y2.cpu().numpy(), a[::-1], f"reversed {memory} view -> torch")
+            _own_memory(dlbind_cuda, memory, a, torch, cupy)
         if torch is not None:
-            x = torch.from_numpy(a).to("cuda")
-            check(host(x), a, "torch -> host copy")
-            check(host(x.T), a.T, "transposed torch -> host copy")
-            check(host(x[1:, 2:]), a[1:, 2:], "offset torch -> host copy")
-            d = dlbind.from_dlpack(x, copy=True)  # a device copy
-            check(host(d), a, "torch -> device copy")
-            back = torch.from_dlpack(dlbind.from_dlpack(x))
-            check(back.cpu().numpy(), a, "torch -> dlbind.Tensor -> torch")
-            if cupy is not None:
-                c = dlbind.convert(x, to="cupy")
-                check(cupy.asnumpy(c), a, "torch -> cupy")
-                c_t = dlbind.convert(x.T, to="cupy")
-                check(cupy.asnumpy(c_t), a.T, "transposed torch -> cupy")
-                tt = dlbind.convert(c, to="torch")
-                check(tt.cpu().numpy(), a, "cupy -> torch")
-                check(host(c[1:, 2:]), a[1:, 2:], "offset cupy -> host copy")
+            _from_torch(torch, cupy, a)
         gc.collect()
     if torch is not None:
         torch.cuda.synchronize()
@@ -108,6 +66,70 @@ def main() -> int:
     gc.collect()
     print("sanitize: ok", flush=True)
     return 0
+
+
+def _torch() -> Any:
+    """torch, where it is installed and sees a CUDA GPU; else None."""
+    try:
+        import torch
+
+        return torch if torch.cuda.is_available() else None
+    except ImportError:
+        return None
+
+
+def _cupy() -> Any:
+    """CuPy, where it is installed; else None."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+def _own_memory(dlbind_cuda: Any, memory: str, a: np.ndarray, torch: Any, cupy: Any) -> None:
+    """``a`` in dlbind-cuda's ``memory`` (device, host: pinned, or managed): to numpy, transposed and reversed views
+    copied to the host, and to CuPy and torch where they are."""
+    t = dlbind_cuda.asarray(a, memory=memory)
+    check(np.from_dlpack(t, device="cpu", copy=True), a, f"np.from_dlpack({memory} tensor)")
+    view = dlbind.from_dlpack(
+        dlbind.from_pointer(t.data_ptr, (6, 4), "float32", strides=(1, 6), device=t.device, owner=t)
+    )
+    check(host(view), a.T, f"transposed {memory} view, host copy")
+    rev = dlbind.from_dlpack(
+        dlbind.from_pointer(t.data_ptr, (4, 6), "float32", strides=(-6, 1), byte_offset=18 * 4,
+                            device=t.device, owner=t)
+    )  # fmt: skip
+    check(host(rev), a[::-1], f"reversed {memory} view, host copy")
+    if cupy is not None:
+        c = dlbind.convert(t, to="cupy")
+        check(cupy.asnumpy(c), a, f"{memory} tensor -> cupy")
+    if torch is not None:
+        y = dlbind.convert(t, to="torch")
+        check(y.cpu().numpy(), a, f"{memory} tensor -> torch")
+        y2 = dlbind.convert(rev, to="torch")  # negative strides: bridged
+        check(y2.cpu().numpy(), a[::-1], f"reversed {memory} view -> torch")
+
+
+def _from_torch(torch: Any, cupy: Any, a: np.ndarray) -> None:
+    """``a`` on torch's GPU: host copies of it and of transposed and offset views, a device copy, the way back to
+    torch, and CuPy both ways where it is."""
+    x = torch.from_numpy(a).to("cuda")
+    check(host(x), a, "torch -> host copy")
+    check(host(x.T), a.T, "transposed torch -> host copy")
+    check(host(x[1:, 2:]), a[1:, 2:], "offset torch -> host copy")
+    d = dlbind.from_dlpack(x, copy=True)  # a device copy
+    check(host(d), a, "torch -> device copy")
+    back = torch.from_dlpack(dlbind.from_dlpack(x))
+    check(back.cpu().numpy(), a, "torch -> dlbind.Tensor -> torch")
+    if cupy is not None:
+        c = dlbind.convert(x, to="cupy")
+        check(cupy.asnumpy(c), a, "torch -> cupy")
+        c_t = dlbind.convert(x.T, to="cupy")
+        check(cupy.asnumpy(c_t), a.T, "transposed torch -> cupy")
+        tt = dlbind.convert(c, to="torch")
+        check(tt.cpu().numpy(), a, "cupy -> torch")
+        check(host(c[1:, 2:]), a[1:, 2:], "offset cupy -> host copy")
 
 
 if __name__ == "__main__":

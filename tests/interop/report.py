@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,54 +21,13 @@ CACHE = ROOT / ".cache" / "interop"
 GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu-h200"  # the last .ci/gpu run on a GPU (noxfile.py's too)
 sys.path.insert(0, str(ROOT / "generator" / "src"))  # the generator's reader: the rows with their defaults
 
-from dlbind_generator.adapters import load_adapters  # noqa: E402
+from dlbind_generator.adapters import AdapterSpec, load_adapters  # noqa: E402
 
 
 def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
-    takes = {"producer": "takes a producer", "capsule": "takes a capsule only", "ndarray": "takes a numpy array"}
-    rules = [
-        takes[f["takes"]]
-        + {"versioned": ", asks for versioned capsules", "legacy": ", never sends max_version (legacy capsules)",
-           "bare": ", calls `__dlpack__()` with no keywords"}[f["asks"]]
-    ]  # fmt: skip
-    if f["from_dlpack_nd"]:
-        rules.append(f"1-D data only; every other shape through `{f['from_dlpack_nd']}`")
-    if f["layout"] == "compact":
-        rules.append("copy: strides that are not compact row-major")
-    elif f["layout"] == "nonnegative":
-        rules.append("copy: negative strides")
-    if f["from_dlpack_nd"] and f["layout_nd"] and f["layout_nd"] != f["layout"]:
-        rules.append(f"`{f['from_dlpack_nd']}`: copy: " + {"compact": "strides that are not compact row-major",
-                     "nonnegative": "negative strides", "any": "none"}[f["layout_nd"]])  # fmt: skip
-    if f["ndims"]:
-        rules.append(f"refused (BufferError): fewer than {f['ndims'][0]} or more than {f['ndims'][1]} dimensions")
-    if not f["byte_offset"]:
-        rules.append("copy: a nonzero `byte_offset` (it ignores or refuses it)")
-    if f["readonly"] == "ignored":
-        rules.append("copy: read-only data (it would import it writable)")
-    if f["asks"] != "versioned" and f["readonly"] != "ignored":  # (ignored: copied whatever it asks, above)
-        # as dlbind.routes's legacy_safe and bridges.needs_copy decide
-        if f["readonly"] == "always":
-            rules.append("read-only data: a legacy capsule (it imports every capsule read-only)")
-        elif immutable and f["export_capsules"] == "versioned":
-            rules.append("read-only data: a legacy capsule (its arrays are immutable)")
-        elif immutable:
-            rules.append("copy: read-only data (its exports are unmarked legacy capsules, writable to every consumer)")
-        else:
-            rules.append("copy: read-only data (a legacy capsule cannot say read-only)")
-    if f["copy"] == "always":
-        rules.append("always copies: `copy=False` refused (BufferError)")
-    elif f["copy"] == "ignored":
-        rules.append("`copy=True`: dlbind copies (its own `copy=True` shares)")
-    if f["alignment"]:
-        rules.append(f"`copy=False` refused for data not {f['alignment']}-byte aligned")
-    if f["lacks_dtypes"] and f["view_with"]:
-        rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
-    elif f["lacks_dtypes"]:
-        rules.append(f"refused (BufferError naming the dtype): {', '.join(f['lacks_dtypes'])}")
-    if f["lacks_dtypes_nd"]:
-        lacks = ", ".join(f["lacks_dtypes_nd"])
-        rules.append(f"refused by `{f['from_dlpack_nd']}` (BufferError naming the dtype): {lacks}")
+    """How a system takes DLPack, rule by rule: what it asks for, the layouts, read-only data, ``copy=``, the dtypes
+    and devices it lacks, bool, its setup and its ``device=``."""
+    rules = [_takes(f), *_layout_rules(f), *_readonly_rules(f, immutable), *_copy_rules(f), *_dtype_rules(f)]
     if f["copy_from"]:
         rules.append(
             f"copy: {', '.join(f['copy_from'])} data (it holds no arrays there), by `{f['copy_with']}` onto its "
@@ -87,6 +47,75 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
         else "`device=`: its array API namespace's device object" if device == "namespace"
         else f"`device=` as `{device}`"
     )  # fmt: skip
+    return rules
+
+
+def _takes(f: dict[str, Any]) -> str:
+    """What its ``from_dlpack`` takes, and how it calls a producer's ``__dlpack__``."""
+    takes = {"producer": "takes a producer", "capsule": "takes a capsule only", "ndarray": "takes a numpy array"}
+    return takes[f["takes"]] + {
+        "versioned": ", asks for versioned capsules", "legacy": ", never sends max_version (legacy capsules)",
+        "bare": ", calls `__dlpack__()` with no keywords",
+    }[f["asks"]]  # fmt: skip
+
+
+def _layout_rules(f: dict[str, Any]) -> list[str]:
+    """The shapes, strides and byte offsets it takes without a copy (and through its N-D importer)."""
+    rules = []
+    if f["from_dlpack_nd"]:
+        rules.append(f"1-D data only; every other shape through `{f['from_dlpack_nd']}`")
+    if f["layout"] == "compact":
+        rules.append("copy: strides that are not compact row-major")
+    elif f["layout"] == "nonnegative":
+        rules.append("copy: negative strides")
+    if f["from_dlpack_nd"] and f["layout_nd"] and f["layout_nd"] != f["layout"]:
+        rules.append(f"`{f['from_dlpack_nd']}`: copy: " + {"compact": "strides that are not compact row-major",
+                     "nonnegative": "negative strides", "any": "none"}[f["layout_nd"]])  # fmt: skip
+    if f["ndims"]:
+        rules.append(f"refused (BufferError): fewer than {f['ndims'][0]} or more than {f['ndims'][1]} dimensions")
+    if not f["byte_offset"]:
+        rules.append("copy: a nonzero `byte_offset` (it ignores or refuses it)")
+    return rules
+
+
+def _readonly_rules(f: dict[str, Any], immutable: bool) -> list[str]:
+    """What becomes of read-only data: copied, or handed over as a legacy capsule where that is safe."""
+    if f["readonly"] == "ignored":  # copied whatever it asks
+        return ["copy: read-only data (it would import it writable)"]
+    if f["asks"] == "versioned":
+        return []
+    # as dlbind.routes's legacy_safe and bridges.needs_copy decide
+    if f["readonly"] == "always":
+        return ["read-only data: a legacy capsule (it imports every capsule read-only)"]
+    if immutable and f["export_capsules"] == "versioned":
+        return ["read-only data: a legacy capsule (its arrays are immutable)"]
+    if immutable:
+        return ["copy: read-only data (its exports are unmarked legacy capsules, writable to every consumer)"]
+    return ["copy: read-only data (a legacy capsule cannot say read-only)"]
+
+
+def _copy_rules(f: dict[str, Any]) -> list[str]:
+    """What its ``copy=`` does, and the alignment ``copy=False`` needs."""
+    rules = []
+    if f["copy"] == "always":
+        rules.append("always copies: `copy=False` refused (BufferError)")
+    elif f["copy"] == "ignored":
+        rules.append("`copy=True`: dlbind copies (its own `copy=True` shares)")
+    if f["alignment"]:
+        rules.append(f"`copy=False` refused for data not {f['alignment']}-byte aligned")
+    return rules
+
+
+def _dtype_rules(f: dict[str, Any]) -> list[str]:
+    """The dtypes it lacks: viewed as others, or refused (by its N-D importer too)."""
+    rules = []
+    if f["lacks_dtypes"] and f["view_with"]:
+        rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
+    elif f["lacks_dtypes"]:
+        rules.append(f"refused (BufferError naming the dtype): {', '.join(f['lacks_dtypes'])}")
+    if f["lacks_dtypes_nd"]:
+        lacks = ", ".join(f["lacks_dtypes_nd"])
+        rules.append(f"refused by `{f['from_dlpack_nd']}` (BufferError naming the dtype): {lacks}")
     return rules
 
 
@@ -110,7 +139,17 @@ def _export_rules(f: dict[str, Any], immutable: bool) -> list[str]:
     return rules
 
 
+# an upstream issue as the row cites it ("owner/repo#N"): a link to it on GitHub (.ci/links.py wants no bare one)
+_UPSTREAM = re.compile(r"\b([\w.-]+/[\w.-]+)#(\d+)\b")
+
+
+def _linked(ref: str) -> str:
+    """A quirk's reference with each upstream issue it cites written as a link."""
+    return _UPSTREAM.sub(r"[\1#\2](https://github.com/\1/issues/\2)", ref)
+
+
 def render(cells: list[tuple[str, str, str]]) -> str:
+    """docs/interop.md: every system's rules, the matrix's cells and the gaps that remain, the last GPU run."""
     rows = load_adapters(ROOT / "spec" / "adapters.toml")
     lines = [
         "# Interop: every system, every version the matrix runs",
@@ -123,13 +162,31 @@ def render(cells: list[tuple[str, str, str]]) -> str:
         "is zero-copy unless a rule below says copy; with `copy=False`, each of those copies is a",
         "`BufferError` naming why.",
         "",
+        *_systems(rows),
+    ]
+    matrix, gaps = _matrix(cells)
+    lines += matrix
+    lines += _gaps(gaps)
+    lines += [
+        "",
+        "Pairs that cannot be installed together are untested: mxnet (numpy 1.23), mindspore (numpy 1.26),",
+        "numba, tinygrad and dpnp cells carry no torch; jax and numpy's newest (Python 3.12) neither.",
+        "",
+    ]
+    lines += gpu_section()
+    return "\n".join(lines)
+
+
+def _systems(rows: list[AdapterSpec]) -> list[str]:
+    """The table of systems: how each one's arrays leave, how it takes DLPack, whether it is verified, its quirks."""
+    lines = [
         "## Systems",
         "",
         "| system | its arrays to DLPack | DLPack to its arrays | verified | quirks (upstream) |",
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        quirks = "; ".join(f"{q.text} ({q.ref})" for q in row.quirks) or "none"
+        quirks = "; ".join(f"{q.text} ({_linked(q.ref)})" for q in row.quirks) or "none"
         when = "; ".join(
             f"{versions}: " + ", ".join(f"{key} = {value!r}" for key, value in overrides)
             for versions, overrides in row.when
@@ -141,7 +198,13 @@ def render(cells: list[tuple[str, str, str]]) -> str:
             f"| {row.name} (`{row.import_name}`) | {'<br>'.join(_export_rules(row.facts, row.immutable))} | "
             f"`{row.facts['from_dlpack']}`: {imp} | {'yes' if row.verified else 'no'} | {quirks} |"
         )
-    lines += [
+    return lines
+
+
+def _matrix(cells: list[tuple[str, str, str]]) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The table of the matrix's cells with each build's counts, and the gaps by cell (test: why); exits naming the
+    cells that have not run."""
+    lines = [
         "",
         "## The matrix",
         "",
@@ -166,21 +229,19 @@ def render(cells: list[tuple[str, str, str]]) -> str:
         lines.append(f"| {system} | {version} | `{pins}` | {runs[0]} | {runs[1]} |")
     if missing:
         sys.exit(f"interop_report: no run of {', '.join(sorted(set(missing)))}: run `nox -t interop` first")
-    lines += ["", "## Gaps that remain (strict xfails: a fixed gap fails its cell until it is removed)", ""]
+    return lines, gaps
+
+
+def _gaps(gaps: dict[str, dict[str, str]]) -> list[str]:
+    """The gaps that remain, by cell."""
+    lines = ["", "## Gaps that remain (strict xfails: a fixed gap fails its cell until it is removed)", ""]
     if not gaps:
         lines.append("None.")
     for cell, tests in gaps.items():
         lines.append(f"- **{cell}**")
         for test, why in tests.items():
             lines.append(f"  - `{test}`: {why}")
-    lines += [
-        "",
-        "Pairs that cannot be installed together are untested: mxnet (numpy 1.23), mindspore (numpy 1.26),",
-        "numba, tinygrad and dpnp cells carry no torch; jax and numpy's newest (Python 3.12) neither.",
-        "",
-    ]
-    lines += gpu_section()
-    return "\n".join(lines)
+    return lines
 
 
 def _steps(summary: Path) -> dict[str, str]:

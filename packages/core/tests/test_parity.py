@@ -344,8 +344,9 @@ CASES: dict[str, tuple[str, str | None]] = {
 
 
 def _namespace() -> dict[str, Any]:
+    """The names a case's code is evaluated with: dlbind, numpy, the producers of :func:`_producers`, the facts
+    helpers and a few small makers."""
     import ctypes
-    import gc
 
     import numpy as np
 
@@ -353,7 +354,6 @@ def _namespace() -> dict[str, Any]:
     import faulty
     from dlbind import _capi
     from dlbind._ffi import ffi
-    from dlbind.devices import HOST_ACCESSIBLE, device_name
 
     store = (ctypes.c_char * 64)()
     readonly = np.arange(4.0)
@@ -373,6 +373,36 @@ def _namespace() -> dict[str, Any]:
         out = ffi.new("void **", ffi.cast("void *", 12345))
         rc = api.current_work_stream(device_type, 0, out)
         return rc, int(ffi.cast("uintptr_t", out[0]))
+
+    def torch() -> Any:
+        import torch
+
+        return torch
+
+    def summary_of_torch(x: Any) -> Any:
+        return ["torch", str(x.dtype), tuple(x.shape), x.stride(), x.tolist()]
+
+    return {
+        "view_facts": _view_facts,
+        "exporter_facts": _exporter_facts,
+        "torch": torch,
+        "summary_of_torch": summary_of_torch,
+        **_producers(),
+        "dlbind": dlbind,
+        "np": np,
+        "capsule": capsule,
+        "tensor": tensor,
+        "work_stream": work_stream,
+        "READONLY": readonly,
+        "ADDRESS": ctypes.addressof(store),
+        "_store": store,
+    }
+
+
+def _producers() -> dict[str, Any]:
+    """The objects the cases import from: ``lying``/``cuda_lying`` (an array interface that says what a case makes
+    it say) and producers whose ``__dlpack__`` answers wrongly, the 0.x way or not at all."""
+    import numpy as np
 
     class Producer:
         def __dlpack_device__(self) -> tuple[int, int]:
@@ -410,91 +440,89 @@ def _namespace() -> dict[str, Any]:
         def __dlpack__(self, **kwargs: Any) -> object:
             raise RuntimeError("the producer failed")
 
-    def view_facts(t: Any) -> tuple[Any, ...]:
-        if dlbind.ffi_build() == "compiled":
-            with memoryview(t) as m:
-                return m.format, m.shape, m.strides, m.readonly, m.nbytes, np.asarray(m).tolist()
-        # The pure build has no buffer protocol on every Python: the facts the C one must give, from
-        # the Python metadata (the specification).
-        if t.device[0] not in HOST_ACCESSIBLE:
-            raise BufferError(f"the buffer protocol needs host memory; this tensor is on {device_name(t.device[0])}")
-        try:
-            fmt = t.dtype.format
-        except ValueError as exc:
-            raise BufferError(str(exc)) from None
-        values = np.asarray(t).tolist()
-        return fmt, t.shape, t.byte_strides, t.readonly, t.nbytes, values
-
-    def capsule_fields(cap: object, own: int) -> dict[str, Any]:
-        """Every field of a versioned capsule (the data pointer as whether it is ``own``); released after."""
-        managed, versioned = dlbind.capsule.take(cap)
-        t = managed.dl_tensor
-        ndim = int(t.ndim)
-        fields = {
-            "versioned": versioned,
-            "version": [int(managed.version.major), int(managed.version.minor)],
-            "flags": int(managed.flags),
-            "data is the buffer's": int(ffi.cast("uintptr_t", t.data)) == own,
-            "device": [int(t.device.device_type), int(t.device.device_id)],
-            "dtype": [int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)],
-            "shape": ffi.unpack(t.shape, ndim) if t.shape != ffi.NULL else None,
-            "strides": ffi.unpack(t.strides, ndim) if t.strides != ffi.NULL else None,
-            "byte_offset": int(t.byte_offset),
-        }
-        dlbind.capsule.Owner(managed).release()
-        return fields
-
-    def exporter_facts(x: Any, **kwargs: Any) -> dict[str, Any]:
-        """asdlpack(x, **kwargs): its __dlpack_device__, the capsules of a plain call and of one with the other
-        keywords, its repr, numpy's import of it, and how many capsules were made and deleted by the end (those,
-        numpy's, one dropped unconsumed)."""
-        gc.collect()
-        before = dlbind.capsule.stats()
-        e = dlbind.asdlpack(x, **kwargs)
-        own = np.asarray(memoryview(x)).__array_interface__["data"][0]  # the buffer's address
-        imported = np.from_dlpack(e)
-        facts = {
-            "device": [int(v) for v in e.__dlpack_device__()],
-            "plain": capsule_fields(e.__dlpack__(max_version=(1, 3)), own),
-            "keywords": capsule_fields(e.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False), own),
-            "repr": repr(e),
-            "numpy": [imported.tolist(), imported.flags.writeable],
-        }
-        e.__dlpack__(max_version=(1, 3))  # dropped unconsumed: its destructor frees it
-        del e, imported
-        gc.collect()
-        after = dlbind.capsule.stats()
-        facts["exported, deleted"] = [after[0] - before[0], after[1] - before[1]]
-        return facts
-
-    def torch() -> Any:
-        import torch
-
-        return torch
-
-    def summary_of_torch(x: Any) -> Any:
-        return ["torch", str(x.dtype), tuple(x.shape), x.stride(), x.tolist()]
-
     return {
-        "view_facts": view_facts,
-        "exporter_facts": exporter_facts,
-        "torch": torch,
-        "summary_of_torch": summary_of_torch,
         "lying": lying,
         "cuda_lying": cuda_lying,
         "NotACapsule": NotACapsule,
         "CNotACapsule": CNotACapsule,
         "Legacy": Legacy,
         "Raising": Raising,
-        "dlbind": dlbind,
-        "np": np,
-        "capsule": capsule,
-        "tensor": tensor,
-        "work_stream": work_stream,
-        "READONLY": readonly,
-        "ADDRESS": ctypes.addressof(store),
-        "_store": store,
     }
+
+
+def _view_facts(t: Any) -> tuple[Any, ...]:
+    """What a memoryview of ``t`` shows: format, shape, strides, readonly, nbytes and the values."""
+    import numpy as np
+
+    import dlbind
+    from dlbind.devices import HOST_ACCESSIBLE, device_name
+
+    if dlbind.ffi_build() == "compiled":
+        with memoryview(t) as m:
+            return m.format, m.shape, m.strides, m.readonly, m.nbytes, np.asarray(m).tolist()
+    # The pure build has no buffer protocol on every Python: the facts the C one must give, from
+    # the Python metadata (the specification).
+    if t.device[0] not in HOST_ACCESSIBLE:
+        raise BufferError(f"the buffer protocol needs host memory; this tensor is on {device_name(t.device[0])}")
+    try:
+        fmt = t.dtype.format
+    except ValueError as exc:
+        raise BufferError(str(exc)) from None
+    values = np.asarray(t).tolist()
+    return fmt, t.shape, t.byte_strides, t.readonly, t.nbytes, values
+
+
+def _capsule_fields(cap: object, own: int) -> dict[str, Any]:
+    """Every field of a versioned capsule (the data pointer as whether it is ``own``); released after."""
+    import dlbind
+    from dlbind._ffi import ffi
+
+    managed, versioned = dlbind.capsule.take(cap)
+    t = managed.dl_tensor
+    ndim = int(t.ndim)
+    fields = {
+        "versioned": versioned,
+        "version": [int(managed.version.major), int(managed.version.minor)],
+        "flags": int(managed.flags),
+        "data is the buffer's": int(ffi.cast("uintptr_t", t.data)) == own,
+        "device": [int(t.device.device_type), int(t.device.device_id)],
+        "dtype": [int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)],
+        "shape": ffi.unpack(t.shape, ndim) if t.shape != ffi.NULL else None,
+        "strides": ffi.unpack(t.strides, ndim) if t.strides != ffi.NULL else None,
+        "byte_offset": int(t.byte_offset),
+    }
+    dlbind.capsule.Owner(managed).release()
+    return fields
+
+
+def _exporter_facts(x: Any, **kwargs: Any) -> dict[str, Any]:
+    """asdlpack(x, **kwargs): its __dlpack_device__, the capsules of a plain call and of one with the other
+    keywords, its repr, numpy's import of it, and how many capsules were made and deleted by the end (those,
+    numpy's, one dropped unconsumed)."""
+    import gc
+
+    import numpy as np
+
+    import dlbind
+
+    gc.collect()
+    before = dlbind.capsule.stats()
+    e = dlbind.asdlpack(x, **kwargs)
+    own = np.asarray(memoryview(x)).__array_interface__["data"][0]  # the buffer's address
+    imported = np.from_dlpack(e)
+    facts = {
+        "device": [int(v) for v in e.__dlpack_device__()],
+        "plain": _capsule_fields(e.__dlpack__(max_version=(1, 3)), own),
+        "keywords": _capsule_fields(e.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False), own),
+        "repr": repr(e),
+        "numpy": [imported.tolist(), imported.flags.writeable],
+    }
+    e.__dlpack__(max_version=(1, 3))  # dropped unconsumed: its destructor frees it
+    del e, imported
+    gc.collect()
+    after = dlbind.capsule.stats()
+    facts["exported, deleted"] = [after[0] - before[0], after[1] - before[1]]
+    return facts
 
 
 _KEEP: list[Any] = []

@@ -185,78 +185,25 @@ def build(src: Source) -> Input:
     arena = nativehelp.raw_alloc(ARENA)  # freed by settle() once the deleter ran, else never
     base = int(ffi.cast("uintptr_t", arena))
     buf = ffi.buffer(arena, ARENA)
-    versioned = src.int(0, 3) != 0
-    name = src.pick(NAMES) if src.int(0, 3) == 0 else (b"dltensor_versioned" if versioned else b"dltensor")
-    if name in (b"dltensor_versioned", b"dltensor"):
-        # The name decides the layout a consumer reads: a mismatch would make it call a garbage deleter
-        # pointer, which no consumer can survive (the producer lied about the memory, not the metadata).
-        versioned = name == b"dltensor_versioned"
-    if name is None:
-        versioned = True  # a nameless capsule is never consumed; the helper's destructor reads it as versioned
-    k = src.int(0, 19)
-    ndim = src.int(0, 4) if k < 14 else src.int(0, 70) if k < 18 else src.pick([-1, -(2**31), 2**31 - 1, 65, 64])
+    versioned, name = _name(src)
+    ndim = _ndim(src)
     n_entries = max(0, min(ndim, 70))
-    shape: list[int] | None = [_dim(src) for _ in range(n_entries)]
-    strides: list[int] | None = [_stride(src) for _ in range(n_entries)]
-    if src.int(0, 3) == 0 and n_entries:  # well-formed: contiguous strides
-        acc = 1
-        assert strides is not None and shape is not None
-        for i in reversed(range(n_entries)):
-            strides[i] = acc
-            acc *= max(shape[i], 1)
-            if acc >= 2**63:
-                acc = 1
+    shape, strides = _shape_and_strides(src, n_entries)
     buf[DATA_AT : DATA_AT + 64] = src.bytes(64)  # some non-zero data; the rest stays zero
     # shape/strides pointers: NULL, the usual spot, or anywhere past the struct that fits the entries (the
     # struct holds this process's addresses: read as dimensions they would differ between the builds' runs)
-    shape_ptr = 0
-    strides_ptr = 0
-    span = 8 * n_entries
-    where = src.int(0, 9)
-    if where == 0:
-        shape = None
-    else:
-        off = META_AT if where < 8 else META_AT + 8 * src.int(0, (ARENA - META_AT - span) // 8)
-        shape_ptr = base + off
-        struct.pack_into(f"<{n_entries}Q", buf, off, *[_u64(d) for d in shape or []])
-    where = src.int(0, 9)
-    if where <= 1:
-        strides = None
-    else:
-        off = META_AT + META_SIZE // 2 if where < 8 else META_AT + 8 * src.int(0, (ARENA - META_AT - span) // 8)
-        strides_ptr = base + off
-        struct.pack_into(f"<{n_entries}Q", buf, off, *[_u64(s) for s in strides or []])
-    k = src.int(0, 9)
-    code = src.int(0, 255) if k == 0 else src.pick([0, 1, 2, 4, 5, 6, 7, 8])
-    k = src.int(0, 9)
-    bits = src.int(0, 255) if k == 0 else src.pick([1, 4, 8, 16, 32, 64, 128])
-    k = src.int(0, 9)
-    lanes = src.int(0, 65535) if k == 0 else (2 if k == 1 else 1)
-    k = src.int(0, 9)
-    dev_type = src.int(0, 255) if k == 0 else src.pick([1, 1, 1, 1, 2, 3, 13])
-    dev_id = src.pick([0, 0, 0, 1, -1, 2**31 - 1])
-    k = src.int(0, 9)
-    byte_offset = src.int(0, 2**64 - 1) if k == 0 else src.pick([0, 0, 0, 0, 8, 16, 3, 256, 2**63, 2**64 - 8])
-    k = src.int(0, 9)
-    flags = src.int(0, 2**64 - 1) if k == 0 else src.pick([0, 0, 0, 1, 2, 4, 3, 7])
-    k = src.int(0, 9)
-    version = (src.int(0, 2**32 - 1), src.int(0, 2**32 - 1)) if k == 0 else (src.pick([1, 1, 1, 0, 2]), src.int(0, 5))
-    k = src.int(0, 9)
-    data_kind = 0 if k == 0 else 2 if k == 1 else 1
-    data = {0: 0, 1: base + DATA_AT + 8 * src.int(0, DATA_SIZE // 8 - 1), 2: src.int(1, 4096)}[data_kind]
+    shape, shape_ptr = _place(src, buf, base, shape, n_entries, null_up_to=0, usual=META_AT)
+    strides, strides_ptr = _place(src, buf, base, strides, n_entries, null_up_to=1, usual=META_AT + META_SIZE // 2)
+    code, bits, lanes = _dtype(src)
+    dev_type, dev_id = _device(src)
+    byte_offset, flags, version = _header_fields(src)
+    data_kind, data = _data(src, base)
     counter = ffi.cast("int64_t *", nativehelp.raw_alloc(8))
     ctx = int(ffi.cast("uintptr_t", counter))
     tensor = _T.pack(
         data, dev_type, _s32(dev_id), _s32(ndim), code, bits, lanes, shape_ptr, strides_ptr, _u64(byte_offset)
     )
-    if versioned:
-        deleter = nativehelp.DELETER_V
-        buf[0:32] = _V.pack(*version, ctx, deleter, flags)
-        buf[32 : 32 + _T.size] = tensor
-    else:
-        deleter = nativehelp.DELETER_L
-        buf[0 : _T.size] = tensor
-        struct.pack_into("<QQ", buf, 48, ctx, deleter)
+    _write_struct(buf, versioned, tensor, version, ctx, flags)
     # Re-read what the pointers show: wild pointers may overlap each other or the struct.
     if shape_ptr:
         shape = list(struct.unpack_from(f"<{n_entries}q", buf, shape_ptr - base))
@@ -268,6 +215,103 @@ def build(src: Source) -> Input:
     )  # fmt: skip
     item.readable = _readable(item, data - base if data_kind == 1 else -1)
     return item
+
+
+def _name(src: Source) -> tuple[bool, bytes | None]:
+    """Whether the struct is versioned, and the capsule's name (``None``: a nameless capsule)."""
+    versioned = src.int(0, 3) != 0
+    name = src.pick(NAMES) if src.int(0, 3) == 0 else (b"dltensor_versioned" if versioned else b"dltensor")
+    if name in (b"dltensor_versioned", b"dltensor"):
+        # The name decides the layout a consumer reads: a mismatch would make it call a garbage deleter
+        # pointer, which no consumer can survive (the producer lied about the memory, not the metadata).
+        versioned = name == b"dltensor_versioned"
+    if name is None:
+        versioned = True  # a nameless capsule is never consumed; the helper's destructor reads it as versioned
+    return versioned, name
+
+
+def _ndim(src: Source) -> int:
+    """Mostly 0 to 4 dimensions; sometimes up to 70, or a count no consumer may take."""
+    k = src.int(0, 19)
+    return src.int(0, 4) if k < 14 else src.int(0, 70) if k < 18 else src.pick([-1, -(2**31), 2**31 - 1, 65, 64])
+
+
+def _shape_and_strides(src: Source, n_entries: int) -> tuple[list[int], list[int]]:
+    """``n_entries`` dimensions and strides, the strides contiguous for a quarter of the inputs."""
+    shape = [_dim(src) for _ in range(n_entries)]
+    strides = [_stride(src) for _ in range(n_entries)]
+    if src.int(0, 3) == 0 and n_entries:  # well-formed: contiguous strides
+        acc = 1
+        for i in reversed(range(n_entries)):
+            strides[i] = acc
+            acc *= max(shape[i], 1)
+            if acc >= 2**63:
+                acc = 1
+    return shape, strides
+
+
+def _place(
+    src: Source, buf: Any, base: int, values: list[int], n_entries: int, null_up_to: int, usual: int
+) -> tuple[list[int] | None, int]:
+    """Where the array ``values`` goes: NULL (a draw up to ``null_up_to`` of 0 to 9), ``usual`` (below 8) or anywhere
+    past the struct that fits it, written there. The array (``None`` for NULL) and its address (0 for NULL)."""
+    where = src.int(0, 9)
+    if where <= null_up_to:
+        return None, 0
+    span = 8 * n_entries
+    off = usual if where < 8 else META_AT + 8 * src.int(0, (ARENA - META_AT - span) // 8)
+    struct.pack_into(f"<{n_entries}Q", buf, off, *[_u64(v) for v in values])
+    return values, base + off
+
+
+def _dtype(src: Source) -> tuple[int, int, int]:
+    """(code, bits, lanes): mostly DLPack's codes and widths, one lane; a tenth of each drawn from its whole range."""
+    k = src.int(0, 9)
+    code = src.int(0, 255) if k == 0 else src.pick([0, 1, 2, 4, 5, 6, 7, 8])
+    k = src.int(0, 9)
+    bits = src.int(0, 255) if k == 0 else src.pick([1, 4, 8, 16, 32, 64, 128])
+    k = src.int(0, 9)
+    lanes = src.int(0, 65535) if k == 0 else (2 if k == 1 else 1)
+    return code, bits, lanes
+
+
+def _device(src: Source) -> tuple[int, int]:
+    """(device type, device id): mostly the CPU, a few others, any type a tenth of the time."""
+    k = src.int(0, 9)
+    dev_type = src.int(0, 255) if k == 0 else src.pick([1, 1, 1, 1, 2, 3, 13])
+    dev_id = src.pick([0, 0, 0, 1, -1, 2**31 - 1])
+    return dev_type, dev_id
+
+
+def _header_fields(src: Source) -> tuple[int, int, tuple[int, int]]:
+    """(byte_offset, flags, version): mostly usual values, each drawn from its whole range a tenth of the time."""
+    k = src.int(0, 9)
+    byte_offset = src.int(0, 2**64 - 1) if k == 0 else src.pick([0, 0, 0, 0, 8, 16, 3, 256, 2**63, 2**64 - 8])
+    k = src.int(0, 9)
+    flags = src.int(0, 2**64 - 1) if k == 0 else src.pick([0, 0, 0, 1, 2, 4, 3, 7])
+    k = src.int(0, 9)
+    version = (src.int(0, 2**32 - 1), src.int(0, 2**32 - 1)) if k == 0 else (src.pick([1, 1, 1, 0, 2]), src.int(0, 5))
+    return byte_offset, flags, version
+
+
+def _data(src: Source, base: int) -> tuple[int, int]:
+    """(kind, pointer) of the data: 0 NULL, 1 an 8-byte aligned spot in the arena's data region, 2 a small wild
+    integer that nothing may read."""
+    k = src.int(0, 9)
+    data_kind = 0 if k == 0 else 2 if k == 1 else 1
+    data = {0: 0, 1: base + DATA_AT + 8 * src.int(0, DATA_SIZE // 8 - 1), 2: src.int(1, 4096)}[data_kind]
+    return data_kind, data
+
+
+def _write_struct(buf: Any, versioned: bool, tensor: bytes, version: tuple[int, int], ctx: int, flags: int) -> None:
+    """The managed struct at the arena's start, with the helper's deleter: versioned (version, manager_ctx, deleter,
+    flags, then the tensor) or legacy (the tensor, then manager_ctx and deleter)."""
+    if versioned:
+        buf[0:32] = _V.pack(*version, ctx, nativehelp.DELETER_V, flags)
+        buf[32 : 32 + _T.size] = tensor
+    else:
+        buf[0 : _T.size] = tensor
+        struct.pack_into("<QQ", buf, 48, ctx, nativehelp.DELETER_L)
 
 
 def _s32(v: int) -> int:
@@ -442,17 +486,12 @@ def corpus(seed: int, start: int, count: int) -> Iterator[tuple[int, Input]]:
         yield i, build(RandomSource(f"{seed}:{i}"))
 
 
+#: An input run and not settled yet: its number, the input, its outcomes so far and its violations so far.
+Entry = tuple[int, Input, list[tuple[Any, ...]], list[str]]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--start", type=int, default=0)
-    parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--jsonl", help="write one JSON line of outcomes per input (for the cross-build diff)")
-    parser.add_argument("--progress", type=int, default=0, help="print a progress line every N inputs")
-    parser.add_argument("--hash", action="store_true", help="write a digest of each input's outcomes, not the outcomes")
-    parser.add_argument("--no-convert", action="store_true", help="skip the conversions to other libraries")
-    parser.add_argument("--convert-every", type=int, default=1, help="convert every k-th input only (they are slow)")
-    args = parser.parse_args(argv)
+    args = _arguments(argv)
     if args.no_convert:
         LIBS.clear()
         LIBS.update({k: v for k, v in _libraries().items() if k == "numpy"})
@@ -460,49 +499,24 @@ def main(argv: list[str] | None = None) -> int:
     violations = 0
     t0 = time.perf_counter()
     done = 0
-    pending: list[tuple[int, Input, list[tuple[Any, ...]], list[str]]] = []
-
-    def finish(entry: tuple[int, Input, list[tuple[Any, ...]], list[str]]) -> None:
-        nonlocal violations
-        i, item, record, problems = entry
-        settle(item, record, problems)
-        if problems:
-            violations += 1
-            print(f"VIOLATION input {i} ({item.describe()}): {problems}", flush=True)
-        if out is not None:
-            line = json.dumps(record)
-            if args.hash:  # the buffer protocol is compiled-only: left out of the cross-build digest
-                shared = [r for r in record if not str(r[0]).startswith("memoryview")]
-                text = _ADDRESS.sub("0x?", json.dumps(shared))  # object reprs name process addresses
-                line = hashlib.sha256(text.encode()).hexdigest()[:16]
-            out.write(f"{i}\t{len(problems)}\t{line}\n")
-
+    pending: list[Entry] = []
     for i, item in corpus(args.seed, args.start, args.count):
         item.convert = args.convert_every > 0 and i % args.convert_every == 0
-        if out is not None:  # announced first, so that a crash names the input
-            out.write(f"#{i}\n")
-            out.flush()
-        if os.environ.get("DLFUZZ_TRACE"):
-            print(f"input {i}: {item.describe()}", file=sys.stderr, flush=True)
+        _announce(i, item, out)
         record: list[tuple[Any, ...]] = []
         problems = run_one(item, record)
         if item.calls() == 1:
-            finish((i, item, record, problems))
+            violations += _finish((i, item, record, problems), out, args.hash)
         else:  # something still holds the tensor (a cycle, a traceback): settle after one gc for many
             pending.append((i, item, record, problems))
             if len(pending) >= 500:
-                gc.collect()
-                for entry in pending:
-                    finish(entry)
-                pending.clear()
+                violations += _finish_all(pending, out, args.hash)
         done += 1
         if args.progress and done % args.progress == 0:
             rate = done / (time.perf_counter() - t0)
             build = dlbind.ffi_build()
             print(f"[{build}] {done}/{args.count} inputs, {rate:.0f}/s, {violations} violations", flush=True)
-    gc.collect()
-    for entry in pending:
-        finish(entry)
+    violations += _finish_all(pending, out, args.hash)
     elapsed = time.perf_counter() - t0
     print(
         f"[{dlbind.ffi_build()}] done: {done} inputs in {elapsed:.1f} s ({done / elapsed:.0f}/s), "
@@ -512,6 +526,57 @@ def main(argv: list[str] | None = None) -> int:
     if out is not None:
         out.close()
     return 1 if violations else 0
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--jsonl", help="write one JSON line of outcomes per input (for the cross-build diff)")
+    parser.add_argument("--progress", type=int, default=0, help="print a progress line every N inputs")
+    parser.add_argument("--hash", action="store_true", help="write a digest of each input's outcomes, not the outcomes")
+    parser.add_argument("--no-convert", action="store_true", help="skip the conversions to other libraries")
+    parser.add_argument("--convert-every", type=int, default=1, help="convert every k-th input only (they are slow)")
+    return parser.parse_args(argv)
+
+
+def _announce(i: int, item: Input, out: Any) -> None:
+    """Name input ``i`` before it runs, so that a crash names it: in ``out``, and on stderr under DLFUZZ_TRACE."""
+    if out is not None:
+        out.write(f"#{i}\n")
+        out.flush()
+    if os.environ.get("DLFUZZ_TRACE"):
+        print(f"input {i}: {item.describe()}", file=sys.stderr, flush=True)
+
+
+def _finish(entry: Entry, out: Any, digest: bool) -> int:
+    """:func:`settle` an input, print its violations and write its line to ``out``; 1 if it violated the property."""
+    i, item, record, problems = entry
+    settle(item, record, problems)
+    if problems:
+        print(f"VIOLATION input {i} ({item.describe()}): {problems}", flush=True)
+    if out is not None:
+        out.write(f"{i}\t{len(problems)}\t{_outcomes(record, digest)}\n")
+    return 1 if problems else 0
+
+
+def _finish_all(pending: list[Entry], out: Any, digest: bool) -> int:
+    """:func:`_finish` every pending input after one garbage collection; how many violated the property."""
+    gc.collect()
+    violations = sum(_finish(entry, out, digest) for entry in pending)
+    pending.clear()
+    return violations
+
+
+def _outcomes(record: list[tuple[Any, ...]], digest: bool) -> str:
+    """An input's outcomes as JSON, or (``digest``) a digest of those both builds give."""
+    if not digest:
+        return json.dumps(record)
+    # the buffer protocol is compiled-only: left out of the cross-build digest
+    shared = [r for r in record if not str(r[0]).startswith("memoryview")]
+    text = _ADDRESS.sub("0x?", json.dumps(shared))  # object reprs name process addresses
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 if __name__ == "__main__":
