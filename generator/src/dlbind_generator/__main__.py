@@ -96,6 +96,29 @@ def _generate(paths: Paths, *, check: bool, offline: bool) -> int:
     return 0
 
 
+_ROOT_HELP = "repository root (default: found from the current folder)"
+#: The commands that take one argument (its metavar; its dest the metavar in lower case) and --root:
+#: name -> (metavar, help, description).
+_ONE_ARGUMENT = {
+    "bump": (
+        "SOURCE",
+        "record a new dlpack.h in spec/headers.toml, regenerate everything, print the report's summary",
+        "SOURCE is a path to a dlpack.h (a rehearsal: recorded with `local =`, never to be committed), "
+        "a URL of one (e.g. the raw dlpack.h of an upstream commit) or PACKAGE==VERSION:PATH/IN/ARCHIVE (a "
+        "registry archive). A header whose version macros name a listed version but whose bytes differ is "
+        "recorded as a post-release of that version (M.m.postN, dated); `canonical M.m` goes back.",
+    ),
+    "canonical": (
+        "RELEASE",
+        "make a listed header canonical again (the way back from a bump) and regenerate",
+        "Sets `canonical` in spec/headers.toml to RELEASE (e.g. 1.3: the released header, or 1.3.post1) "
+        "and removes the post-releases of that version after it and any rehearsal (`local =`) after it (printed: "
+        "bump the header again to return), then "
+        "regenerates everything like `generate` and prints the report's summary.",
+    ),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     """The command line: parse, fetch, generate, bump, canonical, rehearsal-header, vendor."""
     parser = argparse.ArgumentParser(prog="python -m dlbind_generator", description=__doc__.split("\n\n")[0])
@@ -109,27 +132,11 @@ def _parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="write nothing; print a diff and exit 1 if anything is stale"
     )
     p_gen.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
-    p_gen.add_argument("--root", help="repository root (default: found from the current folder)")
-    p_bump = sub.add_parser(
-        "bump",
-        help="record a new dlpack.h in spec/headers.toml, regenerate everything, print the report's summary",
-        description="SOURCE is a path to a dlpack.h (a rehearsal: recorded with `local =`, never to be committed), "
-        "a URL of one (e.g. the raw dlpack.h of an upstream commit) or PACKAGE==VERSION:PATH/IN/ARCHIVE (a "
-        "registry archive). A header whose version macros name a listed version but whose bytes differ is "
-        "recorded as a post-release of that version (M.m.postN, dated); `canonical M.m` goes back.",
-    )
-    p_bump.add_argument("source", metavar="SOURCE")
-    p_bump.add_argument("--root", help="repository root (default: found from the current folder)")
-    p_canon = sub.add_parser(
-        "canonical",
-        help="make a listed header canonical again (the way back from a bump) and regenerate",
-        description="Sets `canonical` in spec/headers.toml to RELEASE (e.g. 1.3: the released header, or 1.3.post1) "
-        "and removes the post-releases of that version after it and any rehearsal (`local =`) after it (printed: "
-        "bump the header again to return), then "
-        "regenerates everything like `generate` and prints the report's summary.",
-    )
-    p_canon.add_argument("release", metavar="RELEASE")
-    p_canon.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_gen.add_argument("--root", help=_ROOT_HELP)
+    for name, (metavar, summary, description) in _ONE_ARGUMENT.items():
+        p_one = sub.add_parser(name, help=summary, description=description)
+        p_one.add_argument(metavar.lower(), metavar=metavar)
+        p_one.add_argument("--root", help=_ROOT_HELP)
     p_next = sub.add_parser(
         "rehearsal-header",
         help="write the canonical header plus names it does not declare yet (to rehearse a bump)",
@@ -144,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     p_next.add_argument("out", type=Path)
     p_next.add_argument("--kind", choices=("drift", "minor"), default="drift")
     p_next.add_argument("--policy", action="store_true", help="write the policy rows of the rehearsal's own names")
-    p_next.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_next.add_argument("--root", help=_ROOT_HELP)
     _add_vendor(sub)
     return parser
 
@@ -164,7 +171,7 @@ def _add_vendor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p_vendor.add_argument("--pure", action="store_true", help="no C: cffi ABI mode only (needs no compiler)")
     p_vendor.add_argument("--force", action="store_true", help="overwrite edited files, remove unlisted ones")
     p_vendor.add_argument("--offline", action="store_true", help="use only headers already in .cache/headers")
-    p_vendor.add_argument("--root", help="repository root (default: found from the current folder)")
+    p_vendor.add_argument("--root", help=_ROOT_HELP)
 
 
 def _rehearsal_header(paths: Paths, out: Path, kind: str, *, policy: bool = False) -> int:

@@ -92,8 +92,8 @@ def load_models(paths: Paths, progress: Progress, *, offline: bool = False) -> t
 
 
 def abi_module(cdef: str, module: str = "dlbind._generated._abi") -> str:
-    """cffi's out-of-line ABI-mode module for ``cdef`` (no compiler involved): the core's pure build, a
-    backend's binding."""
+    """cffi's out-of-line ABI-mode module ``module`` for ``cdef`` (no compiler involved): the core's pure
+    build, a backend's binding, a vendored copy's pure build."""
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.set_source(module, None)

@@ -15,9 +15,10 @@ the file and the entry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tomllib
 
@@ -262,6 +263,39 @@ def _by_value(pending: dict[str, tuple[int, Any]], path: Path) -> dict[str, tupl
     return dict(sorted(pending.items(), key=lambda kv: kv[1][0]))
 
 
+_Row = TypeVar("_Row", DeviceRow, CodeRow)
+
+
+def _rows(
+    model: HeaderModel,
+    data: dict[str, Any],
+    table: str,
+    enum: str,
+    path: Path,
+    decisions: list[str],
+    subset: bool,
+    earlier: dict[str, str] | None,
+    *,
+    row: Callable[[str, int, Any], _Row],
+    derived: Callable[[str, int], tuple[_Row, str]],
+) -> tuple[list[_Row], list[_Row]]:
+    """The rows of ``enum``'s members, in the header's order, and of the pending entries (see
+    :func:`_entries`): ``row`` reads an entry of ``[table]``; a member without one gets ``derived``'s row,
+    and its decision (what ``derived`` says of the row) goes into ``decisions``."""
+    members = _members(model, enum)
+    entries, waiting = _entries(data, table, members, enum, path, subset, earlier)
+    rows = []
+    for member, value in members:
+        raw = entries.get(member)
+        if raw is None:
+            made, decision = derived(member, value)
+            decisions.append(f"{enum}.{member} ({value}) has no entry in {path.name}: {decision}")
+            rows.append(made)
+            continue
+        rows.append(row(member, value, raw))
+    return rows, [row(member, value, raw) for member, (value, raw) in waiting.items()]
+
+
 def _stream_rules(data: dict[str, Any], path: Path) -> tuple[StreamRule, ...]:
     rules = []
     table = data.get("stream_rules", {})
@@ -324,21 +358,16 @@ def _devices(
     _check_keys(data, {"stream_rules", "devices"}, "the top level", path)
     rules = _stream_rules(data, path)
     rule_names = {r.name for r in rules}
-    members = _members(model, DEVICE_ENUM)
-    entries, waiting = _entries(data, "devices", members, DEVICE_ENUM, path, subset, earlier)
-    rows = []
-    for member, value in members:
-        raw = entries.get(member)
-        if raw is None:
-            name = derived_name(member)
-            decisions.append(
-                f"{DEVICE_ENUM}.{member} ({value}) has no entry in {path.name}: derived name {name!r}, "
-                "not host-accessible, stream None only, no backend"
-            )
-            rows.append(DeviceRow(member, value, name, False, "none", None, True))
-            continue
-        rows.append(_device_row(member, value, raw, rule_names, path))
-    pending = [_device_row(member, value, raw, rule_names, path) for member, (value, raw) in waiting.items()]
+
+    def derived(member: str, value: int) -> tuple[DeviceRow, str]:
+        name = derived_name(member)
+        row = DeviceRow(member, value, name, False, "none", None, True)
+        return row, f"derived name {name!r}, not host-accessible, stream None only, no backend"
+
+    rows, pending = _rows(
+        model, data, "devices", DEVICE_ENUM, path, decisions, subset, earlier,
+        row=lambda member, value, raw: _device_row(member, value, raw, rule_names, path), derived=derived,
+    )  # fmt: skip
     names = [r.name for r in (*rows, *pending)]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -390,21 +419,15 @@ def _dtypes(
 ) -> tuple[tuple[CodeRow, ...], tuple[DTypeRow, ...], tuple[CodeRow, ...], tuple[DTypeRow, ...]]:
     data = _load(path)
     _check_keys(data, {"codes", "formats", "legacy"}, "the top level", path)
-    members = _members(model, DTYPE_ENUM)
-    entries, waiting = _entries(data, "codes", members, DTYPE_ENUM, path, subset, earlier)
-    codes = []
-    for member, value in members:
-        raw = entries.get(member)
-        if raw is None:
-            pattern = derived_name(member) + "{bits}"
-            decisions.append(
-                f"{DTYPE_ENUM}.{member} ({value}) has no entry in {path.name}: derived name "
-                f"{pattern!r}, no buffer format"
-            )
-            codes.append(CodeRow(member, value, pattern, None, True))
-            continue
-        codes.append(_code_row(member, value, raw, path))
-    pending = [_code_row(member, value, raw, path) for member, (value, raw) in waiting.items()]
+
+    def derived(member: str, value: int) -> tuple[CodeRow, str]:
+        pattern = derived_name(member) + "{bits}"
+        return CodeRow(member, value, pattern, None, True), f"derived name {pattern!r}, no buffer format"
+
+    codes, pending = _rows(
+        model, data, "codes", DTYPE_ENUM, path, decisions, subset, earlier,
+        row=lambda member, value, raw: _code_row(member, value, raw, path), derived=derived,
+    )  # fmt: skip
     dtypes: dict[str, DTypeRow] = {}
     _named(codes, dtypes, path)
     declared_names = set(dtypes)

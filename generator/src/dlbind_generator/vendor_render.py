@@ -10,9 +10,6 @@ and a content seal.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from .adapters import AdapterSpec, load_adapters
 from .emit import seal
 from .merge import MergedModel
 from .model import HeaderModel
+from .pipeline import abi_module
 from .policy import MAX_REFUSED, join
 from .render import c_private_versioned, context, environment, ruff_format
 from .sources import format_version
@@ -57,18 +55,6 @@ def banner(target: Target, what: str, comment: str = "#") -> str:
         f"Do not edit: re-vendor with `{target.command}`.",
     ]
     return "\n".join(f"{comment} {ln}" for ln in lines)
-
-
-def abi_module(cdef: str, module: str) -> str:
-    """cffi's out-of-line ABI-mode module ``module`` for ``cdef`` (the pure build; no compiler)."""
-    ffi = cffi.FFI()
-    ffi.cdef(cdef)
-    ffi.set_source(module, None)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "_abi.py"
-        with contextlib.redirect_stdout(io.StringIO()):  # cffi announces the file it writes
-            ffi.emit_python_code(str(out))
-        return out.read_text(encoding="utf-8")
 
 
 def runtime_cdef(model: HeaderModel, cdef: str) -> str:
