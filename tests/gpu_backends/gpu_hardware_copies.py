@@ -3,7 +3,8 @@
 :class:`HardwareCopyTests` is subclassed in ``test_cuda_gpu.py`` and ``test_rocm_gpu.py``, whose marker
 (``cuda_gpu``, ``rocm_gpu``) skips them without a GPU, naming why. They check values against numpy after a
 host copy (transposed, reversed, offset, gapped, broadcast layouts), that a copy queued on a non-blocking
-stream is ordered after a busy producer's stream, and that host copies of 256 MiB reuse the pinned pool and
+stream is ordered after a busy producer's stream, as is a consumer's copy after an import with its stream
+(``HardwareCopyTests.imported``), and that host copies of 256 MiB reuse the pinned pool and
 stage or fall back to pageable copies with equal bytes. About 1.5 GiB of device memory and a few seconds.
 The bandwidth of the second 256 MiB host copy is recorded (``record_property``, and printed: ``-s``), never
 asserted. This module imports no hypothesis (a GPU machine may lack it).
@@ -19,17 +20,33 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+import dlbind
+from dlbind import Flags
 from dlbind._gpu_runtime import PinnedBlock
 from dlbind.dtypes import from_numpy
 from dlbind.export import Memory
 from dlbind.producer import Exporter
 from gpu_copies import LAYOUTS, Layout, reach, same
 
-__all__ = ["HardwareCopyTests"]
+__all__ = ["HardwareCopyTests", "non_blocking_streams"]
 
 MiB = 1 << 20
 ON_GPU = ["transposed", "reversed", "reversed-rows", "reversed-both", "offset", "gapped", "column", "broadcast-row",
           "broadcast-column", "broadcast-scalar", "3-d-permuted", "unit-dims", "0-d", "empty"]  # fmt: skip
+
+
+def non_blocking_streams(rt: Any) -> Iterator[tuple[int, int]]:
+    """For a fixture: two non-blocking streams of the loaded runtime ``rt`` (as DLPack stream integers),
+    synchronised and destroyed when the fixture ends."""
+    made = []
+    for _ in range(2):
+        out = rt.ffi.new(f"{rt.prefix}Stream_t *")
+        rt.check(rt.sym("StreamCreateWithFlags")(out, rt.sym("StreamNonBlocking")), "StreamCreateWithFlags")
+        made.append(out[0])
+    yield int(rt.ffi.cast("uintptr_t", made[0])), int(rt.ffi.cast("uintptr_t", made[1]))
+    for s in made:
+        rt.sym("StreamSynchronize")(s)
+        rt.sym("StreamDestroy")(s)
 
 
 class HardwareCopyTests:
@@ -37,23 +54,14 @@ class HardwareCopyTests:
 
     module: ClassVar[Any]  # dlbind_cuda
     backend: ClassVar[Any]  # dlbind_cuda._backend.backend
-    runtime: ClassVar[Callable[[], Any]]  # dlbind_cuda._runtime.runtime
+    runtime: ClassVar[Callable[[], Any]]  # the backend's loader: runtime of dlbind_cuda._runtime
     default_stream: ClassVar[int]  # 1 (CUDA's legacy default stream), 0 (ROCm's)
     memories: ClassVar[tuple[str, ...]]  # the kinds of host-accessible memory besides "device"
 
     @pytest.fixture
     def copy_streams(self) -> Iterator[tuple[int, int]]:
         """Two non-blocking streams (as DLPack stream integers), synchronised and destroyed after the test."""
-        rt = self.runtime()
-        made = []
-        for _ in range(2):
-            out = rt.ffi.new(f"{rt.prefix}Stream_t *")
-            rt.check(rt.sym("StreamCreateWithFlags")(out, rt.sym("StreamNonBlocking")), "StreamCreateWithFlags")
-            made.append(out[0])
-        yield tuple(int(rt.ffi.cast("uintptr_t", s)) for s in made)  # type: ignore[misc]
-        for s in made:
-            rt.sym("StreamSynchronize")(s)
-            rt.sym("StreamDestroy")(s)
+        yield from non_blocking_streams(self.runtime())
 
     def device_memory(self, values: np.ndarray, layout: Layout, *, stream: int | None = None) -> Memory:
         """``layout`` over a device copy of ``values`` (the copy is the Memory's owner)."""
@@ -131,6 +139,17 @@ class HardwareCopyTests:
         assert np.array_equal(got, values.reshape(6, 4).T)
 
     # -- the host copy -----------------------------------------------------------------------------------------
+    def test_host_copy_of_strided_device_memory(self) -> None:
+        a = np.arange(24, dtype=np.float64)
+        base = self.module.asarray(a)
+        view = dlbind.from_dlpack(
+            dlbind.from_pointer(base.data_ptr, (6, 4), "float64", strides=(-1, 6), byte_offset=5 * 8,
+                                device=base.device, owner=base)
+        )  # fmt: skip
+        c = dlbind.from_dlpack(view, device="cpu", copy=True)
+        assert c.flags & Flags.IS_COPIED
+        assert np.array_equal(np.asarray(c), a.reshape(4, 6).T[::-1])
+
     def test_host_copies_of_256_mib_reuse_the_pinned_pool(
         self, monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, object], None]
     ) -> None:
@@ -192,3 +211,31 @@ class HardwareCopyTests:
         assert (self.to_numpy(mem, producer) == 5).all()
         self.memset_on(producer, data, 6, n)
         assert (self.to_numpy(mem._replace(stream=producer)) == 6).all()  # the default stream waits for it
+
+    # -- stream ordering across an exchange --------------------------------------------------------------------
+    def imported(self, tensor: Any, producer: int, consumer: int) -> Any:
+        """``tensor`` handed over by a producer whose work is queued on ``producer``, imported with
+        ``stream=consumer`` (here through ``__dlpack__``; dlbind-cuda's tests go through
+        ``__cuda_array_interface__``)."""
+        memory = Memory(tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, 0, False, tensor,
+                        0, producer)  # fmt: skip
+        return dlbind.from_dlpack(Exporter(memory), stream=consumer)
+
+    def test_the_consumer_stream_waits_for_the_producer_stream(self, copy_streams: tuple[int, int]) -> None:
+        """A slow producer on one stream, a copy on another: the copy sees the producer's last write.
+
+        The producer queues 16 memsets of a 256 MiB scratch buffer (to keep its stream busy), then sets the
+        shared buffer to 7; the consumer's copy to pinned host memory runs on its own non-blocking stream
+        after the import with ``stream=consumer`` (:meth:`imported`). Without the event wait the copy would run
+        at once and read the buffer's first contents (zeros).
+        """
+        rt = self.runtime()
+        producer, consumer = copy_streams
+        n = 1 * MiB
+        shared = self.module.asarray(np.zeros(n, dtype=np.uint8))
+        out = self.module.empty((n,), "uint8", memory="host")
+        scratch = self.memset_on(producer, shared, 7, n, busy=16)  # noqa: F841 (freed only after the copy)
+        imported = self.imported(shared, producer, consumer)
+        rt.memcpy_async(out.data_ptr, imported.data_ptr, n, rt.sym("MemcpyDeviceToHost"), consumer)
+        rt.synchronize(consumer)
+        assert (np.from_dlpack(out) == 7).all()

@@ -73,6 +73,18 @@ class Recording:
         return rt
 
     @classmethod
+    def event_wait(cls, producer: str, consumer: str) -> list[str]:
+        """The log of the consumer's stream waiting for the producer's (named as the log names streams)."""
+        p = cls.runtime.Runtime.prefix
+        return [
+            f"{p}GetDevice() -> 0",
+            f"{p}EventCreateWithFlags(2) -> E1",
+            f"{p}EventRecord(E1, {producer})",
+            f"{p}StreamWaitEvent({consumer}, E1, 0)",
+            f"{p}EventDestroy(E1)",
+        ]
+
+    @classmethod
     def user_stream(cls) -> int:
         """A new stream of the loaded (recording) runtime, as an int: S1, S2, ... in the log."""
         rt = cls.runtime.runtime()
@@ -84,7 +96,13 @@ class Recording:
 
 @dataclass(frozen=True)
 class GpuTestSuite:
-    """One backend's test setup: its GPU marker, the recording runtime's source and fixtures."""
+    """One backend's test setup: its GPU marker, the recording runtime's source and fixtures.
+
+    Most of a backend's tests run everywhere, on the recording fake of its runtime (``source``, built with gcc
+    and loaded through ``DLBIND_<NAME>_LIBRARY``): they check which runtime calls the backend makes, in which
+    order, with which streams and devices. The tests marked ``<backend>_gpu`` need a GPU and its driver;
+    without them they are skipped with the reason the real runtime gives.
+    """
 
     backend: str  # "cuda"
     recording: type[Recording]
@@ -118,8 +136,20 @@ class GpuTestSuite:
             if self.marker in item.keywords:
                 item.add_marker(skip)
 
+    def conftest(self) -> tuple[Any, ...]:
+        """What the backend's conftest assigns: the hooks ``pytest_configure`` (the marker) and
+        ``pytest_collection_modifyitems`` (:meth:`skip_without_gpu`), then the fixtures of :meth:`fixtures`."""
+
+        def pytest_configure(config: pytest.Config) -> None:
+            self.configure(config)
+
+        def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+            self.skip_without_gpu(items)
+
+        return (pytest_configure, pytest_collection_modifyitems, *self.fixtures())
+
     def fixtures(self) -> tuple[Any, Any, Any]:
-        """The fixtures ``recording_library``, ``recording`` and ``rec`` (assign them in the conftest)."""
+        """The fixtures ``recording_library``, ``recording`` and ``rec``."""
 
         @pytest.fixture(scope="session")
         def recording_library(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -12,7 +12,8 @@
    The log, the controls (recording_log, recording_clear, recording_set, recording_fail, recording_fail_times,
    recording_live), the allocation and handle tables, and the runtime calls both runtimes have with the same
    signature are here; the error table (`errors`, which must list the codes RT_INVALID_VALUE,
-   RT_INVALID_PITCH and RT_INVALID_DIRECTION below) and the vendor's type names come from the including file.
+   RT_INVALID_PITCH and RT_INVALID_DIRECTION, the same in both runtimes, defined below) and the vendor's type
+   names come from the including file.
    See recording_cudart.c for what the fake is and is not.
 
    Copies check what the real runtime checks and what would corrupt the fake's own memory: a range that starts
@@ -34,6 +35,12 @@
 #define RT_STR_(x) #x
 #define RT_STR(x) RT_STR_(x)
 #define RT_NAME(name) RT_STR(RT(name))
+
+/* the error codes the copies return: invalid value, invalid pitch value, invalid memcpy direction (both runtimes
+   number them alike) */
+#define RT_INVALID_VALUE 1
+#define RT_INVALID_PITCH 12
+#define RT_INVALID_DIRECTION 21
 
 typedef int RT(Error_t);
 typedef void *RT(Stream_t);
@@ -251,6 +258,27 @@ static RT(Error_t) allocate(const char *call, void **out, size_t size, int type,
     return allocate_flags(call, out, size, type, prefix, "");
 }
 
+/* under lock, in the pointer-attribute calls (cudaPointerGetAttributes, hipPointerGetAttributes): log `call` on
+   `p`, zero the caller's attribute struct (`size` bytes) and return the allocation `p` is in, or NULL */
+static struct block *attributes_of(const char *call, void *attrs, size_t size, const void *p) {
+    char a[48];
+    record("%s(%s)", call, pointer_name(p, a, sizeof a));
+    memset(attrs, 0, size);
+    return find_block(p);
+}
+
+/* the fields both runtimes' attribute structs have: the device, and the pointer as the device and the host see it */
+#define SET_POINTERS(attrs, b, p)                                                                                     \
+    ((attrs)->device = (b)->device, (attrs)->devicePointer = (void *)(p),                                           \
+     (attrs)->hostPointer = (b)->type == TYPE_DEVICE ? NULL : (void *)(p))
+
+/* pinned host memory allocated with flags (cudaHostAlloc, hipHostMalloc): the log shows them after the size */
+static RT(Error_t) allocate_pinned(const char *call, void **out, size_t size, unsigned int flags) {
+    char shown[16];
+    snprintf(shown, sizeof shown, ", %u", flags);
+    return allocate_flags(call, out, size, TYPE_HOST, 'H', shown);
+}
+
 RT(Error_t) RT(Malloc)(void **p, size_t size) { return allocate(RT_NAME(Malloc), p, size, TYPE_DEVICE, 'D'); }
 
 RT(Error_t) RT(MallocManaged)(void **p, size_t size, unsigned int flags) {
@@ -356,32 +384,35 @@ RT(Error_t) RT(MemsetAsync)(void *dst, int value, size_t n, RT(Stream_t) s) {
 
 /* -- streams and events ---------------------------------------------------------------------------------- */
 
-RT(Error_t) RT(StreamCreateWithFlags)(RT(Stream_t) *s, unsigned int flags) {
-    ENTER(RT_NAME(StreamCreateWithFlags));
+/* StreamCreateWithFlags, EventCreateWithFlags: a new handle, `prefix` and the next of `*counter` in the log */
+static RT(Error_t) create_handle(const char *call, void **out, unsigned int flags, char prefix, int *counter) {
+    ENTER(call);
     char c[32];
     if (!code_) {
-        *s = new_handle('S', ++nstreams);
-        record(RT_NAME(StreamCreateWithFlags) "(%u) -> %s", flags, handle_name(*s, c, sizeof c));
+        *out = new_handle(prefix, ++*counter);
+        record("%s(%u) -> %s", call, flags, handle_name(*out, c, sizeof c));
     } else {
-        record(RT_NAME(StreamCreateWithFlags) "(%u) -> error %d", flags, code_);
+        record("%s(%u) -> error %d", call, flags, code_);
     }
     LEAVE();
 }
 
-RT(Error_t) RT(StreamDestroy)(RT(Stream_t) s) {
-    ENTER(RT_NAME(StreamDestroy));
+/* the calls on one handle (StreamSynchronize, EventDestroy, ...): logged by name; `forget` for the destroying ones */
+static RT(Error_t) on_handle(const char *call, void *handle, int forget) {
+    ENTER(call);
     char c[32];
-    record(RT_NAME(StreamDestroy) "(%s)", handle_name(s, c, sizeof c));
-    forget_handle(s);
+    record("%s(%s)", call, handle_name(handle, c, sizeof c));
+    if (forget) forget_handle(handle);
     LEAVE();
 }
 
-RT(Error_t) RT(StreamSynchronize)(RT(Stream_t) s) {
-    ENTER(RT_NAME(StreamSynchronize));
-    char c[32];
-    record(RT_NAME(StreamSynchronize) "(%s)", handle_name(s, c, sizeof c));
-    LEAVE();
+RT(Error_t) RT(StreamCreateWithFlags)(RT(Stream_t) *s, unsigned int flags) {
+    return create_handle(RT_NAME(StreamCreateWithFlags), s, flags, 'S', &nstreams);
 }
+
+RT(Error_t) RT(StreamDestroy)(RT(Stream_t) s) { return on_handle(RT_NAME(StreamDestroy), s, 1); }
+
+RT(Error_t) RT(StreamSynchronize)(RT(Stream_t) s) { return on_handle(RT_NAME(StreamSynchronize), s, 0); }
 
 RT(Error_t) RT(StreamWaitEvent)(RT(Stream_t) s, RT(Event_t) e, unsigned int flags) {
     ENTER(RT_NAME(StreamWaitEvent));
@@ -391,15 +422,7 @@ RT(Error_t) RT(StreamWaitEvent)(RT(Stream_t) s, RT(Event_t) e, unsigned int flag
 }
 
 RT(Error_t) RT(EventCreateWithFlags)(RT(Event_t) *e, unsigned int flags) {
-    ENTER(RT_NAME(EventCreateWithFlags));
-    if (!code_) {
-        *e = new_handle('E', ++nevents);
-        char c[32];
-        record(RT_NAME(EventCreateWithFlags) "(%u) -> %s", flags, handle_name(*e, c, sizeof c));
-    } else {
-        record(RT_NAME(EventCreateWithFlags) "(%u) -> error %d", flags, code_);
-    }
-    LEAVE();
+    return create_handle(RT_NAME(EventCreateWithFlags), e, flags, 'E', &nevents);
 }
 
 RT(Error_t) RT(EventRecord)(RT(Event_t) e, RT(Stream_t) s) {
@@ -409,17 +432,6 @@ RT(Error_t) RT(EventRecord)(RT(Event_t) e, RT(Stream_t) s) {
     LEAVE();
 }
 
-RT(Error_t) RT(EventSynchronize)(RT(Event_t) e) {
-    ENTER(RT_NAME(EventSynchronize));
-    char c[32];
-    record(RT_NAME(EventSynchronize) "(%s)", handle_name(e, c, sizeof c));
-    LEAVE();
-}
+RT(Error_t) RT(EventSynchronize)(RT(Event_t) e) { return on_handle(RT_NAME(EventSynchronize), e, 0); }
 
-RT(Error_t) RT(EventDestroy)(RT(Event_t) e) {
-    ENTER(RT_NAME(EventDestroy));
-    char c[32];
-    record(RT_NAME(EventDestroy) "(%s)", handle_name(e, c, sizeof c));
-    forget_handle(e);
-    LEAVE();
-}
+RT(Error_t) RT(EventDestroy)(RT(Event_t) e) { return on_handle(RT_NAME(EventDestroy), e, 1); }

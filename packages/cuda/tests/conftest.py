@@ -1,16 +1,10 @@
-"""Tests of dlbind-cuda.
-
-Most run everywhere, on a recording fake of the CUDA runtime (``recording_cudart.c``, built here with gcc
-and loaded through ``DLBIND_CUDA_LIBRARY``): they check which runtime calls dlbind-cuda makes, in which
-order, with which streams and devices. The tests marked ``cuda_gpu`` need a GPU and its driver; without
-them they are skipped with the reason the real runtime gives.
+"""Tests of dlbind-cuda: on the recording CUDA runtime (``recording_cudart.c``) everywhere, on a GPU where
+marked ``cuda_gpu`` (the setup: ``GpuTestSuite`` of tests/gpu_backends/gpu_recording.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 import dlbind_cuda
 from cuda_recording import Recording
@@ -28,12 +22,4 @@ SUITE = GpuTestSuite(
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    SUITE.configure(config)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    SUITE.skip_without_gpu(items)
-
-
-recording_library, recording, rec = SUITE.fixtures()
+pytest_configure, pytest_collection_modifyitems, recording_library, recording, rec = SUITE.conftest()

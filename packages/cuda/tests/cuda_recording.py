@@ -16,14 +16,4 @@ class Recording(gpu_recording.Recording):
 
 
 user_stream = Recording.user_stream
-
-
-def event_wait(producer: str, consumer: str) -> list[str]:
-    """The log of the consumer's stream waiting for the producer's (named as the log names streams)."""
-    return [
-        "cudaGetDevice() -> 0",
-        "cudaEventCreateWithFlags(2) -> E1",
-        f"cudaEventRecord(E1, {producer})",
-        f"cudaStreamWaitEvent({consumer}, E1, 0)",
-        "cudaEventDestroy(E1)",
-    ]
+event_wait = Recording.event_wait

@@ -27,9 +27,6 @@
 #define RT_PREFIX cuda
 #define RT_RUNTIME_VERSION 13000
 #define RT_UNKNOWN_ERROR "cudaErrorUnknown"
-#define RT_INVALID_VALUE 1
-#define RT_INVALID_PITCH 12
-#define RT_INVALID_DIRECTION 21
 
 static const struct { int code; const char *name, *text; } errors[] = {
     {0, "cudaSuccess", "no error"},
@@ -63,23 +60,16 @@ struct cudaPointerAttributes { /* CUDA 13's layout (12's is its prefix) */
 cudaError_t cudaMallocHost(void **p, size_t size) { return allocate("cudaMallocHost", p, size, TYPE_HOST, 'H'); }
 
 cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags) {
-    char shown[16];
-    snprintf(shown, sizeof shown, ", %u", flags);
-    return allocate_flags("cudaHostAlloc", p, size, TYPE_HOST, 'H', shown);
+    return allocate_pinned("cudaHostAlloc", p, size, flags);
 }
 cudaError_t cudaFreeHost(void *p) { return release("cudaFreeHost", p); }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attrs, const void *p) {
     ENTER("cudaPointerGetAttributes");
-    char a[48];
-    record("cudaPointerGetAttributes(%s)", pointer_name(p, a, sizeof a));
-    memset(attrs, 0, sizeof *attrs);
-    struct block *b = find_block(p);
+    struct block *b = attributes_of("cudaPointerGetAttributes", attrs, sizeof *attrs, p);
     if (b) {
         attrs->type = b->type;
-        attrs->device = b->device;
-        attrs->devicePointer = (void *)p;
-        attrs->hostPointer = b->type == TYPE_DEVICE ? NULL : (void *)p;
+        SET_POINTERS(attrs, b, p);
     } else {
         attrs->device = -2;
     }

@@ -17,15 +17,14 @@ import pytest
 
 import dlbind
 import dlbind_cuda
-from dlbind import DeviceType, Flags
+from dlbind import DeviceType
 from dlbind.export import Memory
 from dlbind.producer import Exporter
 from dlbind_cuda._backend import backend
 from dlbind_cuda._runtime import ffi, runtime
-from gpu_hardware_copies import HardwareCopyTests
+from gpu_hardware_copies import HardwareCopyTests, non_blocking_streams
 
 pytestmark = pytest.mark.cuda_gpu
-CUDA = (DeviceType.kDLCUDA, 0)
 
 
 def host(t: object) -> np.ndarray:
@@ -57,16 +56,7 @@ class CudaArray:
 @pytest.fixture
 def streams() -> Iterator[tuple[int, int]]:
     """Two non-blocking streams of the runtime dlbind-cuda loaded."""
-    rt = runtime()
-    made = []
-    for _ in range(2):
-        out = ffi.new("cudaStream_t *")
-        rt.check(rt.lib.cudaStreamCreateWithFlags(out, rt.lib.cudaStreamNonBlocking), "cudaStreamCreateWithFlags")
-        made.append(out[0])
-    yield int(ffi.cast("uintptr_t", made[0])), int(ffi.cast("uintptr_t", made[1]))
-    for s in made:
-        rt.lib.cudaStreamSynchronize(s)
-        rt.lib.cudaStreamDestroy(s)
+    yield from non_blocking_streams(runtime())
 
 
 # -- allocation and host copies -------------------------------------------------------------------------------
@@ -83,18 +73,6 @@ def test_allocation_on_every_device(memory: str) -> None:
         assert t.device == (kind[memory], device_id)
         assert dlbind_cuda.device_of(t.data_ptr) == (kind[memory], device_id)
         assert np.array_equal(host(t), a)
-
-
-def test_host_copy_of_strided_device_memory() -> None:
-    a = np.arange(24, dtype=np.float64)
-    base = dlbind_cuda.asarray(a)
-    view = dlbind.from_dlpack(
-        dlbind.from_pointer(base.data_ptr, (6, 4), "float64", strides=(-1, 6), byte_offset=5 * 8, device=CUDA,
-                            owner=base)
-    )  # fmt: skip
-    c = dlbind.from_dlpack(view, device="cpu", copy=True)
-    assert c.flags & Flags.IS_COPIED
-    assert np.array_equal(np.asarray(c), a.reshape(4, 6).T[::-1])
 
 
 def test_memory_is_freed_with_the_last_user() -> None:
@@ -158,37 +136,6 @@ def test_cupy_both_ways() -> None:
 # -- stream ordering ---------------------------------------------------------------------------------------------
 
 
-def test_the_consumer_stream_waits_for_the_producer_stream(streams: tuple[int, int]) -> None:
-    """A slow producer on one stream, a copy on another: the copy sees the producer's last write.
-
-    The producer queues 16 memsets of a 256 MiB scratch buffer (to keep its stream busy), then sets the
-    shared buffer to 7; the consumer's copy to pinned host memory runs on its own non-blocking stream
-    after ``from_dlpack(..., stream=consumer)``. Without the event wait the copy would run at once and
-    read the buffer's first contents (zeros).
-    """
-    rt = runtime()
-    lib = rt.lib
-    producer, consumer = streams
-    n = 1 << 20
-    shared = dlbind_cuda.asarray(np.zeros(n, dtype=np.uint8))
-    scratch = dlbind_cuda.empty((256 << 20,), "uint8")
-    out = dlbind_cuda.empty((n,), "uint8", memory="host")
-    p = ffi.cast("cudaStream_t", producer)
-    for i in range(16):
-        rt.check(lib.cudaMemsetAsync(ffi.cast("void *", scratch.data_ptr), i, 256 << 20, p), "cudaMemsetAsync")
-    rt.check(lib.cudaMemsetAsync(ffi.cast("void *", shared.data_ptr), 7, n, p), "cudaMemsetAsync")
-    interface = {**shared.__cuda_array_interface__, "stream": producer}
-    imported = dlbind.from_dlpack(CudaArray(interface, shared), stream=consumer)
-    c = ffi.cast("cudaStream_t", consumer)
-    rt.check(
-        lib.cudaMemcpyAsync(ffi.cast("void *", out.data_ptr), ffi.cast("void *", imported.data_ptr), n,
-                            lib.cudaMemcpyDeviceToHost, c),
-        "cudaMemcpyAsync",
-    )  # fmt: skip
-    rt.check(lib.cudaStreamSynchronize(c), "cudaStreamSynchronize")
-    assert (np.from_dlpack(out) == 7).all()
-
-
 def test_torch_stream_to_dlbind_consumer_stream(streams: tuple[int, int]) -> None:
     torch = torch_cuda()
     producer, consumer = streams
@@ -212,6 +159,11 @@ class TestCudaCopies(HardwareCopyTests):
     runtime = staticmethod(runtime)
     default_stream = 1
     memories = ("host", "managed")
+
+    def imported(self, tensor: Any, producer: int, consumer: int) -> Any:
+        """Through ``__cuda_array_interface__``, its ``stream`` the producer's."""
+        interface = {**tensor.__cuda_array_interface__, "stream": producer}
+        return dlbind.from_dlpack(CudaArray(interface, tensor), stream=consumer)
 
 
 def test_a_device_copy_of_a_torch_view_is_a_torch_tensor() -> None:

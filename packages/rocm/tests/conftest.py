@@ -1,16 +1,10 @@
-"""Tests of dlbind-rocm.
-
-Most run everywhere, on a recording fake of the HIP runtime (``recording_amdhip64.c``, built here with gcc
-and loaded through ``DLBIND_ROCM_LIBRARY``): they check which runtime calls dlbind-rocm makes, in which
-order, with which streams and devices. The tests marked ``rocm_gpu`` need a GPU and its driver; without
-them they are skipped with the reason the real runtime gives.
+"""Tests of dlbind-rocm: on the recording HIP runtime (``recording_amdhip64.c``) everywhere, on an AMD GPU
+where marked ``rocm_gpu`` (the setup: ``GpuTestSuite`` of tests/gpu_backends/gpu_recording.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 import dlbind_rocm
 from gpu_recording import GpuTestSuite
@@ -28,12 +22,4 @@ SUITE = GpuTestSuite(
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    SUITE.configure(config)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    SUITE.skip_without_gpu(items)
-
-
-recording_library, recording, rec = SUITE.fixtures()
+pytest_configure, pytest_collection_modifyitems, recording_library, recording, rec = SUITE.conftest()

@@ -31,9 +31,6 @@
 #define RT_PREFIX hip
 #define RT_RUNTIME_VERSION 50221153
 #define RT_UNKNOWN_ERROR "hipErrorUnknown"
-#define RT_INVALID_VALUE 1
-#define RT_INVALID_PITCH 12
-#define RT_INVALID_DIRECTION 21
 
 static const struct { int code; const char *name, *text; } errors[] = {
     {0, "hipSuccess", "no error"},
@@ -62,27 +59,20 @@ typedef struct { /* HIP 5's layout (HIP 6 renames memoryType to type) */
 } hipPointerAttribute_t;
 
 hipError_t hipHostMalloc(void **p, size_t size, unsigned int flags) {
-    char shown[16];
-    snprintf(shown, sizeof shown, ", %u", flags);
-    return allocate_flags("hipHostMalloc", p, size, TYPE_HOST, 'H', shown);
+    return allocate_pinned("hipHostMalloc", p, size, flags);
 }
 
 hipError_t hipHostFree(void *p) { return release("hipHostFree", p); }
 
 hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attrs, const void *p) {
     ENTER("hipPointerGetAttributes");
-    char a[48];
-    record("hipPointerGetAttributes(%s)", pointer_name(p, a, sizeof a));
-    memset(attrs, 0, sizeof *attrs);
     int hip6 = cfg_runtime >= 60000000;
-    struct block *b = find_block(p);
+    struct block *b = attributes_of("hipPointerGetAttributes", attrs, sizeof *attrs, p);
     if (b) {
         if (hip6) attrs->memoryType = b->type; /* 6: Host 1, Device 2, Managed 3 */
         else attrs->memoryType = b->type == TYPE_HOST ? 0 : 1; /* 5: Host 0, Device 1 (managed: isManaged) */
         attrs->isManaged = b->type == TYPE_MANAGED;
-        attrs->device = b->device;
-        attrs->devicePointer = (void *)p;
-        attrs->hostPointer = b->type == TYPE_DEVICE ? NULL : (void *)p;
+        SET_POINTERS(attrs, b, p);
     } else if (!code_ && !hip6) {
         code_ = 1; /* hipErrorInvalidValue */
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gpu_recording
 from dlbind_rocm import _runtime
 
-__all__ = ["Recording", "user_stream"]
+__all__ = ["Recording", "event_wait", "user_stream"]
 
 
 class Recording(gpu_recording.Recording):
@@ -16,3 +16,4 @@ class Recording(gpu_recording.Recording):
 
 
 user_stream = Recording.user_stream
+event_wait = Recording.event_wait

@@ -18,7 +18,7 @@ from dlbind import DeviceType
 from dlbind.export import Memory
 from dlbind.producer import Exporter
 from dlbind_rocm._backend import backend
-from rocm_recording import Recording, user_stream
+from rocm_recording import Recording, event_wait, user_stream
 
 ROCM = (DeviceType.kDLROCM, 0)
 
@@ -28,16 +28,6 @@ def exporter(tensor: dlbind.Tensor, stream: int | None) -> Exporter:
     memory = Memory(tensor.data_ptr, tensor.shape, tensor.strides, tensor.dtype, tensor.device, 0, False, tensor,
                     0, stream)  # fmt: skip
     return Exporter(memory)
-
-
-def event_wait(producer: str, consumer: str) -> list[str]:
-    return [
-        "hipGetDevice() -> 0",
-        "hipEventCreateWithFlags(2) -> E1",
-        f"hipEventRecord(E1, {producer})",
-        f"hipStreamWaitEvent({consumer}, E1, 0)",
-        "hipEventDestroy(E1)",
-    ]
 
 
 @pytest.mark.parametrize("producer", [None, 0, "S1"], ids=lambda p: f"producer={p}")

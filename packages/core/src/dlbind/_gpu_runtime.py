@@ -9,7 +9,8 @@ pool when its last user lets go); :class:`Loaded` keeps the process's runtime; :
 object registered under ``dlbind.backends`` (streams checked by the device's rule, the rest handed to the
 backend's tensors).
 
-Nothing here loads a library at import, and the core never imports a backend: backends import this.
+Nothing here loads a library at import, and the core never imports a backend: backends import this (dlbind-metal
+and dlbind-vulkan too, for :class:`Loaded`, :func:`checked_device` and :func:`require_available`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dlbind.devices import HOST_ACCESSIBLE, Device, device_name
 
 __all__ = [
     "POOL_ENV", "GpuAllocation", "GpuBackend", "GpuError", "GpuRuntime", "Loaded", "PinnedBlock", "PinnedPool",
-    "pool_bound",
+    "checked_device", "pool_bound", "require_available",
 ]  # fmt: skip
 
 #: The environment variable that bounds the pinned host memory one runtime's :class:`PinnedPool` holds.
@@ -50,6 +51,23 @@ def _said(name: str, text: str, once: bool) -> str:
     return name if once and text == name else f"{text} ({name})"
 
 
+def require_available(probe: Probe, distribution: str, unavailable: type[BufferError]) -> None:
+    """Raise ``unavailable`` with the probe's reason when a backend's runtime cannot be used (every runtime's,
+    Metal's and Vulkan's included): "dlbind-cuda is unavailable: no device: ..."."""
+    if not probe.available:
+        raise unavailable(f"{distribution} is unavailable: {probe.reason}")
+
+
+def checked_device(device_id: int, count: int, label: str) -> int:
+    """``device_id`` when it is one of the ``count`` devices (ids from 0); TypeError for what is not an int,
+    ValueError naming the ``label``'s devices ("no CUDA device 2: this machine has 1 (ids from 0)")."""
+    if isinstance(device_id, bool) or not isinstance(device_id, int):
+        raise TypeError(f"device_id must be an int, not {type(device_id).__name__}")
+    if not 0 <= device_id < count:
+        raise ValueError(f"no {label} device {device_id}: this machine has {count} (ids from 0)")
+    return device_id
+
+
 class GpuRuntime:
     """A loaded GPU runtime and what its probe found; subclasses say which runtime.
 
@@ -67,6 +85,9 @@ class GpuRuntime:
     error_type: ClassVar[type[GpuError]] = GpuError
     unavailable: ClassVar[type[BufferError]] = BufferError  # raised, with the probe's reason, when unusable
     out_of_memory: ClassVar[str]  # the error enum's name for a failed allocation, without the prefix
+    #: How :meth:`GpuRuntime.host_alloc` pins: (allocating call, its flags' macro, freeing call), the calls without the
+    #: prefix: ``("HostAlloc", "cudaHostAllocPortable", "FreeHost")``.
+    pinned: ClassVar[tuple[str, str, str]]
 
     def __init__(self) -> None:
         self.lib: Any = None
@@ -148,19 +169,12 @@ class GpuRuntime:
         raise self.error(call, code)
 
     def require(self) -> None:
-        if not self.probe.available:
-            raise self.unavailable(f"{self.distribution} is unavailable: {self.probe.reason}")
+        require_available(self.probe, self.distribution, self.unavailable)
 
     # -- devices -----------------------------------------------------------------------------------------
     def check_device(self, device_id: int) -> int:
         self.require()
-        if isinstance(device_id, bool) or not isinstance(device_id, int):
-            raise TypeError(f"device_id must be an int, not {type(device_id).__name__}")
-        if not 0 <= device_id < self.device_count:
-            raise ValueError(
-                f"no {self.device_label} device {device_id}: this machine has {self.device_count} (ids from 0)"
-            )
-        return device_id
+        return checked_device(device_id, self.device_count, self.device_label)
 
     @contextlib.contextmanager
     def on_device(self, device_id: int) -> Iterator[None]:
@@ -257,11 +271,27 @@ class GpuRuntime:
         """``(memory kind, device)`` of a pointer; None when the runtime does not know it."""
         raise NotImplementedError
 
+    def _attributes(self, pointer: int, struct: str) -> Any:
+        """``PointerGetAttributes`` of ``pointer`` into a new ``struct``; None where the runtime refuses the
+        pointer as an invalid value (memory it does not know: CUDA before 11, HIP 5)."""
+        ffi = self.ffi
+        attrs = ffi.new(struct)
+        code = self.sym("PointerGetAttributes")(attrs, ffi.cast("void *", pointer))
+        if code == self.sym("ErrorInvalidValue"):
+            return None
+        self.check(code, self.prefix + "PointerGetAttributes")
+        return attrs
+
     # -- pinned host memory --------------------------------------------------------------------------------
     def host_alloc(self, nbytes: int) -> tuple[int, Callable[[Any], Any]]:
         """``nbytes`` of pinned (page-locked) host memory, portable to every device, on the current device's
-        context: ``(address, what frees it)``; MemoryError when the runtime has none left."""
-        raise NotImplementedError
+        context (the runtime's :attr:`pinned` calls): ``(address, what frees it)``; MemoryError when the
+        runtime has none left."""
+        ffi, (call, flags, free) = self.ffi, self.pinned
+        out = ffi.new("void **")
+        self.check(self.sym(call)(out, nbytes, self.decl.MACROS[flags]), self.prefix + call)
+        release = self.sym(free)
+        return int(ffi.cast("uintptr_t", out[0])), lambda address: release(ffi.cast("void *", address))
 
     def pinned_pool(self) -> PinnedPool:
         """The pool of pinned blocks host copies land in (one per loaded runtime), bounded by
@@ -276,8 +306,12 @@ class GpuAllocation:
     """Memory one runtime allocated on ``device_id``, freed when this object is.
 
     Not freed at interpreter exit (the process's end releases it, and the runtime may be unloading).
-    Subclasses allocate each kind of ``memory`` in :meth:`_allocate`.
+    Subclasses say how each kind of ``memory`` is allocated in :attr:`calls` (or override :meth:`_allocate`).
     """
+
+    #: memory kind -> (allocating call, its flags' macro or "" for a call without flags, freeing call), the
+    #: calls without the runtime's prefix: ``{"device": ("Malloc", "", "Free"), ...}``.
+    calls: ClassVar[dict[str, tuple[str, str, str]]] = {}
 
     def __init__(self, rt: GpuRuntime, nbytes: int, memory: str, device_id: int) -> None:
         self.size, self.memory, self.device_id = nbytes, memory, device_id
@@ -290,7 +324,10 @@ class GpuAllocation:
 
     def _allocate(self, rt: GpuRuntime, out: Any, nbytes: int, memory: str) -> Callable[[Any], Any]:
         """Allocate ``nbytes`` of ``memory`` into ``out[0]`` (on the current device); return what frees it."""
-        raise NotImplementedError
+        call, flags, free = self.calls[memory]
+        args = (out, nbytes, rt.decl.MACROS[flags]) if flags else (out, nbytes)
+        rt.check(rt.sym(call)(*args), rt.prefix + call)
+        return rt.sym(free)  # type: ignore[no-any-return]
 
 
 def pool_bound() -> int:
@@ -417,7 +454,11 @@ R = TypeVar("R")
 
 
 class Loaded(Generic[R]):
-    """The process's runtime: made on first :meth:`get` (the probe's answer is kept), forgotten by :meth:`reset`."""
+    """The process's runtime: made on first :meth:`get` (the probe's answer is kept), forgotten by :meth:`reset`.
+
+    A backend's ``_runtime`` module binds the two as its ``runtime`` and ``reset`` (GPU runtimes, Metal,
+    Vulkan alike).
+    """
 
     def __init__(self, make: Callable[[], R]) -> None:
         self._make = make
@@ -425,12 +466,16 @@ class Loaded(Generic[R]):
         self._lock = threading.Lock()
 
     def get(self) -> R:
+        """The process's runtime, loaded on first call (the probe's answer is kept)."""
         with self._lock:
             if self._value is None:
                 self._value = self._make()
             return self._value
 
     def reset(self) -> None:
+        """Forget the loaded runtime: the next :meth:`get` loads it again, the library search included (for
+        tests that switch ``DLBIND_<NAME>_LIBRARY``). Memory allocated before stays with the library that
+        allocated it."""
         with self._lock:
             self._value = None
 
@@ -493,4 +538,3 @@ class GpuBackend(OwnBackend):
         (a DLPack stream integer, never None here), with no host synchronisation. See
         ``GpuTensors.copy_on_device``."""
         return self.tensors.copy_on_device(memory, self.check_stream(stream, "the copy's stream"))
-

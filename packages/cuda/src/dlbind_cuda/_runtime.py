@@ -11,18 +11,20 @@ default stream (the array API's rule). 0 is refused before it gets here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from dlbind._gpu_runtime import GpuAllocation, GpuError, GpuRuntime, Loaded
 from dlbind_cuda._generated import _abi
 from dlbind_cuda._generated import declarations as decl
 
-__all__ = ["LEGACY_STREAM", "PER_THREAD_STREAM", "Allocation", "CudaError", "Runtime", "Unavailable", "ffi", "runtime"]
+__all__ = [
+    "LEGACY_STREAM", "PER_THREAD_STREAM", "Allocation", "CudaError", "Runtime", "Unavailable", "ffi", "reset",
+    "runtime",
+]  # fmt: skip
 
 #: The ABI-mode FFI of the selected declarations.
 ffi: Any = _abi.ffi
 
-M = decl.MACROS
 LEGACY_STREAM = 1  # cudaStreamLegacy: what DLPack's None and 1 name
 PER_THREAD_STREAM = 2  # cudaStreamPerThread
 
@@ -54,6 +56,7 @@ class Runtime(GpuRuntime):
     error_type = CudaError
     unavailable = Unavailable
     out_of_memory = "ErrorMemoryAllocation"
+    pinned = ("HostAlloc", "cudaHostAllocPortable", "FreeHost")  # pinned for every device's context
     version = staticmethod(_version)
 
     def _driver_errors(self) -> tuple[int, ...]:
@@ -78,53 +81,27 @@ class Runtime(GpuRuntime):
         return f"runtime error: {said}; {runtime_says}"
 
     def pointer_attributes(self, pointer: int) -> tuple[int, int] | None:
-        """``(cudaMemoryType, device)`` of a pointer; None when the runtime does not know it."""
-        lib = self.lib
-        attrs = ffi.new("struct cudaPointerAttributes *")
-        code = lib.cudaPointerGetAttributes(attrs, ffi.cast("void *", pointer))
-        if code == lib.cudaErrorInvalidValue:  # before CUDA 11: unregistered host memory
-            return None
-        self.check(code, "cudaPointerGetAttributes")
-        if attrs.type == lib.cudaMemoryTypeUnregistered:
+        """``(cudaMemoryType, device)`` of a pointer; None when the runtime does not know it (before CUDA 11,
+        ``cudaErrorInvalidValue`` for unregistered host memory)."""
+        attrs = self._attributes(pointer, "struct cudaPointerAttributes *")
+        if attrs is None or attrs.type == self.lib.cudaMemoryTypeUnregistered:
             return None
         return int(attrs.type), int(attrs.device)
-
-    def host_alloc(self, nbytes: int) -> tuple[int, Any]:
-        """``cudaHostAlloc(cudaHostAllocPortable)``: pinned for every device's context; freed by ``cudaFreeHost``."""
-        lib = self.lib
-        out = ffi.new("void **")
-        self.check(lib.cudaHostAlloc(out, nbytes, M["cudaHostAllocPortable"]), "cudaHostAlloc")
-        return int(ffi.cast("uintptr_t", out[0])), lambda address: lib.cudaFreeHost(ffi.cast("void *", address))
 
 
 class Allocation(GpuAllocation):
     """Memory from ``cudaMalloc`` (``"device"``), ``cudaMallocHost`` (``"host"``, pinned) or
-    ``cudaMallocManaged`` (``"managed"``), freed when this object is.
+    ``cudaMallocManaged`` (``"managed"``, attached globally), freed when this object is."""
 
-    Not freed at interpreter exit (the process's end releases it, and the runtime may be unloading).
-    """
-
-    def _allocate(self, rt: GpuRuntime, out: Any, nbytes: int, memory: str) -> Any:
-        lib = rt.lib
-        if memory == "device":
-            rt.check(lib.cudaMalloc(out, nbytes), "cudaMalloc")
-            return lib.cudaFree
-        if memory == "host":
-            rt.check(lib.cudaMallocHost(out, nbytes), "cudaMallocHost")
-            return lib.cudaFreeHost
-        rt.check(lib.cudaMallocManaged(out, nbytes, M["cudaMemAttachGlobal"]), "cudaMallocManaged")
-        return lib.cudaFree
+    calls: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "device": ("Malloc", "", "Free"),
+        "host": ("MallocHost", "", "FreeHost"),
+        "managed": ("MallocManaged", "cudaMemAttachGlobal", "Free"),
+    }
 
 
 _RUNTIME = Loaded(Runtime)
-
-
-def runtime() -> Runtime:
-    """The process's runtime, loaded on first call (the probe's answer is kept)."""
-    return _RUNTIME.get()
-
-
-def reset() -> None:
-    """Forget the loaded runtime: the next call loads it again, the library search included (for tests that
-    switch ``DLBIND_CUDA_LIBRARY``). Memory allocated before stays with the library that allocated it."""
-    _RUNTIME.reset()
+#: The process's runtime, loaded on first call (the probe's answer is kept).
+runtime = _RUNTIME.get
+#: Forget the loaded runtime (tests that switch ``DLBIND_CUDA_LIBRARY``): the next call loads it again.
+reset = _RUNTIME.reset

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dlbind._backends import Probe, find_library
+from dlbind._gpu_runtime import Loaded, checked_device, require_available
 from dlbind_metal._generated import _abi
 from dlbind_metal._generated import declarations as decl
 
@@ -172,16 +173,11 @@ class Runtime:
             self.send("void", pool, "drain")
 
     def require(self) -> None:
-        if not self.probe.available:
-            raise Unavailable(f"dlbind-metal is unavailable: {self.probe.reason}")
+        require_available(self.probe, "dlbind-metal", Unavailable)
 
     def check_device(self, device_id: int) -> int:
         self.require()
-        if isinstance(device_id, bool) or not isinstance(device_id, int):
-            raise TypeError(f"device_id must be an int, not {type(device_id).__name__}")
-        if not 0 <= device_id < len(self.devices):
-            raise ValueError(f"no Metal device {device_id}: this machine has {len(self.devices)} (ids from 0)")
-        return device_id
+        return checked_device(device_id, len(self.devices), "Metal")
 
     # -- buffers ---------------------------------------------------------------------------------------------
     def device_index(self, buffer: int) -> int:
@@ -251,21 +247,8 @@ class Buffer:
         finalizer.atexit = False
 
 
-_RUNTIME: Runtime | None = None
-_RUNTIME_LOCK = threading.Lock()
-
-
-def runtime() -> Runtime:
-    """The process's runtime, loaded on first call (the probe's answer is kept)."""
-    global _RUNTIME
-    with _RUNTIME_LOCK:
-        if _RUNTIME is None:
-            _RUNTIME = Runtime()
-        return _RUNTIME
-
-
-def reset() -> None:
-    """Forget the loaded runtime (tests that switch ``DLBIND_METAL_LIBRARY``); the next call loads again."""
-    global _RUNTIME
-    with _RUNTIME_LOCK:
-        _RUNTIME = None
+_RUNTIME = Loaded(Runtime)
+#: The process's runtime, loaded on first call (the probe's answer is kept).
+runtime = _RUNTIME.get
+#: Forget the loaded runtime (tests that switch ``DLBIND_METAL_LIBRARY``): the next call loads it again.
+reset = _RUNTIME.reset

@@ -10,7 +10,7 @@ ROCm's DLPack streams (the array API): ``None`` and 0 are the default (NULL) str
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from dlbind._gpu_runtime import GpuAllocation, GpuError, GpuRuntime, Loaded
 from dlbind_rocm._generated import _abi
@@ -21,7 +21,6 @@ __all__ = ["DEFAULT_STREAM", "Allocation", "HipError", "Runtime", "Unavailable",
 #: The ABI-mode FFI of the selected declarations.
 ffi: Any = _abi.ffi
 
-M = decl.MACROS
 DEFAULT_STREAM = 0  # the NULL stream: what DLPack's None and 0 name on ROCm
 MEMORY_KINDS = ("device", "host")
 
@@ -61,6 +60,7 @@ class Runtime(GpuRuntime):
     error_type = HipError
     unavailable = Unavailable
     out_of_memory = "ErrorOutOfMemory"
+    pinned = ("HostMalloc", "hipHostMallocPortable", "HostFree")  # pinned for every device
     version = staticmethod(_version)
 
     def _driver_errors(self) -> tuple[int, ...]:
@@ -76,13 +76,11 @@ class Runtime(GpuRuntime):
         return f"runtime error: {said}; HIP runtime {_version(self.runtime_version)}"
 
     def pointer_attributes(self, pointer: int) -> tuple[str, int] | None:
-        """(``"device"``, ``"host"``, ``"managed"``, ``"array"``, device) of a pointer; None when unknown to HIP."""
-        lib = self.lib
-        attrs = ffi.new("hipPointerAttribute_t *")
-        code = lib.hipPointerGetAttributes(attrs, ffi.cast("void *", pointer))
-        if code == lib.hipErrorInvalidValue:  # HIP 5: memory it did not allocate or register
+        """(``"device"``, ``"host"``, ``"managed"``, ``"array"``, device) of a pointer; None when unknown to HIP
+        (HIP 5: ``hipErrorInvalidValue``, HIP 6: unregistered)."""
+        attrs = self._attributes(pointer, "hipPointerAttribute_t *")
+        if attrs is None:
             return None
-        self.check(code, "hipPointerGetAttributes")
         table = MEMORY_TYPES[min(max(self.runtime_version // 10_000_000, 5), 6)]
         kind = table.get(int(attrs.memoryType), "unknown")
         if kind == "unregistered":
@@ -91,38 +89,18 @@ class Runtime(GpuRuntime):
             kind = "managed"
         return kind, int(attrs.device)
 
-    def host_alloc(self, nbytes: int) -> tuple[int, Any]:
-        """``hipHostMalloc(hipHostMallocPortable)``: pinned for every device; freed by ``hipHostFree``."""
-        lib = self.lib
-        out = ffi.new("void **")
-        self.check(lib.hipHostMalloc(out, nbytes, M["hipHostMallocPortable"]), "hipHostMalloc")
-        return int(ffi.cast("uintptr_t", out[0])), lambda address: lib.hipHostFree(ffi.cast("void *", address))
-
 
 class Allocation(GpuAllocation):
-    """Memory from ``hipMalloc`` (``"device"``) or ``hipHostMalloc`` (``"host"``, pinned), freed with this object.
+    """Memory from ``hipMalloc`` (``"device"``) or ``hipHostMalloc`` (``"host"``, pinned), freed with this object."""
 
-    Not freed at interpreter exit (the process's end releases it, and the runtime may be unloading).
-    """
-
-    def _allocate(self, rt: GpuRuntime, out: Any, nbytes: int, memory: str) -> Any:
-        lib = rt.lib
-        if memory == "device":
-            rt.check(lib.hipMalloc(out, nbytes), "hipMalloc")
-            return lib.hipFree
-        rt.check(lib.hipHostMalloc(out, nbytes, M["hipHostMallocDefault"]), "hipHostMalloc")
-        return lib.hipHostFree
+    calls: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "device": ("Malloc", "", "Free"),
+        "host": ("HostMalloc", "hipHostMallocDefault", "HostFree"),
+    }
 
 
 _RUNTIME = Loaded(Runtime)
-
-
-def runtime() -> Runtime:
-    """The process's runtime, loaded on first call (the probe's answer is kept)."""
-    return _RUNTIME.get()
-
-
-def reset() -> None:
-    """Forget the loaded runtime: the next call loads it again, the library search included (for tests that
-    switch ``DLBIND_ROCM_LIBRARY``). Memory allocated before stays with the library that allocated it."""
-    _RUNTIME.reset()
+#: The process's runtime, loaded on first call (the probe's answer is kept).
+runtime = _RUNTIME.get
+#: Forget the loaded runtime (tests that switch ``DLBIND_ROCM_LIBRARY``): the next call loads it again.
+reset = _RUNTIME.reset

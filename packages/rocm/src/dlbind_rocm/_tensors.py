@@ -15,7 +15,6 @@ import dlbind
 from dlbind._device_tensors import GpuTensors
 from dlbind._generated.enums import DeviceType
 from dlbind.devices import Device
-from dlbind.export import Memory
 from dlbind_rocm._runtime import Allocation, runtime
 
 __all__ = ["asarray", "copy_on_device", "copy_to_host", "device_of", "empty"]
@@ -58,20 +57,6 @@ def device_of(pointer: int) -> Device:
     return _TENSORS.device_of(pointer)
 
 
-def copy_to_host(mem: Memory, stream: int | None = None) -> Memory:
-    """The core's ``copy_to_host``: device memory -> a compact row-major host copy (kDLCPU, IS_COPIED).
-
-    ``stream`` is the stream the data is ready on (None: the default stream). The bytes cross the bus once,
-    by ``hipMemcpyAsync`` (or ``hipMemcpy2DAsync``) into a pinned block of the process's pool, then
-    ``hipStreamSynchronize``; with no pinned block to be had, double-buffered staging through two pinned
-    chunks, else a pageable ``hipMemcpy``. See :meth:`dlbind._device_tensors.GpuTensors.copy_to_host`.
-    """
-    return _TENSORS.copy_to_host(mem, stream)
-
-
-def copy_on_device(mem: Memory, stream: int) -> Memory:
-    """The core's ``copy_on_device``: a compact row-major copy of ``mem`` in a new allocation on its device,
-    queued on ``stream`` (``hipMemcpyAsync``, ``hipMemcpy2DAsync``), not synchronised. See
-    :meth:`dlbind._device_tensors.GpuTensors.copy_on_device`.
-    """
-    return _TENSORS.copy_on_device(mem, stream)
+# The core's copy_to_host and copy_on_device (the backend object's: dlbind._gpu_runtime.GpuBackend).
+copy_to_host = _TENSORS.copy_to_host
+copy_on_device = _TENSORS.copy_on_device

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbind._backends import Probe, find_library
+from dlbind._gpu_runtime import Loaded, checked_device, require_available
 from dlbind_vulkan._generated import _abi
 from dlbind_vulkan._generated import declarations as decl
 
@@ -157,16 +158,12 @@ class Runtime:
         return Probe(True, "", runtime_version, len(self.devices))
 
     def require(self) -> None:
-        if not self.probe.available:
-            raise Unavailable(f"dlbind-vulkan is unavailable: {self.probe.reason}")
+        require_available(self.probe, "dlbind-vulkan", Unavailable)
 
     def context(self, device_id: int) -> Context:
         """dlbind's own ``VkDevice`` on physical device ``device_id`` (created on first use)."""
         self.require()
-        if isinstance(device_id, bool) or not isinstance(device_id, int):
-            raise TypeError(f"device_id must be an int, not {type(device_id).__name__}")
-        if not 0 <= device_id < len(self.devices):
-            raise ValueError(f"no Vulkan device {device_id}: this machine has {len(self.devices)} (ids from 0)")
+        checked_device(device_id, len(self.devices), "Vulkan")
         with self._lock:
             ctx = self._contexts.get(device_id)
             if ctx is None:
@@ -492,14 +489,6 @@ def lookup(handle: int) -> _Record:
     return record
 
 
-_RUNTIME: Runtime | None = None
-_RUNTIME_LOCK = threading.Lock()
-
-
-def runtime() -> Runtime:
-    """The process's runtime, loaded on first call (the probe's answer is kept)."""
-    global _RUNTIME
-    with _RUNTIME_LOCK:
-        if _RUNTIME is None:
-            _RUNTIME = Runtime()
-        return _RUNTIME
+_RUNTIME = Loaded(Runtime)
+#: The process's runtime, loaded on first call (the probe's answer is kept).
+runtime = _RUNTIME.get
