@@ -25,6 +25,10 @@ from typing import NamedTuple
 
 from _checks import main_of, tracked
 
+# what the check prints when it finds something (its count formatted in), and when it does not
+FOUND = "{count} link finding(s): fix each link where it stands (the rules: .ci/links.py)"
+PASSED = "links: every relative link resolves, every upstream reference is a link"
+
 DLPACK_SPEC = "https://dmlc.github.io/dlpack/latest/"
 ARRAY_API = "https://data-apis.org/array-api/latest/"
 HEADING_LEVELS = 3  # docs/conf.py: myst_heading_anchors
@@ -212,11 +216,7 @@ def check(root: Path) -> list[Finding]:
     return sorted(finding for page in pages(root) for finding in check_page(root, page, cache))
 
 
-main = main_of(
-    check,
-    "{count} link finding(s): fix each link where it stands (the rules: .ci/links.py)",
-    "links: every relative link resolves, every upstream reference is a link",
-)
+main = main_of(check, FOUND, PASSED)
 
 
 if __name__ == "__main__":

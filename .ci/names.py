@@ -28,6 +28,10 @@ from typing import Any, NamedTuple
 from _checks import main_of, printed_as
 from _checks import tracked as tracked_files
 
+# what the check prints when it finds something (its count formatted in), and when it does not
+FOUND = "{count} stale name(s): rename them where they stand, or say in .ci/names.py why one is not ours"
+PASSED = "names: every cited name resolves"
+
 OURS = ("dlbind", "dlbind_cuda", "dlbind_rocm", "dlbind_metal", "dlbind_vulkan", "dlbind_generator")
 THEIRS = (
     "numpy", "torch", "jax", "cupy", "ml_dtypes", "tvm_ffi", "paddle", "tensorflow", "mlx", "mindspore", "mxnet",
@@ -245,11 +249,7 @@ def _stale_in(
             yield Stale(path, line, "file", file)
 
 
-main = main_of(
-    check,
-    "{count} stale name(s): rename them where they stand, or say in .ci/names.py why one is not ours",
-    "names: every cited name resolves",
-)
+main = main_of(check, FOUND, PASSED)
 
 
 if __name__ == "__main__":

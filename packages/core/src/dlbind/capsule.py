@@ -176,16 +176,9 @@ def _packer(versioned: bool, ndim: int) -> struct.Struct:
     return packer
 
 
-def _layout(
-    data: int,
-    shape: tuple[int, ...],
-    strides: tuple[int, ...],
-    dtype: tuple[int, int, int],
-    device: tuple[int, int],
-    byte_offset: int,
-    versioned: bool,
-    flags: int,
-) -> tuple[Any, Any]:
+def _layout(args: tuple[Any, ...]) -> tuple[Any, Any]:
+    """(struct, dims) of :func:`export_args`'s ``args`` in cffi's own objects (the pure build without packing)."""
+    data, shape, strides, dtype, device, byte_offset, _, versioned, flags = args
     ndim = len(shape)
     dims = ffi.new("int64_t[]", 2 * ndim) if ndim else ffi.NULL
     if ndim:
@@ -257,7 +250,7 @@ def export_args(args: tuple[Any, ...]) -> object:
             packer.pack_into(block[2], 0, *values, *shape, *strides)
         _LIVE[address] = _Export((block, owner))
     else:
-        managed, dims = _layout(data, shape, strides, dtype, device, byte_offset, versioned, flags)
+        managed, dims = _layout(args)
         address = int(ffi.cast("uintptr_t", managed))
         if native is not None:
             return native.export((managed, dims, owner), address, versioned)

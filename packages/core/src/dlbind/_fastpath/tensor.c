@@ -412,15 +412,17 @@ PyObject *dlbind_consume_capsule(PyObject *capsule) {
     return dlbind_tensor_wrap(m, versioned, 0);
 }
 
-/* The arguments of wrap() and take_wrap(): `fixed` of them, then an optional `ready`: None, or (device type,
- * stream), the stream the data is ready on when the tensor is on that type (-1 for both when not given). */
-static int dlbind_parse_ready(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t fixed, const char *usage,
-                              long long *type, long long *stream) {
+/* The arguments wrap() and take_wrap() share: `fixed` of them, the last `allow_vector`, then an optional
+ * `ready`: None, or (device type, stream), the stream the data is ready on when the tensor is on that type (-1
+ * for both when not given). */
+static int dlbind_wrap_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t fixed, const char *usage,
+                            int *allow_vector, long long *type, long long *stream) {
     *type = *stream = -1;
     if (nargs != fixed && nargs != fixed + 1) {
         PyErr_SetString(PyExc_TypeError, usage);
         return -1;
     }
+    if ((*allow_vector = PyObject_IsTrue(args[fixed - 1])) < 0) return -1;
     PyObject *ready = nargs > fixed ? args[fixed] : Py_None;
     if (ready == Py_None) return 0;
     if (!PyTuple_Check(ready) || PyTuple_GET_SIZE(ready) != 2) {
@@ -443,17 +445,17 @@ static PyObject *dlbind_ready(PyObject *tensor, long long type, long long stream
 /* wrap(address, versioned, allow_vector[, ready]) -> Tensor that owns the struct */
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
+    int allow_vector;
     long long ready_type, ready_stream;
-    if (dlbind_parse_ready(args, nargs, 3, "wrap(address, versioned, allow_vector[, ready])", &ready_type,
-                           &ready_stream) != 0)
-        return NULL;
+    const char *usage = "wrap(address, versioned, allow_vector[, ready])";
+    if (dlbind_wrap_args(args, nargs, 3, usage, &allow_vector, &ready_type, &ready_stream) != 0) return NULL;
     void *m = PyLong_AsVoidPtr(args[0]);
     if (m == NULL) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wrap() of a NULL struct address");
         return NULL;
     }
-    int versioned = PyObject_IsTrue(args[1]), allow_vector = PyObject_IsTrue(args[2]);
-    if (versioned < 0 || allow_vector < 0) return NULL;
+    int versioned = PyObject_IsTrue(args[1]);
+    if (versioned < 0) return NULL;
     if (versioned && !DLBIND_VERSIONED_CAPSULES) { /* not read, not released: it is no struct of this header */
         PyErr_SetString(PyExc_ValueError, "wrap(): " DLBIND_PACKAGE " (DLPack 0.x) reads legacy structs only");
         return NULL;
@@ -465,13 +467,11 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
  * code between (issue 39: a signal handler's exception there leaked the export for good). */
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
+    int allow_vector, versioned;
     long long ready_type, ready_stream;
-    if (dlbind_parse_ready(args, nargs, 2, "take_wrap(capsule, allow_vector[, ready])", &ready_type,
-                           &ready_stream) != 0)
+    if (dlbind_wrap_args(args, nargs, 2, "take_wrap(capsule, allow_vector[, ready])", &allow_vector, &ready_type,
+                         &ready_stream) != 0)
         return NULL;
-    int allow_vector = PyObject_IsTrue(args[1]);
-    if (allow_vector < 0) return NULL;
-    int versioned;
     void *m = dlbind_take(args[0], &versioned);
     if (m == NULL) return NULL;
     return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector), ready_type, ready_stream);
