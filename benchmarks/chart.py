@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         with page.open("a", encoding="utf-8") as f:
             f.write(
                 f"\n## Charts\n\nDrawn by `benchmarks/chart.py` from the rows above (this run, {day}; the versions "
-                f"are in the first paragraph).\n\n![Exchange ratios and copy bandwidth]({rel.as_posix()})\n"
+                f"are under *How these were measured*).\n\n![Exchange ratios and copy bandwidth]({rel.as_posix()})\n"
             )
     return 0
 

@@ -12,13 +12,15 @@ process: ``x.copy()`` for compact data, ``np.ascontiguousarray(x)`` for strided.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 from typing import Any
+
+from common import arguments, markdown_table, write_json
+from summary import refresh
 
 MIB = 1 << 20
 LAYOUTS = ("contiguous", "transposed", "reversed")
@@ -134,27 +136,44 @@ def measure(layout: str, path: str, nbytes: int, repeats: int, pure: bool) -> di
 
 
 def table(found: list[dict[str, Any]]) -> str:
-    lines = [
+    header = (
         "| build | copy | layout | dlbind ms | numpy ms (same process) | bandwidth ratio | target "
-        "| peak / size | peak target |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in found:
-        if "error" in r:
-            lines.append(f"| {r['build']} | `{r['path']}` | {r['layout']} | failed: {r['error']} | | | | | |")
-            continue
-        lines.append(
-            f"| {r['build']} | `{r['path']}` | {r['layout']} | {r['seconds'] * 1e3:.1f} | "
-            f"{r['anchor_seconds'] * 1e3:.1f} | {r['anchor_seconds'] / r['seconds']:.2f}x | {TARGET} | "
-            f"{r['peak_growth'] / r['nbytes']:.2f} | {PEAK_TARGET} |"
-        )
-    return "\n".join(lines)
+        "| peak / size | peak target |"
+    )
+    return markdown_table(header, found, _line)
+
+
+def _line(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"| {r['build']} | `{r['path']}` | {r['layout']} | failed: {r['error']} | | | | | |"
+    return (
+        f"| {r['build']} | `{r['path']}` | {r['layout']} | {r['seconds'] * 1e3:.1f} | "
+        f"{r['anchor_seconds'] * 1e3:.1f} | {r['anchor_seconds'] / r['seconds']:.2f}x | {TARGET} | "
+        f"{r['peak_growth'] / r['nbytes']:.2f} | {PEAK_TARGET} |"
+    )
+
+
+def section(found: list[dict[str, Any]], nbytes: int, skipped: list[str], day: str = "") -> str:
+    """The section of docs/benchmarks.md: how the copies were measured (on ``day``, else today), and the table."""
+    notes = "".join(f"\n\nSkipped {s}." for s in skipped)
+    return (
+        f"\n## Copies\n\nWritten by `benchmarks/copies.py` on {day or time.strftime('%Y-%m-%d')}: "
+        f"{nbytes // MIB} MiB per copy (float64, or ml_dtypes' bfloat16 for the bf16 rows), as a "
+        "contiguous, a transposed (`reshape(-1, 1024).T`) and a reversed (`[::-1]`) view, each row "
+        "in a fresh process. The rows are every copy dlbind makes: `copy=True`, a host copy for "
+        "`dl_device` (the source is host memory described as kDLCUDAHost, as a GPU runtime's "
+        "page-locked buffer is: the same copy, no GPU needed), the bridges for strides a target "
+        "cannot view, for a read-only source and for bf16; a layout that needs no copy has no row. "
+        "The bandwidth ratio is numpy's time over dlbind's for the same data (`x.copy()` when "
+        "compact, `np.ascontiguousarray(x)` when strided: above 1 is faster than numpy); *peak / "
+        "size* is the growth of the process's peak RSS (`ru_maxrss`) during the copy over the "
+        "copy's size (1.00: one copy, nothing more). Times are the fastest of several copies, dlbind's and "
+        "numpy's taken in turn." + notes + "\n\n" + table(found) + "\n"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="also write the rows here")
-    parser.add_argument("--markdown-append", help="append a section with the table to this docs page")
+    parser = arguments(__doc__, "append a section with the table to this docs page")
     parser.add_argument("--quick", action="store_true", help="32 MiB, fewer repeats")
     args = parser.parse_args()
     nbytes, repeats = (32 * MIB, 2) if args.quick else (256 * MIB, 5)
@@ -172,28 +191,12 @@ def main() -> int:
                 row = measure(layout, path, nbytes, repeats, pure)
                 found.append(row)
                 print(table([row]).splitlines()[-1], flush=True)
-    text = table(found)
     if args.markdown_append:
-        notes = "".join(f"\n\nSkipped {s}." for s in skipped)
         with open(args.markdown_append, "a") as f:
-            f.write(
-                f"\n## Copies\n\nWritten by `benchmarks/copies.py` on {time.strftime('%Y-%m-%d')}: "
-                f"{nbytes // MIB} MiB per copy (float64, or ml_dtypes' bfloat16 for the bf16 rows), as a "
-                "contiguous, a transposed (`reshape(-1, 1024).T`) and a reversed (`[::-1]`) view, each row "
-                "in a fresh process. The rows are every copy dlbind makes: `copy=True`, a host copy for "
-                "`dl_device` (the source is host memory described as kDLCUDAHost, as a GPU runtime's "
-                "page-locked buffer is: the same copy, no GPU needed), the bridges for strides a target "
-                "cannot view, for a read-only source and for bf16; a layout that needs no copy has no row. "
-                "The bandwidth ratio is numpy's time over dlbind's for the same data (`x.copy()` when "
-                "compact, `np.ascontiguousarray(x)` when strided: above 1 is faster than numpy); *peak / "
-                "size* is the growth of the process's peak RSS (`ru_maxrss`) during the copy over the "
-                "copy's size (1.00: one copy, nothing more). Times are the fastest of several copies, dlbind's and "
-                "numpy's taken in turn." + notes + "\n\n" + text + "\n"
-            )
+            f.write(section(found, nbytes, skipped))
+        refresh(args.markdown_append)
     if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(found, f, indent=2)
+        write_json(args.json, found)
     return 0
 
 

@@ -11,7 +11,6 @@ target the project set; nothing here passes or fails.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -22,8 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from common import fastest, installed, markdown_table, write_json
+from summary import summarized
 
 GIB = 1 << 30
+Statements = tuple[Callable[[], object], Callable[[], object]]  # an anchor's, and dlbind's timed beside it
 SKIPPED: list[str] = []  # rows not measured here, with the reason
 
 
@@ -250,46 +252,47 @@ def _other_rows(table: _Rows, small: Any) -> None:
     )
     out[-2]["dlpack_calls"] = calls_per_import(np.from_dlpack)
     out[-1]["dlpack_calls"] = calls_per_import(dlbind.from_dlpack)
-    try:
-        import onnxruntime
+    for library, (anchor, path, statements) in LEGACY_ONLY.items():  # tensorflow last: it starts threads of its own
+        try:
+            theirs, ours = statements(small)
+            add(anchor, theirs)
+            add(path, ours, anchor, "<= 1.2x")
+        except ImportError as exc:
+            skip(library, exc)
 
-        ortvalue = onnxruntime.OrtValue.ortvalue_from_numpy(small)
-        add("np.from_dlpack(OrtValue)", lambda: np.from_dlpack(ortvalue))
-        add(
-            "dlbind.convert(OrtValue, to='numpy')",
-            lambda: dlbind.convert(ortvalue, to="numpy"),
-            "np.from_dlpack(OrtValue)",
-            "<= 1.2x",
-        )
-    except ImportError as exc:
-        skip("onnxruntime", exc)
-    try:  # last: importing tensorflow starts threads of its own
-        import torch
 
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+def _onnxruntime(small: Any) -> Statements:
+    import onnxruntime
 
-        tf_tensor = tf.constant(small)
-        add("torch.from_dlpack(tf.Tensor)", lambda: torch.from_dlpack(tf_tensor))
-        add(
-            "dlbind.convert(tf.Tensor, to='torch')",
-            lambda: dlbind.convert(tf_tensor, to="torch"),
-            "torch.from_dlpack(tf.Tensor)",
-            "<= 1.2x",
-        )
-    except ImportError as exc:
-        skip("tensorflow", exc)
+    import dlbind
+
+    ortvalue = onnxruntime.OrtValue.ortvalue_from_numpy(small)
+    return lambda: np.from_dlpack(ortvalue), lambda: dlbind.convert(ortvalue, to="numpy")
+
+
+def _tensorflow(small: Any) -> Statements:
+    import torch
+
+    import dlbind
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf_tensor = tf.constant(small)
+    return lambda: torch.from_dlpack(tf_tensor), lambda: dlbind.convert(tf_tensor, to="torch")
+
+
+# issue 13's systems whose producers are legacy-only: library -> (the anchor, dlbind's conversion timed beside it,
+# the statements of both on the library's array made from a 1-element ndarray)
+LEGACY_ONLY: dict[str, tuple[str, str, Callable[[Any], Statements]]] = {
+    "onnxruntime": ("np.from_dlpack(OrtValue)", "dlbind.convert(OrtValue, to='numpy')", _onnxruntime),
+    "tensorflow": ("torch.from_dlpack(tf.Tensor)", "dlbind.convert(tf.Tensor, to='torch')", _tensorflow),
+}
 
 
 def rounds(quick: bool, count: int = 2) -> list[dict[str, Any]]:
-    """:func:`rows` ``count`` times, each row's fastest kept: a row and its anchor are timed apart, and on
-    a shared machine one of them may meet a busy moment that the other round misses."""
-    found = rows(quick)
-    for _ in range(count - 1):
-        again = {r["path"]: r["ns"] for r in rows(quick)}
-        for r in found:
-            r["ns"] = min(r["ns"], again.get(r["path"], r["ns"]))
-    return found
+    """:func:`rows` ``count`` times, each row's fastest kept (:func:`common.fastest`)."""
+    return fastest(lambda: rows(quick), count)
 
 
 # issue 13's rows and their anchors, reported in both builds (the targets are the compiled build's)
@@ -330,32 +333,28 @@ def pure_rows(quick: bool) -> list[dict[str, Any]]:
 
 def table(all_rows: list[dict[str, Any]]) -> str:
     by_key = {(r["build"], r["path"]): r for r in all_rows}
-    lines = [
-        "| build | path | ns/exchange | anchor (same run) | ratio | target | RSS growth |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in all_rows:
+
+    def line(r: dict[str, Any]) -> str:
         anchor = by_key.get((r["build"], r["anchor"])) if r["anchor"] else None
         ratio = f"{r['ns'] / anchor['ns']:.2f}x" if anchor else ""
         if anchor and "faster" in r["target"]:
             ratio = f"{anchor['ns'] and r['ns'] / anchor['ns']:.1f}x slower than dlbind"
-        lines.append(
+        return (
             f"| {r['build']} | `{r['path']}` | {r['ns']:,.0f} | {('`' + r['anchor'] + '`') if r['anchor'] else ''} "
             f"| {ratio} | {r['target']} | {r['rss_growth_kib']} KiB |"
         )
-    return "\n".join(lines)
+
+    return markdown_table(
+        "| build | path | ns/exchange | anchor (same run) | ratio | target | RSS growth |", all_rows, line
+    )
 
 
 def versions() -> str:
     import platform
-    from importlib.metadata import PackageNotFoundError, version
 
-    found = []
     dists = ("dlbind", "numpy", "torch", "apache-tvm-ffi", "pydlpack", "ctypes-dlpack", "tensorflow-cpu", "onnxruntime")
-    for dist in (*dists, "ml_dtypes", "cffi"):
-        with contextlib.suppress(PackageNotFoundError):
-            found.append(f"{dist} {version(dist)}")
-    return f"Python {platform.python_version()}, {os.cpu_count()} cores ({platform.machine()}); " + ", ".join(found)
+    found = installed((*dists, "ml_dtypes", "cffi"))
+    return f"Python {platform.python_version()}, {os.cpu_count()} cores ({platform.machine()}); " + found
 
 
 def notes(all_rows: list[dict[str, Any]]) -> str:
@@ -377,8 +376,10 @@ def notes(all_rows: list[dict[str, Any]]) -> str:
 
 
 def page(markdown_table: str, all_rows: list[dict[str, Any]]) -> str:
-    return (
-        "# Benchmarks\n\n"
+    """The page: the summary of the tables (:mod:`summary`, once the other scripts append theirs, all of them),
+    how they were measured, and the exchanges."""
+    return summarized(
+        "# Benchmarks\n\n## How these were measured\n\n"
         "Written by `nox -s bench` (`benchmarks/exchange.py --markdown docs/benchmarks.md`, then "
         "`benchmarks/copies.py`, `benchmarks/chart.py`, `benchmarks/startup.py` and `benchmarks/instructions.py`, "
         "each with `--markdown-append docs/benchmarks.md`) on "
@@ -388,9 +389,10 @@ def page(markdown_table: str, all_rows: list[dict[str, Any]]) -> str:
         "anchor measured in the same run. The 1 GiB rows use an array that is allocated but never "
         "touched: a zero-copy path costs the same as on one element, and the process's peak RSS does "
         "not grow. Both builds are measured: the pure one in a child process with `DLBIND_PURE=1`. "
-        "The targets are the compiled build's; the pure build (cffi's ABI mode, Python deleters: about "
-        "5 to 70 µs an exchange) has one of its own, `np.from_dlpack(dlbind.asdlpack(ndarray))` against "
-        "ctypes-dlpack, and shows the others as `compiled: ...` for comparison. "
+        "The targets are the compiled build's; the pure build (cffi's ABI mode, Python deleters: the tens of "
+        "microseconds an exchange that *In short* gives) has one of its own, "
+        "`np.from_dlpack(dlbind.asdlpack(ndarray))` against ctypes-dlpack, and shows the others as "
+        "`compiled: ...` for comparison. "
         "`dlbind.convert(tf.Tensor, to='torch')` copies (one element here): TensorFlow's tensors are "
         "immutable and torch imports read-only data writable, so a zero-copy import, as "
         "`torch.from_dlpack(tf.Tensor)` makes, would be a writable alias.\n\n" + notes(all_rows) + markdown_table + "\n"
@@ -413,9 +415,7 @@ def main() -> int:
         with open(args.markdown, "w") as f:
             f.write(page(table(all_rows), all_rows))
     if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(all_rows, f, indent=2)
+        write_json(args.json, all_rows)
     return 0
 
 

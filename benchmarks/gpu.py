@@ -16,7 +16,6 @@ fails. The card (``torch.cuda.get_device_name``) heads the output. Without a GPU
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -28,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import arguments, fastest, installed, markdown_table, write_json
 from exchange import per_call_ns  # the same timing as the CPU rows
+from summary import refresh
 
 MIB = 1 << 20
 COPY_BYTES = 256 * MIB
@@ -51,11 +52,12 @@ SKIPPED: list[str] = []
 # what, measured, costs a ratio its target: (build, path) -> the cause (docs/benchmarks.md prints it below the table)
 CAUSES: dict[tuple[str, str], str] = {
     ("compiled", "dlbind.convert(cupy_array, 'torch')"): (
-        "a CuPy array may have negative strides, which torch.from_dlpack aborts the process on (pytorch#188023), "
-        "and CuPy before 14.3 exports them as unsigned numbers (cupy/cupy#10172); the decision is made per type, "
-        "so dlbind's relay stands between every CuPy array and torch (it checks the strides and re-exports): two "
-        "exchanges and their stream work, in Python, where torch's own import makes one (and aborts on a "
-        "reversed array)"
+        "a CuPy array may have negative strides, which torch.from_dlpack aborts the process on "
+        "([pytorch/pytorch#188023](https://github.com/pytorch/pytorch/issues/188023)), and CuPy before 14.3 "
+        "exports them as unsigned numbers ([cupy/cupy#10172](https://github.com/cupy/cupy/issues/10172)); the "
+        "decision is made per type, so dlbind's relay stands between every CuPy array and torch (it checks the "
+        "strides and re-exports): two exchanges and their stream work, in Python, where torch's own import makes "
+        "one (and aborts on a reversed array)"
     ),
     ("pure", "dlbind.from_dlpack(torch_cuda, stream=-1)"): (
         "the pure build's import (cffi's ABI mode, ctypes capsules, a Python deleter) costs about 20 µs "
@@ -67,7 +69,7 @@ CAUSES: dict[tuple[str, str], str] = {
         "at the target's edge, 1.96x and 2.13x in two runs on the same card"
     ),
     ("pure", "dlbind.convert(cupy_array, 'torch')"): (
-        "the compiled row's relay (CuPy's negative strides), run by the pure build's import"
+        "the relay of the compiled row (CuPy's unsigned negative strides), run by the pure build's import"
     ),
 }
 
@@ -144,13 +146,8 @@ def exchange_rows(quick: bool) -> list[dict[str, Any]]:
 
 
 def rounds(quick: bool, count: int = 2) -> list[dict[str, Any]]:
-    """:func:`exchange_rows` ``count`` times, each row's fastest kept."""
-    found = exchange_rows(quick)
-    for _ in range(count - 1):
-        again = {r["path"]: r["ns"] for r in exchange_rows(quick)}
-        for r in found:
-            r["ns"] = min(r["ns"], again.get(r["path"], r["ns"]))
-    return found
+    """:func:`exchange_rows` ``count`` times, each row's fastest kept (:func:`common.fastest`)."""
+    return fastest(lambda: exchange_rows(quick), count)
 
 
 def pure_rows(quick: bool) -> list[dict[str, Any]]:
@@ -266,26 +263,19 @@ def _meets(ratio: float, target: str) -> str:
 
 
 def table(lines: list[dict[str, Any]]) -> str:
-    out = [
+    return markdown_table(
         "| build | path | value | anchor (same run) | anchor's | ratio | target | meets |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for x in lines:
-        out.append(
+        lines,
+        lambda x: (
             f"| {x['build']} | `{x['path']}` | {x['value']} | `{x['anchor']}` | {x['anchor_value']} "
             f"| {x['ratio']:.2f}x | {x['target']} | {x['meets']} |"
-        )
-    return "\n".join(out)
+        ),
+    )
 
 
 def versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = []
-    for dist in ("dlbind", "dlbind-cuda", "torch", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numpy", "cffi"):
-        with contextlib.suppress(PackageNotFoundError):
-            found.append(f"{dist} {version(dist)}")
-    return f"Python {platform.python_version()}, {os.cpu_count()} cores; " + ", ".join(found)
+    dists = ("dlbind", "dlbind-cuda", "torch", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numpy", "cffi")
+    return f"Python {platform.python_version()}, {os.cpu_count()} cores; " + installed(dists)
 
 
 def markdown(gpu: str, lines: list[dict[str, Any]], day: str = "", found: str = "", kept: str = "") -> str:
@@ -302,7 +292,7 @@ def markdown(gpu: str, lines: list[dict[str, Any]], day: str = "", found: str = 
         f"{written} on one **{gpu}**: {found or versions()}.\n\n"
         "Exchanges: ns per call on a 1,024-element float32 CUDA array, fastest of several batches in two "
         "rounds; ratio = dlbind's time / the anchor's (below 1 is faster). The copy: 256 MiB from the GPU to "
-        "the host; ratio = dlbind's bandwidth / the anchor's (above 1 is faster). Targets are issue 21's (the "
+        "the host; ratio = dlbind's bandwidth / the anchor's (above 1 is faster). Targets: the table's (the "
         f"pure build's exchanges: {PURE}); each anchor ran in the same process, on the same card.\n\n"
     )
     for reason in SKIPPED:
@@ -318,9 +308,9 @@ def markdown(gpu: str, lines: list[dict[str, Any]], day: str = "", found: str = 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--json", help="write the rows and the ratios here")
-    parser.add_argument("--markdown-append", help="append a section with the card and the table to this file")
+    parser = arguments(
+        __doc__, "append a section with the card and the table to this file", "write the rows and the ratios here"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer, shorter batches")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--from-json", help="render the Markdown section of a kept run (its --json) instead")
@@ -336,6 +326,7 @@ def main() -> int:
         if args.markdown_append:
             with open(args.markdown_append, "a") as f:
                 f.write(section)
+            refresh(args.markdown_append)
         else:
             print(section)
         return 0
@@ -346,7 +337,7 @@ def main() -> int:
     if reason is not None:
         print(f"benchmarks/gpu.py: skipped: no CUDA GPU: {reason}")
         if args.json:
-            _write_json(args.json, {"skipped": f"no CUDA GPU: {reason}"})
+            write_json(args.json, {"skipped": f"no CUDA GPU: {reason}"})
         return 0
     gpu = card()
     print(f"GPU: {gpu}", flush=True)
@@ -356,18 +347,13 @@ def main() -> int:
     for reason in SKIPPED:
         print(f"not measured: {reason}")
     if args.json:
-        _write_json(args.json, {"gpu": gpu, "date": time.strftime("%Y-%m-%d"), "versions": versions(), "rows": rows,
-                                "ratios": lines, "skipped": SKIPPED})  # fmt: skip
+        write_json(args.json, {"gpu": gpu, "date": time.strftime("%Y-%m-%d"), "versions": versions(), "rows": rows,
+                               "ratios": lines, "skipped": SKIPPED})  # fmt: skip
     if args.markdown_append:
         with open(args.markdown_append, "a") as f:
             f.write(markdown(gpu, lines))
+        refresh(args.markdown_append)
     return 0
-
-
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(data, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ row, anchor, ...), each the best of a few batches. Nothing here passes or fails.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -191,28 +191,29 @@ def _loaded_build() -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| build | path | instructions/exchange | anchor | ratio (instructions) | ratio (wall, median) | target |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        ratio = f"{r['ratio']:.2f}x" if r.get("ratio") is not None else ""
-        wall = f"{r['wall_ratio']:.2f}x" if r.get("wall_ratio") is not None else ""
-        met = ""
-        if r["target"] and r.get("ratio") is not None:
-            met = " (met)" if r["ratio"] <= float(r["target"].strip("<= x")) else " (not met)"
-        anchor = f"`{r['anchor']}`" if r["anchor"] else ""
-        lines.append(
-            f"| {r['build']} | `{r['path']}` | {r['instructions']:,.0f} | {anchor} | {ratio} | {wall} "
-            f"| {r['target']}{met} |"
-        )
-    return "\n".join(lines)
+    from common import markdown_table  # beside this script (tests load it without its folder on sys.path)
+
+    header = "| build | path | instructions/exchange | anchor | ratio (instructions) | ratio (wall, median) | target |"
+    return markdown_table(header, rows, _line)
+
+
+def _line(r: dict[str, Any]) -> str:
+    ratio = f"{r['ratio']:.2f}x" if r.get("ratio") is not None else ""
+    wall = f"{r['wall_ratio']:.2f}x" if r.get("wall_ratio") is not None else ""
+    met = ""
+    if r["target"] and r.get("ratio") is not None:
+        met = " (met)" if r["ratio"] <= float(r["target"].strip("<= x")) else " (not met)"
+    anchor = f"`{r['anchor']}`" if r["anchor"] else ""
+    return (
+        f"| {r['build']} | `{r['path']}` | {r['instructions']:,.0f} | {anchor} | {ratio} | {wall} "
+        f"| {r['target']}{met} |"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="also write the rows here")
-    parser.add_argument("--markdown-append", help="append a section with the table to this page")
+    from common import arguments, write_json  # beside this script (tests load it without its folder on sys.path)
+
+    parser = arguments(__doc__, "append a section with the table to this page")
     parser.add_argument("--builds", default="compiled", help="comma-separated: compiled, pure (default compiled)")
     parser.add_argument("--from-json", help="render the rows a run wrote with --json, measuring nothing")
     parser.add_argument(
@@ -224,30 +225,50 @@ def main() -> int:
     args = parser.parse_args()
     if args.from_json:
         with open(args.from_json) as f:
-            rows = json.load(f)
+            run = json.load(f)
+        if isinstance(run, list):  # a run written before the day and the versions were kept with the rows
+            run = {"date": "", "versions": "", "rows": run}
     elif shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind): no instruction counts", file=sys.stderr)
         return 0
     else:
         rows = [r for build in args.builds.split(",") for r in measure(build, args.harness)]
-    text = table(rows)
-    print(text)
+        run = {"date": time.strftime("%Y-%m-%d"), "versions": versions(), "rows": rows}
+    print(table(run["rows"]))
     if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+        write_json(args.json, run)
     if args.markdown_append:
+        from summary import refresh
+
         with open(args.markdown_append, "a") as f:
-            f.write(
-                "\n## Instructions per exchange\n\n"
-                f"Counted by valgrind's callgrind (`benchmarks/instructions.py`): the difference between {LONG:,} "
-                f"and {SHORT:,} runs of each statement in a fresh interpreter, per run, so that start-up and "
-                "the first exchanges (which make the plans) cancel; set-up and loop run inside one function, as "
-                "timeit runs a statement. Unlike wall time, the count is the same "
-                "whatever else the machine does; issue 27's targets are judged by it. The wall ratio beside it "
-                f"is the median of {ROUNDS} interleaved rounds (each the best of three batches).\n\n" + text + "\n"
-            )
+            f.write(section(run["rows"], run["date"], run["versions"]))
+        refresh(args.markdown_append)  # the page's summary quotes these counts
     return 0
+
+
+def versions() -> str:
+    from common import installed
+
+    return f"Python {platform.python_version()}, " + installed(("numpy", "torch"))
+
+
+def section(rows: list[dict[str, Any]], day: str, found: str) -> str:
+    """The section of docs/benchmarks.md: how the counts were made (on ``day``, with ``found``, the versions),
+    the table, and where the history of the counts is told."""
+    when = "".join(f", {x}" for x in (day, found) if x)
+    return (
+        "\n## Instructions per exchange\n\n"
+        f"Counted by valgrind's callgrind (`benchmarks/instructions.py`{when}): the difference between {LONG:,} "
+        f"and {SHORT:,} runs of each statement in a fresh interpreter, per run, so that start-up and "
+        "the first exchanges (which make the plans) cancel; set-up and loop run inside one function, as "
+        "timeit runs a statement. Unlike wall time, the count is the same "
+        "whatever else the machine does; the targets are judged by it. The wall ratio beside it "
+        f"is the median of {ROUNDS} interleaved rounds (each the best of three batches). Rows through torch move "
+        "by about ±100 instructions from run to run (torch hands the GIL over inside its own calls, and callgrind "
+        "counts the switches).\n\n" + table(rows) + "\n\nHow these counts came down, change by change, and why "
+        "the harness runs each statement inside a function:\n"
+        "[Design: performance history](design.md#performance-history).\n"
+    )
 
 
 if __name__ == "__main__":
