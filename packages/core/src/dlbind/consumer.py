@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dlbind import _backends, _capi, exchange
+from dlbind import _backends, _capi, capsule, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
@@ -32,6 +32,7 @@ from dlbind.tensor import ExtentError, Tensor, as_asked, from_capsule, reexporte
 
 __all__ = ["from_dlpack", "imported"]
 
+_IS_COPIED = capsule.IS_COPIED
 _CPU = parse_device("cpu")
 
 
@@ -160,4 +161,6 @@ def imported(
         tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
     if by_backend:
         return reexported(tensor, None, dl_device=dl_device, copy=True)
+    if target is None and (copy is None or copy == bool(tensor._flags & _IS_COPIED)):
+        return tensor  # as asked: nothing to check
     return as_asked(tensor, of, target, copy, given)

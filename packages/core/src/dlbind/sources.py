@@ -172,7 +172,8 @@ class ExportPlan:
         if self._style and self._style_of is not None:
             kind, method = self._style_of[0](), self._style_of[1]
             if kind is None or getattr(kind, "__dlpack__", None) is not method:  # replaced since: ask anew
-                self._style, self._style_of = 0, None
+                self._style = 0  # first: a thread between the two writes reads "every keyword", always safe
+                self._style_of = None
         return self._style
 
     def style_for(self, method: Any) -> int:
@@ -184,22 +185,25 @@ class ExportPlan:
             return 0
         return style
 
-    def learn(self, x: Any, style: int) -> None:
-        """Keep ``style``, how ``x.__dlpack__`` took an older call, for ``x``'s type: only when the method is the
-        type's own answer — a signature without ``*args``/``**kwargs``, or one that cannot be read (a builtin,
-        whose refusal named the keyword) — never a forwarding wrapper's, which is asked per call."""
+    def learn(self, x: Any, style: int, called: Any) -> None:
+        """Keep ``style``, how ``x.__dlpack__`` (``called``, the bound method that took it) took an older call,
+        for ``x``'s type: only when the method is the type's own answer — a signature without
+        ``*args``/``**kwargs``, or one that cannot be read (a builtin, whose refusal named the keyword) — never a
+        forwarding wrapper's, which is asked per call. Kept for the function called, not the one the class holds
+        now: another thread may have replaced it since (the next read of :attr:`call_style` then forgets it)."""
         import inspect
         import weakref
 
         kind = type(x)
-        method = getattr(kind, "__dlpack__", None)
+        method = getattr(called, "__func__", None) or getattr(kind, "__dlpack__", None)  # a builtin's: its type's
         try:
             parameters = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
         except (TypeError, ValueError):
             parameters = ()  # type: ignore[assignment]
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
             return
-        self._style, self._style_of = style, (weakref.ref(kind), method)
+        self._style_of = (weakref.ref(kind), method)  # first: a reader sees the new style with its own method
+        self._style = style
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
@@ -477,15 +481,15 @@ def _older_call(
     except TypeError as exc:
         refusal = refusal_of(x, exc, plan)
         if refusal is not None:
-            plan.learn(x, STREAM)  # it took the keywords; it refused the array
+            plan.learn(x, STREAM, method)  # it took the keywords; it refused the array
             raise refusal from exc
         if not _keyword_refused(exc) or (stream is not None and explicit):
             raise
     else:
-        plan.learn(x, STREAM)
+        plan.learn(x, STREAM, method)
         return result
     result = method()
-    plan.learn(x, BARE)
+    plan.learn(x, BARE, method)
     return result
 
 
