@@ -253,17 +253,9 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "export(keepalive, address, versioned)");
         return NULL;
     }
-    void *address = PyLong_AsVoidPtr(args[1]);
-    if (address == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "NULL struct address");
-        return NULL;
-    }
-    int versioned = PyObject_IsTrue(args[2]);
-    if (versioned < 0) return NULL;
-    if (versioned && !DLBIND_VERSIONED_CAPSULES) {
-        PyErr_SetString(PyExc_ValueError, "export(): " DLBIND_PACKAGE " (DLPack 0.x) makes legacy capsules only");
-        return NULL;
-    }
+    void *address;
+    int versioned;
+    if (dlbind_struct_args(args[1], args[2], "export()", &address, &versioned) != 0) return NULL;
     uint64_t flags = versioned ? ((DLManagedTensorVersioned *)address)->flags : 0;
     DLTensor *t = versioned ? &((DLManagedTensorVersioned *)address)->dl_tensor : &((DLManagedTensor *)address)->dl_tensor;
     return dlbind_make_capsule(args[0], t->data, t->ndim, t->shape, t->strides, t->device, t->dtype, t->byte_offset,

@@ -68,6 +68,24 @@ int dlbind_holds_gil(void) {
     return current != NULL && current == PyGILState_GetThisThreadState();
 }
 
+/* The (address, versioned) arguments of export() and wrap(), named `what` in errors: a struct's address, never
+ * NULL, and whether it is a DLManagedTensorVersioned, which a build for a DLPack 0.x header has none of (such a
+ * struct is neither read nor released). */
+int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const char *what, void **address,
+                       int *versioned) {
+    *address = PyLong_AsVoidPtr(address_arg);
+    if (*address == NULL) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s of a NULL struct address", what);
+        return -1;
+    }
+    if ((*versioned = PyObject_IsTrue(versioned_arg)) < 0) return -1;
+    if (*versioned && !DLBIND_VERSIONED_CAPSULES) {
+        PyErr_Format(PyExc_ValueError, "%s: " DLBIND_PACKAGE " (DLPack 0.x) has legacy structs only", what);
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
 
 PyObject *dlbind_error_through(PyObject *hook, PyObject *x, PyObject *to) {

@@ -234,6 +234,9 @@ int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out);
 
 /* type(obj).__name__, as the Python side's messages show it (a new reference, NULL on error). */
 PyObject *dlbind_type_name(PyObject *obj);
+/* export()'s and wrap()'s struct address and versioned flag, checked; -1 with the exception set. */
+int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const char *what, void **address,
+                       int *versioned);
 /* The pending exception replaced by what hook(x, [to,] exc) returns (dlbind.conversion.target_error,
  * dlbind.consumer.producer_error); the original stands when the hook fails or returns it. Always NULL. */
 PyObject *dlbind_error_through(PyObject *hook, PyObject *x, PyObject *to);

@@ -449,17 +449,9 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     long long ready_type, ready_stream;
     const char *usage = "wrap(address, versioned, allow_vector[, ready])";
     if (dlbind_wrap_args(args, nargs, 3, usage, &allow_vector, &ready_type, &ready_stream) != 0) return NULL;
-    void *m = PyLong_AsVoidPtr(args[0]);
-    if (m == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wrap() of a NULL struct address");
-        return NULL;
-    }
-    int versioned = PyObject_IsTrue(args[1]);
-    if (versioned < 0) return NULL;
-    if (versioned && !DLBIND_VERSIONED_CAPSULES) { /* not read, not released: it is no struct of this header */
-        PyErr_SetString(PyExc_ValueError, "wrap(): " DLBIND_PACKAGE " (DLPack 0.x) reads legacy structs only");
-        return NULL;
-    }
+    void *m;
+    int versioned;
+    if (dlbind_struct_args(args[0], args[1], "wrap()", &m, &versioned) != 0) return NULL;
     return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector), ready_type, ready_stream);
 }
 
