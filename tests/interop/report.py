@@ -23,6 +23,17 @@ sys.path.insert(0, str(ROOT / "generator" / "src"))  # the generator's reader: t
 
 from dlbind_generator.adapters import AdapterSpec, load_adapters  # noqa: E402
 
+# the rule a row's import.bool and import.copy add, by value (the others add none)
+_BOOL_RULES = {
+    "uint1": "bool handed over as its legacy `(kDLUInt, 1, 1)`, a byte per element (zero-copy)",
+    "uint8": "bool handed over as uint8 from a producer whose `dtype.name` is `bool` (zero-copy)",
+    "packed": "copy: bool, packed into bits by its importer (`copy=False` refused)",
+}
+_COPY_RULES = {
+    "always": "always copies: `copy=False` refused (BufferError)",
+    "ignored": "`copy=True`: dlbind copies (its own `copy=True` shares)",
+}
+
 
 def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
     """How a system takes DLPack, rule by rule: what it asks for, the layouts, read-only data, ``copy=``, the dtypes
@@ -33,12 +44,8 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
             f"copy: {', '.join(f['copy_from'])} data (it holds no arrays there), by `{f['copy_with']}` onto its "
             f"{f['devices'][0]} device 0: `copy=False` refused"
         )  # fmt: skip
-    if f["import_bool"] == "uint1":
-        rules.append("bool handed over as its legacy `(kDLUInt, 1, 1)`, a byte per element (zero-copy)")
-    elif f["import_bool"] == "uint8":
-        rules.append("bool handed over as uint8 from a producer whose `dtype.name` is `bool` (zero-copy)")
-    elif f["import_bool"] == "packed":
-        rules.append("copy: bool, packed into bits by its importer (`copy=False` refused)")
+    if f["import_bool"] in _BOOL_RULES:
+        rules.append(_BOOL_RULES[f["import_bool"]])
     if f["import_setup"]:
         rules.append(f"`{f['import_setup']}()` called once before its first import")
     device = f["device_form"]
@@ -96,11 +103,7 @@ def _readonly_rules(f: dict[str, Any], immutable: bool) -> list[str]:
 
 def _copy_rules(f: dict[str, Any]) -> list[str]:
     """What its ``copy=`` does, and the alignment ``copy=False`` needs."""
-    rules = []
-    if f["copy"] == "always":
-        rules.append("always copies: `copy=False` refused (BufferError)")
-    elif f["copy"] == "ignored":
-        rules.append("`copy=True`: dlbind copies (its own `copy=True` shares)")
+    rules = [_COPY_RULES[f["copy"]]] if f["copy"] in _COPY_RULES else []
     if f["alignment"]:
         rules.append(f"`copy=False` refused for data not {f['alignment']}-byte aligned")
     return rules
