@@ -421,19 +421,18 @@ def from_managed(
     if native is not None:
         tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector, ready)
         return tensor
-    if not versioned:
-        legacy_reading(managed)
+    if owner is None:
+        owner = _capsule.Owner(managed)  # the deleter runs exactly once: on invalid content, or with the Tensor
     try:
+        if not versioned:
+            legacy_reading(managed)
         t, shape, strides, version, flags = check_managed(managed, versioned, allow_vector)
     except BaseException:
-        if owner is not None:
-            owner.release()
-        else:
-            _capsule.call_deleter(managed)
+        owner.release()
         raise
     tensor = Tensor.__new__(Tensor)
     # the pure core's slots, written once here (Tensor.__setattr__ refuses every later write)
-    _set(tensor, "_owner", _capsule.Owner(managed) if owner is None else owner)  # the deleter runs exactly once
+    _set(tensor, "_owner", owner)
     _set(tensor, "shape", shape)
     _set(tensor, "strides", strides)
     _set(tensor, "version", version)
