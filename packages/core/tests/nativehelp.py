@@ -51,11 +51,22 @@ static int64_t g_total, g_without_gil;
 #define L_CTX 48
 #define L_DELETER 56
 
+/* this thread holds the GIL (its thread state is attached): the full C API (_CFFI_NO_LIMITED_API, else cffi builds
+ * for the limited API, which has no such question); PyGILState_Check would say yes for every thread once a
+ * subinterpreter was made */
+static int holds_gil(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked() != NULL;
+#else
+    return _PyThreadState_UncheckedGet() != NULL;
+#endif
+}
+
 static void count(void *self, size_t ctx_offset) {
     int64_t *slot = *(int64_t **)((char *)self + ctx_offset);
     if (slot) __atomic_add_fetch(slot, 1, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&g_total, 1, __ATOMIC_SEQ_CST);
-    if (!PyGILState_Check()) __atomic_add_fetch(&g_without_gil, 1, __ATOMIC_SEQ_CST);
+    if (!holds_gil()) __atomic_add_fetch(&g_without_gil, 1, __ATOMIC_SEQ_CST);
 }
 void deleter_v(void *self) { count(self, V_CTX); }
 void deleter_l(void *self) { count(self, L_CTX); }
@@ -120,7 +131,8 @@ def _build() -> Any:
     if not found:
         ffi = FFI()
         ffi.cdef(CDEF)
-        ffi.set_source(name, SOURCE, extra_compile_args=["-O1"], libraries=["pthread"])
+        full_api = [("_CFFI_NO_LIMITED_API", None)]  # holds_gil() asks what the limited API cannot
+        ffi.set_source(name, SOURCE, extra_compile_args=["-O1"], libraries=["pthread"], define_macros=full_api)
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             built = Path(ffi.compile(tmpdir=tmp, verbose=False))
             target = cache / built.name
