@@ -183,7 +183,7 @@ class CopyTests:
         out = self.backend.copy_on_device(mem, s)
         expected = self.expected(values, layout)
         assert out.shape == expected.shape and out.dtype == mem.dtype and out.device == self.device
-        assert out.strides == dlbind.export.contiguous_strides(out.shape, saturate=not expected.size)
+        assert out.strides == dlbind.validate.contiguous_strides(out.shape, saturate=not expected.size)
         assert out.byte_offset == 0 and not out.readonly and out.stream == s
         assert out.flags == Flags.IS_COPIED
         assert np.array_equal(read(out.data, expected.nbytes), as_bytes(expected))

@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the validator of memory descriptions", ("dlbind.validate",)),
     ("capsule and export engine", ("dlbind.capsule", "dlbind.export")),
     ("producer types: what they export and how they are asked", ("dlbind.sources",)),
+    ("asking a producer: its __dlpack__ call and the spec's retries", ("dlbind.asking",)),
     ("Tensor", ("dlbind.tensor",)),
     ("exchange", ("dlbind.exchange",)),
     ("consumer", ("dlbind.consumer",)),

@@ -26,7 +26,8 @@ from dlbind._generated.enums import DeviceType, Flags
 from dlbind._gpu_runtime import GpuAllocation, GpuRuntime, PinnedBlock
 from dlbind.devices import HOST_ACCESSIBLE, Device
 from dlbind.dtypes import DType, from_numpy, lookup
-from dlbind.export import CPU, Memory, byte_span, contiguous_strides, copy_host
+from dlbind.export import CPU, Memory, byte_span, copy_host
+from dlbind.validate import contiguous_strides
 
 __all__ = [
     "MAX_COPIES", "Copy2D", "DeviceCopy", "GpuTensors", "as_dtype", "as_shape", "byte_layout", "copy_plan", "extent",

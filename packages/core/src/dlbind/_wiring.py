@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import consumer, exchange, export, producer, sources
+from dlbind import asking, consumer, exchange, export, producer, sources
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
-from dlbind.tensor import Tensor, check_managed, sealed
+from dlbind.tensor import Tensor, sealed
+from dlbind.validate import check_managed
 
 __all__ = ["configure"]
 
@@ -52,7 +53,7 @@ def configure() -> None:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
     it delegates to."""
     sources.export_other = producer.asdlpack
-    sources.export_host = producer.export_host
+    asking.export_host = producer.export_host
     if native is None:
         return
     # the compiled convert's C routes and its Python side (the pure build loads them with dlbind.convert); the

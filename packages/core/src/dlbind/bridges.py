@@ -327,6 +327,8 @@ class Bridge(NamedTuple):
 
 
 _AS_IS = Bridge(AS_IS)
+_TOO_LARGE = Bridge(REFUSED, "the tensor is too large to copy")
+_LARGEST_COPY = sys.maxsize // 2  # PY_SSIZE_T_MAX / 2, as the C copy (_fastpath/convert.c) bounds it
 
 
 def bridge_of(
@@ -367,12 +369,14 @@ def bridge_of(
             return Bridge(REFUSED, f"{packs} (a copy), and copy=False forbids it")
         return Bridge(PACKS, packs)
     why = needs_copy(route, tensor)
-    if why is not None:
-        if copy is False:
-            return Bridge(REFUSED, f"{a.name} cannot import {why}, so it needs a copy and copy=False forbids it")
-        return _copy(tensor, f"{a.name} cannot import {why}")
-    if copy_here:
-        return _copy(tensor, f"copy=True asked, which {a.from_dlpack} cannot be asked for: dlbind copies")
+    if why is not None and copy is False:
+        return Bridge(REFUSED, f"{a.name} cannot import {why}, so it needs a copy and copy=False forbids it")
+    if why is not None or copy_here:  # a copy dlbind makes, or its refusal where no address space could hold it
+        if tensor.nbytes > _LARGEST_COPY:  # a broadcast view of 2**62 bytes: the C copy refuses it in these words
+            return _TOO_LARGE
+        if why is not None:
+            return Bridge(COPY, f"{a.name} cannot import {why}")
+        return Bridge(COPY, f"copy=True asked, which {a.from_dlpack} cannot be asked for: dlbind copies")
     if a.alignment and (tensor.data_ptr + tensor.byte_offset) % a.alignment:
         aligned = f"{a.name} views only {a.alignment}-byte aligned data"
         if on_device:
@@ -410,13 +414,15 @@ def import_on(
     whose capsule dlbind refuses for it is imported through the interface its row names instead
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
     own = source.via is not None
-    try:
-        return imported(x, source, None if own else here, device=device, copy=copy, stream=stream, own_export=own)
-    except BufferError:
-        if not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
-            raise
-    made = through_interface(x, source.interface)  # dlbind's own producer of it: its plan is looked up there
-    return imported(made, None, here, device=device, copy=copy, stream=stream)
+    asked, plan, at = x, source, None if own else here
+    while True:  # at most twice: the producer, then (its capsule refused) dlbind's own producer of its interface
+        try:
+            return imported(asked, plan, at, device=device, copy=copy, stream=stream, own_export=own)
+        except BufferError:
+            if plan is None or not (source.unsigned_strides and source.interface and hasattr(x, source.interface)):
+                raise
+        # dlbind's own producer of it (its plan is looked up there), where the data is
+        asked, plan, at, own = through_interface(x, source.interface), None, here, False
 
 
 def on_device(tensor: Tensor, stream: int | None) -> Tensor:
@@ -425,17 +431,6 @@ def on_device(tensor: Tensor, stream: int | None) -> Tensor:
     if stream is None:
         stream = default_stream(tensor._device_type)
     return reexported(tensor, stream, copy=True, own=True)
-
-
-def _copy(tensor: Tensor, why: str) -> Bridge:
-    """A copy dlbind makes of ``tensor``, or its refusal where no address space could hold it (a broadcast view
-    of 2**62 bytes: the compiled build's C copy refuses it in the same words)."""
-    if tensor.nbytes > _LARGEST_COPY:
-        return Bridge(REFUSED, "the tensor is too large to copy")
-    return Bridge(COPY, why)
-
-
-_LARGEST_COPY = sys.maxsize // 2  # PY_SSIZE_T_MAX / 2, as the C copy (_fastpath/convert.c) bounds it
 
 
 def device_bridge(route: Route, tensor: Tensor, copy: bool, stream: int | None) -> Any:
@@ -543,11 +538,13 @@ def data_bridge(p: Plan, tensor: Tensor) -> Bridge:
     """The bridge of the plan's import ``tensor``: on a device with streams (a relay), the one the relay makes
     there; on the host routes, after the host copy the plan makes, where it makes one (that copy is the one
     ``copy=True`` asked for, and the device asked is where it is)."""
-    if p.decision.kind == RELAY:
-        return bridge_of(p.route, tensor, None, p.decision.copy_here, on_device=True)  # as the Relay's
-    if p.decision.to_host:
-        return bridge_of(p.route, tensor, None, device=None if p.decision.kind == HOST_COPY else p.asked)
-    return bridge_of(p.route, tensor, p.copy, p.decision.copy_here, p.asked)
+    d = p.decision
+    copy, copy_here, device = p.copy, d.copy_here, p.asked
+    if d.kind == RELAY:  # as the Relay's
+        copy, device = None, None
+    elif d.to_host:
+        copy, copy_here, device = None, False, None if d.kind == HOST_COPY else p.asked
+    return bridge_of(p.route, tensor, copy, copy_here, device, on_device=d.kind == RELAY)
 
 
 def import_for(p: Plan, *, metadata: bool = False) -> Tensor:

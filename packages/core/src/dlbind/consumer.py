@@ -1,11 +1,11 @@
 """Consumer side: :func:`from_dlpack`, and :func:`imported`, the one import of a producer as a Tensor.
 
-The import runs top to bottom, each step in the module that holds it: what the producer's type exports and
-how it is asked (:mod:`dlbind.sources`: its plan, its export guards, ``__dlpack__`` with the keywords of
-every DLPack version, its own export function, its buffer when ``__dlpack__`` refuses), the device and
-stream rules (:mod:`dlbind.devices`), a host copy by the device's backend (:mod:`dlbind.export`), and the
-Tensor (:mod:`dlbind.tensor`: the capsule consumed, validated and finished as the plan says). Nothing
-below calls back up here.
+The import runs top to bottom, each step in the module that holds it: what the producer's type exports
+(:mod:`dlbind.sources`: its plan, its export guards, its own export function), the device and stream rules
+(:mod:`dlbind.devices`), the call that asks it (:mod:`dlbind.asking`: ``__dlpack__`` with the keywords of every
+DLPack version, its buffer when ``__dlpack__`` refuses), the capsule's struct checked (:mod:`dlbind.validate`),
+a host copy by the device's backend (:mod:`dlbind.export`), and the Tensor (:mod:`dlbind.tensor`: made and
+finished as the plan says). Nothing below calls back up here.
 """
 
 from __future__ import annotations
@@ -15,19 +15,9 @@ from typing import Any, cast
 from dlbind import _backends, _capi, capsule, exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
+from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of, type_name
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
-from dlbind.sources import (
-    ExportPlan,
-    asked_capsule,
-    call_dlpack,
-    check_guards,
-    export_plan,
-    exported,
-    host_export,
-    library_export,
-    refusal_of,
-    type_name,
-)
+from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export
 from dlbind.tensor import ExtentError, Tensor, as_asked, from_capsule, reexported
 
 __all__ = ["from_dlpack", "imported"]

@@ -19,8 +19,9 @@ from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_NAMES
 from dlbind.devices import HOST_ACCESSIBLE, default_stream, device_name
 from dlbind.dtypes import DType
-from dlbind.export import Memory, contiguous_strides, export_memory
+from dlbind.export import Memory, export_memory
 from dlbind.tensor import Tensor, from_managed
+from dlbind.validate import contiguous_strides
 
 __all__ = ["AVAILABLE", "import_object", "order", "table"]
 

@@ -21,9 +21,10 @@ from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, default_stream, device_name, parse_device
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
+from dlbind.validate import contiguous_strides
 
 __all__ = [
-    "CPU", "Memory", "byte_span", "byte_strides", "contiguous_strides", "copy_device", "copy_host", "export_memory",
+    "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "export_memory",
     "export_view", "wait_for",
 ]  # fmt: skip
 
@@ -49,21 +50,6 @@ class Memory(NamedTuple):
     @property
     def size(self) -> int:
         return math.prod(self.shape)
-
-
-def contiguous_strides(shape: tuple[int, ...], *, saturate: bool = False) -> tuple[int, ...]:
-    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct).
-
-    ``saturate``: strides past int64 become 0 (for a zero-size copy: no element is addressed).
-    """
-    strides: list[int] = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-        if saturate and acc > INT64_MAX:
-            acc = 0
-    return tuple(reversed(strides))
 
 
 def copy_host(mem: Memory) -> Memory:

@@ -21,8 +21,8 @@ from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind.consumer import from_dlpack
 from dlbind.devices import Device, device_name, parse_device, producer_device
 from dlbind.dtypes import SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
-from dlbind.export import CPU, Memory, contiguous_strides, export_memory, export_view
-from dlbind.validate import check_description
+from dlbind.export import CPU, Memory, export_memory, export_view
+from dlbind.validate import check_description, contiguous_strides
 
 __all__ = ["Exporter", "asdlpack", "from_pointer", "through_interface"]
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dlbind import _capi, _load, capsule
-from dlbind._generated.enums import DLPACK_VERSION, DeviceType
-from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
+from dlbind import _load, capsule
+from dlbind._generated.enums import DeviceType
+from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type
-from dlbind.devices import device_name, stream_free
+from dlbind.devices import stream_free
 from dlbind.dtypes import DType, lookup
-from dlbind.export import contiguous_strides
+from dlbind.validate import contiguous_strides
 
 if TYPE_CHECKING:
     from dlbind._generated.adapters import Adapter
@@ -30,17 +30,13 @@ __all__ = [
     "BARE",
     "STREAM",
     "ExportPlan",
-    "asked_capsule",
-    "call_dlpack",
     "check_guards",
     "export_plan",
     "exported",
     "help_for",
-    "host_export",
     "library_export",
     "refuse_guarded",
     "truthy_guard",
-    "type_name",
 ]
 
 STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords (learned once per type)
@@ -65,8 +61,8 @@ class ExportPlan:
     ``refused_streams``: ``(device type, stream)`` pairs its ``__dlpack__`` refuses although the device's rule
     allows them (``export.streams_refused``: asked on the device's default stream instead);
     ``call_style``: learned on the first refusal of ``max_version`` (:data:`STREAM` or :data:`BARE`) from the
-    type's own ``__dlpack__`` (:meth:`learn`): never from a method taking ``*args``/``**kwargs`` (a wrapper, whose
-    answer is one instance's), and forgotten when the type's ``__dlpack__`` is replaced;
+    type's own ``__dlpack__`` (:func:`dlbind.asking.learn`): never from a method taking ``*args``/``**kwargs`` (a
+    wrapper, whose answer is one instance's), and forgotten when the type's ``__dlpack__`` is replaced;
     ``lasting``: the type lives as long as the process (its plan is kept for good);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
     (made by :func:`dlbind.routes.decide` once each).
@@ -175,35 +171,6 @@ class ExportPlan:
                 self._style = 0  # first: a thread between the two writes reads "every keyword", always safe
                 self._style_of = None
         return self._style
-
-    def style_for(self, method: Any) -> int:
-        """:attr:`call_style` when ``method`` (a bound ``__dlpack__``) is the one it was learned from, else 0: a
-        method replaced on the class between the two reads is asked with every keyword."""
-        style = self.call_style
-        func = getattr(method, "__func__", None)  # None: a builtin's method (its type's, which cannot be replaced)
-        if style and func is not None and func is not self._style_of[1]:  # type: ignore[index]
-            return 0
-        return style
-
-    def learn(self, x: Any, style: int, called: Any) -> None:
-        """Keep ``style``, how ``x.__dlpack__`` (``called``, the bound method that took it) took an older call,
-        for ``x``'s type: only when the method is the type's own answer — a signature without
-        ``*args``/``**kwargs``, or one that cannot be read (a builtin, whose refusal named the keyword) — never a
-        forwarding wrapper's, which is asked per call. Kept for the function called, not the one the class holds
-        now: another thread may have replaced it since (the next read of :attr:`call_style` then forgets it)."""
-        import inspect
-        import weakref
-
-        kind = type(x)
-        method = getattr(called, "__func__", None) or getattr(kind, "__dlpack__", None)  # a builtin's: its type's
-        try:
-            parameters = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            parameters = ()  # type: ignore[assignment]
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-            return
-        self._style_of = (weakref.ref(kind), method)  # first: a reader sees the new style with its own method
-        self._style = style
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
@@ -340,29 +307,12 @@ def check_guards(x: Any, plan: ExportPlan) -> None:
         refuse_guarded(x, *guard, plan)
 
 
-_UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexpected", "positional argument")
-
-
-def _keyword_refused(exc: TypeError) -> bool:
-    return any(text in str(exc) for text in _UNEXPECTED)
-
-
 def help_for(plan: ExportPlan, exc: BaseException) -> str:
     """What the user can do instead of an export ``exc`` refused (``export.refusal_help``), as the end of a
     message ("": nothing said)."""
     text = str(exc)
     found = [what for words, what in plan.refusal_help if words in text]
     return f" ({'; '.join(found)})" if found else ""
-
-
-def refusal_of(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:
-    """``exc`` as the spec's BufferError when it is how ``x``'s system refuses an array (its plan's
-    ``refusal`` is TypeError and ``exc`` is not about keywords), else None."""
-    if _keyword_refused(exc) or plan.refusal is not TypeError:
-        return None
-    refusal = BufferError(f"{type(x).__name__}.__dlpack__ refused: {exc}{help_for(plan, exc)}")
-    refusal.__cause__ = exc
-    return refusal
 
 
 def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan) -> None:
@@ -379,135 +329,6 @@ def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan) -> None
     shown = f"{name}()" if is_method else name
     refusal = f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
     raise BufferError(refusal + help_for(plan, BufferError(refusal)))
-
-
-def call_dlpack(
-    x: Any,
-    *,
-    stream: int | None,
-    dl_device: Any,
-    copy: bool | None,
-    plan: ExportPlan,
-    first_error: TypeError | None = None,
-    explicit: bool = True,
-) -> object:
-    """Call ``x.__dlpack__`` with the newest keywords, falling back as the spec says.
-
-    ``first_error``: the TypeError the versioned call already raised (the compiled fast path made it);
-    ``plan``: ``x``'s export plan (it keeps how the type accepted an older call); ``explicit``: the consumer
-    named ``stream`` (False: it is the device rule's default for the consumer's None, which a producer that
-    takes no keywords may be asked without).
-    """
-    method = x.__dlpack__
-    if not VERSIONED_CAPSULES:  # a DLPack 0.x consumer: the call of its time, which asks for a legacy capsule
-        return _legacy_call(x, method, stream=stream, dl_device=dl_device, plan=plan, explicit=explicit)
-    kwargs: dict[str, Any] = {"stream": stream, "max_version": DLPACK_VERSION}
-    if dl_device is not None:
-        kwargs["dl_device"] = dl_device
-    if copy is not None:
-        kwargs["copy"] = copy
-    style = plan.style_for(method) if first_error is None else 0
-    if style and (style == STREAM or stream is None or not explicit):
-        if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
-            raise BufferError(f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data")
-        try:
-            result = method(stream=stream) if style == STREAM else method()
-        except TypeError as exc:
-            refusal = refusal_of(x, exc, plan)
-            if refusal is not None:
-                raise refusal from exc
-            raise
-    elif first_error is None:
-        try:
-            result = method(**kwargs)
-        except TypeError as exc:
-            result = _older_call(x, method, exc, stream, kwargs, plan, explicit)
-    else:  # never raised again here: a traceback through this frame would keep x in a cycle
-        result = _older_call(x, method, first_error, stream, kwargs, plan, explicit)
-    if type(result) is not _capi.PyCapsuleType:
-        raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
-    return result
-
-
-def _legacy_call(
-    x: Any, method: Any, *, stream: int | None, dl_device: Any, plan: ExportPlan, explicit: bool = True
-) -> object:
-    """``x.__dlpack__(stream=...)``, then without keywords if it takes none: a consumer of a 0.x header
-    (``dl_device`` and ``copy`` came with max_version: it cannot ask to move data; copy= is honoured by
-    from_dlpack itself, copying the import)."""
-    if dl_device is not None:
-        raise BufferError(
-            f"a DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} consumer cannot ask {type(x).__name__}.__dlpack__ "
-            "to move the data (dl_device came with DLPack 1.0): import it where it is"
-        )
-    try:
-        result = method(stream=stream)
-    except TypeError as exc:
-        refusal = refusal_of(x, exc, plan)
-        if refusal is not None:
-            raise refusal from exc
-        if not _keyword_refused(exc) or (stream is not None and explicit):
-            raise
-        result = method()
-    if type(result) is not _capi.PyCapsuleType:
-        raise TypeError(f"{type(x).__name__}.__dlpack__() returned {type(result).__name__}, not a DLPack capsule")
-    return result
-
-
-def _older_call(
-    x: Any,
-    method: Any,
-    error: TypeError,
-    stream: int | None,
-    kwargs: dict[str, Any],
-    plan: ExportPlan,
-    explicit: bool = True,
-) -> object:
-    """The versioned call raised ``error``: a producer of an older spec takes fewer keywords."""
-    if not _keyword_refused(error):
-        refusal = refusal_of(x, error, plan)
-        if refusal is not None:
-            raise refusal from error
-        try:
-            raise error
-        finally:
-            del error
-    if "dl_device" in kwargs:  # copy= is honoured by from_dlpack itself (a copy of the plain import)
-        raise BufferError(
-            f"{type(x).__name__}.__dlpack__ does not accept dl_device, so it cannot move the data"
-        ) from error
-    try:
-        result = method(stream=stream)
-    except TypeError as exc:
-        refusal = refusal_of(x, exc, plan)
-        if refusal is not None:
-            plan.learn(x, STREAM, method)  # it took the keywords; it refused the array
-            raise refusal from exc
-        if not _keyword_refused(exc) or (stream is not None and explicit):
-            raise
-    else:
-        plan.learn(x, STREAM, method)
-        return result
-    result = method()
-    plan.learn(x, BARE, method)
-    return result
-
-
-# How a host producer whose __dlpack__ refuses is exported instead (dlbind.producer.export_host: its buffer
-# protocol or array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
-export_host: Any = None
-
-
-def host_export(x: Any) -> Any:
-    """``x`` exported through its buffer protocol or array interface (:data:`export_host`), or None."""
-    if export_host is None:
-        _load.ensure()  # a module imported on its own: the package wires export_host when it loads
-        if export_host is None:
-            return None
-    try:
-        return export_host(x)
-    except (TypeError, ValueError, BufferError):
-        return None
 
 
 # How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
@@ -533,43 +354,3 @@ def exported(x: Any) -> tuple[Any, ExportPlan]:
             f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
         ) from None
     return x, export_plan(type(x))
-
-
-def asked_capsule(
-    x: Any, plan: ExportPlan, here: Any, asked: int | None, dl_device: Any, copy: bool | None, *, device: Any,
-    stream: int | None, by_backend: bool,
-) -> object:  # fmt: skip
-    """The capsule of ``x.__dlpack__`` asked on stream ``asked`` for ``dl_device`` and ``copy`` (``by_backend``: a
-    plain import, which the device's backend then copies to the host); where it refuses a host array that it
-    may export plainly, dlbind's own export of its buffer or array interface; a refused device said with what
-    was asked of whom (``device``: as the caller gave it)."""
-    asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
-    try:
-        return call_dlpack(
-            x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None
-        )
-    except (BufferError, ValueError) as e:
-        if isinstance(e, ValueError) and dl_device is None:
-            raise
-        fallback = host_export(x) if stream is None and copy is not False and dl_device is None else None
-        if fallback is None and dl_device is not None:
-            # the producer's own message alone ("unsupported device requested") names neither; numpy before 2.3
-            # refuses a device with ValueError, the spec says BufferError
-            raise BufferError(
-                f"from_dlpack(device={device!r}): {type_name(x)} on "
-                f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"
-                f"{' with copy=False' if copy is False else ''}: {e}"
-            ) from e
-        if fallback is None:
-            raise
-        return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
-
-
-def type_name(x: Any) -> str:
-    """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
-    build's exporter is ``dlbind._fastpath.BufferExporter``, users know it as ``dlbind.Exporter``)."""
-    kind = type(x)
-    if kind.__module__ == capsule.PACKAGE or kind.__module__.startswith(capsule.PACKAGE + "."):
-        public = "Tensor" if any(k.__name__ == "Tensor" for k in kind.__mro__) else "Exporter"
-        return f"{capsule.PACKAGE}.{public}"
-    return f"{kind.__module__}.{kind.__qualname__}"

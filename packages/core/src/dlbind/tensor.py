@@ -17,27 +17,18 @@ from typing import Any
 from dlbind import capsule as _capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType, Flags
-from dlbind._generated.tables import (
-    DEVICE_BY_NAME,
-    DTYPE_ACCEPTED_WIDTHS,
-    KNOWN_DEVICE_TYPES,
-    KNOWN_DTYPE_CODES,
-    LEGACY_READINGS,
-)
+from dlbind._generated.tables import DEVICE_BY_NAME, KNOWN_DEVICE_TYPES
 from dlbind.devices import HOST_ACCESSIBLE, Device, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import BOOL as _BOOL
-from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType, ExtentError, check_reach
+from dlbind.dtypes import SUBBYTE_PADDED, DType, ExtentError
 from dlbind.dtypes import UINT8 as _UINT8
-from dlbind.export import byte_span, byte_strides, contiguous_strides, export_view
-from dlbind.validate import MAX_NDIM  # far above any library's limit; guards against garbage in a capsule
+from dlbind.export import byte_span, byte_strides, export_view
+from dlbind.validate import consumed
 
 __all__ = ["ExtentError", "Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
 
-_KNOWN_CODES = KNOWN_DTYPE_CODES  # the generated tables, as the C fast path's tables.h
-_KNOWN_DEVICES = KNOWN_DEVICE_TYPES
-_ACCEPTED_WIDTHS = DTYPE_ACCEPTED_WIDTHS
-MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
+_KNOWN_DEVICES = KNOWN_DEVICE_TYPES  # the generated table, as the C fast path's tables.h
 # CUDA memory a GPU addresses: device, pinned host (mapped under unified addressing) and managed
 # (by name: an older header spells them otherwise, or lacks managed memory)
 _CUDA_ARRAY_DEVICES = frozenset(DEVICE_BY_NAME[n] for n in ("cuda", "cuda_host", "cuda_managed") if n in DEVICE_BY_NAME)
@@ -328,78 +319,6 @@ class _Interface:
         self.tensor = tensor
 
 
-def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None, int]:
-    if versioned:
-        major, minor = managed.version.major, managed.version.minor
-        if major != DLPACK_VERSION[0]:
-            raise BufferError(
-                f"the producer made a DLPack {major}.{minor} tensor; {_PACKAGE} understands major version "
-                f"{DLPACK_VERSION[0]} only"
-            )
-        return managed.dl_tensor, (major, minor), int(managed.flags)
-    return managed.dl_tensor, None, 0
-
-
-def check_managed(
-    managed: Any, versioned: bool, allow_vector: bool = False
-) -> tuple[Any, tuple[int, ...], tuple[int, ...], tuple[int, int] | None, int]:
-    """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides, version,
-    flags): version and flags are a legacy struct's None and 0."""
-    if isinstance(managed, int):
-        managed = ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", managed)
-    t, version, flags = _fields(managed, versioned)
-    ndim = int(t.ndim)
-    if not 0 <= ndim <= MAX_NDIM:
-        raise BufferError(f"invalid ndim {ndim} in the DLPack tensor")
-    code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
-    # a code newer than this runtime's header (same major version) is carried: any width, named by its number
-    if lanes < 1:
-        raise BufferError(f"invalid dtype: lanes={lanes} (a DLPack dtype has at least one lane)")
-    widths = _ACCEPTED_WIDTHS.get(code) if code in _KNOWN_CODES else None
-    if bits == 0 or (widths is not None and bits not in widths):
-        raise BufferError(
-            f"invalid dtype: {DType(code, bits)} (code={code}, bits={bits}) is not defined by DLPack"
-            + (f"; this code takes bits {', '.join(map(str, sorted(widths)))}" if widths else "")
-        )
-    device_type = int(t.device.device_type)
-    if device_type >= 2**31:  # an int32 enum (cffi reads it unsigned): negative
-        device_type -= 2**32
-    if device_type < 0:  # a type newer than this runtime's header is carried; policy refuses it where needed
-        raise BufferError(f"invalid device type {device_type}: DLPack device types are >= 0")
-    if int(t.device.device_id) < 0:
-        raise BufferError(f"invalid device id {int(t.device.device_id)}: device ids are >= 0")
-    if ndim and t.shape == ffi.NULL:
-        raise BufferError(f"the DLPack tensor has ndim={ndim} but a NULL shape")
-    shape = tuple(ffi.unpack(t.shape, ndim)) if ndim else ()
-    if any(d < 0 for d in shape):
-        raise BufferError(f"negative dimension in shape {shape}")
-    # NULL strides: compact row-major (allowed before DLPack 1.2); past int64 (zero-size only): BufferError below
-    strides = tuple(ffi.unpack(t.strides, ndim)) if ndim and t.strides != ffi.NULL else contiguous_strides(shape)
-    padded = versioned and bool(int(managed.flags) & SUBBYTE_PADDED)
-    if any(s > INT64_MAX for s in strides):
-        raise BufferError(f"the row-major strides of shape {shape} do not fit in int64")
-    size = math.prod(shape)
-    data = int(ffi.cast("uintptr_t", t.data))
-    if not data and size and device_type in HOST_ACCESSIBLE:
-        raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
-    if data + int(t.byte_offset) > MAX_ADDRESS:
-        raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
-    # beyond int64 (elements, bytes) or the address space: BufferError (ExtentError: the producer's defect)
-    check_reach(shape, strides, DType(code, bits, lanes), padded, data + int(t.byte_offset))
-    return t, shape, strides, version, flags
-
-
-def legacy_reading(managed: Any) -> None:
-    """A legacy struct's dtype that means one element per byte there (``(kDLUInt, 1, 1)``: MXNet's and
-    old TVM's bool), rewritten to the dtype it is read as (spec/dtypes.toml ``[[legacy]]``). The
-    consumer owns the struct from the moment it took the capsule; the C fast path does the same."""
-    dtype = managed.dl_tensor.dtype
-    if int(dtype.lanes) == 1:
-        found = LEGACY_READINGS.get((int(dtype.code), int(dtype.bits)))
-        if found is not None:
-            dtype.code, dtype.bits = found
-
-
 def from_managed(
     managed: Any,
     versioned: bool,
@@ -412,24 +331,26 @@ def from_managed(
     """Take ownership of a consumed ``DLManagedTensor(Versioned)*`` as a Tensor.
 
     A legacy struct's dtype is read as spec/dtypes.toml's ``[[legacy]]`` says. On invalid content the
-    deleter runs (exactly once), then BufferError says what was wrong. ``source``: the owner of a struct
-    dlbind exported, moved out of the registry (``dlbind.capsule.adopt``, ``take_owned``), which the Tensor
-    keeps (None: a foreign producer's struct); ``owner``: the struct's ``dlbind.capsule.Owner``, made
-    when the capsule was taken (None: made here); ``ready``: ``(device type, stream)``: the stream the data is
-    ready on when the tensor is on that device type (given here: a Tensor is never changed once made).
+    deleter runs (exactly once), then BufferError says what was wrong (:func:`dlbind.validate.consumed`).
+    ``source``: the owner of a struct dlbind exported, moved out of the registry (``dlbind.capsule.adopt``,
+    ``take_owned``), which the Tensor keeps (None: a foreign producer's struct); ``owner``: the struct's
+    ``dlbind.capsule.Owner``, made when the capsule was taken (None: made here); ``ready``: ``(device type,
+    stream)``: the stream the data is ready on when the tensor is on that device type (given here: a Tensor is
+    never changed once made).
     """
     if native is not None:
         tensor: Tensor = native.wrap(int(ffi.cast("uintptr_t", managed)), versioned, allow_vector, ready)
         return tensor
     if owner is None:
         owner = _capsule.Owner(managed)  # the deleter runs exactly once: on invalid content, or with the Tensor
-    try:
-        if not versioned:
-            legacy_reading(managed)
-        t, shape, strides, version, flags = check_managed(managed, versioned, allow_vector)
-    except BaseException:
-        owner.release()
-        raise
+    fields = consumed(owner, versioned, allow_vector)
+    return _made(owner, fields, source, ready)
+
+
+def _made(owner: Any, fields: Any, source: object, ready: tuple[int, int] | None) -> Tensor:
+    """The pure build's Tensor of a validated struct (``fields``: what :func:`dlbind.validate.consumed` read)
+    that ``owner`` owns."""
+    t, shape, strides, version, flags = fields
     tensor = Tensor.__new__(Tensor)
     # the pure core's slots, written once here (Tensor.__setattr__ refuses every later write)
     _set(tensor, "_owner", owner)
@@ -469,10 +390,9 @@ def from_capsule(
     if native is not None:  # taken and owned in one step, in C: no Python code (a signal's) runs between
         tensor: Tensor = native.take_wrap(capsule, allow_vector, ready)
     else:
-        owner, versioned, source = _capsule.take_owned(capsule)
-        tensor = from_managed(
-            owner.managed, versioned, allow_vector=allow_vector, source=source, owner=owner, ready=ready
-        )
+        owner, versioned, source = _capsule.take_owned(capsule)  # checked, then made: each step in its module
+        fields = consumed(owner, versioned, allow_vector)
+        tensor = _made(owner, fields, source, ready)
     if plan is not None and (plan.immutable or plan.python):
         tensor = sealed(tensor, x, plan)
     return tensor

@@ -2,9 +2,9 @@
 
 Whatever describes memory to dlbind — ``__array_interface__`` (a pointer, or a buffer, as ``data``),
 ``__cuda_array_interface__``, :func:`dlbind.from_pointer`, a buffer that is not C-contiguous — is checked
-here before anything reads, copies or exports it; a consumed capsule is checked by the same rules on import
-(:func:`dlbind.tensor.check_managed`, and ``dlbind_valid`` in the compiled build), so ``asdlpack`` never
-exports what ``from_dlpack`` refuses:
+here before anything reads, copies or exports it; a consumed capsule's struct is checked here by the same rules
+on import, before the Tensor is made (:func:`consumed`, :func:`check_managed`; ``dlbind_valid`` in the compiled
+build), so ``asdlpack`` never exports what ``from_dlpack`` refuses:
 
 - at most :data:`MAX_NDIM` dimensions, each >= 0, with as many strides as dimensions;
 - the element count, the byte size and every stride within int64;
@@ -21,10 +21,18 @@ Every refusal is a ``BufferError`` naming the description and what is wrong with
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from dlbind.dtypes import INT64_MAX, MAX_ADDRESS, DType, byte_size, reach_bytes
+from dlbind._ffi import ffi
+from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DTYPE_CODES, LEGACY_READINGS
+from dlbind.devices import HOST_ACCESSIBLE
+from dlbind.dtypes import INT64_MAX, MAX_ADDRESS, SUBBYTE_PADDED, DType, byte_size, check_reach, reach_bytes
 
-__all__ = ["MAX_NDIM", "check_description"]
+__all__ = ["MAX_NDIM", "check_description", "check_managed", "consumed", "contiguous_strides", "legacy_reading"]
+
+#: The name of the package this runtime is (``dlbind``, or a vendored copy's), for messages.
+PACKAGE = __name__.rpartition(".")[0]
 
 #: Dimensions a tensor may have: far above any library's limit (the import refuses more, in both builds).
 MAX_NDIM = 64
@@ -88,3 +96,105 @@ def check_description(
                 f"{what}: the elements of shape {shape} with strides {strides} reach bytes {first} to {end} of a "
                 f"{length}-byte buffer"
             )
+
+
+def contiguous_strides(shape: tuple[int, ...], *, saturate: bool = False) -> tuple[int, ...]:
+    """Row-major strides in elements (a zero dimension counts as one, so strides stay distinct).
+
+    ``saturate``: strides past int64 become 0 (for a zero-size copy: no element is addressed).
+    """
+    strides: list[int] = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+        if saturate and acc > INT64_MAX:
+            acc = 0
+    return tuple(reversed(strides))
+
+
+def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None, int]:
+    if versioned:
+        major, minor = managed.version.major, managed.version.minor
+        if major != DLPACK_VERSION[0]:
+            raise BufferError(
+                f"the producer made a DLPack {major}.{minor} tensor; {PACKAGE} understands major version "
+                f"{DLPACK_VERSION[0]} only"
+            )
+        return managed.dl_tensor, (major, minor), int(managed.flags)
+    return managed.dl_tensor, None, 0
+
+
+def check_managed(
+    managed: Any, versioned: bool, allow_vector: bool = False
+) -> tuple[Any, tuple[int, ...], tuple[int, ...], tuple[int, int] | None, int]:
+    """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides, version,
+    flags): version and flags are a legacy struct's None and 0."""
+    if isinstance(managed, int):
+        managed = ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", managed)
+    t, version, flags = _fields(managed, versioned)
+    ndim = int(t.ndim)
+    if not 0 <= ndim <= MAX_NDIM:
+        raise BufferError(f"invalid ndim {ndim} in the DLPack tensor")
+    code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
+    # a code newer than this runtime's header (same major version) is carried: any width, named by its number
+    if lanes < 1:
+        raise BufferError(f"invalid dtype: lanes={lanes} (a DLPack dtype has at least one lane)")
+    widths = DTYPE_ACCEPTED_WIDTHS.get(code) if code in KNOWN_DTYPE_CODES else None
+    if bits == 0 or (widths is not None and bits not in widths):
+        raise BufferError(
+            f"invalid dtype: {DType(code, bits)} (code={code}, bits={bits}) is not defined by DLPack"
+            + (f"; this code takes bits {', '.join(map(str, sorted(widths)))}" if widths else "")
+        )
+    device_type = int(t.device.device_type)
+    if device_type >= 2**31:  # an int32 enum (cffi reads it unsigned): negative
+        device_type -= 2**32
+    if device_type < 0:  # a type newer than this runtime's header is carried; policy refuses it where needed
+        raise BufferError(f"invalid device type {device_type}: DLPack device types are >= 0")
+    if int(t.device.device_id) < 0:
+        raise BufferError(f"invalid device id {int(t.device.device_id)}: device ids are >= 0")
+    if ndim and t.shape == ffi.NULL:
+        raise BufferError(f"the DLPack tensor has ndim={ndim} but a NULL shape")
+    shape = tuple(ffi.unpack(t.shape, ndim)) if ndim else ()
+    if any(d < 0 for d in shape):
+        raise BufferError(f"negative dimension in shape {shape}")
+    # NULL strides: compact row-major (allowed before DLPack 1.2); past int64 (zero-size only): BufferError below
+    strides = tuple(ffi.unpack(t.strides, ndim)) if ndim and t.strides != ffi.NULL else contiguous_strides(shape)
+    padded = versioned and bool(int(managed.flags) & SUBBYTE_PADDED)
+    if any(s > INT64_MAX for s in strides):
+        raise BufferError(f"the row-major strides of shape {shape} do not fit in int64")
+    size = math.prod(shape)
+    data = int(ffi.cast("uintptr_t", t.data))
+    if not data and size and device_type in HOST_ACCESSIBLE:
+        raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
+    if data + int(t.byte_offset) > MAX_ADDRESS:
+        raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
+    # beyond int64 (elements, bytes) or the address space: BufferError (ExtentError: the producer's defect)
+    check_reach(shape, strides, DType(code, bits, lanes), padded, data + int(t.byte_offset))
+    return t, shape, strides, version, flags
+
+
+def legacy_reading(managed: Any) -> None:
+    """A legacy struct's dtype that means one element per byte there (``(kDLUInt, 1, 1)``: MXNet's and
+    old TVM's bool), rewritten to the dtype it is read as (spec/dtypes.toml ``[[legacy]]``). The
+    consumer owns the struct from the moment it took the capsule; the C fast path does the same."""
+    dtype = managed.dl_tensor.dtype
+    if int(dtype.lanes) == 1:
+        found = LEGACY_READINGS.get((int(dtype.code), int(dtype.bits)))
+        if found is not None:
+            dtype.code, dtype.bits = found
+
+
+def consumed(owner: Any, versioned: bool, allow_vector: bool = False) -> Any:
+    """The consumed struct ``owner`` owns (``dlbind.capsule.Owner``), read and checked by the rules of this module
+    (:func:`check_managed`; a legacy struct's dtype read as :func:`legacy_reading` says): ``(DLTensor, shape,
+    strides, version, flags)``. On invalid content ``owner`` releases the struct (its deleter runs, exactly once)
+    and BufferError says what was wrong."""
+    managed = owner.managed
+    try:
+        if not versioned:
+            legacy_reading(managed)
+        return check_managed(managed, versioned, allow_vector)
+    except BaseException:
+        owner.release()
+        raise

@@ -18,7 +18,8 @@ from dlbind._device_tensors import as_dtype, as_shape, extent, from_span, host_s
 from dlbind._generated.enums import DeviceType, Flags
 from dlbind.devices import Device
 from dlbind.dtypes import DType
-from dlbind.export import Memory, contiguous_strides
+from dlbind.export import Memory
+from dlbind.validate import contiguous_strides
 from dlbind_vulkan._runtime import BufferInfo, VulkanError, _address, ffi, register, runtime
 from dlbind_vulkan._runtime import lookup as lookup_record
 

@@ -81,7 +81,7 @@ static inline int dlbind_add_overflow(int64_t a, int64_t b, int64_t *out) {
 }
 #endif
 
-/* Compact row-major strides in elements for a NULL-strides tensor, as dlbind.export.contiguous_strides(shape,
+/* Compact row-major strides in elements for a NULL-strides tensor, as dlbind.validate.contiguous_strides(shape,
  * saturate=True): a dimension of 0 counts as 1; a product past int64 (a zero-size tensor's) gives 0. */
 static inline void dlbind_compact_strides(int ndim, const int64_t *shape, int64_t *out) {
     int64_t acc = 1;
@@ -97,7 +97,7 @@ typedef struct {
     PyObject *cpu_device;        /* (DeviceType.kDLCPU, 0) */
     PyObject *asdlpack;          /* dlbind.producer.asdlpack */
     PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
-    PyObject *check_managed;     /* dlbind.tensor.check_managed: raises the precise BufferError */
+    PyObject *check_managed;     /* dlbind.validate.check_managed: raises the precise BufferError */
     PyObject *export_view;       /* dlbind.export.export_view */
     PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
@@ -224,7 +224,7 @@ const char *dlbind_dtype_format(int code, int bits);  /* NULL: the buffer protoc
 /* buffer format (byte-order prefix included) -> (code, bits); 0 when the table has no entry or
  * the byte order is not native (Python explains which). */
 int dlbind_format_dtype(const char *format, DLDataType *out);
-/* Quick validity check of a consumed struct (the checks of dlbind.tensor.check_managed, without the
+/* Quick validity check of a consumed struct (the checks of dlbind.validate.check_managed, without the
  * messages); 0: Python's check_managed raises the precise error. */
 int dlbind_valid(void *managed, int versioned, int allow_vector);
 /* Elements of shape[0..ndim): 0 on success, -1 when the count does not fit in int64. */

@@ -175,7 +175,7 @@ static int dlbind_extent_ok(const DLTensor *t, const int64_t *strides, int padde
     return 1;
 }
 
-/* The checks of dlbind.tensor.check_managed, without the messages: 0 sends the struct to Python,
+/* The checks of dlbind.validate.check_managed, without the messages: 0 sends the struct to Python,
  * which raises the precise BufferError. */
 int dlbind_valid(void *managed, int versioned, int allow_vector) {
     DLTensor *t = dlbind_dl_tensor(managed, versioned);

@@ -88,7 +88,7 @@ PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
             return PyErr_NoMemory();
         }
         self->own_strides = 1;
-        dlbind_compact_strides(t->ndim, t->shape, self->strides); /* as dlbind.tensor.check_managed */
+        dlbind_compact_strides(t->ndim, t->shape, self->strides); /* as dlbind.validate.check_managed */
     }
     return (PyObject *)self;
 }
