@@ -27,13 +27,14 @@ def _group(name: str) -> list[str]:
 
 def _interpreter(version: str) -> str:
     """pyenv's interpreter of ``version`` where there is one (pyenv's shims answer only the global version,
-    so nox's discovery misses the others); else ``version`` for nox to find."""
+    so nox's discovery misses the others); else ``python<version>`` on PATH (a CI runner's, from setup-python);
+    else ``version`` for nox to find."""
     import glob
     import os
 
     root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
-    return found[-1] if found else version
+    return found[-1] if found else shutil.which(f"python{version}") or version
 
 
 def _install_generator(session: nox.Session) -> None:
@@ -152,7 +153,19 @@ SID_SKIPPED = {
 @nox.parametrize("python,version", [nox.param(_interpreter(v), v, id=v) for v in PYTHONS])
 def tests_python(session: nox.Session, version: str) -> None:
     """The core's tests on Python 3.10, 3.12 and 3.13, both builds (``nox -t pythons`` adds 3.14 and 3.15)."""
-    session.install("pytest>=8", "hypothesis>=6.100", "setuptools", *PYTHONS[version])
+    _core_tests(session, version, PYTHONS[version])
+
+
+@nox.session(name="tests_host")
+@nox.parametrize("python,version", [nox.param(_interpreter(v), v, id=v) for v in SID_PYTHONS])
+def tests_host(session: nox.Session, version: str) -> None:
+    """The core's tests on Python 3.14 and 3.15 of the machine itself (a CI runner's), both builds, with the anchors
+    of tests_sid, which runs them here in Debian unstable's root (no such interpreter runs on this libc)."""
+    _core_tests(session, version, SID_PYTHONS[version])
+
+
+def _core_tests(session: nox.Session, version: str, anchors: list[str]) -> None:
+    session.install("pytest>=8", "hypothesis>=6.100", "setuptools", *anchors)
     if version != "3.10":  # the generator, a tool of this repository, needs 3.11 (its tests skip without it)
         with _clean_copy(GENERATOR) as generator:  # not in place: .ci/run runs other sessions meanwhile
             session.install("--upgrade", generator)  # --upgrade: the same version with other sources is reinstalled
@@ -266,14 +279,20 @@ def bump_gate(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check over the hand-written code (generated code is formatted by the generator), every name the
-    comments, docstrings and docs cite resolves (.ci/names.py: the packages installed, numpy for its names), and
-    no function grows past what a reader can hold (.ci/lengths.py)."""
+    comments, docstrings and docs cite resolves (.ci/names.py: the packages installed, numpy for its names),
+    no function grows past what a reader can hold (.ci/lengths.py), and the GitHub workflows pass GitHub's schema
+    and zizmor's audits (.ci/workflows.py)."""
     session.install(*_group("lint"))
     session.run("ruff", "check", ".")
     _install_generator(session)
     _install_core(session, "numpy", "pytest", "packages/cuda", "packages/rocm", "packages/metal", "packages/vulkan")
     session.run("python", ".ci/names.py")
     session.run("python", ".ci/lengths.py")
+    # the GitHub workflows: GitHub's schema, zizmor's offline audits, actions pinned by commit; then the test that
+    # plants each kind of error (tests/test_workflows.py: required here, where the tools are installed)
+    session.run("python", ".ci/workflows.py")
+    session.run("pytest", "tests/test_workflows.py", "-q", "-p", "no:cacheprovider",
+                env={"DLBIND_WORKFLOW_TOOLS": "required"})  # fmt: skip
 
 
 @nox.session
@@ -363,6 +382,54 @@ def build(session: nox.Session) -> None:
     session.run("python", "-m", "twine", "check", "--strict", *sorted(str(p) for p in dist.iterdir()))
     session.run("python", ".ci/check_dist.py", str(dist), "--python-3.12", _interpreter("3.12"),
                 *(f"--python={v}={_interpreter(v)}" for v in WHEEL_PYTHONS if v not in SID_PYTHONS))  # fmt: skip
+
+
+RELEASE_DIST = ROOT / ".cache" / "release-dist"
+
+
+@nox.session(name="release_dry_run")
+def release_dry_run(session: nox.Session) -> None:
+    """What the release workflow does on Linux (.github/workflows/release.yml), without publishing: .ci/release.py
+    builds the five published distributions' sdists and the backends' wheels (each from its sdist) into
+    .cache/release-dist, takes the core's manylinux wheels of `nox -s build` (each built from the core's sdist;
+    run it first: the release makes them with cibuildwheel), then checks the set (one version by name and
+    metadata, the pins both ways, `twine check --strict`, a core wheel per CPython 3.10-3.15) and runs the
+    README tour from it in a fresh venv of each CPython 3.10-3.13 (`nox -s build` toured 3.14 and 3.15)."""
+    session.install(*_group("build"))
+    shutil.rmtree(RELEASE_DIST, ignore_errors=True)
+    session.run("python", ".ci/release.py", "build", "--outdir", str(RELEASE_DIST))
+    built = sorted((ROOT / "dist").glob("dlbind-*-cp3*-manylinux*.whl"))
+    if not built:
+        session.error("no manylinux wheel of the core in dist/: run `nox -s build` first")
+    (sdist,) = RELEASE_DIST.glob("dlbind-*.tar.gz")
+    differ = _sdist_differences(sdist, ROOT / "dist" / sdist.name)
+    if differ:
+        session.error(f"dist/{sdist.name}, which the wheels were built from, differs from the one built now "
+                      f"({', '.join(differ[:5])}): run `nox -s build` again")  # fmt: skip
+    for wheel in built:
+        shutil.copy(wheel, RELEASE_DIST)
+    session.run("python", ".ci/release.py", "check", str(RELEASE_DIST), f"--pythons={','.join(WHEEL_PYTHONS)}",
+                "--platforms=manylinux_x86_64")  # fmt: skip
+    hosts = [f"--python={_interpreter(v)}" for v in WHEEL_PYTHONS if v not in SID_PYTHONS]
+    session.run("python", ".ci/release.py", "tour", str(RELEASE_DIST), *hosts)
+
+
+def _sdist_differences(a: Path, b: Path) -> list[str]:
+    """The files two sdists do not hold alike (their archives' dates and setuptools' egg-info aside)."""
+    import tarfile
+
+    def files(path: Path) -> dict[str, bytes]:
+        if not path.is_file():
+            return {}
+        with tarfile.open(path) as tf:
+            return {
+                m.name: tf.extractfile(m).read()  # type: ignore[union-attr]
+                for m in tf.getmembers()
+                if m.isfile() and ".egg-info/" not in m.name
+            }
+
+    ours, theirs = files(a), files(b)
+    return sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
 
 
 VULKAN_DEBS = ["mesa-vulkan-drivers", "libvulkan1", "libvulkan-dev"]
@@ -721,7 +788,7 @@ def interop(session: nox.Session, cell: _System) -> None:
     try:
         _interop_cell(session, cell, venv)
     finally:
-        # CI (.ci/interop sets it) keeps one cell's venv on disk at a time: the 18 together take ~16 GB,
+        # CI (.ci/interop sets it) keeps one cell's venv on disk at a time: the 21 together take ~16 GB,
         # more than a CI machine's free disk may hold beside the other sessions.
         if os.environ.get("DLBIND_INTEROP_DISCARD") == "1":
             shutil.rmtree(venv, ignore_errors=True)

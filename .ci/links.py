@@ -151,7 +151,11 @@ def _relative(root: Path, page: str, target: str, text: str, cache: dict[Path, s
 
 def _spec(text: str, url: str) -> str | None:
     """Why a link with ``text`` to ``url`` cites a specification elsewhere than its official home (None: it does
-    not, or it is there)."""
+    not, or it is there). A text citing an upstream issue (``data-apis/array-api#749``, the standard's own
+    repository) cites that issue, not the specification: :func:`_upstream` checks it."""
+    cited = _UPSTREAM.search(text)
+    if cited is not None and "/" in cited.group(1):
+        return None
     for what, home, named, site in SPECS:
         if (named.search(text) or site.match(url)) and not url.startswith(home):
             return f"{url}: {what} lives at {home}"

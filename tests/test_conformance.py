@@ -304,6 +304,101 @@ def test_consumer_check_can_fail(check_id: str) -> None:
     assert [r.status for r in report.results] == ["fail"], report.summary()
 
 
+# -- warnings: allowed by the spec, hazardous in use ------------------------------------------------------
+
+
+def ignores_readonly(p: Any) -> Any:
+    """A consumer without read-only arrays (torch): the flag ignored, a writable alias of the producer's memory."""
+    t = dlbind.from_dlpack(p)
+    interface = {**np.asarray(t).__array_interface__}
+    interface["data"] = (t.data_ptr, False)  # writable
+    return np.asarray(_View(interface, t))
+
+
+def test_readonly_data_imported_writable_warns_citing_the_recommendation() -> None:
+    report = check_consumer(ignores_readonly, only=["readonly_respected"])
+    assert [r.status for r in report.results] == ["warn"], report.summary()
+    assert report.ok  # allowed: a warning is not a failure
+    detail = report.results[0].detail
+    assert "writable" in detail and "data-apis/array-api#749" in detail and "hazardous" in detail
+    assert "WARN readonly_respected: flag ignored" in report.summary() and "1 warned, 0 failed" in report.summary()
+
+
+def test_readonly_data_imported_as_a_writable_copy_passes() -> None:
+    def copies(p: Any) -> Any:
+        return np.array(np.asarray(dlbind.from_dlpack(p)))  # writable, and not the read-only memory
+
+    report = check_consumer(copies, only=["readonly_respected"])
+    assert [r.status for r in report.results] == ["pass"], report.summary()
+    assert "copy" in report.results[0].detail
+
+
+def _matrix(status: str, detail: str) -> Any:
+    from dlbind.check import Matrix
+
+    results = {"consumer:readonly_respected": {"status": status, "detail": detail}}
+    pairs = {"torch": {"torch": {"status": "pass", "detail": ""}}}
+    return Matrix(["torch"], {"torch": "2.13.0"}, results={"torch": results}, pairs=pairs)
+
+
+def test_the_matrix_marks_a_warning_and_its_legend_says_so() -> None:
+    from dlbind.check import TEXT_LEGEND, render
+    from dlbind.testing._consumer_checks import READONLY_IGNORED
+
+    matrix = _matrix("warn", READONLY_IGNORED)
+    text = render(matrix)
+    row = next(line for line in text.splitlines() if line.startswith("readonly_respected"))
+    assert row.split() == ["readonly_respected", "WARN"], row
+    assert "WARN: allowed by the spec, hazardous in use" in TEXT_LEGEND and TEXT_LEGEND in text
+    assert text.splitlines()[-1].startswith("0 findings and 1 warning about the libraries")
+    details = render(matrix, details=True)
+    assert "Findings (0)" in details and "Warnings (1): allowed, hazardous in use" in details
+    assert "torch 2.13.0 as consumer, readonly_respected: warn: flag ignored" in details
+    page = render(matrix, markdown=True)
+    link = "[data-apis/array-api#749](https://github.com/data-apis/array-api/issues/749)"
+    legend = next(line for line in page.splitlines() if line.startswith("`ok` passed"))
+    assert "`WARN` allowed by the spec but hazardous in use" in legend and link in legend
+    assert "## Warnings (1)" in page and "- torch 2.13.0 as consumer, readonly_respected: warn: flag ignored" in page
+    assert page.count(link) == 2  # the legend's and the warning's
+
+
+def test_torch_imports_read_only_data_writable_and_is_warned() -> None:
+    """The example of issue 45: torch.from_dlpack(dlbind.asdlpack(b"abc")) is a writable tensor over immutable
+    bytes; the checker marks it a warning (it passed before)."""
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(dlbind.asdlpack(b"abc"))
+    assert t.tolist() == [97, 98, 99]  # writable: torch has no read-only tensors (nothing is written here)
+    report = check_consumer(torch.from_dlpack, only=["readonly_respected"])
+    assert [r.status for r in report.results] == ["warn"], report.summary()
+
+
+# -- the pairs through dlbind.convert: a convert that loses values or the target's type fails its cell --------------
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [(lambda y: y[::-1], "values differ"), (lambda y: y.tolist(), "TypeError: got a list")],
+    ids=["values", "type"],
+)
+def test_a_pair_fails_when_convert_breaks_it(
+    monkeypatch: pytest.MonkeyPatch, broken: Callable[[Any], Any], said: str
+) -> None:
+    import io
+
+    from dlbind import check
+
+    real, calls = dlbind.convert, iter(range(100))
+
+    def convert(x: Any, to: Any, **kw: Any) -> Any:  # each case converts twice (to the source, then the target)
+        y = real(x, to, **kw)
+        return broken(y) if next(calls) % 2 else y  # the second: the target's array broken
+
+    monkeypatch.setattr(dlbind, "convert", convert)
+    pairs = check.run_pairs(["numpy"], check.Progress(io.StringIO(), 1))
+    cell = pairs["numpy"]["numpy"]
+    assert cell["status"] == "fail" and said in cell["detail"], cell
+
+
 # -- the command line -------------------------------------------------------------------------------
 
 

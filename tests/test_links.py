@@ -44,6 +44,8 @@ GOOD = {
     "docs/chart.png": "",
     "docs/guide/page.md": (
         "# Page\n\n## The `dlbind.convert` call\n\nBack to [the second heading](../index.md#a-heading-1).\n"
+        # an issue of the standard's repository is an upstream issue, not the standard
+        "See [data-apis/array-api#749](https://github.com/data-apis/array-api/issues/749).\n"
     ),
     "docs/changelog.md": "- fixed numpy/numpy#1 (the changelog records what was: never checked)\n",
     "docs/_build/html/x.md": "[stale](nowhere.md)\n",

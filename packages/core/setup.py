@@ -8,10 +8,15 @@
 Without a working C compiler (or with ``DLBIND_NO_COMPILE=1``) the core installs as the pure build
 (cffi ABI mode), which is also what ``DLBIND_PURE=1`` selects at run time. Every build goes to a
 fresh temporary build folder: a stale ``build/`` never leaks old objects into a wheel.
+
+The extras (``dlbind[cuda]``, ..., ``dlbind[all]``) pin the backends of this release: the version is
+``__version__`` of ``src/dlbind/__init__.py``, the one place the five distributions' version is written
+(docs/releasing.md); setuptools reads the same assignment for the core's own version.
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import os
 import re
@@ -26,6 +31,25 @@ from setuptools import Extension, setup
 HERE = Path(__file__).resolve().parent
 FASTPATH = Path("src/dlbind/_fastpath")
 GENERATED = Path("src/dlbind/_generated")
+BACKENDS = ("cuda", "rocm", "vulkan", "metal")  # dlbind-<name>: one extra each, and `all`
+
+
+def _version() -> str:
+    """The literal assigned to ``__version__`` in ``src/dlbind/__init__.py``, read without importing it."""
+    init = HERE / "src" / "dlbind" / "__init__.py"
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+            and isinstance(node.value, ast.Constant)
+        ):
+            return str(node.value.value)
+    raise SystemExit(f"{init} assigns no literal __version__")
+
+
+def _extras(version: str) -> dict[str, list[str]]:
+    pins = {name: [f"dlbind-{name}=={version}"] for name in BACKENDS}
+    return {**pins, "all": [pin for name in BACKENDS for pin in pins[name]]}
 
 
 def _compiler_problem() -> str | None:
@@ -112,5 +136,6 @@ def _fresh_build_base() -> str:
 os.chdir(HERE)
 setup(
     options={"build": {"build_base": _fresh_build_base()}},
+    extras_require=_extras(_version()),
     **_options(),  # type: ignore[arg-type]
 )

@@ -2,7 +2,7 @@
 
 A system dlbind knows (spec/adapters.toml) must check without error; for one it does not know yet (issue 13)
 the check is an expected failure, strictly: it must still refuse the name, so the session notices the day it
-is learnt. The output (the conformance matrix) is printed either way; its FAIL count is summed up.
+is learnt. The output (the conformance matrix) is printed either way; its FAIL, CRASH and WARN marks are counted.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ def main(argv: list[str]) -> int:
     sys.stdout.write(proc.stderr[-4000:])
     fails = sum(line.split().count("FAIL") for line in proc.stdout.splitlines())
     crashes = sum(line.split().count("CRASH") for line in proc.stdout.splitlines())
+    warnings = sum(line.split().count("WARN") for line in proc.stdout.splitlines())
     if known:
         if proc.returncode != 0:
             print(f"dlbind check --libs {name}: exit {proc.returncode}", file=sys.stderr)
             return 1
-        print(f"dlbind check --libs {name}: {fails} FAIL, {crashes} CRASH marks in the matrix")
+        print(f"dlbind check --libs {name}: {fails} FAIL, {crashes} CRASH, {warnings} WARN marks in the matrix")
         return 0
     if proc.returncode == 0:
         print(f"dlbind check --libs {name} now works: mark {name} known in the interop matrix", file=sys.stderr)

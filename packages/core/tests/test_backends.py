@@ -137,16 +137,43 @@ def test_known_backends_include_the_ones_not_installed(tmp_path: Path) -> None:
         """,
     )
     plain, known = json.loads(out)
+    from dlbind._backends import install_hint
     from dlbind._generated.tables import DEVICE_BACKENDS
 
     assert set(known) == set(plain) | set(DEVICE_BACKENDS.values())
     assert all(known[n][0] for n in plain)  # installed ones are reported as before
     for name in set(known) - set(plain):
         installed, reason, text, types = known[name]
-        assert not installed and reason.startswith(f"pip install 'dlbind[{name}]' for ") and types
+        assert not installed and reason.startswith(f"{install_hint(name)}, for ") and types
         assert text == f"{name}: not installed ({reason})"
     cli = _run(tmp_path / "cli", "import dlbind.__main__ as m; m.main(['backends']); m.main(['backends', '--json'])")
     text, _, data = cli.partition("{")
     assert set(json.loads("{" + data)) == set(known)
     for name in set(known) - set(plain):
-        assert f"{name}: not installed (pip install 'dlbind[{name}]'" in text
+        assert f"{name}: not installed ({install_hint(name)}" in text
+
+
+@pytest.mark.parametrize("published", [False, True], ids=["unpublished", "published"])
+def test_every_install_hint_follows_the_one_switch(monkeypatch: pytest.MonkeyPatch, published: bool) -> None:
+    """``dlbind._backends.PUBLISHED`` decides every install hint dlbind prints: the repository path until the
+    backends are on the index (``pip install 'dlbind[cuda]'`` finds nothing before), the extra after."""
+    import dlbind
+    from dlbind import _backends
+    from dlbind.testing._devices import PLACES
+
+    if "cuda" in dlbind.backends():
+        pytest.skip("dlbind-cuda is installed here: no hint to print")
+    monkeypatch.setattr(_backends, "PUBLISHED", published)
+    clone = "pip install ./packages/cuda in a clone of dlbind's repository"
+    want = "pip install 'dlbind[cuda]'" if published else clone
+    assert _backends.install_hint("cuda") == want
+    with pytest.raises(BufferError) as raised:
+        _backends.for_device(int(dlbind.DeviceType.kDLCUDA), "copying cuda memory to the host")
+    said = [
+        dlbind.backends(known=True)["cuda"].reason,
+        str(raised.value),
+        _backends.device_count(int(dlbind.DeviceType.kDLCUDA))[1],
+        PLACES["cuda"].unavailable() or "",
+    ]
+    assert all(want in text for text in said), said
+    assert all(("dlbind[cuda]" in text) is published for text in said), said

@@ -33,6 +33,7 @@ from dlbind.testing._checks import (
     PRODUCER_CHECKS,
     checks_for,
 )
+from dlbind.testing._consumer_checks import RawProducer
 
 # -- stand-ins of systems that export another way ------------------------------------------------------------
 
@@ -249,6 +250,133 @@ def test_producer_checks_on_a_device_take_views_by_the_librarys_indexing(stand_i
     assert report.ok and report.count("pass") == len(layouts), report.summary()
     assert (3, 4) in made and (4, 5) in made  # the bases, not the views: (4, 3) never made
     assert (4, 3) not in made
+
+
+# -- every device check fails on a subject broken on purpose (the stand-in's streams: host memory, in order) --------
+
+
+@pytest.fixture
+def streams(stand_in: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The stand-in device with streams: ints, a copy done at once (memmove), nothing to wait for."""
+    import ctypes
+
+    monkeypatch.setattr(devices.Place, "new_stream", lambda self: 1234)
+    monkeypatch.setattr(devices.Place, "destroy_stream", lambda self, stream: None)
+    monkeypatch.setattr(devices.Place, "synchronize", lambda self, stream: None)
+    monkeypatch.setattr(
+        devices.Place, "copy_async", lambda self, dst, src, nbytes, stream: ctypes.memmove(dst, src, nbytes)
+    )
+    return stand_in
+
+
+class RefusesTheLegacyStream(RawProducer):
+    """Refuses stream=1, the legacy default stream every CUDA producer must take."""
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        if kwargs.get("stream") == 1:
+            raise BufferError("stream 1 is not supported")
+        return super().__dlpack__(**kwargs)
+
+
+class LateWriter:
+    """A producer whose pending write (VALUE into zeros) is not ordered before the consumer's stream: its
+    ``__dlpack__`` ignores the stream asked (``ordered=False``), or finishes the write first (``ordered=True``)."""
+
+    def __init__(self, n: int, *, ordered: bool) -> None:
+        self.a, self.ordered = np.zeros(n, dtype=np.float32), ordered
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (int(dlbind.DeviceType.kDLCPU), 0)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, **kwargs: Any) -> object:
+        if self.ordered:
+            self.write()
+        return self.a.__dlpack__(max_version=max_version)
+
+    def write(self) -> None:
+        self.a[:] = devices.VALUE
+
+
+def _busy_library(monkeypatch: pytest.MonkeyPatch, device: str, *, ordered: bool) -> Any:
+    """``make_array`` of a library "late" on ``device`` whose stream the stream checks keep busy with a LateWriter."""
+    import contextlib
+
+    def busy(n: int) -> devices.Busy:
+        writer = LateWriter(n, ordered=ordered)
+        return devices.Busy(writer, contextlib.nullcontext, lambda: True, writer.write)
+
+    monkeypatch.setitem(devices.DEVICE_ARRAYS, device, {"late": devices.DeviceArrays(make="late", streams="late")})
+    monkeypatch.setitem(devices.BUSY_WRITERS, "late", busy)
+
+    def make(sample: np.ndarray) -> Any:
+        return RawProducer(sample)
+
+    make.dlbind_library = "late"  # type: ignore[attr-defined]
+    return make
+
+
+def test_stream_values_fails_a_producer_refusing_the_legacy_stream(streams: str) -> None:
+    report = check_producer(RefusesTheLegacyStream, only=["stream_values"], device=streams)
+    assert [r.status for r in report.results] == ["fail"], report.summary()
+    assert "stream=1 (legacy default) refused" in report.results[0].detail
+
+
+def test_stream_zero_refused_fails_a_producer_taking_stream_0(streams: str) -> None:
+    report = check_producer(RawProducer, only=["stream_zero_refused"], device=streams)  # it takes any stream
+    assert [r.status for r in report.results] == ["fail"], report.summary()
+    assert "accepted stream=0" in report.results[0].detail
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_stream_ordered_fails_a_producer_that_does_not_order_its_write(
+    streams: str, monkeypatch: pytest.MonkeyPatch, ordered: bool
+) -> None:
+    make = _busy_library(monkeypatch, streams, ordered=ordered)
+    report = check_producer(make, only=["stream_ordered"], device=streams)
+    assert [r.status for r in report.results] == ["pass" if ordered else "fail"], report.summary()
+    if not ordered:
+        assert "before the producer wrote them (while it was still busy)" in report.results[0].detail
+
+
+@pytest.mark.parametrize("stream", [0, "1", None], ids=["zero", "not-an-int", "never-asked"])
+def test_stream_passed_fails_a_consumer_passing_a_wrong_stream(streams: str, stream: Any) -> None:
+    def consume(p: Any) -> Any:
+        if stream is None:  # imports without calling __dlpack__ at all: a copy of the producer's array
+            return np.array(p.array)
+        return dlbind.from_dlpack(p.__dlpack__(max_version=dlbind.DLPACK_VERSION, stream=stream))
+
+    report = check_consumer(consume, only=["stream_passed"], device=streams)
+    assert [r.status for r in report.results] == ["fail"], report.summary()
+    said = {0: "passed stream=0", "1": "passed stream='1', not an int", None: "imported without calling __dlpack__"}
+    assert said[stream] in report.results[0].detail
+
+
+def test_a_pair_on_a_device_fails_when_convert_loses_values(stand_in: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pairs of ``--device``: numpy as the stand-in device's library, a convert to it that reverses the rows."""
+    import io
+
+    from dlbind import check
+
+    monkeypatch.setitem(devices.DEVICE_ARRAYS, stand_in, {"numpy": devices.DeviceArrays(make="numpy.array")})
+    real = dlbind.convert
+    monkeypatch.setattr(dlbind, "convert", lambda x, to, **kw: real(x, to, **kw)[::-1])
+    pairs = check.run_pairs(["numpy"], check.Progress(io.StringIO(), 1), device=stand_in)
+    cell = pairs["numpy"]["numpy"]
+    assert cell["status"] == "fail" and "values differ" in cell["detail"], cell
+
+
+#: The tests above: every device check, and the subject that fails it.
+BROKEN_ON_A_DEVICE = {
+    "producer:stream_values": test_stream_values_fails_a_producer_refusing_the_legacy_stream,
+    "producer:stream_zero_refused": test_stream_zero_refused_fails_a_producer_taking_stream_0,
+    "producer:stream_ordered": test_stream_ordered_fails_a_producer_that_does_not_order_its_write,
+    "consumer:stream_passed": test_stream_passed_fails_a_consumer_passing_a_wrong_stream,
+}
+
+
+def test_every_device_check_has_a_broken_subject() -> None:
+    listed = {f"{c.kind}:{c.id}" for c in (*DEVICE_PRODUCER_CHECKS, *DEVICE_CONSUMER_CHECKS)}
+    assert set(BROKEN_ON_A_DEVICE) == listed
 
 
 def test_device_checks_off_a_device_are_unsupported() -> None:

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import dlbind
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -26,7 +30,7 @@ def _run(*args: str) -> str:
 
 def test_info_text() -> None:
     out = _run("info")
-    assert out.startswith(f"dlbind 0.1.0: generated from dlpack.h {_canonical()}, ")
+    assert out.startswith(f"dlbind {dlbind.__version__}: generated from dlpack.h {_canonical()}, ")
     lines = out.splitlines()
     cuda = next(ln for ln in lines if ln.split()[:1] == ["kDLCUDA"])
     assert cuda.split()[1:3] == ["2", "0.5"] and "kDLGPU (until 0.5)" in cuda
@@ -68,3 +72,33 @@ def test_version() -> None:
 
     out = _run("--version").strip()
     assert out == f"dlbind {dlbind.__version__} (DLPack {_canonical()}, {dlbind.ffi_build()} build)"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["explain", "numpy", "numpy", "--shape", "2x3"], "argument --shape: '2x3' is not a comma-separated list"),
+        (["explain", "numpy", "numpy", "--shape=-1,2"], "argument --shape: '-1,2': a size cannot be negative"),
+        (["explain", "numpy", "numpy", "--shape", "99999,99999"], "more than explain makes"),
+        (["explain", "numpy", "numpy", "--dtype", "float33"], "argument --dtype: 'float33' is not a numpy dtype"),
+        (["explain", "numpy", "no-such-library"], "argument target: unknown array library 'no-such-library'"),
+        (["explain", "no-such-library", "numpy"], "argument source: unknown array library 'no-such-library'"),
+        (["check", "--libs", "numpy,no-such-library"], "argument --libs: unknown library 'no-such-library'"),
+        (["explain", "numpy", "numpy", "--stream", "x"], "argument --stream: invalid int value: 'x'"),
+    ],
+    ids=["shape-2x3", "shape-negative", "shape-huge", "dtype", "target", "source", "libs", "stream"],
+)
+def test_a_bad_argument_is_a_one_line_usage_error(args: list[str], said: str) -> None:
+    """argparse checks every argument as it parses (its ``type=``): exit status 2, one line on stderr naming the
+    argument and what is wrong, never a traceback."""
+    proc = subprocess.run([sys.executable, "-m", "dlbind", *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and said in lines[0] and lines[0].endswith("--help)"), proc.stderr
+
+
+def test_explain_takes_the_ml_dtypes_names() -> None:
+    pytest.importorskip("ml_dtypes")
+    out = _run("explain", "numpy", "numpy", "--dtype", "bfloat16", "--shape", "4")
+    assert out.startswith("dlbind.convert(numpy.ndarray bfloat16 (4,), to='numpy')"), out

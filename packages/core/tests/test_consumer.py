@@ -150,6 +150,20 @@ def test_capsule_already_used() -> None:
     assert counter.calls == 1
 
 
+def test_a_consumed_capsule_says_to_ask_the_producer_again() -> None:
+    """The way out is a new capsule from the producer, in the same words in both builds (the compiled one's
+    message is written in C)."""
+    from dlbind import capsule
+
+    cap = dlbind.asdlpack(np.arange(3.0)).__dlpack__(max_version=dlbind.DLPACK_VERSION)
+    t = dlbind.from_dlpack(cap)
+    with pytest.raises(BufferError) as raised:
+        dlbind.from_dlpack(cap)
+    assert str(raised.value).endswith(capsule.CONSUMED_HINT), raised.value
+    assert "call its __dlpack__ again" in capsule.CONSUMED_HINT
+    del t
+
+
 @pytest.mark.parametrize("name", [b"tensor", b"numpy_dltensor", None])
 def test_wrong_capsule_name(name: bytes | None) -> None:
     capsule, counter = make_capsule(name=name)

@@ -8,6 +8,7 @@ import gc
 import io
 import mmap
 import os
+import re
 import sys
 import typing
 
@@ -34,6 +35,21 @@ NEWEST = dlbind.DLPACK_VERSION  # the version of the canonical header
 )
 def test_buffer_sources(source: object, expected: list[object]) -> None:
     assert np.from_dlpack(dlbind.asdlpack(source)).tolist() == expected
+
+
+@pytest.mark.parametrize("value", [[1, 2], (1.5, 2.5), 3, 2.5, 1j, True, range(3)], ids=repr)
+def test_a_list_or_a_scalar_is_pointed_at_asarray(value: object) -> None:
+    """Python values hold no array memory: the way out is the target library's asarray, not raw memory."""
+    with pytest.raises(TypeError) as raised:
+        dlbind.asdlpack(value)
+    text = str(raised.value)
+    assert f"cannot export {type(value).__name__} as DLPack" in text
+    assert "asarray" in text and "numpy.asarray(obj)" in text and "from_pointer" not in text, text
+
+
+def test_an_object_without_memory_is_pointed_at_from_pointer() -> None:
+    with pytest.raises(TypeError, match=r"use dlbind\.from_pointer for raw memory\)$"):
+        dlbind.asdlpack(object())
 
 
 def test_mmap_source() -> None:
@@ -205,8 +221,9 @@ def test_buffer_protocol_of_tensor() -> None:
 
     t = dlbind.from_dlpack(np.arange(6, dtype=np.int32).reshape(2, 3)[:, ::2])
     if BUILD != "compiled" and sys.version_info < (3, 12):
-        with pytest.raises(TypeError):  # Python 3.11 classes cannot export buffers; numpy still can
-            memoryview(t)
+        with pytest.raises(TypeError, match="a bytes-like object is required"):  # CPython's words: before 3.12
+            memoryview(t)  # a Python class cannot export buffers
+        assert np.asarray(t).tolist() == [[0, 2], [3, 5]]  # the way out the docs name (numpy reads it all the same)
         return
     if BUILD != "compiled":  # the pure build's __buffer__ (3.12+) gives contiguous and 1-D tensors only
         with pytest.raises(BufferError, match="row-major contiguous or 1-D tensors only"):
@@ -243,7 +260,9 @@ def test_cuda_array_interface_stream_needs_the_backend() -> None:
         }  # fmt: skip
 
     e = dlbind.asdlpack(Cai(), device_id=0)
-    with pytest.raises(BufferError, match=r"needs a dlbind backend: pip install 'dlbind\[cuda\]'"):
+    from dlbind._backends import install_hint
+
+    with pytest.raises(BufferError, match=re.escape(f"needs a dlbind backend: {install_hint('cuda')}")):
         e.__dlpack__(max_version=NEWEST, stream=1)  # the consumer's stream must wait for stream 7
     t = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST, stream=-1))  # -1: the consumer asks for no sync
     assert t.device == (DeviceType.kDLCUDA, 0)

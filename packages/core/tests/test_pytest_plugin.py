@@ -93,6 +93,47 @@ def test_numpys_own_finding_fails_its_item_with_the_reason(pytester: pytest.Pyte
     assert len(outcomes) == 2
 
 
+IGNORES_READONLY = """
+import numpy as np
+
+import dlbind
+from dlbind.testing import conformance_tests
+
+
+class _Alias:
+    def __init__(self, interface, keep):
+        self.__array_interface__, self.keep = interface, keep
+
+
+def from_dlpack(p):
+    \"\"\"Imports read-only data writable (the flag ignored, as torch does).\"\"\"
+    t = dlbind.from_dlpack(p)
+    interface = {**np.asarray(t).__array_interface__, "data": (t.data_ptr, False)}
+    return np.asarray(_Alias(interface, t))
+
+
+test_readonly = conformance_tests(from_dlpack=from_dlpack, only=["readonly_respected", "zero_d"])
+"""
+
+
+def test_a_warning_passes_its_item_and_says_why(pytester: pytest.Pytester) -> None:
+    """A check that warns (allowed by the spec, hazardous in use) passes its item with a DLPackHazardWarning in
+    pytest's warnings summary, citing the recommendation; ``-W error::...DLPackHazardWarning`` fails it."""
+    pytester.makepyfile(test_mylib=IGNORES_READONLY)
+    warning = "dlbind.testing.pytest_plugin.DLPackHazardWarning"
+    result, outcomes = run(pytester, "-W", f"default::{warning}")
+    assert result.ret == 0, result.stdout.str()
+    assert outcomes == {
+        "test_mylib.py::test_readonly[consumer:readonly_respected]": "PASSED",
+        "test_mylib.py::test_readonly[consumer:zero_d]": "PASSED",
+    }
+    result.stdout.fnmatch_lines(
+        ["*DLPackHazardWarning: consumer:readonly_respected warned: *data-apis/array-api#749*flag ignored*"]
+    )
+    _, outcomes = run(pytester)  # run() turns every warning into an error
+    assert outcomes["test_mylib.py::test_readonly[consumer:readonly_respected]"] == "FAILED"
+
+
 BROKEN = """
 import numpy as np
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import enum
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import dlbind
 from dlbind import spec
@@ -88,7 +90,7 @@ def backends(as_json: bool) -> int:
 def check(args: argparse.Namespace) -> int:
     from dlbind import check as matrix_check
 
-    names = [n for item in args.libs or () for n in item.split(",") if n] or None
+    names = [n for item in args.libs or () for n in item] or None  # each item checked by _libraries
     device = None if args.device in (None, "cpu") else args.device
     if device is not None:
         from dlbind.testing._devices import PLACES
@@ -127,13 +129,8 @@ def explain(args: argparse.Namespace) -> int:
 
     from dlbind.routes import KINDS
 
-    try:
-        dtype = np.dtype(args.dtype)
-    except TypeError:
-        print(f"--dtype {args.dtype}: not a numpy dtype name", file=sys.stderr)
-        return 2
-    shape = tuple(int(n) for n in args.shape.split(",") if n)
-    base = np.arange(int(np.prod(shape)) + 1).astype(dtype)
+    dtype, shape = args.dtype, args.shape  # checked by argparse (_dtype, _shape)
+    base = np.arange(math.prod(shape) + 1).astype(dtype)
     a = base[1:] if args.offset else base[:-1]
     a = a.reshape(shape)
     if args.reversed:
@@ -167,6 +164,65 @@ def explain(args: argparse.Namespace) -> int:
     return 1 if found.kind == "refused" else 0  # convert would raise: a script can tell
 
 
+# -- the arguments, checked as argparse parses them: a wrong one is a usage error (exit 2), never a traceback --
+
+#: The most elements ``explain --shape`` makes (it shows a decision, not a benchmark).
+MAX_ELEMENTS = 1 << 20
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    """``--shape``: comma-separated sizes, each a whole number >= 0 (``2,3``; empty: a 0-d array)."""
+    try:
+        shape = tuple(int(n) for n in text.split(",") if n.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of sizes, such as 2,3") from None
+    if any(n < 0 for n in shape):
+        raise argparse.ArgumentTypeError(f"{text!r}: a size cannot be negative")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {math.prod(shape)} elements, more than explain makes ({MAX_ELEMENTS})"
+        )
+    return shape
+
+
+def _dtype(text: str) -> object:
+    """``--dtype``: a numpy dtype name (``float32``; ``bfloat16`` and the fp8 names where ml_dtypes is installed)."""
+    try:
+        import numpy as np
+    except ImportError:
+        raise argparse.ArgumentTypeError("explain makes its array with numpy, which is not installed") from None
+    try:
+        return np.dtype(text)
+    except TypeError:
+        pass
+    try:
+        import ml_dtypes  # noqa: F401  (registers bfloat16, float8_* ... with numpy)
+
+        return np.dtype(text)
+    except (ImportError, TypeError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a numpy dtype name (float32, int8, ...)") from None
+
+
+def _library(text: str) -> str:
+    """A library name of spec/adapters.toml (``torch``), or its module (``mlx.core``)."""
+    from dlbind._generated.adapters import ADAPTERS
+
+    if any(text in (a.name, a.import_name) for a in ADAPTERS.values()):
+        return text
+    raise argparse.ArgumentTypeError(f"unknown array library {text!r}; dlbind knows {', '.join(ADAPTERS)}")
+
+
+def _libraries(text: str) -> list[str]:
+    """``check --libs``: one or more names of spec/adapters.toml, comma-separated."""
+    from dlbind._generated.adapters import ADAPTERS
+
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in ADAPTERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown library {unknown[0]!r}; dlbind knows {', '.join(ADAPTERS)}")
+    return names
+
+
 def _version_line() -> str:
     """``python -m dlbind --version``: the package, the header it was generated from, the build."""
     import dlbind
@@ -174,8 +230,15 @@ def _version_line() -> str:
     return f"dlbind {dlbind.__version__} (DLPack {_fmt(spec.CANONICAL)}, {dlbind.ffi_build()} build)"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlbind", description="dlbind command line")
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error is one line (what is wrong, and where the help is), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m dlbind", description="dlbind command line")
     parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command")
     p_info = sub.add_parser("info", help="print the DLPack version and the generated tables")
@@ -184,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_backends.add_argument("--json", action="store_true", help="machine-readable output")
     p_check = sub.add_parser("check", help="run the conformance suite on the installed array libraries")
     p_check.add_argument(
-        "--libs", nargs="+", metavar="NAME",
+        "--libs", nargs="+", metavar="NAME", type=_libraries,
         help="library names, space- or comma-separated (default: every installed one dlbind knows)",
     )  # fmt: skip
     p_check.add_argument("--json", help="also write the results as JSON")
@@ -200,10 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Make a small array of SOURCE (numpy's, converted), then print dlbind.explain(x, TARGET, ...): "
         "zero-copy or a copy, where, and why (the target's known deviations, with their references).",
     )  # fmt: skip
-    p_explain.add_argument("source", help="the producer's library (numpy, torch, jax, ...)")
-    p_explain.add_argument("target", help="the target library")
-    p_explain.add_argument("--dtype", default="float32", help="numpy dtype name of the array (default float32)")
-    p_explain.add_argument("--shape", default="2,3", help="comma-separated shape (default 2,3)")
+    p_explain.add_argument("source", type=_library, help="the producer's library (numpy, torch, jax, ...)")
+    p_explain.add_argument("target", type=_library, help="the target library")
+    p_explain.add_argument(
+        "--dtype", default="float32", type=_dtype, help="numpy dtype name of the array (default float32)"
+    )
+    p_explain.add_argument("--shape", default="2,3", type=_shape, help="comma-separated shape (default 2,3)")
     p_explain.add_argument("--reversed", action="store_true", help="negative strides (a[::-1])")
     p_explain.add_argument("--transposed", action="store_true", help="strides that are not row-major (a.T)")
     p_explain.add_argument("--readonly", action="store_true", help="a read-only array")
@@ -212,7 +277,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_explain.add_argument("--copy", choices=["none", "true", "false"], default="none", help="convert's copy=")
     p_explain.add_argument("--stream", type=int, default=None, help="convert's stream=")
     p_explain.add_argument("--json", action="store_true", help="machine-readable output (with the Decision)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status: 2 for a usage error, which argparse has printed (a wrong
+    argument is refused as argparse parses it: no traceback)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error, or --help / --version done
+        return exc.code if isinstance(exc.code, int) else 2
     if args.command == "explain":
         return explain(args)
     if args.command == "check":

@@ -38,6 +38,18 @@ __all__ = [
 GROUP = "dlbind.backends"
 # Which distribution serves which device type (for the "install ..." hint): spec/devices.toml.
 DISTRIBUTIONS = DEVICE_BACKENDS
+#: Whether the backends' distributions are on the package index. The one switch of every install hint dlbind
+#: prints (:func:`install_hint`) and the docs show (tests/test_doc_counts.py holds them to it): until they are
+#: published, ``pip install 'dlbind[cuda]'`` finds nothing, and the hint names the backend's path in a clone.
+PUBLISHED = False
+
+
+def install_hint(backend: str) -> str:
+    """What installs ``backend`` ("cuda"): the core's extra once published, its path in a clone of dlbind's
+    repository until then (:data:`PUBLISHED`)."""
+    if PUBLISHED:
+        return f"pip install 'dlbind[{backend}]'"
+    return f"pip install ./packages/{backend} in a clone of dlbind's repository"
 
 
 class Probe(NamedTuple):
@@ -226,7 +238,7 @@ def backends(*, known: bool = False) -> dict[str, BackendStatus]:
     if known:
         for name in sorted(set(DISTRIBUTIONS.values())):
             types = tuple(device_name(t) for t, n in sorted(DISTRIBUTIONS.items()) if n == name)
-            why = f"pip install 'dlbind[{name}]' for {', '.join(types)} memory"
+            why = f"{install_hint(name)}, for {', '.join(types)} memory"
             out[name] = BackendStatus(name, f"dlbind-{name}", "", types, False, why, None, None, installed=False)
     for name, (dist, version, why) in _BROKEN.items():
         out[name] = BackendStatus(name, dist, version, (), False, why, None, None)
@@ -254,7 +266,7 @@ def for_device(device_type: int, need: str = "") -> Any:
     serving = DISTRIBUTIONS.get(device_type)
     if serving in _BROKEN:
         raise BufferError(f"{need} needs dlbind-{serving}, which is installed but {_BROKEN[serving][2]}")
-    hint = f"pip install 'dlbind[{serving}]'" if serving else "no dlbind backend exists for it yet"
+    hint = install_hint(serving) if serving else "no dlbind backend exists for it yet"
     if device_type not in DEVICE_NAMES:
         hint = f"device type {device_type} is not named by this dlbind's DLPack header (a header bump would name it)"
     raise BufferError(f"{need} needs a dlbind backend: {hint}")
@@ -283,7 +295,7 @@ def device_count(device_type: int) -> tuple[int | None, str]:
     serving = DISTRIBUTIONS.get(device_type)
     if serving in _BROKEN:
         return None, f"dlbind-{serving} {_BROKEN[serving][2]}"
-    return None, f"no dlbind backend for {name} is installed" + (f" (dlbind[{serving}])" if serving else "")
+    return None, f"no dlbind backend for {name} is installed" + (f": {install_hint(serving)}" if serving else "")
 
 
 # -- for backends: finding the vendor library ------------------------------------------------------------

@@ -35,6 +35,8 @@ VERSIONED = b"dltensor_versioned"
 USED_VERSIONED = b"used_dltensor_versioned"
 LEGACY = b"dltensor"
 USED_LEGACY = b"used_dltensor"
+#: The way out of a consumed capsule, said by both builds (``_fastpath/capsules.c`` spells it out the same).
+CONSUMED_HINT = ": a capsule is consumed once; ask the producer for a new one (call its __dlpack__ again)"
 
 # Export accounting: how many capsules were made, how many of our deleters ran (the compiled
 # build counts deleter calls in C).
@@ -421,14 +423,16 @@ def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
     elif name == LEGACY:
         ctype, used, versioned = "DLManagedTensor *", USED_LEGACY, False
     elif name in (USED_VERSIONED, USED_LEGACY):
-        raise BufferError(f"this DLPack capsule was already consumed (its name is {name.decode()!r})")
+        raise BufferError(f"this DLPack capsule was already consumed (its name is {name.decode()!r}){CONSUMED_HINT}")
     else:
         shown = "no name" if name is None else repr(name.decode(errors="replace"))
         raise BufferError(f"not a DLPack capsule: {shown}; expected 'dltensor_versioned' or 'dltensor'")
     try:
         address = _capi.capsule_get_pointer(capsule, name)
     except ValueError:  # renamed meanwhile by a consumer outside dlbind (its name no longer matches)
-        raise BufferError("this DLPack capsule was consumed by another consumer while dlbind read it") from None
+        raise BufferError(
+            f"this DLPack capsule was consumed by another consumer while dlbind read it{CONSUMED_HINT}"
+        ) from None
     if not address:
         raise BufferError("the DLPack capsule holds a NULL pointer")
     managed = ffi.cast(ctype, address)

@@ -21,12 +21,20 @@ from typing import Any, TextIO
 
 from dlbind._generated.adapters import ADAPTERS
 
-MARKS = {"pass": "ok", "fail": "FAIL", "unsupported": "-", "crash": "CRASH", "skip": " "}
+MARKS = {"pass": "ok", "warn": "WARN", "fail": "FAIL", "unsupported": "-", "crash": "CRASH", "skip": " "}
 #: What the marks of the text tables mean: printed under the title of every text matrix.
 TEXT_LEGEND = (
-    "ok: passed. FAIL: the library breaks a rule of the DLPack spec or the array API. -: it refuses cleanly "
-    "(unsupported, as the spec allows). CRASH: its process died. Each mark is a finding about that library "
-    "as installed, exchanging through dlbind: not a failure of dlbind's."
+    "ok: passed. WARN: allowed by the spec, hazardous in use (the reason cites the recommendation). FAIL: the "
+    "library breaks a rule of the DLPack spec or the array API. -: it refuses cleanly (unsupported, as the spec "
+    "allows). CRASH: its process died. Each mark is a finding about that library as installed, exchanging "
+    "through dlbind: not a failure of dlbind's."
+)
+#: The same for the Markdown page (docs/matrix.md), its references as links.
+MARKDOWN_LEGEND = (
+    "`ok` passed, `WARN` allowed by the spec but hazardous in use (read-only data imported writable, which "
+    "[data-apis/array-api#749](https://github.com/data-apis/array-api/issues/749) recommends over refusing it), "
+    "`FAIL` failed, `-` unsupported (cleanly refused, as the spec allows), `CRASH` the process died. Every "
+    "failure and warning is listed with its reason below the tables."
 )
 
 
@@ -120,7 +128,9 @@ def run_library(name: str, progress: Progress, index: int, device: str | None = 
             for key in keys:
                 results.setdefault(key, {"status": "fail", "detail": f"could not run: {last[0][:200]}"})
     failed = sum(r["status"] in ("fail", "crash") for r in results.values())
-    progress.show(f"[{index}/{progress.total}] {name}: {len(keys)} checks, {failed} failed", final=True)
+    warned = sum(r["status"] == "warn" for r in results.values())
+    also = f", {warned} warned" if warned else ""
+    progress.show(f"[{index}/{progress.total}] {name}: {len(keys)} checks, {failed} failed{also}", final=True)
     return results
 
 
@@ -282,16 +292,17 @@ def _render(head: list[str], rows: list[list[str]], markdown: bool) -> list[str]
     return [fmt(head), fmt(["-" * w for w in widths]), *map(fmt, rows)]
 
 
-def findings(matrix: Matrix) -> list[str]:
+def findings(matrix: Matrix, statuses: tuple[str, ...] = ("fail", "crash")) -> list[str]:
+    """Each result of ``statuses`` with its reason (the pairs' failures too, unless only warnings are asked)."""
     out = []
     for lib in matrix.libs:
         for key, r in sorted(matrix.results[lib].items()):
-            if r["status"] in ("fail", "crash"):
+            if r["status"] in statuses:
                 kind, check = key.split(":")
                 out.append(f"{lib} {matrix.versions[lib]} as {kind}, {check}: {r['status']}: {r['detail']}")
     for src, row in matrix.pairs.items():
         for dst, r in row.items():
-            if r["status"] != "pass":
+            if r["status"] != "pass" and "fail" in statuses:
                 out.append(f"convert {src} -> {dst}: {r['detail']}")
     return out
 
@@ -305,11 +316,14 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
     lines = []
     if markdown:
         written = f"Written by `nox -s matrix` (`python -m dlbind check --markdown`) on {time.strftime('%Y-%m-%d')}"
-        legend = (
-            "`ok` passed, `FAIL` failed, `-` unsupported (cleanly refused, as the spec allows), "
-            "`CRASH` the process died. Every failure is listed with its reason below the tables."
-        )
-        lines += ["# Conformance matrix", "", f"{written}: {versions}; {matrix.seconds:.0f} s.", "", legend, ""]
+        lines += [
+            "# Conformance matrix",
+            "",
+            f"{written}: {versions}; {matrix.seconds:.0f} s.",
+            "",
+            MARKDOWN_LEGEND,
+            "",
+        ]
     else:
         lines += [f"DLPack conformance of {versions} ({matrix.seconds:.1f} s)", TEXT_LEGEND, ""]
     for kind in ("producer", "consumer"):
@@ -318,15 +332,28 @@ def render(matrix: Matrix, *, markdown: bool = False, details: bool = False) -> 
     lines += [("## " if markdown else "") + "Pairs through dlbind.convert (rows: from, columns: to)", ""]
     rows = [[src, *(MARKS[matrix.pairs[src][dst]["status"]] for dst in matrix.libs)] for src in matrix.libs]
     lines += [*_render(["from \\ to", *matrix.libs], rows, markdown), ""]
-    found = findings(matrix)
+    found, warned = findings(matrix), findings(matrix, ("warn",))
     if markdown or details:
         lines += [("## " if markdown else "") + f"Findings ({len(found)})", ""]
         lines += [("- " if markdown else "  ") + f for f in found] or ["none"]
+        if warned:
+            lines += ["", ("## " if markdown else "") + f"Warnings ({len(warned)}): allowed, hazardous in use", ""]
+            lines += [("- " if markdown else "  ") + _linked(w, markdown) for w in warned]
     else:
         noun = "finding" if len(found) == 1 else "findings"
-        lines += [f"{len(found)} {noun} about the libraries; --details lists them with their reasons "
+        also = f" and {len(warned)} warning{'' if len(warned) == 1 else 's'}" if warned else ""
+        lines += [f"{len(found)} {noun}{also} about the libraries; --details lists them with their reasons "
                   "(`nox -s demo -- --details`)."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _linked(text: str, markdown: bool) -> str:
+    """``text`` with each ``owner/repo#N`` reference a link on the Markdown page."""
+    if not markdown:
+        return text
+    import re
+
+    return re.sub(r"\b([\w.-]+/[\w.-]+)#(\d+)\b", r"[\1#\2](https://github.com/\1/issues/\2)", text)
 
 
 def as_json(matrix: Matrix) -> dict[str, Any]:

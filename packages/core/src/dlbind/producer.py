@@ -402,8 +402,23 @@ def _asdlpack(obj: Any, view: memoryview | None, readonly: bool | None, device_i
         return Exporter(_readonly(_from_cuda_interface(cai, obj, device_id), readonly))
     raise TypeError(
         f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
-        f"__dlpack__ or __cuda_array_interface__ (use {_PACKAGE}.from_pointer for raw memory)"
+        f"__dlpack__ or __cuda_array_interface__ ({_way_out(obj)})"
     )
+
+
+#: Python values that hold no array memory: the way out is an array made of them.
+_VALUES = (list, tuple, int, float, complex, bool, range)
+
+
+def _way_out(obj: Any) -> str:
+    """What to do instead of exporting ``obj``: a list or a scalar becomes an array of the target library
+    (its ``asarray``); anything else may be raw memory, which :func:`from_pointer` describes."""
+    if isinstance(obj, _VALUES):
+        return (
+            f"a {type(obj).__name__} holds Python objects, not array memory: make an array of it with the target "
+            "library's asarray, e.g. numpy.asarray(obj) or torch.asarray(obj)"
+        )
+    return f"use {_PACKAGE}.from_pointer for raw memory"
 
 
 def through_interface(obj: Any, interface: str) -> Exporter:

@@ -14,8 +14,6 @@ from dlbind_cuda._generated.declarations import HEADER_VERSION
 from dlbind_cuda._runtime import CudaError, Unavailable
 from dlbind_cuda._tensors import asarray, device_of, empty
 
-__version__ = "0.1.0"
-
 __all__ = ["HEADER_VERSION", "CudaError", "Unavailable", "__version__", "asarray", "device_of", "empty", "probe"]
 
 
@@ -24,3 +22,12 @@ def probe() -> Probe:
     from dlbind_cuda._runtime import runtime
 
     return runtime().probe
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the installed distribution's, which is the core's (its one source: docs/releasing.md)."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("dlbind-cuda")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,8 +12,6 @@ from dlbind_rocm._generated.declarations import HEADER_VERSION
 from dlbind_rocm._runtime import HipError, Unavailable
 from dlbind_rocm._tensors import asarray, device_of, empty
 
-__version__ = "0.1.0"
-
 __all__ = ["HEADER_VERSION", "HipError", "Unavailable", "__version__", "asarray", "device_of", "empty", "probe"]
 
 
@@ -22,3 +20,12 @@ def probe() -> Probe:
     from dlbind_rocm._runtime import runtime
 
     return runtime().probe
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the installed distribution's, which is the core's (its one source: docs/releasing.md)."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("dlbind-rocm")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,8 +13,6 @@ from dlbind_vulkan._generated.declarations import HEADER_VERSION
 from dlbind_vulkan._runtime import BufferInfo, Unavailable, VulkanError
 from dlbind_vulkan._tensors import asarray, buffer_info, device_of, empty, wrap
 
-__version__ = "0.1.0"
-
 __all__ = [
     "HEADER_VERSION",
     "BufferInfo",
@@ -35,3 +33,12 @@ def probe() -> Probe:
     from dlbind_vulkan._runtime import runtime
 
     return runtime().probe
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the installed distribution's, which is the core's (its one source: docs/releasing.md)."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("dlbind-vulkan")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

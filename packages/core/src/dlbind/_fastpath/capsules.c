@@ -11,6 +11,8 @@ const char DLBIND_NAME_VERSIONED[] = "dltensor_versioned";
 const char DLBIND_NAME_USED_VERSIONED[] = "used_dltensor_versioned";
 const char DLBIND_NAME_LEGACY[] = "dltensor";
 const char DLBIND_NAME_USED_LEGACY[] = "used_dltensor";
+/* The way out of a consumed capsule: dlbind.capsule.CONSUMED_HINT, the same words in the pure build. */
+#define DLBIND_CONSUMED_HINT ": a capsule is consumed once; ask the producer for a new one (call its __dlpack__ again)"
 
 static int dlbind_finalizing(void) {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -378,7 +380,8 @@ void *dlbind_take(PyObject *capsule, int *versioned) {
         *versioned = 0;
         used = DLBIND_NAME_USED_LEGACY;
     } else if (name != NULL && (strcmp(name, DLBIND_NAME_USED_VERSIONED) == 0 || strcmp(name, DLBIND_NAME_USED_LEGACY) == 0)) {
-        PyErr_Format(PyExc_BufferError, "this DLPack capsule was already consumed (its name is '%s')", name);
+        PyErr_Format(PyExc_BufferError,
+                     "this DLPack capsule was already consumed (its name is '%s')" DLBIND_CONSUMED_HINT, name);
         return NULL;
     } else {
         if (name == NULL) {

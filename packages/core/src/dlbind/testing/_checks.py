@@ -26,6 +26,12 @@ class Unsupported(Exception):
     """The subject cleanly refused something the spec lets it refuse."""
 
 
+class Hazard(Exception):
+    """The subject did what the spec allows but what is hazardous in use (a ``warn`` result, between ``pass``
+    and ``fail``): the message says what happened, why it is allowed and what it risks, citing the rule or
+    recommendation it goes by."""
+
+
 @dataclass(frozen=True)
 class Check:
     id: str
@@ -38,7 +44,7 @@ class Check:
 @dataclass(frozen=True)
 class Result:
     check: str
-    status: str  # "pass" | "fail" | "unsupported" | "crash"
+    status: str  # "pass" | "warn" (allowed, hazardous in use) | "fail" | "unsupported" | "crash"
     detail: str = ""
 
 
@@ -49,17 +55,20 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return all(r.status in ("pass", "unsupported") for r in self.results)
+        """No check failed or crashed (a warning is allowed: the spec permits what it warns of)."""
+        return all(r.status in ("pass", "warn", "unsupported") for r in self.results)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
 
     def summary(self) -> str:
+        warned = f"{self.count('warn')} warned, " if self.count("warn") else ""
         head = (
-            f"{self.subject}: {self.count('pass')} passed, {self.count('fail') + self.count('crash')} failed, "
+            f"{self.subject}: {self.count('pass')} passed, {warned}{self.count('fail') + self.count('crash')} failed, "
             f"{self.count('unsupported')} unsupported"
         )
-        bad = [f"  {r.status.upper()} {r.check}: {r.detail}" for r in self.results if r.status in ("fail", "crash")]
+        shown = ("fail", "crash", "warn")
+        bad = [f"  {r.status.upper()} {r.check}: {r.detail}" for r in self.results if r.status in shown]
         return "\n".join([head, *bad])
 
 
@@ -756,6 +765,8 @@ def run_check(check: Check, *args: Any) -> Result:
         status = "pass"
     except Unsupported as exc:
         status, detail = "unsupported", str(exc)
+    except Hazard as exc:
+        status, detail = "warn", str(exc)
     except CheckFailed as exc:
         status, detail = "fail", str(exc)
     except Exception as exc:

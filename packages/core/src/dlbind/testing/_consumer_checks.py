@@ -12,6 +12,7 @@ from dlbind.producer import asdlpack
 from dlbind.testing._checks import (
     _DTYPES,
     CheckFailed,
+    Hazard,
     Report,
     Unsupported,
     _dtype_sample,
@@ -404,8 +405,19 @@ def c_size1(consume: Consume, to_numpy: ToNumpy) -> str | None:
     return None
 
 
+#: What a consumer that imports read-only data writable is told (a warning): allowed, and what it risks.
+READONLY_IGNORED = (
+    "flag ignored: the result is writable over memory its producer marked read-only. Allowed: data-apis/array-api#749 "
+    "recommends that a consumer without read-only arrays ignore the flag rather than refuse; hazardous: a write "
+    "through the result changes (or crashes on) memory its owner lent read-only, and nothing warns the user"
+)
+
+
 @_register(
-    C, "readonly_respected", "READ_ONLY data is imported read-only, or the flag ignored (not refused)", "numpy#28600"
+    C,
+    "readonly_respected",
+    "READ_ONLY data is imported read-only (warns if the flag is ignored, fails if refused)",
+    "numpy#28600, data-apis/array-api#749",
 )
 def c_readonly(consume: Consume, to_numpy: ToNumpy) -> str | None:
     sample = _sample()
@@ -418,7 +430,13 @@ def c_readonly(consume: Consume, to_numpy: ToNumpy) -> str | None:
         _same(_np().asarray(out), sample, "read-only data")
         return "imported (on a device the result's writability is not read)"
     writeable = getattr(getattr(out, "flags", None), "writeable", None)
-    return "imported read-only" if writeable is False else "flag ignored: the result is writable (allowed)"
+    if writeable is None:  # to_numpy gave no flags to read
+        return "imported (the result's writability is not read)"
+    if not writeable:
+        return "imported read-only"
+    if not _np().shares_memory(_np().asarray(out), sample):
+        return "imported as a copy: writable, and the read-only memory is not reached through it"
+    raise Hazard(READONLY_IGNORED)
 
 
 def _consumer_dtype_check(name: str, code: int, bits: int) -> Callable[..., str | None]:

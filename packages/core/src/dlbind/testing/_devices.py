@@ -124,7 +124,9 @@ class Place:
 
         status = dlbind.backends().get(self.backend)
         if status is None:
-            return f"dlbind-{self.backend} is not installed (pip install 'dlbind[{self.backend}]')"
+            from dlbind._backends import install_hint
+
+            return f"dlbind-{self.backend} is not installed ({install_hint(self.backend)})"
         if not status.available:
             return f"dlbind-{self.backend} is unavailable: {status.reason}"
         return None

@@ -9,6 +9,7 @@ checks are imported only then. This is the only module of dlbind that imports py
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,6 +21,12 @@ if TYPE_CHECKING:
 
 # dlbind.testing._suite.MARK, spelled out so that loading the plugin imports no checks.
 _MARK = "_dlbind_conformance"
+
+
+class DLPackHazardWarning(UserWarning):
+    """A check warned: the library did what the spec allows but what is hazardous in use (its item passes, and
+    pytest's warnings summary says what and why; ``-W error::dlbind.testing.pytest_plugin.DLPackHazardWarning``
+    fails it instead)."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -39,13 +46,17 @@ def dlbind_outcome() -> Callable[[Check, Result], None]:
 
 
 def outcome(check: Check, result: Result) -> None:
-    """The check's result as the item's outcome: pass, skip (does not apply) or fail, each with the reason."""
+    """The check's result as the item's outcome: pass, pass with a warning (allowed, hazardous in use), skip (does
+    not apply) or fail, each with the reason."""
     from dlbind.testing._suite import key
 
     if result.status == "pass":
         return
+    ref = f" [{check.ref}]" if check.ref else ""
+    if result.status == "warn":
+        warnings.warn(DLPackHazardWarning(f"{key(check)} warned: {check.text}{ref}: {result.detail}"), stacklevel=2)
+        return
     if result.status == "unsupported":
         pytest.skip(f"{key(check)} does not apply: {result.detail}")
-    ref = f" [{check.ref}]" if check.ref else ""
     what = "crashed" if result.status == "crash" else "failed"
     pytest.fail(f"{key(check)} {what}: {check.text}{ref}\n{result.detail}", pytrace=False)
