@@ -280,7 +280,8 @@ def bump_gate(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff check over the hand-written code (generated code is formatted by the generator), every name the
     comments, docstrings and docs cite resolves (.ci/names.py: the packages installed, numpy for its names),
-    no function grows past what a reader can hold (.ci/lengths.py), and the GitHub workflows pass GitHub's schema
+    no function grows past what a reader can hold (.ci/lengths.py), no model field with a closed set of values is
+    compared with a string literal (.ci/closed_sets.py), and the GitHub workflows pass GitHub's schema
     and zizmor's audits (.ci/workflows.py)."""
     session.install(*_group("lint"))
     session.run("ruff", "check", ".")
@@ -288,6 +289,7 @@ def lint(session: nox.Session) -> None:
     _install_core(session, "numpy", "pytest", "packages/cuda", "packages/rocm", "packages/metal", "packages/vulkan")
     session.run("python", ".ci/names.py")
     session.run("python", ".ci/lengths.py")
+    session.run("python", ".ci/closed_sets.py")  # a closed-set field compared with a literal: name the constant
     # the GitHub workflows: GitHub's schema, zizmor's offline audits, actions pinned by commit; then the test that
     # plants each kind of error (tests/test_workflows.py: required here, where the tools are installed)
     session.run("python", ".ci/workflows.py")

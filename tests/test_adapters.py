@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dlbind
-from dlbind._generated.adapters import ADAPTERS
+from dlbind._generated.adapters import ADAPTERS, Asks
 from dlbind._libraries import library_of
 from dlbind.routes import resolve
 
@@ -107,7 +107,7 @@ def test_release_facts_follow_the_installed_version() -> None:
     assert _matches((2, 0, 2), "<2.1") and not _matches((2, 1), "<2.1") and _matches((0, 12, 0, 1), ">=0.12")
     numpy_row = for_release(ADAPTERS["numpy"])
     old = tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1)
-    assert (numpy_row.asks == "legacy") == old and (numpy_row.keywords == ()) == old
+    assert (numpy_row.asks == Asks.LEGACY) == old and (numpy_row.keywords == ()) == old
 
 
 # -- numpy: legacy imports are read-only --------------------------------------------------------

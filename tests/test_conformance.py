@@ -19,7 +19,7 @@ import dlbind
 from dlbind import _capi, capsule
 from dlbind._generated.enums import Flags
 from dlbind.tensor import from_managed
-from dlbind.testing import CONSUMER_CHECKS, PRODUCER_CHECKS, check_consumer, check_producer
+from dlbind.testing import CONSUMER_CHECKS, PRODUCER_CHECKS, _checks, check_consumer, check_producer
 from dlbind.testing._consumer_checks import RawProducer
 
 
@@ -33,7 +33,7 @@ def test_dlbind_passes_its_own_suite() -> None:
 def test_about_forty_checks_each_with_a_reason() -> None:
     assert len(PRODUCER_CHECKS) + len(CONSUMER_CHECKS) >= 40
     for check in (*PRODUCER_CHECKS, *CONSUMER_CHECKS):
-        assert check.text and check.kind in ("producer", "consumer")
+        assert check.text and check.kind in (_checks.PRODUCER, _checks.CONSUMER)
 
 
 # -- broken producers, one per producer check ---------------------------------------------------

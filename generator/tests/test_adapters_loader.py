@@ -77,3 +77,24 @@ def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:
     with pytest.raises(GeneratorError, match=message):
         _load(tmp_path, edit(ROW))
+
+
+def test_every_closed_field_is_typed_and_named_by_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A field with allowed values renders as a ``Literal`` of exactly those values, and each value as a constant
+    of its set's class (what code outside _generated/ compares with); a closed field without a set name fails."""
+    from dlbind_generator import adapters
+
+    annotations, sets = adapters.closed_sets()
+    allowed = {f: a for (f, _, a, _) in adapters._FIELDS.values() if a is not None}
+    assert set(annotations) == set(allowed)
+    for field, values in allowed.items():
+        assert annotations[field] == "Literal[" + ", ".join(map(repr, sorted(values))) + "]"
+        (closed,) = [s for s in sets if field in s.fields]
+        assert values <= {value for _, value in closed.members}
+    takes = next(s for s in sets if s.name == "Takes")
+    assert dict(takes.members) == {"CAPSULE": "capsule", "NDARRAY": "ndarray", "PRODUCER": "producer"}
+    refusal = next(s for s in sets if s.name == "Refusal")
+    assert dict(refusal.members) == {"BUFFER_ERROR": "BufferError", "TYPE_ERROR": "TypeError"}
+    monkeypatch.delitem(adapters.SET_NAMES, "takes")
+    with pytest.raises(GeneratorError, match="SET_NAMES must name exactly the closed fields: \\['takes'\\]"):
+        adapters.closed_sets()

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dlbind
+from dlbind._generated.adapters import ExportBool
 
 # every dtype numpy shares with DLPack (no ml_dtypes here: those are issue 13's bf16 item, in torch/jax)
 ALL_DTYPES = (
@@ -264,7 +265,7 @@ class InteropSuite:
             from_managed(managed, versioned, allow_vector=True)  # runs the deleter when dropped
             expected = {"bool": (6, 8, 1), "uint1": (1, 1, 1), "uint8": (1, 8, 1)}[release.export_bool]
             assert found == expected, f"export.bool = {release.export_bool!r}, but its capsule says {found}"
-            if release.export_bool == "uint8":
+            if release.export_bool == ExportBool.UINT8:
                 assert str(getattr(x, release.export_dtype[:-2])()) == release.export_bool_name
 
     # -- system -> dlbind / numpy -----------------------------------------------------------------

@@ -29,6 +29,7 @@ from _suite import ALL_DTYPES, LAYOUTS
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
 from dlbind._libraries import dotted, for_release
+from dlbind.conversion import ExplanationKind
 from dlbind.routes import ROUTES, make_route
 from dlbind.sources import export_plan
 
@@ -98,7 +99,7 @@ def _mismatch(x: Any, to: str, **kw: Any) -> str | None:
         return f"{shown}: explain raised {exc!r}, convert succeeded"
     device = kw.get("device")
     trying = device is not None and (to, str(device)) in ONLY_BY_TRYING
-    if said.kind == "refused":
+    if said.kind == ExplanationKind.REFUSED:
         try:
             dlbind.convert(x, to=to, **kw)
         except BufferError as exc:
@@ -116,14 +117,14 @@ def _mismatch(x: Any, to: str, **kw: Any) -> str | None:
         if trying and isinstance(exc, BufferError) and "known only by trying" in said.text:
             return None
         return f"{shown}: explain said {said.text!r}, convert raised {exc!r}"
-    if said.kind == "itself":
+    if said.kind == ExplanationKind.ITSELF:
         return None if out is x else f"{shown}: explain said itself, convert gave another array"
     mine, theirs = _address(x), _address(out)
     if mine is None or theirs is None:
         return None  # no elements (or an array that cannot say where): the kind alone is held, above
-    if said.kind == "zero-copy" and mine != theirs:
+    if said.kind == ExplanationKind.ZERO_COPY and mine != theirs:
         return f"{shown}: explain said {said.text!r}, convert copied"
-    if said.kind in ("copy", "host copy") and mine == theirs:
+    if said.kind in (ExplanationKind.COPY, ExplanationKind.HOST_COPY) and mine == theirs:
         return f"{shown}: explain said {said.text!r}, convert shared the data"
     return None
 
@@ -242,7 +243,7 @@ def test_a_device_the_target_lacks_is_refused_before_its_importer() -> None:
     try:
         a = np.arange(4.0)
         said = dlbind.explain(a, "numpy_counted", device="vulkan:0")
-        assert said.kind == "refused" and "holds no vulkan arrays" in said.text, said
+        assert said.kind == ExplanationKind.REFUSED and "holds no vulkan arrays" in said.text, said
         with pytest.raises(BufferError) as refused:
             dlbind.convert(a, to="numpy_counted", device="vulkan:0")
         assert str(refused.value) == said.text.removeprefix("refused: ")
@@ -301,11 +302,16 @@ def test_a_huge_broadcast_array_is_explained() -> None:
     big" inside explain before); where dlbind would copy it, the copy is refused, in explain as in convert."""
     big = np.broadcast_to(np.zeros(1, dtype=np.int8), (2**31, 2**31))
     said = dlbind.explain(big, "numpy", copy=True)
-    assert said.kind in ("copy", "refused"), said
+    assert said.kind in (ExplanationKind.COPY, ExplanationKind.REFUSED), said
     refused = 0
     for to in SYSTEMS:
         said = dlbind.explain(big, to)
-        assert said.kind in ("itself", "zero-copy", "copy", "refused"), said
+        assert said.kind in (
+            ExplanationKind.ITSELF,
+            ExplanationKind.ZERO_COPY,
+            ExplanationKind.COPY,
+            ExplanationKind.REFUSED,
+        ), said
         if said.text == "refused: the tensor is too large to copy":
             refused += 1
             assert _mismatch(big, to) is None

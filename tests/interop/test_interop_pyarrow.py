@@ -14,6 +14,7 @@ import pytest
 from _suite import InteropSuite, compiled, ndarray_ptr, require, same, values, version  # noqa: F401
 
 import dlbind
+from dlbind.conversion import ExplanationKind
 
 require("pyarrow")
 
@@ -99,7 +100,7 @@ class TestPyarrow(InteropSuite):
             dlbind.convert(a, to="pyarrow", copy=False)
         with pytest.raises(BufferError, match="bool of 2 dimensions"):
             dlbind.convert(values("bool"), to="pyarrow")
-        assert dlbind.explain(a, to="pyarrow").kind == "copy"
+        assert dlbind.explain(a, to="pyarrow").kind == ExplanationKind.COPY
 
     @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
     def test_complex_is_refused_by_name(self, lib: Any, dtype: str) -> None:
@@ -115,7 +116,7 @@ class TestPyarrow(InteropSuite):
         cause, way = ("no nulls", "fill_null") if kind == "nulls" else ("Bit-packed boolean", "cast")
         if route == "explain":
             said = dlbind.explain(x, to="numpy")
-            assert said.kind == "refused" and cause in said.text and way in said.text
+            assert said.kind == ExplanationKind.REFUSED and cause in said.text and way in said.text
             return
         call = {
             "convert": lambda: dlbind.convert(x, to="numpy"),
@@ -125,8 +126,10 @@ class TestPyarrow(InteropSuite):
         with pytest.raises(BufferError) as caught:
             call()
         assert type(caught.value) is BufferError, type(caught.value)
-        assert cause in str(caught.value) and way in str(caught.value) and "to_numpy(zero_copy_only=False)" in str(
-            caught.value
+        assert (
+            cause in str(caught.value)
+            and way in str(caught.value)
+            and "to_numpy(zero_copy_only=False)" in str(caught.value)
         )
         # the way out works
         import pyarrow.compute as pc

@@ -14,6 +14,7 @@ import pytest
 from _suite import InteropSuite, compiled, ndarray_ptr, require, same, values, version  # noqa: F401
 
 import dlbind
+from dlbind.conversion import ExplanationKind
 
 require("warp")
 
@@ -96,7 +97,7 @@ class TestWarp(InteropSuite):
     def test_shapes_it_cannot_hold_are_refused(self, lib: Any, shape: tuple[int, ...]) -> None:
         with pytest.raises(BufferError, match="warp imports arrays of 1 to 4 dimensions"):
             dlbind.convert(values("float32", shape), to="warp")
-        assert dlbind.explain(values("float32", shape), to="warp").kind == "refused"
+        assert dlbind.explain(values("float32", shape), to="warp").kind == ExplanationKind.REFUSED
 
     def test_a_legacy_producer_is_asked_once_the_older_way(self, lib: Any) -> None:
         x = lib.array(np.arange(4.0, dtype=np.float32), device="cpu")

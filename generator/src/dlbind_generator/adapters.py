@@ -82,6 +82,62 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("check", "setup"): ("check_setup", str, None, ""),
     ("check", "setup_args"): ("check_setup_args", "args", None, ()),
 }
+#: The closed sets among the row's fields (those with allowed values above), by the name of the class of
+#: constants ``dlbind._generated.adapters`` renders for each: the code names a constant, never a literal
+#: (``.ci/closed_sets.py`` fails on a comparison of such a field with a string literal outside _generated/).
+SET_NAMES: dict[str, str] = {
+    "export_refusal": "Refusal",
+    "export_bool": "ExportBool",
+    "export_layout": "Layout",
+    "layout": "Layout",
+    "layout_nd": "Layout",
+    "export_negative_strides": "NegativeStrides",
+    "export_interface": "Interface",
+    "export_capsules": "Capsules",
+    "takes": "Takes",
+    "asks": "Asks",
+    "readonly": "Readonly",
+    "copy": "Copy",
+    "view_takes": "Given",
+    "copy_takes": "Given",
+    "import_bool": "ImportBool",
+}
+
+
+@dataclass(frozen=True)
+class ClosedSet:
+    """One class of constants: ``name``, its ``(CONSTANT, value)`` members and the fields that take them."""
+
+    name: str
+    members: tuple[tuple[str, str], ...]
+    fields: tuple[str, ...]
+
+
+def _constant(value: str) -> str:
+    """A value's constant name: ``"BufferError"`` -> ``BUFFER_ERROR``, ``"__cuda_array_interface__"`` ->
+    ``CUDA_ARRAY_INTERFACE``, ``""`` -> ``NONE``."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", value.strip("_"))
+    return re.sub(r"\W+", "_", words).upper() or "NONE"
+
+
+def closed_sets() -> tuple[dict[str, str], tuple[ClosedSet, ...]]:
+    """The closed fields' annotations (field -> ``Literal[...]``) and the classes of their constants."""
+    allowed_of = {f: allowed for (f, _, allowed, _) in _FIELDS.values() if allowed is not None}
+    if set(allowed_of) != set(SET_NAMES):
+        raise GeneratorError(
+            f"SET_NAMES must name exactly the closed fields: {sorted(set(allowed_of) ^ set(SET_NAMES))}"
+        )
+    annotations = {
+        f: "Literal[" + ", ".join(repr(v) for v in sorted(allowed)) + "]" for f, allowed in allowed_of.items()
+    }
+    sets = []
+    for name in sorted(set(SET_NAMES.values())):
+        fields = tuple(sorted(f for f, n in SET_NAMES.items() if n == name))
+        values = sorted(set().union(*(allowed_of[f] for f in fields)))
+        sets.append(ClosedSet(name, tuple((_constant(v), v) for v in values), fields))
+    return annotations, tuple(sets)
+
+
 _TOP_FIELDS = {"immutable": ("immutable", bool)}  # top-level facts a [[when]] may override
 _VERSIONS = re.compile(r"^(<=|>=|<|>|==)\d+(\.\d+)*$")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import cffi
 
-from .adapters import AdapterSpec, load_adapters
+from .adapters import AdapterSpec, closed_sets, load_adapters
 from .emit import seal
 from .merge import MergedModel
 from .model import HeaderModel
@@ -108,6 +108,7 @@ def render_generated(target: Target, devices_toml: Path, dtypes_toml: Path, adap
         header_sha256=target.model.sha256,
         exchange_api=any(s.name == "DLPackExchangeAPI" for s in target.model.structs),
     )
+    ctx["closed"], ctx["closed_sets"] = closed_sets()
     files: dict[str, str] = {}
 
     def python(out: str, what: str, template: str) -> None:

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import dlbind
+from dlbind.testing import _checks, check_consumer, check_producer
 from dlbind.testing import _devices as devices
-from dlbind.testing import check_consumer, check_producer
 from dlbind.testing._checks import (
     CONSUMER_CHECKS,
     DEVICE_CONSUMER_CHECKS,
@@ -154,7 +154,7 @@ class DeviceIdNone:
 def test_a_device_id_that_is_not_an_int_fails_the_device_check_by_name() -> None:
     report = check_producer(DeviceIdNone, only=["device"])
     (result,) = report.results
-    assert result.status == "fail"
+    assert result.status == _checks.FAIL
     assert "the device id is a NoneType, not an int" in result.detail
     assert not result.detail.startswith("TypeError")
 
@@ -232,7 +232,7 @@ def test_consumer_checks_on_a_device_feed_device_copies(stand_in: str) -> None:
     by_id = {r.check: r for r in report.results}
     assert report.ok, report.summary()
     assert set(by_id) == {c.id for c in (*CONSUMER_CHECKS, *DEVICE_CONSUMER_CHECKS)}
-    assert by_id["stream_passed"].status == "pass"
+    assert by_id["stream_passed"].status == _checks.PASS
     assert "without a stream" in by_id["stream_passed"].detail  # dlbind on the CPU passes none
     assert "writability is not read" in by_id["readonly_respected"].detail
 
@@ -383,9 +383,9 @@ def test_device_checks_off_a_device_are_unsupported() -> None:
     from dlbind.testing._checks import run_check
 
     for check in DEVICE_PRODUCER_CHECKS:
-        assert run_check(check, dlbind.asdlpack).status == "unsupported"
+        assert run_check(check, dlbind.asdlpack).status == _checks.UNSUPPORTED
     for check in DEVICE_CONSUMER_CHECKS:
-        assert run_check(check, dlbind.from_dlpack, np.asarray).status == "unsupported"
+        assert run_check(check, dlbind.from_dlpack, np.asarray).status == _checks.UNSUPPORTED
 
 
 def test_the_device_checks_are_listed_for_devices_only() -> None:
@@ -407,7 +407,7 @@ def test_every_row_names_a_library_dlbind_knows() -> None:
         assert device in devices.PLACES
         for library, row in rows.items():
             assert library in ADAPTERS, library
-            assert row.takes in ("ndarray", "host")
+            assert row.takes in (devices.NDARRAY, devices.HOST)
             assert row.streams in ("", *devices.BUSY_WRITERS)
             assert row.consumer == "row" or row.consumer_note, library
 

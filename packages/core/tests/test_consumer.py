@@ -238,8 +238,16 @@ def test_producer_returning_non_capsule() -> None:
 
 
 def test_missing_protocol() -> None:
-    with pytest.raises(TypeError, match=r"needs a DLPack producer .* not object"):
+    with pytest.raises(TypeError, match=r"needs a DLPack producer .* not object$"):
         dlbind.from_dlpack(object())
+
+
+@pytest.mark.parametrize("value", [[1, 2], (1.0,), 3, 2.5j, range(4)], ids=type)
+def test_python_values_name_the_way_out(value: object) -> None:
+    """A list or a scalar holds no array memory: the refusal says to make an array of it, and that works."""
+    with pytest.raises(TypeError, match=r"not \w+: make an array of it first, e.g. numpy.asarray\(x\)"):
+        dlbind.from_dlpack(value)
+    assert dlbind.from_dlpack(np.asarray(value)).size == np.asarray(value).size  # the way out, taken
 
 
 def test_copy_true_copies_and_sets_flag() -> None:

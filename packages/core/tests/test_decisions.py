@@ -24,6 +24,7 @@ from dlbind import routes
 from dlbind.__main__ import main
 from dlbind._generated.adapters import ADAPTERS
 from dlbind._libraries import for_release, row_lookups
+from dlbind.conversion import ExplanationKind
 from dlbind.devices import device_name
 from dlbind.sources import export_plan
 
@@ -113,12 +114,12 @@ def test_its_own_array_is_itself_even_where_the_importer_always_copies(monkeypat
     a = np.arange(3.0)
     assert dlbind.convert(a, to="numpy", copy=False) is a
     assert dlbind.convert(a, to="numpy", copy=False, device="cpu") is a
-    assert dlbind.explain(a, "numpy", copy=False).kind == "itself"
+    assert dlbind.explain(a, "numpy", copy=False).kind == ExplanationKind.ITSELF
     with pytest.raises(BufferError, match="copies on every import"):
         dlbind.convert(dlbind.from_dlpack(a), to="numpy", copy=False)  # not its own array: its importer copies
     # a device it holds no arrays on: refused by dlbind before its importer, in explain's words
     said = dlbind.explain(a, "numpy", copy=False, device="cuda")
-    assert said.kind == "refused" and "numpy holds no cuda arrays" in said.text, said
+    assert said.kind == ExplanationKind.REFUSED and "numpy holds no cuda arrays" in said.text, said
     with pytest.raises(BufferError) as refused:
         dlbind.convert(a, to="numpy", copy=False, device="cuda")
     assert str(refused.value) == said.text.removeprefix("refused: ")
@@ -150,16 +151,21 @@ def test_explain_says_what_convert_does(to: str, array: str, copy: bool | None) 
         _torch()
     a = ARRAYS[array]()
     said = dlbind.explain(a, to, copy=copy)
-    assert said.kind in ("itself", "zero-copy", "copy", "refused"), said
-    if said.kind == "refused":
+    assert said.kind in (
+        ExplanationKind.ITSELF,
+        ExplanationKind.ZERO_COPY,
+        ExplanationKind.COPY,
+        ExplanationKind.REFUSED,
+    ), said
+    if said.kind == ExplanationKind.REFUSED:
         with pytest.raises(BufferError) as refused:
             dlbind.convert(a, to=to, copy=copy)
         assert str(refused.value) == said.text.removeprefix("refused: ")
         return
     out = dlbind.convert(a, to=to, copy=copy)
-    if said.kind == "itself":
+    if said.kind == ExplanationKind.ITSELF:
         assert out is a
-    elif said.kind == "zero-copy":
+    elif said.kind == ExplanationKind.ZERO_COPY:
         assert _pointer(out) == _pointer(a), f"explain said zero-copy: {said}"
     else:
         assert _pointer(out) != _pointer(a), f"explain said a copy: {said}"
@@ -172,7 +178,7 @@ def test_explain_cites_the_targets_quirk() -> None:
     row = for_release(ADAPTERS["torch"])
     quirks = [q for q in row.quirks if q.id.startswith("negative_strides")]
     assert quirks, "torch's row names no negative-strides quirk: the test has nothing to hold"
-    assert said.kind == "copy"
+    assert said.kind == ExplanationKind.COPY
     for quirk in quirks:
         assert quirk.ref in said.text and quirk.text in said.text
 
@@ -181,11 +187,11 @@ def test_explain_of_device_memory_the_target_cannot_import() -> None:
     a = np.arange(6.0)
     on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
     said = dlbind.explain(on_device, "numpy")
-    assert said.kind == "host copy", said
+    assert said.kind == ExplanationKind.HOST_COPY, said
     assert said.decision.kind == routes.HOST_COPY
     assert f"{device_name(dlbind.DeviceType.kDLCUDA)}:0" in said.text
     refused = dlbind.explain(on_device, "numpy", copy=False)
-    assert refused.kind == "refused" and "copy=False" in refused.text
+    assert refused.kind == ExplanationKind.REFUSED and "copy=False" in refused.text
     with pytest.raises(BufferError, match="copy=False"):
         dlbind.convert(on_device, to="numpy", copy=False)
 
@@ -195,7 +201,7 @@ def test_explain_of_a_relay_on_a_device_with_streams() -> None:
     a = np.arange(6.0)
     on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
     said = dlbind.explain(on_device, "torch", stream=7)
-    assert said.decision.kind == routes.RELAY and said.kind == "zero-copy", said
+    assert said.decision.kind == routes.RELAY and said.kind == ExplanationKind.ZERO_COPY, said
     assert "ordered on the stream given" in said.text and "its producer has no row" in said.text
 
 

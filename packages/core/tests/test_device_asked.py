@@ -11,6 +11,7 @@ import pytest
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
+from dlbind.conversion import ExplanationKind
 from dlbind.routes import ROUTES, make_route
 
 TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.keywords)
@@ -65,6 +66,6 @@ def test_an_index_beyond_the_targets_devices_is_refused() -> None:
     for system in ("numpy", "torch"):
         pytest.importorskip(system)
         said = dlbind.explain(np.arange(3.0), system, device="cpu:1")
-        assert said.kind == "refused" and "it has 1 cpu device here" in said.text, said
+        assert said.kind == ExplanationKind.REFUSED and "it has 1 cpu device here" in said.text, said
         with pytest.raises(BufferError, match="it has 1 cpu device here"):
             dlbind.convert(np.arange(3.0), to=system, device="cpu:1")

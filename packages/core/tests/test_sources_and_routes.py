@@ -11,6 +11,7 @@ import pytest
 
 import dlbind
 from dlbind import DeviceType
+from dlbind._generated.adapters import Layout
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import row_lookups
 from dlbind.routes import DIRECT, HOST, HOST_COPY, INTERFACE, REFUSE, RELAY, SAME, decide, route_to
@@ -68,7 +69,7 @@ def test_a_plan_holds_its_rows_facts() -> None:
     torch = pytest.importorskip("torch")
     torch_plan = export_plan(torch.Tensor)
     assert torch_plan.guards == (("requires_grad", False), ("is_neg", True), ("is_conj", True))
-    assert torch_plan.layout == "nonnegative" and not torch_plan.readonly and not torch_plan.host_only
+    assert torch_plan.layout == Layout.NONNEGATIVE and not torch_plan.readonly and not torch_plan.host_only
 
 
 def test_decisions() -> None:

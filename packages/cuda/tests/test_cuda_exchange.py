@@ -22,6 +22,7 @@ import dlbind_cuda
 from cuda_recording import Recording, event_wait, user_stream
 from dlbind import DeviceType, Flags
 from dlbind._generated.adapters import Adapter
+from dlbind.conversion import ExplanationKind
 from dlbind.routes import C_DIRECT, ROUTES, Route, make_route
 from dlbind.sources import _PLANS, ExportPlan
 
@@ -502,4 +503,4 @@ def test_a_targets_own_array_without_dlpack_is_itself(target: Any, rec: Recordin
     own = _rowed(type(spy.name, (CudaArray,), {}), devices=("cuda",))
     x = own(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)), None)
     assert dlbind.convert(x, to=spy.name) is x
-    assert dlbind.explain(x, to=spy.name).kind == "itself"
+    assert dlbind.explain(x, to=spy.name).kind == ExplanationKind.ITSELF

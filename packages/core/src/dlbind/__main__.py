@@ -127,6 +127,7 @@ def explain(args: argparse.Namespace) -> int:
     """An array of library ``args.source`` made as the options say, and what ``dlbind.convert`` does with it."""
     import numpy as np
 
+    from dlbind.conversion import ExplanationKind
     from dlbind.routes import KINDS
 
     dtype, shape = args.dtype, args.shape  # checked by argparse (_dtype, _shape)
@@ -155,13 +156,13 @@ def explain(args: argparse.Namespace) -> int:
             sys.stdout, indent=2,
         )  # fmt: skip
         print()
-        return 1 if found.kind == "refused" else 0
+        return 1 if found.kind == ExplanationKind.REFUSED else 0
     shown = ", ".join(
         f"{k}={v}" for k, v in (("device", args.device), ("copy", copy), ("stream", args.stream)) if v is not None
     )
     print(f"dlbind.convert({source}, to={args.target!r}{', ' + shown if shown else ''})")
     print(f"  {found.text}")
-    return 1 if found.kind == "refused" else 0  # convert would raise: a script can tell
+    return 1 if found.kind == ExplanationKind.REFUSED else 0  # convert would raise: a script can tell
 
 
 # -- the arguments, checked as argparse parses them: a wrong one is a usage error (exit 2), never a traceback --

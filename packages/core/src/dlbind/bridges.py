@@ -10,11 +10,11 @@ Every bridge is a fact of the target's row; none looks a row up (the route carri
 from __future__ import annotations
 
 import sys
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from dlbind import capsule
 from dlbind._ffi import native
-from dlbind._generated.adapters import Adapter
+from dlbind._generated.adapters import Adapter, Asks, Copy, Given, ImportBool, Takes
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
@@ -75,9 +75,9 @@ def importer(adapter: Adapter) -> Any:
     its importer of arrays of that many dimensions); for ``python -m dlbind check``."""
     route = route_to(adapter.name)  # its importers, resolved for the installed release, its setup run
     adapter, fn = route.adapter, route.importer
-    if adapter.takes == "capsule":
+    if adapter.takes == Takes.CAPSULE:
         return lambda x: fn(_capsule_for(adapter, x))
-    if adapter.takes == "ndarray":
+    if adapter.takes == Takes.NDARRAY:
         import numpy
 
         def from_ndarray(x: Any) -> Any:
@@ -111,12 +111,12 @@ def _unfit(adapter: Adapter, tensor: Tensor) -> str | None:
 
 def _packs(adapter: Adapter, tensor: Tensor) -> bool:
     """The target's importer packs ``tensor``'s bool bytes into bits (``import.bool = "packed"``): a copy."""
-    return adapter.import_bool == "packed" and tensor._code == BOOL.code and tensor._bits == 8
+    return adapter.import_bool == ImportBool.PACKED and tensor._code == BOOL.code and tensor._bits == 8
 
 
 def _capsule_for(adapter: Adapter, producer: Any, stream: int | None = None) -> object:
     """The capsule an importer that takes only capsules gets: asked for as its row's ``asks`` says."""
-    if adapter.asks != "versioned":
+    if adapter.asks != Asks.VERSIONED:
         return producer.__dlpack__() if stream is None else producer.__dlpack__(stream=stream)
     return producer.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
 
@@ -182,8 +182,10 @@ class _BoolAs:
     says uint8 from a producer whose ``dtype.name`` is ``"bool"`` (the importer reads it there)."""
 
     __slots__ = ("encoding", "tensor")
+    encoding: Literal["uint1", "uint8"]  # how the bool reaches the importer (its row's import.bool)
+    tensor: Tensor
 
-    def __init__(self, tensor: Tensor, encoding: str) -> None:
+    def __init__(self, tensor: Tensor, encoding: Literal["uint1", "uint8"]) -> None:
         self.tensor, self.encoding = tensor, encoding
 
     @property
@@ -198,9 +200,14 @@ class _BoolAs:
     ) -> object:
         t = self.tensor
         versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= 1
-        if dl_device is not None or copy or (versioned and self.encoding == "uint1") or (t.readonly and not versioned):
+        if (
+            dl_device is not None
+            or copy
+            or (versioned and self.encoding == ImportBool.UINT1)
+            or (t.readonly and not versioned)
+        ):
             raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
-        dtype = UINT1 if self.encoding == "uint1" else UINT8
+        dtype = UINT1 if self.encoding == ImportBool.UINT1 else UINT8
         flags = _READ_ONLY if t.readonly else 0
         return capsule.export(
             t.data_ptr, t.shape, t.strides, dtype, t.device, t.byte_offset, t, versioned=versioned, flags=flags,
@@ -245,9 +252,9 @@ def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
         # be read-only in numpy<2.1: numpy/numpy#28600)
         return _view(route, tensor)
     producer = _wrapped(route, tensor)
-    if adapter.takes == "capsule":
+    if adapter.takes == Takes.CAPSULE:
         producer = _capsule_for(adapter, producer)
-    elif adapter.takes == "ndarray":
+    elif adapter.takes == Takes.NDARRAY:
         import numpy
 
         theirs = route.bits.get(tensor.dtype.name) if route.bits else None
@@ -264,7 +271,7 @@ def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
     for host data), copied in by the target's own constructor (``import.copy_with``) with the plan's keywords
     (``device=``: the device asked, else the first device it imports from, index 0: :func:`keywords`).
     ``copy=False`` is refused by the Decision (a copy-in copies)."""
-    if route.adapter.copy_takes == "ndarray":
+    if route.adapter.copy_takes == Given.NDARRAY:
         import numpy
 
         return route.copy_with(numpy.asarray(tensor), **kwargs)
@@ -275,7 +282,7 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
     """``tensor`` as the producer the target's importer is given: bool under the dtype it takes it as, or the
     legacy capsule an immutable legacy consumer may take of read-only data."""
     adapter = route.adapter
-    if adapter.import_bool in ("uint1", "uint8") and tensor.dtype == BOOL:
+    if adapter.import_bool in (ImportBool.UINT1, ImportBool.UINT8) and tensor.dtype == BOOL:
         return _BoolAs(tensor, adapter.import_bool)
     if route.legacy_only and tensor._flags & _READ_ONLY:
         return _LegacyReadOnly(tensor)  # only targets for which it is safe get here (needs_copy, legacy_safe)
@@ -312,7 +319,13 @@ def needs_copy(route: Route, tensor: Tensor) -> str | None:
 #: makes first (on the data's own device for a relay); viewed by the row's ``view_with`` (a dtype the importer
 #: lacks); a copy the target's importer makes itself (it packs bool into bits, it copies unaligned data, or
 #: copy=True asks it to); refused.
-AS_IS, COPY, VIEW, PACKS, OWN_COPY, REFUSED = "as is", "copy", "view", "packs", "own copy", "refused"
+BridgeKind = Literal["as is", "copy", "view", "packs", "own copy", "refused"]
+AS_IS: Final = "as is"
+COPY: Final = "copy"
+VIEW: Final = "view"
+PACKS: Final = "packs"
+OWN_COPY: Final = "own copy"
+REFUSED: Final = "refused"
 
 
 class Bridge(NamedTuple):
@@ -321,7 +334,7 @@ class Bridge(NamedTuple):
     for REFUSED), and for VIEW whether the view is of a copy (``copy=True``). :func:`run` executes it and
     :func:`dlbind.explain` renders it: one answer for both."""
 
-    kind: str
+    kind: BridgeKind
     why: str = ""
     copies: bool = False
 
@@ -384,7 +397,7 @@ def bridge_of(
         if copy is False:
             return Bridge(REFUSED, f"{aligned}, and copy=False forbids a copy")
         return Bridge(OWN_COPY, f"{a.name} copies data that is not {a.alignment}-byte aligned (its own import)")
-    if a.copy == "always":
+    if a.copy == Copy.ALWAYS:
         return Bridge(OWN_COPY, f"{a.from_dlpack} copies on every import")
     if copy and not on_device:
         return Bridge(OWN_COPY, "copy=True asked")
@@ -393,7 +406,7 @@ def bridge_of(
 
 def _view(route: Route, tensor: Tensor) -> Any:
     """The target's array of ``tensor`` made by its ``view_with`` (given the tensor or a numpy view of it)."""
-    if route.adapter.view_takes == "ndarray":
+    if route.adapter.view_takes == Given.NDARRAY:
         import numpy
 
         return route.viewer(numpy.asarray(tensor))
@@ -414,7 +427,8 @@ def import_on(
     whose capsule dlbind refuses for it is imported through the interface its row names instead
     (``__cuda_array_interface__``: signed byte strides, and the stream its data is ready on)."""
     own = source.via is not None
-    asked, plan, at = x, source, None if own else here
+    asked, at = x, None if own else here
+    plan: ExportPlan | None = source
     while True:  # at most twice: the producer, then (its capsule refused) dlbind's own producer of its interface
         try:
             return imported(asked, plan, at, device=device, copy=copy, stream=stream, own_export=own)
@@ -514,7 +528,7 @@ def run(p: Plan, tried: bool = False) -> Any:
         return route.importer(x, **kwargs)  # one exchange, asked on the target's stream
     if kind in (DIRECT, RELAY):  # RELAY (or a stream the producer refuses): the target asks the relay, which imports
         relay = Relay(x, p.source, route, here, p.stream, d.copy_here)
-        if route.adapter.takes != "producer":
+        if route.adapter.takes != Takes.PRODUCER:
             return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
         return route.importer(relay, **kwargs)
     if kind == HOST and d.c_route and not tried:

@@ -27,9 +27,10 @@ producer's type, the target and the device the data is on), the exchange, the br
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from dlbind._capi import PyCapsuleType
+from dlbind._generated.adapters import Copy, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING
 from dlbind.bridges import (
@@ -74,6 +75,7 @@ from dlbind.routes import (
     Decision,
     Plan,
     Route,
+    StreamShape,
     decide,
     device_count,
     route_to,
@@ -84,6 +86,7 @@ from dlbind.tensor import Tensor, from_capsule
 __all__ = ["Explanation", "compat", "convert", "explain", "plan"]
 
 _CPU = parse_device("cpu")
+_NO_STREAM, _UNSYNCHRONISED, _STREAM = StreamShape
 
 
 def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Any:
@@ -215,13 +218,26 @@ def _decision(
     if here is None:
         # stream-free host memory, or a system exporting through a function of its own: no device to ask
         here = _CPU if source.host_only or source.via is not None else producer_device(x)
-    shape = 0 if stream is None else 1 if stream == -1 else 2
+    shape = _NO_STREAM if stream is None else _UNSYNCHRONISED if stream == -1 else _STREAM  # routes.key's
     asked = None if device is None else parse_device(device)
     dev = None if asked is None else asked[0]
     found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # routes.key: made once, then read
     if found is None:
         found = decide(source, route, here[0], dev, copy, shape)
     return x, source, here, found, asked
+
+
+Said = Literal["itself", "zero-copy", "copy", "host copy", "refused"]  # an Explanation's kind
+
+
+class ExplanationKind:
+    """The kinds of :class:`Explanation` (its ``kind``)."""
+
+    ITSELF: Final = "itself"
+    ZERO_COPY: Final = "zero-copy"
+    COPY: Final = "copy"
+    HOST_COPY: Final = "host copy"
+    REFUSED: Final = "refused"
 
 
 class Explanation(NamedTuple):
@@ -234,7 +250,7 @@ class Explanation(NamedTuple):
     :class:`dlbind.routes.Plan` it renders; ``bridge``: what the data itself adds (:class:`dlbind.bridges.Bridge`;
     None where the producer goes to the target's importer as it is)."""
 
-    kind: str
+    kind: Said
     text: str
     decision: Decision
     plan: Plan | None = None
@@ -256,9 +272,10 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         raise TypeError("dlbind.explain takes the producer, not a raw capsule: reading a capsule consumes it")
     p = plan(x, to, device=device, copy=copy, stream=stream)
     said = _rendered(p)
-    if p.copied_by and said.kind == "zero-copy":  # the producer's own export is a copy (tinygrad's numpy())
-        said = said._replace(kind="copy", text=f"a copy: {p.copied_by}, then {said.text.removeprefix('zero-copy: ')}")
-    if p.untested and said.kind != "refused":
+    if p.copied_by and said.kind == ExplanationKind.ZERO_COPY:  # the producer's own export is a copy (tinygrad's)
+        then = said.text.removeprefix("zero-copy: ")
+        said = said._replace(kind=ExplanationKind.COPY, text=f"a copy: {p.copied_by}, then {then}")
+    if p.untested and said.kind != ExplanationKind.REFUSED:
         said = said._replace(text=f"{said.text} ({p.untested})")
     return said
 
@@ -274,21 +291,21 @@ def _rendered(p: Plan) -> Explanation:
     try:
         tensor = import_for(p, metadata=True)
     except BufferError as exc:  # the producer refuses this array (Arrow's nulls): so would the exchange
-        return Explanation("refused", f"refused: {exc}", d, p)
+        return Explanation(ExplanationKind.REFUSED, f"refused: {exc}", d, p)
     except _PASSED_ON:
         raise
     except Exception as exc:  # what convert would raise of it: the same BufferError
-        return Explanation("refused", f"refused: {target_error(p.producer, a.name, exc, p.device)}", d, p)
+        return Explanation(ExplanationKind.REFUSED, f"refused: {target_error(p.producer, a.name, exc, p.device)}", d, p)
     if d.kind == INTERFACE:
         if d.copy_here or not interface_copies(p.route, tensor):
-            copies = "copy" if d.copy_here else "zero-copy"
+            copies: Said = ExplanationKind.COPY if d.copy_here else ExplanationKind.ZERO_COPY
             text = f"{copies}: through {a.interface_function} ({d.why}), ready on {_on(p)}"
             return Explanation(copies, text, d, p)
         text = (
             f"a copy on {_where(p)}, then through {a.interface_function} ({d.why}; read-only data, which {a.name} "
             f"would take writable), ready on {_on(p)}"
         )
-        return Explanation("copy", text, d, p)
+        return Explanation(ExplanationKind.COPY, text, d, p)
     return _by_bridge(p, tensor)
 
 
@@ -310,19 +327,21 @@ def _by_decision(p: Plan) -> Explanation | None:
     copy, a copy-in, the producer handed over as it is; None where the data's bridge decides."""
     d, a, kind = p.decision, p.route.adapter, p.decision.kind
     if p.refused:
-        return Explanation("refused", f"refused: {p.refused}", d, p)
+        return Explanation(ExplanationKind.REFUSED, f"refused: {p.refused}", d, p)
     if p.itself:
-        return Explanation("itself", f"itself: the producer is already a {a.name} array", d, p)
+        return Explanation(ExplanationKind.ITSELF, f"itself: the producer is already a {a.name} array", d, p)
     if kind == SAME:
-        copies = "copy" if d.copy_kw is True or a.copy == "always" else "zero-copy"
+        copies: Said = ExplanationKind.COPY if d.copy_kw is True or a.copy == Copy.ALWAYS else ExplanationKind.ZERO_COPY
         return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d, p)
     if kind == HOST and d.to_host and p.here[0] in HOST_ACCESSIBLE:
-        return Explanation("zero-copy", f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
+        return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
     if kind == HOST_COPY or (kind == HOST and d.to_host):
         text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
-        return Explanation("host copy", text, d, p)
+        return Explanation(ExplanationKind.HOST_COPY, text, d, p)
     if kind == HOST and d.copy_in:
-        return Explanation("copy", f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p)
+        return Explanation(
+            ExplanationKind.COPY, f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p
+        )
     if kind == DIRECT:
         text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {_on(p)}"
         if d.watch_stream:
@@ -330,7 +349,7 @@ def _by_decision(p: Plan) -> Explanation | None:
                 f" (through dlbind's relay, asked on the device's default stream, when {_on(p)} is one that "
                 f"{type(p.producer).__name__}.__dlpack__ refuses)"
             )
-        return Explanation("zero-copy", text, d, p)
+        return Explanation(ExplanationKind.ZERO_COPY, text, d, p)
     return None
 
 
@@ -342,29 +361,29 @@ def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
     bridge = data_bridge(p, tensor)
     b, why = bridge.kind, bridge.why
     if b == REFUSED:
-        return Explanation("refused", f"refused: {why}", d, p, bridge)
+        return Explanation(ExplanationKind.REFUSED, f"refused: {why}", d, p, bridge)
     cites = "".join(f"; {q.text} ({q.ref})" for q in a.quirks if _cited(q.id, why))
     copied = b in (COPY, PACKS, OWN_COPY) or (b == VIEW and bridge.copies)
     if d.kind == RELAY:
         head = f"{'a copy' if copied else 'zero-copy'} on {_where(p)}, ordered on {_on(p)}"
         reason = f": {why}{cites}" if why else ""
         text = f"{head}{reason} (dlbind's relay stands between: {d.why})"
-        return Explanation("copy" if copied else "zero-copy", text, d, p, bridge)
+        return Explanation(ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY, text, d, p, bridge)
     if b in (COPY, PACKS, OWN_COPY):
-        return Explanation("copy", f"a copy on the host{_size(tensor)}: {why}{cites}", d, p, bridge)
+        return Explanation(ExplanationKind.COPY, f"a copy on the host{_size(tensor)}: {why}{cites}", d, p, bridge)
     if b == VIEW:
-        said = "copy" if copied else "zero-copy"
+        said: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
         return Explanation(said, f"{said}: {why}", d, p, bridge)
     assert b == AS_IS
     if d.c_route and route.table_type is not None:
         how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
     elif d.c_route:
         how = f"the producer's DLManagedTensorVersioned is handed to {a.from_dlpack}, in C"
-    elif a.takes == "ndarray":
+    elif a.takes == Takes.NDARRAY:
         how = f"{importer_name(route, tensor)} of a numpy view of the data"
     else:
         how = f"{a.from_dlpack} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
-    return Explanation("zero-copy", f"zero-copy: {how}", d, p, bridge)
+    return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {how}", d, p, bridge)
 
 
 def _size(tensor: Tensor) -> str:

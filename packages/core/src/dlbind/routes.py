@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+from enum import IntEnum
 from types import ModuleType
 from typing import Any, NamedTuple
 
 from dlbind import _backends, exchange
 from dlbind._ffi import native
-from dlbind._generated.adapters import ADAPTERS, Adapter
+from dlbind._generated.adapters import ADAPTERS, Adapter, Asks, Capsules, Copy, ImportBool, Layout, Readonly, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, Device, device_name
@@ -165,13 +166,13 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     if adapter.import_setup:
         dotted(adapter.import_setup)()  # once per route: its importer needs it (warp.init)
     simple = (
-        adapter.takes == "producer" and adapter.layout != "compact" and adapter.byte_offset
-        and adapter.copy == "honoured" and not adapter.alignment and adapter.import_bool == "bool"
+        adapter.takes == Takes.PRODUCER and adapter.layout != Layout.COMPACT and adapter.byte_offset
+        and adapter.copy == Copy.HONOURED and not adapter.alignment and adapter.import_bool == ImportBool.BOOL
         and not adapter.copy_from  # data of those devices goes through its own constructor (import.copy_with)
         and not adapter.ndims  # a shape it refuses is refused by the bridge
     )  # fmt: skip
     table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
-    legacy_only = adapter.asks != "versioned"
+    legacy_only = adapter.asks != Asks.VERSIONED
     # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
     # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
     # Only for consumers whose row the tests verified against the installed release, that ask for
@@ -188,9 +189,9 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         fn,
         table_type,
         handover_type,
-        adapter.layout != "any",
+        adapter.layout != Layout.ANY,
         legacy_only,
-        adapter.readonly == "ignored",
+        adapter.readonly == Readonly.IGNORED,
         _keywords(fn, adapter),
         dotted(adapter.view_with) if adapter.lacks_dtypes and adapter.view_with else None,
         {} if adapter.device_form == "namespace" else None,
@@ -199,7 +200,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         interface,
         _device_types(adapter.interface_devices) if interface is not None else frozenset(),
         # every import read-only, or immutable arrays whose exports say read-only: a legacy capsule is safe
-        adapter.readonly == "always" or (adapter.immutable and adapter.export_capsules == "versioned"),
+        adapter.readonly == Readonly.ALWAYS or (adapter.immutable and adapter.export_capsules == Capsules.VERSIONED),
         {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None,
         dotted(adapter.copy_with) if adapter.copy_with else None,
         _device_types(adapter.copy_from),
@@ -207,9 +208,9 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     )
     bridges = (
         route.refuse_negative_strides or route.legacy_only or route.ignores_readonly or route.viewer is not None
-        or adapter.layout == "compact" or not adapter.byte_offset or adapter.takes != "producer"
+        or adapter.layout == Layout.COMPACT or not adapter.byte_offset or adapter.takes != Takes.PRODUCER
         or bool(adapter.ndims) or bool(adapter.lacks_dtypes or adapter.lacks_dtypes_nd)
-        or adapter.import_bool != "bool" or route.bits is not None or bool(adapter.alignment)
+        or adapter.import_bool != ImportBool.BOOL or route.bits is not None or bool(adapter.alignment)
     )  # fmt: skip
     refuse = int(route.refuse_negative_strides) | 2 * int(route.ignores_readonly)
     return route._replace(bridges=bridges, refuse=refuse, counts={})
@@ -313,6 +314,7 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
 
 # -- decisions -----------------------------------------------------------------------------------------
 
+
 #: The kinds of decision: the producer is the target's own array (itself, or the target's own importer of it);
 #: stream-free memory, exchanged by the host routes (C where they apply, bridged in Python otherwise); a
 #: device with streams where nothing can need a bridge: the producer goes straight to the target's importer
@@ -320,12 +322,40 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
 #: (a relay that imports on the stream the target asks with, checks, and copies on the device when a bridge
 #: needs it); memory the target imports through ``__cuda_array_interface__``; device memory the target
 #: cannot import, moved to the host first (at bus speed, by the device's backend); refused.
-SAME, HOST, DIRECT, RELAY, INTERFACE, HOST_COPY, REFUSE = range(7)
-KINDS = ("same", "host", "direct", "relay", "interface", "host copy", "refuse")
+class Kind(IntEnum):
+    """The kind of a :class:`Decision` (the C fast path reads it as the int it is)."""
 
-# the device= keyword of a Decision: not passed; the importer's device= in its own form; the importer takes
-# none, so the device asked must be where the data is (its index is compared as the exchange runs)
-NO_DEVICE, DEVICE_ARG, DEVICE_HERE = range(3)
+    SAME = 0
+    HOST = 1
+    DIRECT = 2
+    RELAY = 3
+    INTERFACE = 4
+    HOST_COPY = 5
+    REFUSE = 6
+
+
+SAME, HOST, DIRECT, RELAY, INTERFACE, HOST_COPY, REFUSE = Kind
+KINDS = tuple(kind.name.lower().replace("_", " ") for kind in Kind)  # "same", ..., "host copy", "refuse"
+
+
+class DeviceKeyword(IntEnum):
+    """The device= keyword of a Decision: not passed; the importer's device= in its own form; the importer takes
+    none, so the device asked must be where the data is (its index is compared as the exchange runs)."""
+
+    NO_DEVICE = 0
+    DEVICE_ARG = 1
+    DEVICE_HERE = 2
+
+
+NO_DEVICE, DEVICE_ARG, DEVICE_HERE = DeviceKeyword
+
+
+class StreamShape(IntEnum):
+    """The shape of ``stream=`` in a Decision's key: not given; -1 (the producer is not to synchronise); a stream."""
+
+    NONE = 0
+    UNSYNCHRONISED = 1
+    GIVEN = 2
 
 
 class Decision(NamedTuple):
@@ -334,10 +364,10 @@ class Decision(NamedTuple):
     runs it in one pass and decides nothing again). What is left to the data itself is the bridge of the
     host routes (negative strides, read-only data, a dtype the target lacks: facts of one array)."""
 
-    kind: int
+    kind: Kind
     why: str = ""  # RELAY: why dlbind stands in between; REFUSE (and SAME when not itself): the refusal
     itself: bool = False  # SAME: the producer itself is the answer (when on the device asked)
-    device_kw: int = NO_DEVICE  # how device= reaches the importer
+    device_kw: DeviceKeyword = NO_DEVICE  # how device= reaches the importer
     copy_kw: bool | None = None  # copy= for the importer (None: not passed)
     copy_here: bool = False  # copy=True, and the importer cannot be asked for one: dlbind copies
     to_host: bool = False  # HOST: the data is copied to the host first (device= asks it there)
@@ -384,11 +414,11 @@ def decide(
     device_type: int,
     device: int | None = None,
     copy: bool | None = None,
-    stream: int = 0,
+    stream: StreamShape = StreamShape.NONE,
 ) -> Decision:
     """The decision for arrays of ``source``'s type on ``device_type`` converted to ``route``'s system, with
     ``device=`` a device of type ``device`` (None: not given), ``copy=`` ``copy`` and ``stream=`` of shape
-    ``stream`` (0: not given, 1: -1, 2: a stream): made once per (type, target, device type, keyword shape) and
+    ``stream`` (:class:`StreamShape`): made once per (type, target, device type, keyword shape) and
     kept in the producer's plan (``ExportPlan.pairs``, under :func:`key`)."""
     at = key(route, device_type, device, copy, stream)
     found = source.pairs.get(at)
@@ -397,7 +427,7 @@ def decide(
     return found
 
 
-def key(route: Route, device_type: int, device: int | None, copy: bool | None, stream: int) -> tuple[Any, ...]:
+def key(route: Route, device_type: int, device: int | None, copy: bool | None, stream: StreamShape) -> tuple[Any, ...]:
     """A Decision's key in its producer's plan: (target, device type, device= type, copy=, stream= shape)."""
     return (route.adapter.name, device_type, device, copy, stream)
 
@@ -407,7 +437,7 @@ def _refused(why: str, describe: bool = False) -> Decision:
 
 
 def _decide(
-    source: ExportPlan, route: Route, here: int, device: int | None, copy: bool | None, stream: int
+    source: ExportPlan, route: Route, here: int, device: int | None, copy: bool | None, stream: StreamShape
 ) -> Decision:
     kind, why = _kind(source, route, here)
     a = route.adapter
@@ -418,7 +448,7 @@ def _decide(
         device_kw, copy_kw, copy_here = keywords
         if not copy and not stream:
             return Decision(SAME, itself=True, device_kw=device_kw, copy_kw=copy_kw)
-        if not copy_here and not stream and a.takes == "producer":  # (an importer of numpy arrays: not its own)
+        if not copy_here and not stream and a.takes == Takes.PRODUCER:  # (an importer of numpy arrays: not its own)
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw)
         kind = HOST if here in STREAM_FREE else RELAY
         why = "a copy dlbind makes" if copy_here else "ordered on the stream given"
@@ -435,7 +465,7 @@ def _decide(
     if kind == INTERFACE:
         if device is not None and device != here:
             return _refused(f"{a.interface_function} takes the data where it is, not on {device_name(device)}")
-        if copy is False and a.copy == "always":
+        if copy is False and a.copy == Copy.ALWAYS:
             return _refused(f"{a.name} copies on every import, and copy=False forbids it")
         on_target = not stream and route.stream_of is not None and here not in HOST_ACCESSIBLE
         return Decision(
@@ -494,7 +524,7 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
                 f"{a.name} holds {', '.join(a.devices)} memory only: importing {_named(here)} data copies, and "
                 "copy=False forbids it"
             )
-    keywords: tuple[int, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
+    keywords: tuple[DeviceKeyword, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
     if not copy_in:  # the importer's, for data where it is given it (on the host after a host copy)
         found = _keywords_for(route, DEVICE_BY_NAME["cpu"] if to_host else here, device, None if to_host else copy)
         if isinstance(found, Decision):
@@ -507,7 +537,9 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     )  # fmt: skip
 
 
-def _keywords_for(route: Route, here: int, device: int | None, copy: bool | None) -> tuple[int, Any, bool] | Decision:
+def _keywords_for(
+    route: Route, here: int, device: int | None, copy: bool | None
+) -> tuple[DeviceKeyword, Any, bool] | Decision:
     """How ``device=`` and ``copy=`` reach the target's importer of data on ``here``: (device keyword, its
     ``copy=`` or None, whether dlbind must make the copy ``copy=True`` asks for), or the refusal when
     ``copy=False`` or ``device=`` cannot be honoured."""
@@ -518,11 +550,11 @@ def _keywords_for(route: Route, here: int, device: int | None, copy: bool | None
         # them, and names both when they differ)
         device_kw = DEVICE_ARG if "device" in route.keywords and a.device_form != "none" else DEVICE_HERE
     copy_kw, copy_here = None, False
-    if copy and not (a.copy == "honoured" and "copy" in route.keywords) and a.copy != "always":
+    if copy and not (a.copy == Copy.HONOURED and "copy" in route.keywords) and a.copy != Copy.ALWAYS:
         copy_here = True  # the importer cannot be asked for a copy: dlbind makes it
-    elif copy is False and a.copy == "always":
+    elif copy is False and a.copy == Copy.ALWAYS:
         return _refused(f"{a.name} copies on every import ({a.from_dlpack}), and copy=False forbids it")
-    elif copy is not None and "copy" in route.keywords and a.copy == "honoured":
+    elif copy is not None and "copy" in route.keywords and a.copy == Copy.HONOURED:
         copy_kw = copy
     return device_kw, copy_kw, copy_here
 
@@ -573,15 +605,15 @@ def _between(source: ExportPlan, route: Route, device_type: int) -> str:
         reasons.append(f"{a.name} would take read-only data writable")
     if route.legacy_only and source.readonly:
         reasons.append(f"{a.name} asks for legacy capsules, which cannot say read-only")
-    elif source.readonly and source.capsules == "legacy" and not route.legacy_safe:
+    elif source.readonly and source.capsules == Capsules.LEGACY and not route.legacy_safe:
         reasons.append(
             f"its exports are legacy capsules, which cannot say read-only: {a.name} would take them writable"
         )
     if a.lacks_dtypes or route.bits:
         reasons.append(f"{a.name} lacks some dtypes, or takes them as their bits")
-    if a.import_bool != "bool" or source.python:
+    if a.import_bool != ImportBool.BOOL or source.python:
         reasons.append("bool travels under another dtype")
-    if a.takes != "producer":
+    if a.takes != Takes.PRODUCER:
         reasons.append(f"{a.from_dlpack} takes a {a.takes}, not a producer")
     if a.ndims:
         reasons.append(f"{a.name} imports {a.ndims[0]} to {a.ndims[1]} dimensions only")

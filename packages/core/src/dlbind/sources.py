@@ -13,7 +13,7 @@ still across repeated exchanges).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dlbind import _load, capsule
 from dlbind._generated.enums import DeviceType
@@ -99,7 +99,7 @@ class ExportPlan:
 
     row: Adapter | None
     library: str
-    capsules: str
+    capsules: Literal["legacy", "versioned"]  # the row's export.capsules
     bits: Any
     bits_via: str
     guards: tuple[tuple[str, bool], ...]
@@ -113,7 +113,7 @@ class ExportPlan:
     bool_name: str
     python: bool
     host_only: bool
-    layout: str
+    layout: Literal["any", "compact", "nonnegative"]  # the row's export.layout
     lasting: bool
     readonly: bool
     unsigned_strides: bool
@@ -137,6 +137,8 @@ class ExportPlan:
             self.host_only, self.layout, self.readonly = False, "any", True
             self.unsigned_strides, self.interface = False, ""
             return
+        from dlbind._generated.adapters import ExportBool, NegativeStrides, Refusal  # loaded with the row already
+
         self.library = row.name
         self.guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards)
         # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
@@ -144,17 +146,17 @@ class ExportPlan:
         self.complex_guards = frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards)
         self.refusal_help = row.export_refusal_help
         self.immutable = row.immutable
-        self.refusal = TypeError if row.export_refusal == "TypeError" else BufferError
+        self.refusal = TypeError if row.export_refusal == Refusal.TYPE_ERROR else BufferError
         self.via = None if row.export_via == "__dlpack__" else _exporter(row.export_via)
         self.host = row.export_host.removesuffix("()")
-        self.python = row.export_bool == "uint8"
+        self.python = row.export_bool == ExportBool.UINT8
         self.bool_method = row.export_dtype.removesuffix("()") if self.python else ""
         self.bool_name = row.export_bool_name if self.python else ""
         devices = [DEVICE_BY_NAME.get(name) for name in row.export_devices]
         self.host_only = bool(devices) and all(d is not None and stream_free(d) for d in devices)
         self.layout = row.export_layout
         self.readonly = row.immutable or row.export_readonly
-        self.unsigned_strides = row.export_negative_strides == "unsigned"
+        self.unsigned_strides = row.export_negative_strides == NegativeStrides.UNSIGNED
         self.interface = row.export_interface
         self.capsules = row.export_capsules
         self.refused_streams = frozenset(_refused_stream(entry) for entry in row.export_streams_refused)
@@ -349,8 +351,10 @@ def exported(x: Any) -> tuple[Any, ExportPlan]:
     except TypeError:
         if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
             raise  # an interface that says something wrong: its own message names what
+        values = isinstance(x, list | tuple | int | float | complex | range)  # Python values, no array memory
         raise TypeError(
             "from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
             f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
+            + (": make an array of it first, e.g. numpy.asarray(x)" if values else "")
         ) from None
     return x, export_plan(type(x))

@@ -7,7 +7,7 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 from dlbind import _backends, _capi
 from dlbind import capsule as _capsule
@@ -32,10 +32,24 @@ class Hazard(Exception):
     recommendation it goes by."""
 
 
+CheckKind = Literal["producer", "consumer"]
+Status = Literal["pass", "warn", "fail", "unsupported", "crash"]
+#: What a check is run on (``Check.kind``).
+PRODUCER: Final = "producer"
+CONSUMER: Final = "consumer"
+#: How a check ended (``Result.status``): passed; allowed by the spec but hazardous in use; failed; not
+#: applicable to the subject; the process running it died.
+PASS: Final = "pass"
+WARN: Final = "warn"
+FAIL: Final = "fail"
+UNSUPPORTED: Final = "unsupported"
+CRASH: Final = "crash"
+
+
 @dataclass(frozen=True)
 class Check:
     id: str
-    kind: str  # "producer" | "consumer"
+    kind: CheckKind
     text: str
     ref: str
     fn: Callable[..., str | None]
@@ -44,7 +58,7 @@ class Check:
 @dataclass(frozen=True)
 class Result:
     check: str
-    status: str  # "pass" | "warn" (allowed, hazardous in use) | "fail" | "unsupported" | "crash"
+    status: Status
     detail: str = ""
 
 
@@ -56,7 +70,7 @@ class Report:
     @property
     def ok(self) -> bool:
         """No check failed or crashed (a warning is allowed: the spec permits what it warns of)."""
-        return all(r.status in ("pass", "warn", "unsupported") for r in self.results)
+        return all(r.status in (PASS, WARN, UNSUPPORTED) for r in self.results)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -77,10 +91,10 @@ CONSUMER_CHECKS: list[Check] = []
 
 
 def _register(
-    kind: str, id_: str, text: str, ref: str = ""
+    kind: CheckKind, id_: str, text: str, ref: str = ""
 ) -> Callable[[Callable[..., str | None]], Callable[..., str | None]]:
     def wrap(fn: Callable[..., str | None]) -> Callable[..., str | None]:
-        (PRODUCER_CHECKS if kind == "producer" else CONSUMER_CHECKS).append(Check(id_, kind, text, ref, fn))
+        (PRODUCER_CHECKS if kind == PRODUCER else CONSUMER_CHECKS).append(Check(id_, kind, text, ref, fn))
         return fn
 
     return wrap
@@ -287,7 +301,7 @@ def _given_values(given: object, via: str | None, x: Any) -> tuple[Any, Any, str
 
 
 # -- producer checks ----------------------------------------------------------------------------------
-P = "producer"
+P: Final = PRODUCER
 
 
 @_register(P, "protocol", "has __dlpack__ and __dlpack_device__", "array API __dlpack__")
@@ -622,12 +636,10 @@ DEVICE_CONSUMER_CHECKS: list[Check] = []
 
 
 def _register_device(
-    kind: str, id_: str, text: str, ref: str = ""
+    kind: CheckKind, id_: str, text: str, ref: str = ""
 ) -> Callable[[Callable[..., str | None]], Callable[..., str | None]]:
     def wrap(fn: Callable[..., str | None]) -> Callable[..., str | None]:
-        (DEVICE_PRODUCER_CHECKS if kind == "producer" else DEVICE_CONSUMER_CHECKS).append(
-            Check(id_, kind, text, ref, fn)
-        )
+        (DEVICE_PRODUCER_CHECKS if kind == PRODUCER else DEVICE_CONSUMER_CHECKS).append(Check(id_, kind, text, ref, fn))
         return fn
 
     return wrap
@@ -762,15 +774,15 @@ def _run(checks: list[Check], name: str, only: list[str] | None, *args: Any) -> 
 def run_check(check: Check, *args: Any) -> Result:
     try:
         detail = check.fn(*args)
-        status = "pass"
+        status: Status = PASS
     except Unsupported as exc:
-        status, detail = "unsupported", str(exc)
+        status, detail = UNSUPPORTED, str(exc)
     except Hazard as exc:
-        status, detail = "warn", str(exc)
+        status, detail = WARN, str(exc)
     except CheckFailed as exc:
-        status, detail = "fail", str(exc)
+        status, detail = FAIL, str(exc)
     except Exception as exc:
-        status, detail = "fail", f"{type(exc).__name__}: {_first_line(exc)}"
+        status, detail = FAIL, f"{type(exc).__name__}: {_first_line(exc)}"
     finally:
         # what the check left in cycles (an exception's traceback and its frames, the capsules they hold) is
         # freed before the next check; it is young: a full collection costs ~0.2 s in a process holding torch

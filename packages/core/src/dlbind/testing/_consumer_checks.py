@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from dlbind import _capi
 from dlbind._ffi import ffi
@@ -11,6 +11,7 @@ from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind.producer import asdlpack
 from dlbind.testing._checks import (
     _DTYPES,
+    CONSUMER,
     CheckFailed,
     Hazard,
     Report,
@@ -28,7 +29,7 @@ from dlbind.testing._checks import (
 )
 from dlbind.testing._devices import current, placed
 
-C = "consumer"
+C: Final = CONSUMER
 Consume = Callable[[Any], Any]
 ToNumpy = Callable[[Any], Any]
 

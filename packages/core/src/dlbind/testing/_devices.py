@@ -16,10 +16,14 @@ import importlib
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from dlbind._generated.enums import DeviceType
 from dlbind._libraries import dotted
+
+#: What a :class:`DeviceArrays`' ``make`` takes (``takes``): a numpy array, or the library's own host array.
+NDARRAY: Final = "ndarray"
+HOST: Final = "host"
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class DeviceArrays:
     """
 
     make: str
-    takes: str = "ndarray"
+    takes: Literal["ndarray", "host"] = NDARRAY
     keywords: tuple[tuple[str, Any], ...] = ()
     device: str = ""
     device_args: tuple[Any, ...] = ()
@@ -53,10 +57,10 @@ class DeviceArrays:
 DEVICE_ARRAYS: dict[str, dict[str, DeviceArrays]] = {
     "cuda": {
         "torch": DeviceArrays(
-            make="to()", takes="host", keywords=(("device", "cuda"),), probe="torch.cuda.is_available", streams="torch"
+            make="to()", takes=HOST, keywords=(("device", "cuda"),), probe="torch.cuda.is_available", streams="torch"
         ),
         "cupy": DeviceArrays(make="cupy.asarray", probe="cupy.cuda.is_available", streams="cupy"),
-        "jax": DeviceArrays(make="jax.device_put", takes="host", device="jax.devices", device_args=("gpu",)),
+        "jax": DeviceArrays(make="jax.device_put", takes=HOST, device="jax.devices", device_args=("gpu",)),
         "numba": DeviceArrays(
             make="numba.cuda.to_device",
             probe="numba.cuda.is_available",
@@ -75,7 +79,7 @@ def maker(library: str, device: str) -> Callable[[Any], Any]:
     def make(sample: Any) -> Any:
         import dlbind
 
-        given = dlbind.convert(sample, library) if row.takes == "host" else sample
+        given = dlbind.convert(sample, library) if row.takes == HOST else sample
         keywords = dict(row.keywords)
         if row.device:
             found = dotted(row.device)(*row.device_args)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER_CHECKS, Check, Result, run_check
+from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER, PRODUCER_CHECKS, Check, Result, run_check
 from dlbind.testing._consumer_checks import _default_to_numpy
 
 #: The attribute of a test function made by :func:`conformance_tests` that the plugin looks for.
@@ -47,7 +47,7 @@ class Subject:
         """Run one check, here or (``isolate``) in a child process; a crash there is a ``crash`` result."""
         if self.isolate:
             return _run_isolated(check, self.make_array, self.from_dlpack, self.to_numpy)
-        if check.kind == "producer":
+        if check.kind == PRODUCER:
             return run_check(check, self.make_array)
         return run_check(check, self.from_dlpack, self.to_numpy or _default_to_numpy)
 

@@ -37,12 +37,12 @@ def run_pickled() -> int:
     """One check on callables sent by reference (``conformance_tests(..., isolate=True)``)."""
     import pickle
 
-    from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER_CHECKS, run_check
+    from dlbind.testing._checks import CONSUMER_CHECKS, PRODUCER, PRODUCER_CHECKS, run_check
     from dlbind.testing._consumer_checks import _default_to_numpy
 
     wanted, make, consume, to_numpy = pickle.loads(sys.stdin.buffer.read())
     check = next(c for c in [*PRODUCER_CHECKS, *CONSUMER_CHECKS] if f"{c.kind}:{c.id}" == wanted)
-    args = (make,) if check.kind == "producer" else (consume, to_numpy or _default_to_numpy)
+    args = (make,) if check.kind == PRODUCER else (consume, to_numpy or _default_to_numpy)
     result = run_check(check, *args)
     _say({"key": wanted, "status": result.status, "detail": result.detail})
     return 0
@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     _OUT.append(_protocol())
     if argv == ["--pickled"]:
         return run_pickled()
-    from dlbind.testing._checks import Result, checks_for, run_check
+    from dlbind.testing._checks import PRODUCER, Result, checks_for, run_check
     from dlbind.testing._consumer_checks import _default_to_numpy
     from dlbind.testing._devices import DEVICE_ARRAYS, placed, unusable
 
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
             _say({"start": key})
             if why is not None:
                 result = Result(check.id, "unsupported", why)
-            elif check.kind == "producer":
+            elif check.kind == PRODUCER:
                 result = run_check(check, make)
             elif consume is None:
                 result = Result(check.id, "unsupported", row.consumer_note if row else "no importer")

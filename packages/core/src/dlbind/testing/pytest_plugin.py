@@ -48,15 +48,16 @@ def dlbind_outcome() -> Callable[[Check, Result], None]:
 def outcome(check: Check, result: Result) -> None:
     """The check's result as the item's outcome: pass, pass with a warning (allowed, hazardous in use), skip (does
     not apply) or fail, each with the reason."""
+    from dlbind.testing import _checks
     from dlbind.testing._suite import key
 
-    if result.status == "pass":
+    if result.status == _checks.PASS:
         return
     ref = f" [{check.ref}]" if check.ref else ""
-    if result.status == "warn":
+    if result.status == _checks.WARN:
         warnings.warn(DLPackHazardWarning(f"{key(check)} warned: {check.text}{ref}: {result.detail}"), stacklevel=2)
         return
-    if result.status == "unsupported":
+    if result.status == _checks.UNSUPPORTED:
         pytest.skip(f"{key(check)} does not apply: {result.detail}")
-    what = "crashed" if result.status == "crash" else "failed"
+    what = "crashed" if result.status == _checks.CRASH else "failed"
     pytest.fail(f"{key(check)} {what}: {check.text}{ref}\n{result.detail}", pytrace=False)
