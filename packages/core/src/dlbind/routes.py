@@ -184,36 +184,47 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
             interface = dotted(adapter.interface_function)
         except (ImportError, AttributeError):  # absent in this configuration (numba's CUDA simulator)
             interface = None
-    route = Route(
-        adapter,
-        fn,
-        table_type,
-        handover_type,
-        adapter.layout != Layout.ANY,
-        legacy_only,
-        adapter.readonly == Readonly.IGNORED,
-        _keywords(fn, adapter),
-        dotted(adapter.view_with) if adapter.lacks_dtypes and adapter.view_with else None,
-        {} if adapter.device_form == "namespace" else None,
-        _device_types(adapter.devices),
-        stream_of if stream_of is not None else _stream_of(adapter),
-        interface,
-        _device_types(adapter.interface_devices) if interface is not None else frozenset(),
+    refuse_negative_strides = adapter.layout != Layout.ANY
+    ignores_readonly = adapter.readonly == Readonly.IGNORED
+    viewer = dotted(adapter.view_with) if adapter.lacks_dtypes and adapter.view_with else None
+    bits = {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None
+    return Route(
+        adapter=adapter,
+        importer=fn,
+        table_type=table_type,
+        handover_type=handover_type,
+        refuse_negative_strides=refuse_negative_strides,
+        legacy_only=legacy_only,
+        ignores_readonly=ignores_readonly,
+        keywords=_keywords(fn, adapter),
+        viewer=viewer,
+        devices={} if adapter.device_form == "namespace" else None,
+        imports=_device_types(adapter.devices),
+        stream_of=stream_of if stream_of is not None else _stream_of(adapter),
+        interface=interface,
+        interface_types=_device_types(adapter.interface_devices) if interface is not None else frozenset(),
         # every import read-only, or immutable arrays whose exports say read-only: a legacy capsule is safe
-        adapter.readonly == Readonly.ALWAYS or (adapter.immutable and adapter.export_capsules == Capsules.VERSIONED),
-        {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None,
-        dotted(adapter.copy_with) if adapter.copy_with else None,
-        _device_types(adapter.copy_from),
-        dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
+        legacy_safe=adapter.readonly == Readonly.ALWAYS
+        or (adapter.immutable and adapter.export_capsules == Capsules.VERSIONED),
+        bits=bits,
+        copy_with=dotted(adapter.copy_with) if adapter.copy_with else None,
+        copy_from=_device_types(adapter.copy_from),
+        importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
+        bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
+        or bits is not None or _bridges(adapter),
+        refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
+        counts={},
     )
-    bridges = (
-        route.refuse_negative_strides or route.legacy_only or route.ignores_readonly or route.viewer is not None
-        or adapter.layout == Layout.COMPACT or not adapter.byte_offset or adapter.takes != Takes.PRODUCER
+
+
+def _bridges(adapter: Adapter) -> bool:
+    """Whether an array may need a bridge to the row's importer on the host routes for what the row says of the
+    importer's layout, byte_offset, what it takes, its dimensions, dtypes, bool and alignment."""
+    return (
+        adapter.layout == Layout.COMPACT or not adapter.byte_offset or adapter.takes != Takes.PRODUCER
         or bool(adapter.ndims) or bool(adapter.lacks_dtypes or adapter.lacks_dtypes_nd)
-        or adapter.import_bool != ImportBool.BOOL or route.bits is not None or bool(adapter.alignment)
+        or adapter.import_bool != ImportBool.BOOL or bool(adapter.alignment)
     )  # fmt: skip
-    refuse = int(route.refuse_negative_strides) | 2 * int(route.ignores_readonly)
-    return route._replace(bridges=bridges, refuse=refuse, counts={})
 
 
 def device_count(route: Route, device_type: int) -> tuple[int | None, str]:
