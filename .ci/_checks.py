@@ -6,7 +6,20 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Finding(NamedTuple):
+    """What a check found at ``path:line`` (0: the file as a whole): ``kind``, what kind of finding (the check's
+    own words; "" where a check has one kind), and ``what``, the name or message."""
+
+    path: str
+    line: int
+    kind: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.kind + ': ' if self.kind else ''}{self.what}"
 
 
 def tracked(root: Path) -> list[str]:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
-from _checks import main_of, tracked
+from _checks import Finding, main_of, tracked
 
 # what the check prints when it finds something (its count formatted in), and when it does not
 FOUND = "{count} link finding(s): fix each link where it stands (the rules: .ci/links.py)"
@@ -54,15 +53,6 @@ SPECS = (
     ("the Python array API standard", ARRAY_API,
      re.compile(r"\barray[ -]api\b", re.I), re.compile(r"^https?://data-apis\.(?:org|github\.io)/array-api\b", re.I)),
 )  # fmt: skip
-
-
-class Finding(NamedTuple):
-    path: str
-    line: int
-    what: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.what}"
 
 
 def pages(root: Path) -> list[str]:
@@ -186,21 +176,21 @@ def check_page(root: Path, page: str, cache: dict[Path, set[str]]) -> list[Findi
     for at, label, target in links:
         line = _line(body, at)
         if not target:
-            found.append(Finding(page, line, f"[{label}](): a link without a target"))
+            found.append(Finding(page, line, "", f"[{label}](): a link without a target"))
             continue
         if _SCHEME.match(target):
             why = _spec(label, target) or _upstream(label, target)
         else:
             why = _relative(root, page, target, text, cache)
         if why:
-            found.append(Finding(page, line, why))
+            found.append(Finding(page, line, "", why))
     blanked = _LINK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), body)
     blanked = _DEFINITION.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), blanked)
     for m in _AUTOLINK.finditer(blanked):
         url = m.group(1) or m.group(2)
         why = _spec("", url)
         if why:
-            found.append(Finding(page, _line(blanked, m.start()), why))
+            found.append(Finding(page, _line(blanked, m.start()), "", why))
     blanked = _AUTOLINK.sub(lambda m: " " * len(m.group(0)), blanked)
     for m in _UPSTREAM.finditer(blanked):
         cited = m.group(1)
@@ -210,7 +200,7 @@ def check_page(root: Path, page: str, cache: dict[Path, set[str]]) -> list[Findi
         else:
             how = "owner/repo#NNN, linked to its issue"
         why = f"{cited}: an upstream reference as plain text (write {how})"
-        found.append(Finding(page, _line(blanked, m.start()), why))
+        found.append(Finding(page, _line(blanked, m.start()), "", why))
     return found
 
 

@@ -23,9 +23,9 @@ import sys
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from _checks import main_of, printed_as
+from _checks import Finding, main_of
 from _checks import tracked as tracked_files
 
 # what the check prints when it finds something (its count formatted in), and when it does not
@@ -75,15 +75,7 @@ FILE_FUNCTION = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.(?:py|c|h
 FILE = re.compile(r"(?<![\w.-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.(?:py|c|h))(?![\w/])")
 
 
-class Stale(NamedTuple):
-    """A name cited at ``path:line`` that does not resolve; ``kind``: name, role, file:function or file."""
-
-    path: str
-    line: int
-    kind: str
-    name: str
-
-    __str__ = printed_as("{path}:{line}: {kind} {name}")
+Stale = Finding  # a name cited at ``path:line`` that does not resolve; ``kind``: name, role, file:function or file
 
 
 def _sources(tracked: list[str]) -> Iterator[str]:

@@ -24,9 +24,9 @@ pinning ``dlbind-<backend>==<version>``, and ``twine check --strict`` over all o
 from __future__ import annotations
 
 import argparse
-import ast
 import fnmatch
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,15 +56,8 @@ PLATFORMS = {
 
 
 def version() -> str:
-    """The literal assigned to ``__version__`` in the core's ``__init__.py``, read without importing it."""
-    for node in ast.parse(CORE_INIT.read_text(encoding="utf-8")).body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
-            and isinstance(node.value, ast.Constant)
-        ):
-            return str(node.value.value)
-    raise SystemExit(f"release: {CORE_INIT} assigns no literal __version__")
+    """The literal of ``__version__ = "..."`` in the core's ``__init__.py``, read without importing it."""
+    return re.search(r'^__version__ = "([^"]+)"', CORE_INIT.read_text(encoding="utf-8"), re.M)[1]
 
 
 def check_tag(tag: str, expected: str) -> None:

@@ -20,9 +20,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
-from _checks import main_of, printed_as
+from _checks import Finding, main_of  # Finding.kind: the tool (check-jsonschema, zizmor, pinning)
 
 FOUND = "{count} workflow finding(s): fix them in .github/workflows (docs/releasing.md says what the workflows do)"
 PASSED = "workflows: GitHub's schema and zizmor's offline audits pass, every action pinned by commit"
@@ -34,13 +33,6 @@ PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 RELEASE = re.compile(r"^v\d+(\.\d+)*\b")
 
 
-class Finding(NamedTuple):
-    path: str
-    line: int
-    tool: str  # check-jsonschema, zizmor, pinning
-    what: str
-
-    __str__ = printed_as("{path}:{line}: {tool}: {what}")
 
 
 def workflows(root: Path) -> list[str]:

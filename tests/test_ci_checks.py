@@ -56,7 +56,7 @@ stale), present.c:real_fn (real), present.c:gone_fn (stale), missing.h (stale), 
 
 
 def test_every_planted_stale_name_is_found(names: ModuleType, tmp_path: Path) -> None:
-    found = {(s.kind, s.name) for s in names.check(tree(tmp_path, PLANTED))}
+    found = {(s.kind, s.what) for s in names.check(tree(tmp_path, PLANTED))}
     assert found == {
         ("name", "dlbind.no_such_name"),
         ("role", "dlbind.routes.plan"),
@@ -84,7 +84,7 @@ def test_a_rename_leaves_the_old_name_stale(names: ModuleType, tmp_path: Path) -
     root = tree(
         tmp_path, {"a.c": "/* b.c:helper does the work */\n", "b.c": "static int helper2(void) { return 1; }\n"}
     )
-    assert [str(s) for s in names.check(root)] == ["a.c:1: file:function b.c:helper"]
+    assert [str(s) for s in names.check(root)] == ["a.c:1: file:function: b.c:helper"]
     assert names.main(["names.py", str(root)]) == 1
 
 

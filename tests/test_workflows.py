@@ -79,7 +79,7 @@ def workflows() -> Iterator[ModuleType]:
 
 def _found(workflows: ModuleType, root: Path) -> set[tuple[str, str, str]]:
     """(file, tool, what: the schema's message, zizmor's audit, the pinning rule's complaint) of each finding."""
-    return {(Path(f.path).name, f.tool, f.what.split(":")[0] if f.tool == "zizmor" else f.what) for f in
+    return {(Path(f.path).name, f.kind, f.what.split(":")[0] if f.kind == "zizmor" else f.what) for f in
             workflows.check(root)}  # fmt: skip
 
 

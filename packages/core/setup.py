@@ -16,7 +16,6 @@ The extras (``dlbind[cuda]``, ..., ``dlbind[all]``) pin the backends of this rel
 
 from __future__ import annotations
 
-import ast
 import atexit
 import os
 import re
@@ -35,16 +34,9 @@ BACKENDS = ("cuda", "rocm", "vulkan", "metal")  # dlbind-<name>: one extra each,
 
 
 def _version() -> str:
-    """The literal assigned to ``__version__`` in ``src/dlbind/__init__.py``, read without importing it."""
-    init = HERE / "src" / "dlbind" / "__init__.py"
-    for node in ast.parse(init.read_text(encoding="utf-8")).body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
-            and isinstance(node.value, ast.Constant)
-        ):
-            return str(node.value.value)
-    raise SystemExit(f"{init} assigns no literal __version__")
+    """The literal of ``__version__ = "..."`` in ``src/dlbind/__init__.py``, read without importing it."""
+    init = (HERE / "src/dlbind/__init__.py").read_text(encoding="utf-8")
+    return re.search(r'^__version__ = "([^"]+)"', init, re.M)[1]  # type: ignore[index]
 
 
 def _extras(version: str) -> dict[str, list[str]]:

@@ -20,9 +20,9 @@ unless ``--force``. A non-empty folder without ``VENDORED.toml`` is never writte
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import keyword
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -84,15 +84,11 @@ def sha256(data: bytes) -> str:
 def _dlbind_version(root: Path) -> str:
     """The core's ``__version__``, read without importing it (setuptools takes the distribution's version
     from the same assignment: the pyproject's version is ``dynamic``)."""
-    init = root / CORE_SRC / "__init__.py"
-    for node in ast.parse(init.read_text(encoding="utf-8")).body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
-            and isinstance(node.value, ast.Constant)
-        ):
-            return str(node.value.value)
-    raise GeneratorError(f"{init} assigns no literal __version__")
+    init = (root / CORE_SRC / "__init__.py").read_text(encoding="utf-8")
+    found = re.search(r'^__version__ = "([^"]+)"', init, re.M)
+    if found is None:
+        raise GeneratorError(f"{root / CORE_SRC / '__init__.py'} assigns no literal __version__")
+    return found[1]
 
 
 def runtime_files(root: Path, package: str, command: str, *, pure: bool) -> dict[str, str]:

@@ -10,7 +10,7 @@ Every bridge is a fact of the target's row; none looks a row up (the route carri
 from __future__ import annotations
 
 import sys
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from dlbind import capsule
 from dlbind._ffi import native
@@ -320,12 +320,7 @@ def needs_copy(route: Route, tensor: Tensor) -> str | None:
 #: lacks); a copy the target's importer makes itself (it packs bool into bits, it copies unaligned data, or
 #: copy=True asks it to); refused.
 BridgeKind = Literal["as is", "copy", "view", "packs", "own copy", "refused"]
-AS_IS: Final = "as is"
-COPY: Final = "copy"
-VIEW: Final = "view"
-PACKS: Final = "packs"
-OWN_COPY: Final = "own copy"
-REFUSED: Final = "refused"
+AS_IS, COPY, VIEW, PACKS, OWN_COPY, REFUSED = get_args(BridgeKind)
 
 
 class Bridge(NamedTuple):

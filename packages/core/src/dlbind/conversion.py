@@ -27,7 +27,7 @@ producer's type, the target and the device the data is on), the exchange, the br
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from dlbind._capi import PyCapsuleType
 from dlbind._generated.adapters import Copy, Takes
@@ -233,11 +233,7 @@ Said = Literal["itself", "zero-copy", "copy", "host copy", "refused"]  # an Expl
 class ExplanationKind:
     """The kinds of :class:`Explanation` (its ``kind``)."""
 
-    ITSELF: Final = "itself"
-    ZERO_COPY: Final = "zero-copy"
-    COPY: Final = "copy"
-    HOST_COPY: Final = "host copy"
-    REFUSED: Final = "refused"
+    ITSELF, ZERO_COPY, COPY, HOST_COPY, REFUSED = get_args(Said)
 
 
 class Explanation(NamedTuple):

@@ -9,6 +9,7 @@ library: ``libcudart`` is opened on first use, and :func:`probe` says whether CU
 
 from __future__ import annotations
 
+from dlbind import __version__  # the core's: each backend is released at its core's version (docs/releasing.md)
 from dlbind._backends import Probe
 from dlbind_cuda._generated.declarations import HEADER_VERSION
 from dlbind_cuda._runtime import CudaError, Unavailable
@@ -22,12 +23,3 @@ def probe() -> Probe:
     from dlbind_cuda._runtime import runtime
 
     return runtime().probe
-
-
-def __getattr__(name: str) -> str:
-    """``__version__``: the installed distribution's, which is the core's (its one source: docs/releasing.md)."""
-    if name == "__version__":
-        from importlib.metadata import version
-
-        return version("dlbind-cuda")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

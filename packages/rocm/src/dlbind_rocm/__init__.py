@@ -7,6 +7,7 @@ host); ``device_of`` says which device holds a pointer. Importing this module lo
 
 from __future__ import annotations
 
+from dlbind import __version__  # the core's: each backend is released at its core's version (docs/releasing.md)
 from dlbind._backends import Probe
 from dlbind_rocm._generated.declarations import HEADER_VERSION
 from dlbind_rocm._runtime import HipError, Unavailable
@@ -20,12 +21,3 @@ def probe() -> Probe:
     from dlbind_rocm._runtime import runtime
 
     return runtime().probe
-
-
-def __getattr__(name: str) -> str:
-    """``__version__``: the installed distribution's, which is the core's (its one source: docs/releasing.md)."""
-    if name == "__version__":
-        from importlib.metadata import version
-
-        return version("dlbind-rocm")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from dlbind import _backends, _capi
 from dlbind import capsule as _capsule
@@ -35,15 +35,10 @@ class Hazard(Exception):
 CheckKind = Literal["producer", "consumer"]
 Status = Literal["pass", "warn", "fail", "unsupported", "crash"]
 #: What a check is run on (``Check.kind``).
-PRODUCER: Final = "producer"
-CONSUMER: Final = "consumer"
+PRODUCER, CONSUMER = get_args(CheckKind)
 #: How a check ended (``Result.status``): passed; allowed by the spec but hazardous in use; failed; not
 #: applicable to the subject; the process running it died.
-PASS: Final = "pass"
-WARN: Final = "warn"
-FAIL: Final = "fail"
-UNSUPPORTED: Final = "unsupported"
-CRASH: Final = "crash"
+PASS, WARN, FAIL, UNSUPPORTED, CRASH = get_args(Status)
 
 
 @dataclass(frozen=True)
