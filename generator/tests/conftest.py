@@ -4,17 +4,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from listed_headers import ROOT
 
 from dlbind_generator.fetch import fetch_all
 from dlbind_generator.pipeline import Paths
 from dlbind_generator.sources import load_sources
-
-ROOT = Path(__file__).resolve().parents[2]
-_SOURCES = load_sources(ROOT / "spec" / "headers.toml")
-# Every DLPack release spec/headers.toml lists ((1, 3); a post-release (1, 3, 1)), and the canonical one:
-# tests parametrised over the headers follow a bump without an edit.
-LISTED = [h.release for h in _SOURCES.headers]
-CANONICAL = _SOURCES.canonical
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CANONICAL, LISTED
+from listed_headers import CANONICAL, LISTED
 
 from dlbind_generator.parse import parse_header
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import cffi
 import pytest
-from conftest import LISTED
+from listed_headers import LISTED
 
 from dlbind_generator.cdecl import c_declarations
 from dlbind_generator.parse import parse_header

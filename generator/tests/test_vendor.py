@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import CANONICAL, LISTED, ROOT
+from listed_headers import CANONICAL, LISTED, ROOT
 
 from dlbind_generator.__main__ import main
 from dlbind_generator.emit import SEAL_MARK, seal_ok
