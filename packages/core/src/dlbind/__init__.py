@@ -103,9 +103,8 @@ def _load_runtime() -> None:
             names = {name: getattr(enums, name) for name in enums.__all__}
             # imported for the wiring: the C exchange table (dlbind.exchange) and every layer the fast
             # path hands calls to; configure() makes them ready
-            module("._wiring").configure()
+            compiled = module("._wiring").configure()
             consumer, producer = module(".consumer"), module(".producer")
-            native = module("._ffi").native
             names.update(
                 DType=module(".dtypes").DType,
                 Exporter=producer.Exporter,
@@ -117,8 +116,7 @@ def _load_runtime() -> None:
             )
             # The compiled build answers the common calls in C and hands every other case to the Python
             # implementations (same signatures, same errors).
-            if native is not None:
-                names.update(asdlpack=native.asdlpack, from_dlpack=native.from_dlpack, convert=native.convert)
+            names.update(compiled)
             globals().update(names)
             globals()["__all__"] = [*_NAMES, *enums.__all__]
             _load.loader = None  # loaded: the lower layers' _load.ensure() is a no-op from now on

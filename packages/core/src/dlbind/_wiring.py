@@ -20,42 +20,19 @@ from dlbind.validate import check_managed
 __all__ = ["configure"]
 
 
-def text_signature(name: str, fn: Any) -> str:
-    """``fn``'s signature as a C function's docstring starts with it (``name($module, /, ...)``, which CPython
-    reads as ``__text_signature__``), read from its code object: no ``inspect`` import at load time."""
-    code = fn.__code__
-    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    positional = names[: code.co_argcount]
-    defaults = fn.__defaults__ or ()
-    first_default = len(positional) - len(defaults)
-    parts = ["$module"]
-    if not code.co_posonlyargcount:
-        parts.append("/")
-    for i, arg in enumerate(positional):
-        parts.append(arg if i < first_default else f"{arg}={defaults[i - first_default]!r}")
-        if i + 1 == code.co_posonlyargcount:
-            parts.append("/")
-    keyword_only = names[code.co_argcount :]
-    if keyword_only:
-        parts.append("*")
-    kwdefaults = fn.__kwdefaults__ or {}
-    parts += [f"{k}={kwdefaults[k]!r}" if k in kwdefaults else k for k in keyword_only]
-    return f"{name}({', '.join(parts)})"
-
-
 def finished(tensor: Tensor, x: Any) -> Tensor:
     """What the compiled import of ``x`` hands back to be finished (:func:`dlbind.tensor.sealed`), with ``x``'s
     plan."""
     return sealed(tensor, x, sources.export_plan(type(x)))
 
 
-def configure() -> None:
+def configure() -> dict[str, Any]:
     """Hand the lower layers the producers they import through; the compiled fast path the Python code
-    it delegates to."""
+    it delegates to. Returns the compiled build's public functions by name (none in the pure build)."""
     sources.export_other = producer.asdlpack
     asking.export_host = producer.export_host
     if native is None:
-        return
+        return {}
     # the compiled convert's C routes and its Python side (the pure build loads them with dlbind.convert); the
     # compiled build loads them now, for convert's docstring too (below)
     from dlbind import conversion, routes
@@ -82,6 +59,6 @@ def configure() -> None:
         producer_error=consumer.producer_error,
         convert_direct=routes.C_DIRECT,
     )
-    # help() and inspect.signature() on the compiled public functions say what the Python implementations say
+    # the public functions: called in C, read as the Python implementations (help(), inspect.signature())
     python = {"asdlpack": producer.asdlpack, "from_dlpack": consumer.from_dlpack, "convert": conversion.convert}
-    native.document({name: f"{text_signature(name, fn)}\n--\n\n{fn.__doc__}" for name, fn in python.items()})
+    return {name: native.public(getattr(native, name), fn) for name, fn in python.items()}

@@ -44,13 +44,13 @@ def style_for(plan: ExportPlan, method: Any) -> int:
     """``plan.call_style`` (:attr:`dlbind.sources.ExportPlan.call_style`) when ``method`` (a bound ``__dlpack__``)
     is the one it was learned from, else 0: a method replaced on the class between the two reads is asked with
     every keyword."""
-    if not plan._style:  # nothing learned (most types): every keyword, without reading the method
+    learned = plan._learned
+    if learned is None:  # nothing learned (most types): every keyword, without reading the method
         return 0
-    style = plan.call_style
     func = getattr(method, "__func__", None)  # None: a builtin's method (its type's, which cannot be replaced)
-    if style and func is not None and func is not plan._style_of[1]:  # type: ignore[index]
+    if func is not None and func is not learned[2]:
         return 0
-    return style
+    return plan.call_style if func is None else learned[0]
 
 
 def learn(plan: ExportPlan, x: Any, style: int, called: Any) -> None:
@@ -70,8 +70,7 @@ def learn(plan: ExportPlan, x: Any, style: int, called: Any) -> None:
         parameters = ()  # type: ignore[assignment]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return
-    plan._style_of = (weakref.ref(kind), method)  # first: a reader sees the new style with its own method
-    plan._style = style
+    plan._learned = (style, weakref.ref(kind), method)  # one record: read and replaced whole
 
 
 def call_dlpack(

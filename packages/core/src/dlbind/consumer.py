@@ -82,6 +82,10 @@ def from_dlpack(
     False never does (``BufferError`` if one is needed), None copies only when needed; ``stream``:
     the consumer's stream, passed to the producer for synchronisation (CUDA/ROCm rules);
     ``allow_vector``: accept dtypes with ``lanes > 1`` (refused by default, as most consumers do).
+
+    Raises ``BufferError`` where the producer cannot export as asked or gives a tensor dlbind refuses (an invalid
+    one, a device or copy it cannot make), saying why; ``TypeError`` for an object that is no producer and for
+    a ``copy`` that is not a bool.
     """
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")

@@ -26,11 +26,12 @@ producer's type, the target and the device the data is on), the exchange, the br
 
 from __future__ import annotations
 
+import textwrap
 from types import ModuleType
 from typing import Any, Literal, NamedTuple, get_args
 
 from dlbind._capi import PyCapsuleType
-from dlbind._generated.adapters import Copy, Takes
+from dlbind._generated.adapters import ADAPTERS, Copy, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING
 from dlbind.bridges import (
@@ -90,11 +91,18 @@ _NO_STREAM, _UNSYNCHRONISED, _STREAM = StreamShape
 
 
 def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Any:
-    """``x`` (any DLPack producer) as an array of library ``to`` (a name, module or array type).
+    """``x`` (any DLPack producer) as an array of library ``to``: a system's name, its module, or its array type.
+    The names: {systems}.
 
-    Zero-copy whenever the spec allows; ``device``/``copy`` as in the array API's ``from_dlpack``;
-    ``stream`` is the stream the result will be used on (the consumer's): the producer's work is ordered
-    before it. Without it, the target's own current stream is (it asks the producer itself).
+    Zero-copy wherever the DLPack spec allows. ``device`` and ``copy`` as in the array API's ``from_dlpack``
+    (``copy=True`` always copies, ``False`` never does, ``None`` copies only where needed). ``stream`` is the
+    stream the result will be used on (the consumer's): the producer's work is ordered before it. Without it,
+    the work is ordered before the target's own current stream, as the target's own import would order it.
+
+    Raises ``BufferError`` where the exchange cannot be made as asked (a copy that ``copy=False`` forbids, a device
+    the target lacks, data the target cannot import), saying why; ``TypeError`` for an argument of the wrong type
+    (``copy`` not a bool, ``x`` not a producer); ``ValueError`` for a ``to`` that names no system dlbind knows.
+    :func:`explain` says beforehand what this call does.
     """
     if isinstance(to, str | ModuleType):
         route = ROUTES.get((to,))
@@ -119,6 +127,11 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     except Exception as exc:
         raise target_error(x, route.adapter.name, exc, device) from exc
 
+
+
+# the names convert's to= takes, from spec/adapters.toml (one row each)
+_NAMES = textwrap.fill(", ".join(map(repr, ADAPTERS)), 112, initial_indent="    ", subsequent_indent="    ").strip()
+convert.__doc__ = (convert.__doc__ or "").replace("{systems}", _NAMES)
 
 def plan(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Plan:
     """What ``dlbind.convert(x, to, ...)`` will do, as a value (:class:`dlbind.routes.Plan`): the Decision for the

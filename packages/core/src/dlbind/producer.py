@@ -343,6 +343,10 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
     ``readonly=True`` exports the memory read-only; ``readonly=False`` requires writable memory.
     ``device_id`` names the GPU of a ``__cuda_array_interface__`` export; on any other route it must be the
     device id the memory already has (ValueError otherwise: dlbind never moves memory to honour it).
+
+    Raises ``TypeError`` for an object none of these describe (a list or a scalar: make an array of it first),
+    ``BufferError`` for a description of memory that is inconsistent (``dlbind.validate``) or for read-only memory
+    that ``readonly=False`` asks to write, and ``ValueError`` for a ``device_id`` the memory is not on.
     """
     try:
         view: memoryview | None = memoryview(obj)

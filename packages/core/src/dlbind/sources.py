@@ -70,8 +70,7 @@ class ExportPlan:
 
     __slots__ = (
         "__weakref__",
-        "_style",
-        "_style_of",
+        "_learned",
         "bits",
         "bits_via",
         "bool_method",
@@ -119,13 +118,12 @@ class ExportPlan:
     unsigned_strides: bool
     refused_streams: frozenset[tuple[int, int]]
     interface: str
-    _style: int
-    _style_of: tuple[Any, Any] | None
+    _learned: tuple[int, Any, Any] | None  # (style, weakref to the type, the __dlpack__ it was learned from)
     pairs: dict[tuple[Any, ...], Any]
 
     def __init__(self, row: Adapter | None) -> None:
         self.row = row
-        self._style, self._style_of = 0, None
+        self._learned = None
         self.lasting = False
         self.pairs = {}  # dlbind.routes.key(...) -> dlbind.routes.Decision
         self.capsules, self.bits, self.bits_via = "versioned", None, ""
@@ -166,13 +164,17 @@ class ExportPlan:
     @property
     def call_style(self) -> int:
         """How the type's ``__dlpack__`` is asked (0: with every keyword; :data:`STREAM`, :data:`BARE`), as
-        learned from the method now on the type (the C fast path reads this too)."""
-        if self._style and self._style_of is not None:
-            kind, method = self._style_of[0](), self._style_of[1]
-            if kind is None or getattr(kind, "__dlpack__", None) is not method:  # replaced since: ask anew
-                self._style = 0  # first: a thread between the two writes reads "every keyword", always safe
-                self._style_of = None
-        return self._style
+        learned from the method now on the type (the C fast path reads this too). What was learned is one record,
+        read and replaced whole: another thread never sees one learning's style with another's method."""
+        learned = self._learned
+        if learned is None:
+            return 0
+        style, kind, method = learned
+        kind = kind()
+        if kind is None or getattr(kind, "__dlpack__", None) is not method:  # replaced since: ask anew
+            self._learned = None
+            return 0
+        return style
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"

@@ -151,6 +151,7 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         PyObject *capsule;
         if (older) {
             capsule = dlbind_older_call(x, info.bits);
+            if (capsule == NULL && !PyErr_Occurred()) return 0; /* replaced since: Python's route asks it */
         } else {
             PyObject *stack[3] = {x, Py_None, dlbind_cfg.max_version};
             capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,

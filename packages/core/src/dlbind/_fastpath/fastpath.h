@@ -252,7 +252,8 @@ PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
 /* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
 void *dlbind_take(PyObject *capsule, int *versioned);
-/* __dlpack__ the way an older producer accepted it (tensor.c) */
+/* __dlpack__ the way an older producer accepted it (tensor.c); NULL with no error: its class replaced the method
+ * since, Python asks it */
 PyObject *dlbind_older_call(PyObject *x, int bits);
 /* compact copy of strided host memory (copy.c) */
 void dlbind_copy_strided(char *dst, const char *src, int ndim, const int64_t *shape, const int64_t *byte_strides,

@@ -88,11 +88,11 @@ static PyObject *dlbind_py_set_loader(PyObject *mod, PyObject *loader) {
     Py_RETURN_NONE;
 }
 
-static PyObject *dlbind_py_document(PyObject *mod, PyObject *docs);
+static PyObject *dlbind_py_public(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef dlbind_methods[] = {
-    {"document", (PyCFunction)dlbind_py_document, METH_O,
-     "document(docs): set the docstrings (and text signatures) of this module's functions by name"},
+    {"public", (PyCFunction)(void (*)(void))dlbind_py_public, METH_FASTCALL,
+     "public(builtin, python): the public function calling builtin that reads as python (help, signature)"},
     {"set_loader", (PyCFunction)dlbind_py_set_loader, METH_O,
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
@@ -132,38 +132,108 @@ static PyMethodDef dlbind_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyObject *dlbind_docs = NULL; /* name -> the doc text its PyMethodDef points into (kept alive here) */
+/* A public function of the compiled build (dlbind.convert, from_dlpack, asdlpack): called as the builtin it
+ * wraps (the vectorcall goes straight into that builtin's C implementation) and read as the Python implementation
+ * it stands for. Its __wrapped__ is that function, so inspect.signature() and help() show its signature with its
+ * annotations, and its __doc__, __name__, __qualname__ and __module__ are that function's (a builtin's
+ * __text_signature__ cannot carry annotations). A non-data descriptor that does not bind, as a staticmethod: help()
+ * documents it as a routine. */
+typedef PyObject *(*dlbind_fastcall)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
-/* document({name: text}): the docstring (with its "name($module, ...)\n--\n\n" signature line, which CPython
- * reads as __text_signature__) of each named function of this module. dlbind passes its Python
- * implementations' signatures and docstrings, so that help() and inspect.signature() on the compiled
- * dlbind.convert, from_dlpack and asdlpack say what the Python ones say. CPython reads ml_doc whenever
- * __doc__ or __text_signature__ is asked, so the functions made at module init show the new text. */
-static PyObject *dlbind_py_document(PyObject *mod, PyObject *docs) {
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    dlbind_fastcall impl; /* the builtin's C function */
+    PyObject *self;       /* the builtin's self (this module) */
+    PyObject *dict;       /* __wrapped__, __doc__, __name__, __qualname__, __module__ */
+} dlbind_function;
+
+#ifndef Py_TPFLAGS_HAVE_VECTORCALL
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+
+static PyObject *dlbind_function_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    dlbind_function *f = (dlbind_function *)op;
+    return f->impl(f->self, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+static int dlbind_function_traverse(PyObject *op, visitproc visit, void *arg) {
+    Py_VISIT(((dlbind_function *)op)->self);
+    Py_VISIT(((dlbind_function *)op)->dict);
+    return 0;
+}
+
+static int dlbind_function_clear(PyObject *op) {
+    Py_CLEAR(((dlbind_function *)op)->self);
+    Py_CLEAR(((dlbind_function *)op)->dict);
+    return 0;
+}
+
+static void dlbind_function_dealloc(PyObject *op) {
+    PyObject_GC_UnTrack(op);
+    dlbind_function_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *dlbind_function_get(PyObject *op, PyObject *obj, PyObject *type) {
+    (void)obj;
+    (void)type;
+    return Py_NewRef(op);
+}
+
+static PyObject *dlbind_function_repr(PyObject *op) {
+    PyObject *name = PyDict_GetItemString(((dlbind_function *)op)->dict, "__qualname__"); /* borrowed */
+    return PyUnicode_FromFormat("<function dlbind.%S (compiled)>", name != NULL ? name : Py_None);
+}
+
+static PyGetSetDef dlbind_function_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject dlbind_function_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = DLBIND_MODULE ".Function",
+    .tp_basicsize = sizeof(dlbind_function),
+    .tp_dealloc = dlbind_function_dealloc,
+    .tp_vectorcall_offset = offsetof(dlbind_function, vectorcall),
+    .tp_repr = dlbind_function_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A public function of dlbind's compiled build: see its __wrapped__, the Python implementation.",
+    .tp_traverse = dlbind_function_traverse,
+    .tp_clear = dlbind_function_clear,
+    .tp_getset = dlbind_function_getset,
+    .tp_descr_get = dlbind_function_get,
+    .tp_dictoffset = offsetof(dlbind_function, dict),
+};
+
+/* public(builtin, python): the Function calling ``builtin`` (a function of this module taking fast-call
+ * arguments and keywords) that reads as ``python``. */
+static PyObject *dlbind_py_public(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (!PyDict_Check(docs)) {
-        PyErr_SetString(PyExc_TypeError, "document(docs): docs must be a dict of name -> text");
+    if (nargs != 2 || !PyCFunction_Check(args[0]) || PyCFunction_GET_FLAGS(args[0]) != (METH_FASTCALL | METH_KEYWORDS)) {
+        PyErr_SetString(PyExc_TypeError, "public(builtin, python): builtin is a fast-call function of this module");
         return NULL;
     }
-    if (dlbind_docs == NULL && (dlbind_docs = PyDict_New()) == NULL) return NULL;
-    PyObject *name, *text;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(docs, &pos, &name, &text)) {
-        if (!PyUnicode_Check(name) || !PyUnicode_Check(text)) {
-            PyErr_SetString(PyExc_TypeError, "document(docs): names and texts must be str");
-            return NULL;
-        }
-        PyMethodDef *def = dlbind_methods;
-        while (def->ml_name != NULL && PyUnicode_CompareWithASCIIString(name, def->ml_name) != 0) def++;
-        if (def->ml_name == NULL) {
-            PyErr_Format(PyExc_ValueError, "document(docs): " DLBIND_MODULE " has no function %R", name);
-            return NULL;
-        }
-        const char *utf8 = PyUnicode_AsUTF8(text);
-        if (utf8 == NULL || PyDict_SetItem(dlbind_docs, name, text) != 0) return NULL;
-        def->ml_doc = utf8; /* valid while dlbind_docs holds the text: for the life of the process */
+    dlbind_function *f = PyObject_GC_New(dlbind_function, &dlbind_function_type);
+    if (f == NULL) return NULL;
+    f->vectorcall = dlbind_function_call;
+    f->impl = (dlbind_fastcall)(void (*)(void))PyCFunction_GET_FUNCTION(args[0]);
+    f->self = Py_XNewRef(PyCFunction_GET_SELF(args[0]));
+    f->dict = PyDict_New();
+    PyObject_GC_Track((PyObject *)f);
+    if (f->dict == NULL || PyDict_SetItemString(f->dict, "__wrapped__", args[1]) != 0) goto fail;
+    static const char *copied[] = {"__doc__", "__name__", "__qualname__", "__module__"};
+    for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
+        PyObject *value = PyObject_GetAttrString(args[1], copied[i]);
+        int failed = value == NULL || PyDict_SetItemString(f->dict, copied[i], value) != 0;
+        Py_XDECREF(value);
+        if (failed) goto fail;
     }
-    Py_RETURN_NONE;
+    return (PyObject *)f;
+fail:
+    Py_DECREF(f);
+    return NULL;
 }
 
 static struct PyModuleDef dlbind_module = {
@@ -177,7 +247,8 @@ static struct PyModuleDef dlbind_module = {
 PyMODINIT_FUNC PyInit__fastpath(void) {
     dlbind_policy_init();
     if (dlbind_cfg.max_version == NULL && dlbind_intern_all() != 0) return NULL;
-    if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0 || dlbind_convert_init() < 0)
+    if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0 ||
+        PyType_Ready(&dlbind_function_type) < 0 || dlbind_convert_init() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&dlbind_module);
     if (module == NULL) return NULL;
