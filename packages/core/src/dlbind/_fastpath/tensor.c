@@ -190,42 +190,43 @@ static PyObject *dlbind_get_stream(dlbind_tensor *self, void *c) {
 }
 
 
-/* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted, made on the method
- * fetched once and only when that method is the one its type learned it from (the plan's _learned record, read
- * whole): a class whose __dlpack__ was replaced since the type's bits were read is asked by Python's route, which
- * reads the record against the method it calls (dlbind.asking.style_for). NULL with no error set: that case. */
+/* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted, made only when the
+ * function its class holds is the one its type learned it from (the plan's _learned record, read whole): a class
+ * whose Python __dlpack__ was replaced since the type's bits were read is asked by Python's route, which reads the
+ * record against the method it calls (dlbind.asking.style_for). A builtin's method (an extension type's, which its
+ * class cannot be given anew by a Python assignment) is called as the bits say. NULL with no error set: that case.
+ * No Python code runs between the check and the call's lookup of the same function. */
 PyObject *dlbind_older_call(PyObject *x, int bits) {
     static PyObject *kwnames_stream = NULL, *str_learned = NULL;
     if (str_learned == NULL && (str_learned = PyUnicode_InternFromString("_learned")) == NULL) return NULL;
-    PyObject *method = PyObject_GetAttr(x, dlbind_cfg.str_dlpack);
-    if (method == NULL) return NULL;
-    if (PyMethod_Check(method)) { /* a Python function, which a class can replace (a builtin's cannot) */
+    PyObject *held = PyObject_GetAttr((PyObject *)Py_TYPE(x), dlbind_cfg.str_dlpack); /* the class's function */
+    if (held == NULL) return NULL;
+    if (PyFunction_Check(held)) {
         dlbind_type_info info;
         PyObject *learned = NULL;
         if (dlbind_type_info_of(x, &info) == 0 && info.plan != NULL && info.plan != Py_None)
             learned = PyObject_GetAttr(info.plan, str_learned);
         PyErr_Clear();
         int same = learned != NULL && PyTuple_Check(learned) && PyTuple_GET_SIZE(learned) == 3 &&
-                   PyTuple_GET_ITEM(learned, 2) == PyMethod_GET_FUNCTION(method);
+                   PyTuple_GET_ITEM(learned, 2) == held;
         if (same) bits = PyLong_AsLong(PyTuple_GET_ITEM(learned, 0)) == 2 ? bits | DLBIND_TYPE_BARE_CALL : bits;
         Py_XDECREF(learned);
-        if (!same || PyErr_Occurred()) {
+        /* read again: finding the plan may have run Python code (a first lookup), and another thread with it */
+        PyObject *again = same && !PyErr_Occurred() ? PyObject_GetAttr((PyObject *)Py_TYPE(x), dlbind_cfg.str_dlpack) : NULL;
+        int unchanged = again == held;
+        Py_XDECREF(again);
+        if (!unchanged) {
             PyErr_Clear();
-            Py_DECREF(method);
+            Py_DECREF(held);
             return NULL;
         }
     }
-    PyObject *res;
-    if (bits & DLBIND_TYPE_BARE_CALL) {
-        res = PyObject_CallNoArgs(method);
-    } else if (kwnames_stream == NULL && (kwnames_stream = Py_BuildValue("(O)", dlbind_cfg.kw[DLBIND_KW_STREAM])) == NULL) {
-        res = NULL;
-    } else {
-        PyObject *stack[2] = {NULL, Py_None};
-        res = PyObject_Vectorcall(method, stack + 1, 0 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames_stream);
-    }
-    Py_DECREF(method);
-    return res;
+    Py_DECREF(held);
+    if (bits & DLBIND_TYPE_BARE_CALL) return PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack);
+    if (kwnames_stream == NULL && (kwnames_stream = Py_BuildValue("(O)", dlbind_cfg.kw[DLBIND_KW_STREAM])) == NULL)
+        return NULL;
+    PyObject *stack[2] = {x, Py_None};
+    return PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames_stream);
 }
 
 #define DLBIND_GETTER(name, expr)                                  \
