@@ -264,5 +264,11 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(module);
         return NULL;
     }
+    Py_INCREF(&dlbind_function_type);
+    if (PyModule_AddObject(module, "Function", (PyObject *)&dlbind_function_type) < 0) {
+        Py_DECREF(&dlbind_function_type);
+        Py_DECREF(module);
+        return NULL;
+    }
     return module;
 }
