@@ -193,13 +193,17 @@ static PyObject *dlbind_get_stream(dlbind_tensor *self, void *c) {
 /* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted, made only when the
  * function its class holds is the one its type learned it from (the plan's _learned record, read whole): a class
  * whose Python __dlpack__ was replaced since the type's bits were read is asked by Python's route, which reads the
- * record against the method it calls (dlbind.asking.style_for). A builtin's method (an extension type's, which its
- * class cannot be given anew by a Python assignment) is called as the bits say. NULL with no error set: that case.
+ * record against the method it calls (dlbind.asking.style_for). A builtin's method, or an extension class's, is
+ * called as the bits say. NULL with no error set: that case.
  * No Python code runs between the check and the call's lookup of the same function. */
 PyObject *dlbind_older_call(PyObject *x, int bits) {
     static PyObject *kwnames_stream = NULL, *str_learned = NULL;
     if (str_learned == NULL && (str_learned = PyUnicode_InternFromString("_learned")) == NULL) return NULL;
-    PyObject *held = PyObject_GetAttr((PyObject *)Py_TYPE(x), dlbind_cfg.str_dlpack); /* the class's function */
+    /* a class of Python's own metaclass: one whose __dlpack__ a Python assignment replaces (an extension's classes,
+     * pybind11's and nanobind's, are called as their bits say: their methods are not replaced while in use) */
+    PyObject *held = Py_IS_TYPE((PyObject *)Py_TYPE(x), &PyType_Type)
+                         ? PyObject_GetAttr((PyObject *)Py_TYPE(x), dlbind_cfg.str_dlpack)
+                         : Py_NewRef(Py_None);
     if (held == NULL) return NULL;
     if (PyFunction_Check(held)) {
         dlbind_type_info info;
