@@ -22,14 +22,13 @@ from dlbind import _capi
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._generated.tables import VERSIONED_CAPSULES
+from dlbind.validate import PACKAGE  # the package this runtime is (dlbind, or a vendored copy's)
 
 DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION = DLPACK_VERSION
 #: The flags the runtime sets, as plain ints; 0 when the header has no flags (DLPack 0.x: a copy of it never
 #: sets or reads one, as its capsules are legacy ones, which have no flags field).
 READ_ONLY: int = int(getattr(Flags, "READ_ONLY", 0))
 IS_COPIED: int = int(getattr(Flags, "IS_COPIED", 0))
-#: The name of the package this runtime is (``dlbind``, or a vendored copy's), for messages and reprs.
-PACKAGE: str = __name__.rpartition(".")[0]
 
 VERSIONED = b"dltensor_versioned"
 USED_VERSIONED = b"used_dltensor_versioned"
