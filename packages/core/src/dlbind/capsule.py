@@ -22,7 +22,7 @@ from dlbind import _capi
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind.validate import PACKAGE  # the package this runtime is (dlbind, or a vendored copy's)
+from dlbind.validate import PACKAGE as PACKAGE  # the package this runtime is (dlbind, or a vendored copy's)
 
 DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION = DLPACK_VERSION
 #: The flags the runtime sets, as plain ints; 0 when the header has no flags (DLPack 0.x: a copy of it never
