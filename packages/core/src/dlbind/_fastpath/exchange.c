@@ -61,6 +61,18 @@ static unsigned int dlbind_type_tag(PyTypeObject *type) {
 #endif
 }
 
+/* The type's valid version tag, given one first if it has none (0 when it cannot have one). */
+static unsigned int dlbind_type_tag_assigned(PyTypeObject *type) {
+    unsigned int tag = dlbind_type_tag(type);
+    if (tag != 0) return tag;
+#if PY_VERSION_HEX >= 0x030C0000
+    (void)PyUnstable_Type_AssignVersionTag(type);
+#else
+    (void)_PyType_Lookup(type, dlbind_cfg.str_dlpack); /* a cached lookup assigns one (borrowed, no error) */
+#endif
+    return dlbind_type_tag(type);
+}
+
 static const dlbind_exchange_api *dlbind_table_resolve(PyObject *cap) {
 #if !DLBIND_HEADER_HAS_EXCHANGE_API
     (void)cap; /* a header without the exchange API uses no table */
@@ -276,6 +288,7 @@ static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
     if (tag != 0)
         for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
             if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return &dlbind_recent[i].info;
+    tag = dlbind_type_tag_assigned(type); /* the version the entry is made from */
     PyObject *key = NULL, *entry = NULL;
     if (tag != 0) {
         if (dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) return NULL;
@@ -286,30 +299,16 @@ static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
             return NULL;
         }
     }
+    int changed = 0;
     if (entry == NULL) {
         entry = dlbind_entry_new(type_obj);
         if (entry == NULL) {
             Py_XDECREF(key);
             return NULL;
         }
-        /* the lookup gave the type a tag if it had none (3.12+ can be asked directly) */
-#if PY_VERSION_HEX >= 0x030C0000
-        (void)PyUnstable_Type_AssignVersionTag(type);
-#endif
-        unsigned int now = dlbind_type_tag(type);
-        if (now != tag) { /* a tag came (or changed) during the lookup: key by the new one */
-            Py_CLEAR(key);
-            tag = now;
-            if (tag != 0 && dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) {
-                Py_DECREF(entry);
-                return NULL;
-            }
-            if (tag != 0 && (key = PyLong_FromUnsignedLong(tag)) == NULL) {
-                Py_DECREF(entry);
-                return NULL;
-            }
-        }
-        if (key != NULL) {
+        /* Python code ran: a type changed meanwhile (its tag dropped) may have given bits of either version */
+        changed = tag != 0 && dlbind_type_tag(type) != tag;
+        if (key != NULL && !changed) {
             if (PyDict_GET_SIZE(dlbind_tags) >= DLBIND_TAGS_MAX) PyDict_Clear(dlbind_tags);
             if (PyDict_SetItem(dlbind_tags, key, entry) != 0) {
                 Py_DECREF(key);
@@ -320,9 +319,10 @@ static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
     }
     Py_XDECREF(key);
     static dlbind_type_info uncached_info;
-    if (tag == 0) { /* not cacheable: held until the next such lookup, so the table outlives this call */
+    if (tag == 0 || changed) { /* not cacheable: held until the next such lookup, so the table outlives this call */
         Py_XSETREF(dlbind_uncached, entry);
         dlbind_entry_info(entry, &uncached_info);
+        if (changed) uncached_info.bits &= ~(DLBIND_TYPE_LEGACY_CALL | DLBIND_TYPE_BARE_CALL); /* asked anew */
         return &uncached_info;
     }
     unsigned slot = dlbind_recent_next++ % DLBIND_RECENT_TYPES;
@@ -348,10 +348,26 @@ int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {
     return found == NULL ? -1 : 0;
 }
 
-void dlbind_type_mark(PyObject *obj, int bits) {
+/* The bits cached for type at its current version (a recent entry), -1 when none. */
+static int dlbind_recent_bits(PyTypeObject *type, unsigned int tag) {
+    if (tag != 0)
+        for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return dlbind_recent[i].info.bits;
+    return -1;
+}
+
+int dlbind_type_bits_now(PyObject *obj) { return dlbind_recent_bits(Py_TYPE(obj), dlbind_type_tag(Py_TYPE(obj))); }
+
+void dlbind_type_learn(PyObject *obj) {
     PyTypeObject *type = Py_TYPE(obj);
-    unsigned int tag = dlbind_type_tag(type);
-    if (tag == 0) return;
+    unsigned int tag = dlbind_type_tag_assigned(type);
+    dlbind_type_info info;
+    if (tag == 0 || dlbind_type_info_of(obj, &info) != 0 || info.plan == NULL || info.plan == Py_None) {
+        PyErr_Clear();
+        return;
+    }
+    int bits = dlbind_plan_call_bits(info.plan); /* Python code: the plan checks the method the class holds */
+    if (bits == 0 || dlbind_type_tag(type) != tag) return; /* nothing learned, or the class changed meanwhile */
     for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
         if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) dlbind_recent[i].info.bits |= bits;
     if (dlbind_tags == NULL) return;

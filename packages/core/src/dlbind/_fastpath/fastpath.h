@@ -326,8 +326,12 @@ typedef struct {
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info);
-/* Sets bits on the cached entry of type(obj) (no error: a type not cached stays unmarked). */
-void dlbind_type_mark(PyObject *obj, int bits);
+/* The call type(obj)'s __dlpack__ took (its ExportPlan's call_style), kept on the cached entry of the type's
+ * version the plan read it at (no error: a type not cached, or changed meanwhile, stays unmarked). */
+void dlbind_type_learn(PyObject *obj);
+/* The bits cached for type(obj) at its current version (the last few types looked up), -1 when none: a class
+ * changed since its bits were read has another version (CPython drops a type's tag when it or a base changes). */
+int dlbind_type_bits_now(PyObject *obj);
 /* obj through its type's exchange table: 1 with *out (an owned struct), 0 when the table does not
  * apply (none, or the table raised an Exception: __dlpack__ then answers, with the producer's own
  * checks), -1 on error. An object whose export guard is truthy is refused (-1, BufferError) whether

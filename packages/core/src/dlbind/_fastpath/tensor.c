@@ -166,17 +166,6 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
     return tensor;
 }
 
-/* How x's type accepted __dlpack__ once max_version was refused (its ExportPlan's call_style, which the
- * Python code set), as DLBIND_TYPE_* bits to mark the type with; 0 when not known. */
-static int dlbind_learned_call(PyObject *x) {
-    dlbind_type_info info;
-    if (dlbind_type_info_of(x, &info) != 0 || info.plan == NULL || info.plan == Py_None) {
-        PyErr_Clear();
-        return 0;
-    }
-    return dlbind_plan_call_bits(info.plan);
-}
-
 int dlbind_tensor_set_stream(PyObject *tensor, long long stream) {
     PyObject *value = NULL;
     if (stream != -1 && (value = PyLong_FromLongLong(stream)) == NULL) return -1;
@@ -190,42 +179,19 @@ static PyObject *dlbind_get_stream(dlbind_tensor *self, void *c) {
 }
 
 
-/* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted, made only when the
- * function its class holds is the one its type learned it from (the plan's _learned record, read whole): a class
- * whose Python __dlpack__ was replaced since the type's bits were read is asked by Python's route, which reads the
- * record against the method it calls (dlbind.asking.style_for). A builtin's method, or an extension class's, is
- * called as the bits say. NULL with no error set: that case.
- * No Python code runs between the check and the call's lookup of the same function. */
+/* x.__dlpack__(stream=None) or x.__dlpack__(): the call a producer of an older spec accepted, made as the bits its
+ * type has at its current version say. A class whose attributes can change is checked again here, after any
+ * Python code that ran since the caller read its bits: a class whose __dlpack__ was replaced since has another
+ * version (no bits cached for it yet), and is asked by Python's route (dlbind.asking.style_for reads the plan's
+ * record against the method it calls). NULL with no error set: that case. No Python code runs between this
+ * check and the call's lookup of the method. */
 PyObject *dlbind_older_call(PyObject *x, int bits) {
-    static PyObject *kwnames_stream = NULL, *str_learned = NULL;
-    if (str_learned == NULL && (str_learned = PyUnicode_InternFromString("_learned")) == NULL) return NULL;
-    /* a class of Python's own metaclass: one whose __dlpack__ a Python assignment replaces (an extension's classes,
-     * pybind11's and nanobind's, are called as their bits say: their methods are not replaced while in use) */
-    PyObject *held = Py_IS_TYPE((PyObject *)Py_TYPE(x), &PyType_Type)
-                         ? PyObject_GetAttr((PyObject *)Py_TYPE(x), dlbind_cfg.str_dlpack)
-                         : Py_NewRef(Py_None);
-    if (held == NULL) return NULL;
-    if (PyFunction_Check(held)) {
-        dlbind_type_info info;
-        PyObject *learned = NULL;
-        if (dlbind_type_info_of(x, &info) == 0 && info.plan != NULL && info.plan != Py_None)
-            learned = PyObject_GetAttr(info.plan, str_learned);
-        PyErr_Clear();
-        int same = learned != NULL && PyTuple_Check(learned) && PyTuple_GET_SIZE(learned) == 3 &&
-                   PyTuple_GET_ITEM(learned, 2) == held;
-        if (same) bits = PyLong_AsLong(PyTuple_GET_ITEM(learned, 0)) == 2 ? bits | DLBIND_TYPE_BARE_CALL : bits;
-        Py_XDECREF(learned);
-        /* read again: finding the plan may have run Python code (a first lookup), and another thread with it */
-        PyObject *again = same && !PyErr_Occurred() ? PyObject_GetAttr((PyObject *)Py_TYPE(x), dlbind_cfg.str_dlpack) : NULL;
-        int unchanged = again == held;
-        Py_XDECREF(again);
-        if (!unchanged) {
-            PyErr_Clear();
-            Py_DECREF(held);
-            return NULL;
-        }
+    static PyObject *kwnames_stream = NULL;
+    if (!PyType_HasFeature(Py_TYPE(x), Py_TPFLAGS_IMMUTABLETYPE)) {
+        int now = dlbind_type_bits_now(x);
+        if (now < 0 || !(now & DLBIND_TYPE_LEGACY_CALL)) return NULL;
+        bits = now;
     }
-    Py_DECREF(held);
     if (bits & DLBIND_TYPE_BARE_CALL) return PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack);
     if (kwnames_stream == NULL && (kwnames_stream = Py_BuildValue("(O)", dlbind_cfg.kw[DLBIND_KW_STREAM])) == NULL)
         return NULL;
@@ -641,7 +607,7 @@ static PyObject *dlbind_after_refusal(PyObject *x, int older) {
     Py_XDECREF(value);
     Py_XDECREF(tb);
     /* the older call worked: from now on this type is asked the way it accepted */
-    if (res != NULL && legacy) dlbind_type_mark(x, dlbind_learned_call(x));
+    if (res != NULL && legacy) dlbind_type_learn(x);
     return res; /* Python finished it */
 }
 
