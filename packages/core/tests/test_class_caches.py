@@ -85,8 +85,10 @@ def test_a_replaced_dlpack_is_asked_anew() -> None:
 
 
 def test_a_class_whose_dlpack_is_replaced_while_threads_export_through_it() -> None:
-    """Four threads export instances for half a second while the class's ``__dlpack__`` is swapped every 0.5 ms
-    between an old-style method (writable data) and a current one (read-only data): every export succeeds."""
+    """Four threads export instances while the class's ``__dlpack__`` is swapped 200 times, 0.5 ms apart,
+    between an old-style method (writable data) and a current one (read-only data): every export succeeds.
+    The swaps are counted, not timed (a thread may hold the GIL for milliseconds on a loaded machine), and
+    start once every thread has exported."""
 
     class Churned(Old):
         pass
@@ -112,14 +114,16 @@ def test_a_class_whose_dlpack_is_replaced_while_threads_export_through_it() -> N
     threads = [threading.Thread(target=export, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
-    end = time.monotonic() + 0.5
-    swaps = 0
-    while time.monotonic() < end:
-        Churned.__dlpack__ = new if swaps % 2 == 0 else old  # type: ignore[method-assign]
-        swaps += 1
+    deadline = time.monotonic() + 60
+    while not all(counts) and not failures and time.monotonic() < deadline:
+        time.sleep(0.001)
+    started = list(counts)
+    for swap in range(200):
+        Churned.__dlpack__ = new if swap % 2 == 0 else old  # type: ignore[method-assign]
         time.sleep(0.0005)
     done.set()
     for t in threads:
         t.join()
     assert not failures, f"{len(failures)} of {sum(counts) + len(failures)} exports failed, e.g. {failures[:3]}"
-    assert sum(counts) > 0 and swaps > 10
+    assert all(started), f"a thread never exported before the swaps: {started}"
+    assert sum(counts) > sum(started), "no export ran while the class was being swapped"

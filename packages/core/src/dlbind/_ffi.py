@@ -15,7 +15,7 @@ import importlib
 import os
 from typing import Any
 
-from dlbind import _load
+import dlbind._load as _load
 
 ffi: Any
 #: The C extension ``dlbind._fastpath`` (``export``, ``take``, ``TensorCore``, ...), or None (pure build).

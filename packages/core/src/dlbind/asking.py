@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import _capi, _load, capsule
+import dlbind._capi as _capi
+import dlbind._load as _load
+import dlbind.capsule as capsule
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import device_name

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Literal, NamedTuple, get_args
 
-from dlbind import capsule
+import dlbind.capsule as capsule
 from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter, Asks, Copy, Given, ImportBool, Takes
 from dlbind._generated.enums import DLPACK_VERSION

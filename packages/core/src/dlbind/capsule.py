@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from dlbind import _capi
+import dlbind._capi as _capi
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._generated.tables import VERSIONED_CAPSULES

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dlbind import _backends, _capi, capsule, exchange
+import dlbind._backends as _backends
+import dlbind._capi as _capi
+import dlbind.capsule as capsule
+import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of, type_name

@@ -13,7 +13,9 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from dlbind import _backends, _capi, capsule
+import dlbind._backends as _backends
+import dlbind._capi as _capi
+import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_NAMES

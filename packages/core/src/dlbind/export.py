@@ -14,7 +14,8 @@ import os
 import sys
 from typing import Any, NamedTuple
 
-from dlbind import _backends, capsule
+import dlbind._backends as _backends
+import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES

@@ -14,7 +14,9 @@ import sys
 from abc import ABCMeta
 from typing import Any
 
-from dlbind import _backends, _capi, capsule
+import dlbind._backends as _backends
+import dlbind._capi as _capi
+import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES

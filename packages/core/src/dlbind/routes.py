@@ -18,7 +18,8 @@ from enum import IntEnum
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from dlbind import _backends, exchange
+import dlbind._backends as _backends
+import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.adapters import ADAPTERS, Adapter, Asks, Capsules, Copy, ImportBool, Layout, Readonly, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES

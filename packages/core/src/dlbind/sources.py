@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
-from dlbind import _load, capsule
+import dlbind._load as _load
+import dlbind.capsule as capsule
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type

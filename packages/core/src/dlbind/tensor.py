@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from dlbind import capsule as _capsule
+import dlbind.capsule as _capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType, Flags
 from dlbind._generated.tables import DEVICE_BY_NAME, KNOWN_DEVICE_TYPES
