@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("dtypes, devices, libraries", ("dlbind.dtypes", "dlbind.devices", "dlbind._backends", "dlbind._libraries")),
     ("the validator of memory descriptions", ("dlbind.validate",)),
     ("capsule and export engine", ("dlbind.capsule", "dlbind.export")),
+    ("memory an object describes, and its Exporter", ("dlbind.described",)),
     ("producer types: what they export and how they are asked", ("dlbind.sources",)),
     ("asking a producer: its __dlpack__ call and the spec's retries", ("dlbind.asking",)),
     ("Tensor", ("dlbind.tensor",)),

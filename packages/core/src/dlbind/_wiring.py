@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbind import asking, consumer, exchange, export, producer, sources
+from dlbind import consumer, exchange, export, producer, sources
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
 from dlbind.tensor import Tensor, sealed
@@ -27,10 +27,8 @@ def finished(tensor: Tensor, x: Any) -> Tensor:
 
 
 def configure() -> dict[str, Any]:
-    """Hand the lower layers the producers they import through; the compiled fast path the Python code
-    it delegates to. Returns the compiled build's public functions by name (none in the pure build)."""
-    sources.export_other = producer.asdlpack
-    asking.export_host = producer.export_host
+    """Hand the compiled fast path the Python code it delegates to. Returns the compiled build's public
+    functions by name (none in the pure build)."""
     if native is None:
         return {}
     # the compiled convert's C routes and its Python side (the pure build loads them with dlbind.convert); the

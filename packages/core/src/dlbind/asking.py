@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import dlbind._capi as _capi
-import dlbind._load as _load
 import dlbind.capsule as capsule
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
+from dlbind.described import export_host
 from dlbind.devices import device_name
 from dlbind.sources import BARE, STREAM, ExportPlan, help_for
 
@@ -187,17 +187,9 @@ def _older_call(
     return result
 
 
-# How a host producer whose __dlpack__ refuses is exported instead (dlbind.producer.export_host: its buffer
-# protocol or array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
-export_host: Any = None
-
-
 def host_export(x: Any) -> Any:
-    """``x`` exported through its buffer protocol or array interface (:data:`export_host`), or None."""
-    if export_host is None:
-        _load.ensure()  # a module imported on its own: the package wires export_host when it loads
-        if export_host is None:
-            return None
+    """``x`` exported through its buffer protocol or array interface (:func:`dlbind.described.export_host`), or
+    None."""
     try:
         return export_host(x)
     except (TypeError, ValueError, BufferError):

@@ -19,10 +19,10 @@ from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
+from dlbind.described import through_interface
 from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
-from dlbind.producer import through_interface
 from dlbind.routes import (
     DEVICE_ARG,
     DEVICE_HERE,

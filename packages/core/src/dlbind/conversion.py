@@ -59,7 +59,7 @@ from dlbind.devices import (
     producer_device,
     stream_free,
 )
-from dlbind.producer import Exporter, asdlpack
+from dlbind.producer import Exporter, SourceExporter, asdlpack
 from dlbind.routes import (
     C_DIRECT,
     C_ROUTES,
@@ -452,7 +452,7 @@ def compat(x: Any) -> Any:
     on every export; anything with a buffer or an array interface is exported directly.
     """
     if hasattr(x, "__dlpack__") and not isinstance(x, Exporter):
-        return Exporter(None, x)
+        return SourceExporter(x)
     plan = export_plan(type(x))
     if plan.via is not None:  # a system exporting through a method or function of its own
         return imported(x, plan, None, own_export=True)

@@ -1,40 +1,42 @@
 """Producer side: export anything as DLPack.
 
 :func:`asdlpack` wraps an object with the buffer protocol, ``__array_interface__``,
-``__cuda_array_interface__`` or an older/newer ``__dlpack__``; :func:`from_pointer` wraps raw memory.
-The result answers every keyword of the array API's ``__dlpack__`` by the spec's rules.
+``__cuda_array_interface__`` (described by :mod:`dlbind.described`) or an older/newer ``__dlpack__`` (re-exported
+here, through the consumer); :func:`from_pointer` wraps raw memory. The result answers every keyword of the
+array API's ``__dlpack__`` by the spec's rules.
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
-import operator
-import sys
-from abc import ABCMeta
 from typing import Any
 
-import dlbind._backends as _backends
-import dlbind._capi as _capi
-import dlbind.capsule as capsule
-from dlbind._ffi import ffi, native
-from dlbind._generated.enums import DLPACK_VERSION, DeviceType
-from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
+from dlbind._ffi import native
+from dlbind._generated.enums import DeviceType
+from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.consumer import from_dlpack
-from dlbind.devices import Device, device_name, parse_device, producer_device
-from dlbind.dtypes import SUBBYTE_PADDED, DType, byte_size, from_format, from_numpy, lookup
-from dlbind.export import CPU, Memory, export_memory, export_view
+from dlbind.described import (
+    _BUFFER_DTYPES,
+    _ELEMENT_STRIDES,
+    _PACKAGE,
+    _READ_ONLY,
+    _UINTPTR,
+    Exporter,
+    _address_of,
+    _cast,
+    _element_strides,
+    _integer,
+    _integers,
+    _new_exporter,
+    describe,
+    through_interface,
+)
+from dlbind.devices import device_name, parse_device, producer_device
+from dlbind.dtypes import DType, byte_size, from_numpy, lookup
+from dlbind.export import CPU, Memory, export_view
 from dlbind.validate import check_description, contiguous_strides
 
-__all__ = ["Exporter", "asdlpack", "from_pointer", "through_interface"]
-
-_READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
-_PACKAGE = capsule.PACKAGE
-_CUDA = DeviceType(DEVICE_BY_NAME["cuda"])  # kDLCUDA (kDLGPU in DLPack 0.4)
-MAX_ADDRESS = 2 ** (8 * ffi.sizeof("void *")) - 1
-
-
-_BUFFER_EXPORTER: Any = native.BufferExporter if native is not None else None
+__all__ = ["Exporter", "SourceExporter", "asdlpack", "from_pointer", "through_interface"]
 
 
 def _import_plain(x: Any) -> Any:
@@ -42,36 +44,20 @@ def _import_plain(x: Any) -> Any:
     return native.from_dlpack(x) if native is not None else from_dlpack(x)
 
 
-class Exporter(metaclass=ABCMeta):
-    """What :func:`asdlpack` returns: a DLPack producer for one piece of memory.
+class SourceExporter(Exporter):
+    """What :func:`asdlpack` returns for an object with ``__dlpack__`` (any version): each export imports it
+    as it can (it may not know the newer keywords), then answers the keywords itself, so that a legacy
+    producer serves a versioned consumer and back."""
 
-    The compiled build registers its C exporter of buffers as one (``isinstance`` holds in both builds).
-    """
+    __slots__ = ("_source",)
 
-    __slots__ = ("_fast", "_memory", "_source")
-
-    _fast: tuple[Any, ...] | None
-    _memory: Memory | None
     _source: Any
 
-    def __init__(self, memory: Memory | None, source: Any = None) -> None:
-        self._memory = memory
-        self._source = source  # an object with __dlpack__, re-negotiated on every export
-        # capsule.export_args's arguments for the common call (versioned, no stream/device/copy)
-        self._fast = _export_args(memory) if memory is not None else None
-
-    def _described(self) -> Memory | None:
-        """The memory this exporter describes (None: it re-exports its ``__dlpack__`` source), made from the
-        kept export arguments when :func:`asdlpack` made the exporter with those only."""
-        if self._memory is None and self._fast is not None:
-            self._memory = _memory_of(self._fast)
-        return self._memory
+    def __init__(self, source: Any) -> None:
+        self._memory = self._fast = None
+        self._source = source
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
-        if self._fast is not None:
-            return self._fast[4]  # type: ignore[no-any-return]
-        if self._memory is not None:
-            return self._memory.device
         return producer_device(self._source)
 
     def __dlpack__(
@@ -82,255 +68,14 @@ class Exporter(metaclass=ABCMeta):
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> object:
-        plain = stream is None and dl_device is None and copy is None
-        if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_VERSION[0]:
-            return capsule.export_args(self._fast)
-        memory = self._described()
-        if memory is not None:
-            return export_memory(memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
-        # import as the source can (it may not know the newer keywords), then answer them here
-        if plain:  # the Tensor's own export (C in the compiled build) answers max_version
+        if stream is None and dl_device is None and copy is None:  # the Tensor's own export answers max_version
             return _import_plain(self._source).__dlpack__(max_version=max_version)
         tensor = from_dlpack(self._source, stream=stream)  # ready on the consumer's stream: no wait below
         return export_view(tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __repr__(self) -> str:
-        m = self._described()
-        if m is None:
-            return f"{_PACKAGE}.Exporter(of {type(self._source).__name__}.__dlpack__)"
-        return (
-            f"{_PACKAGE}.Exporter(shape={m.shape}, dtype={m.dtype.name}, "
-            f"device={device_name(m.device[0])}:{m.device[1]})"
-        )
+        return f"{_PACKAGE}.Exporter(of {type(self._source).__name__}.__dlpack__)"
 
-
-# An exporter keeps capsule.export_args's arguments for the common call (versioned, no stream, device or
-# copy): data, shape, strides, dtype, device, byte_offset, owner, versioned, flags (READ_ONLY included).
-# A DType is itself (code, bits, lanes). Memory with a stream has none (every export waits on it), nor
-# has any when the header has no versioned capsules.
-
-
-def _export_args(memory: Memory) -> tuple[Any, ...] | None:
-    """The export arguments of the common call over ``memory`` (tuple indexing: faster than the fields)."""
-    m = memory
-    if m[9] is not None or not VERSIONED_CAPSULES:
-        return None
-    return (m[0], m[1], m[2], m[3], m[4], m[5], m[7], True, m[8] | (_READ_ONLY if m[6] else 0))
-
-
-def _memory_of(args: tuple[Any, ...]) -> Memory:
-    """The memory that :func:`_export_args` made ``args`` of."""
-    data, shape, strides, dtype, device, byte_offset, owner, _, flags = args
-    readonly = bool(flags & _READ_ONLY)
-    return Memory(data, shape, strides, dtype, device, byte_offset, readonly, owner, flags & ~_READ_ONLY)
-
-
-# -- sources -----------------------------------------------------------------------------------
-
-
-def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
-    """The memory of ``obj``'s buffer. A C-contiguous buffer's layout is its shape (CPython's memoryview made
-    its length of it); any other passes the validator (:mod:`dlbind.validate`) with its reach."""
-    view = memoryview(obj) if view is None else view
-    if view.suboffsets:
-        raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
-    dtype = _buffer_dtype(view.format)
-    shape, byte_strides, itemsize = view.shape or (), view.strides or (), view.itemsize
-    if dtype.bits != 8 * itemsize:
-        raise BufferError(f"buffer format {view.format!r} has itemsize {itemsize}, expected {dtype.bits // 8}")
-    strides = _element_strides(byte_strides, itemsize)
-    if not view.c_contiguous and any(s % itemsize for s in byte_strides):
-        raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
-    if view.c_contiguous:
-        return Memory(_address(view), shape, strides, dtype, CPU, 0, view.readonly, view)
-    info = _capi.Py_buffer()
-    if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
-        raise BufferError("the buffer refused a second request")
-    data = info.buf or 0
-    _capi.release_buffer(ctypes.byref(info))
-    check_description(f"the buffer of {type(obj).__name__}", data, tuple(shape), tuple(strides), dtype)
-    return Memory(data, tuple(shape), tuple(strides), dtype, CPU, 0, view.readonly, view)
-
-
-def _contiguous_buffer(obj: Any, what: str) -> tuple[int, int, bool, memoryview]:
-    """``(address, length, read-only, view)`` of the C-contiguous buffer ``obj`` that holds described memory."""
-    try:
-        view = memoryview(obj)
-    except TypeError:
-        kind = type(obj).__name__
-        raise TypeError(f"{what}: data is not a buffer nor a (pointer, read_only) tuple: {kind}") from None
-    if not view.c_contiguous:
-        raise BufferError(f"{what}: its data buffer is not contiguous")
-    return _address(view), view.nbytes, view.readonly, view
-
-
-def _field(iface: dict[str, Any], key: str, what: str) -> Any:
-    """``iface[key]``, which the interface requires; BufferError naming it when it is missing."""
-    try:
-        return iface[key]
-    except KeyError:
-        raise BufferError(f"{what} has no {key!r}: it cannot describe memory without one") from None
-
-
-def _integer(value: Any, what: str, name: str) -> int:
-    """``value`` as an int (anything with ``__index__``, not a bool); TypeError naming the field otherwise."""
-    if isinstance(value, bool):
-        raise TypeError(f"{what} {name} must be an int, not bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{what} {name} must be an int, not {type(value).__name__}") from None
-
-
-def _integers(value: Any, what: str, name: str) -> tuple[int, ...]:
-    """``value`` (a tuple or list of ints) as a tuple of ints; TypeError naming the field otherwise."""
-    if not isinstance(value, tuple | list):
-        raise TypeError(f"{what} {name} must be a tuple of ints, not {type(value).__name__}")
-    return tuple(_integer(v, what, name) for v in value)
-
-
-# What asdlpack's buffer route reads by dict lookup, not by a call: the DType of each buffer format it has
-# exported, and the element strides of byte strides (by byte strides and item size; a few shapes recur).
-_BUFFER_DTYPES: dict[str, DType] = {}
-_ELEMENT_STRIDES: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
-_ELEMENT_STRIDES_MAX = 256
-# What it calls, bound once: looking them up on the ffi object costs about a thousand instructions per
-# exchange (callgrind), as much as a Python frame.
-_UINTPTR = ffi.typeof("uintptr_t")
-_cast, _address_of = ffi.cast, ffi.from_buffer
-_new_exporter = object.__new__
-
-
-def _buffer_dtype(fmt: str) -> DType:
-    """The DType of buffer format ``fmt`` (:func:`dlbind.dtypes.from_format`), remembered for the buffer route."""
-    dtype = _BUFFER_DTYPES[fmt] = from_format(fmt)
-    return dtype
-
-
-def _element_strides(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Byte strides in items (floored: a C-contiguous buffer's strides of extent-1 dimensions are free),
-    remembered for the buffer route (at most a few hundred; forgotten all at once beyond)."""
-    key = (byte_strides, itemsize)
-    strides = _ELEMENT_STRIDES.get(key)
-    if strides is None:
-        if len(_ELEMENT_STRIDES) >= _ELEMENT_STRIDES_MAX:
-            _ELEMENT_STRIDES.clear()
-        strides = _ELEMENT_STRIDES[key] = tuple([s // itemsize for s in byte_strides])
-    return strides
-
-
-def _address(view: memoryview) -> int:
-    """The address of a C-contiguous buffer.
-
-    cffi reads it cheaply; the memoryview itself is the owner, never cffi's pointer. The pointer holds a
-    buffer export *of the memoryview*, and a memoryview cleared by the garbage collector while exported
-    loses its managed buffer, then crashes when freed (CPython gh-77894, fixed in 3.12.7 and 3.13.1 only):
-    the owner sits in collectable cycles (b.t = from_dlpack(asdlpack(b))), where the collector may clear
-    the memoryview first. The memoryview keeps the object's buffer (and so the address) until it is freed,
-    with no export.
-    """
-    return int(_cast(_UINTPTR, _address_of(view, require_writable=False)))
-
-
-_TYPESTR_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
-
-
-def _typestr_dtype(typestr: Any, obj: Any) -> DType:
-    if not isinstance(typestr, str):
-        raise TypeError(f"typestr must be a str such as '<f8', not {type(typestr).__name__}")
-    dt = getattr(obj, "dtype", None)
-    if dt is not None and type(dt).__module__.startswith("numpy"):
-        return from_numpy(dt)
-    if len(typestr) < 3:
-        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
-    order, kind, size = typestr[0], typestr[1], typestr[2:]
-    if order == (">" if sys.byteorder == "little" else "<"):
-        raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
-    name = _TYPESTR_KINDS.get(kind)
-    if name is None or not size.isdigit():
-        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
-    return lookup("bool" if name == "bool" else f"{name}{int(size) * 8}")
-
-
-def _from_interface(
-    iface: dict[str, Any], obj: Any, device: Device, readonly: bool | None, what: str = "__array_interface__"
-) -> Memory:
-    """The memory ``iface`` (``__array_interface__`` v3, or the CUDA one) describes, checked by the validator
-    before anything reads it: a tuple's pointer is trusted once its description is consistent; a buffer given
-    as ``data`` (or ``obj``'s own, when ``data`` is None) must hold every element described."""
-    if iface.get("mask") is not None:
-        raise BufferError(f"{what} with a mask (a masked array) cannot be exported as DLPack")
-    shape = _integers(_field(iface, "shape", what), what, "shape")
-    dtype = _typestr_dtype(_field(iface, "typestr", what), obj)
-    item = dtype.itemsize
-    data = iface.get("data")
-    offset = _integer(iface.get("offset", 0), what, "offset")
-    owner: object = obj
-    buffer = None
-    if isinstance(data, tuple):
-        if len(data) != 2:
-            raise BufferError(f"{what} data must be (pointer, read_only), not a {len(data)}-tuple")
-        ptr, ro = _integer(data[0], what, "data pointer"), bool(data[1])
-    else:  # a buffer object, or (None) the object's own buffer
-        base, length, ro, view = _contiguous_buffer(obj if data is None else data, what)
-        buffer, owner = (base, length), (view if data is None else (obj, view))
-        ptr = base
-    ptr += offset
-    raw_strides = iface.get("strides")
-    if raw_strides is None:  # row-major; past int64 (a huge zero-size shape) refused, as the import refuses it
-        strides = contiguous_strides(shape)
-    else:
-        byte_strides = _integers(raw_strides, what, "strides")
-        if any(s % item for s in byte_strides):
-            raise BufferError(f"{what}: strides {byte_strides} are not multiples of the item size {item}")
-        strides = tuple(s // item for s in byte_strides)
-    # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
-    flags = SUBBYTE_PADDED if dtype.bits * dtype.lanes % 8 else 0
-    if dtype.bits * dtype.lanes % 8 and not SUBBYTE_PADDED:
-        raise BufferError(
-            f"{dtype.name} data stored one element per byte needs the IS_SUBBYTE_TYPE_PADDED flag of DLPack 1.2, "
-            f"which DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this runtime's header) lacks"
-        )
-    check_description(f"{what} of {type(obj).__name__}", ptr, shape, strides, dtype, padded=bool(flags), buffer=buffer)
-    stream = iface.get("stream")
-    return Memory(ptr, shape, strides, dtype, device, 0, ro, owner, flags, None if stream is None else int(stream))
-
-
-def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -> Memory:
-    """``__cuda_array_interface__`` (v3): its ``stream`` is kept for the export's synchronisation, the device
-    is ``device_id`` when given, else the CUDA backend's answer for the pointer (never assumed 0)."""
-    what = "__cuda_array_interface__"
-    data = _field(cai, "data", what)
-    if not (isinstance(data, tuple) and len(data) == 2):
-        shown = f"a {len(data)}-tuple" if isinstance(data, tuple) else type(data).__name__
-        raise BufferError(f"{what} data must be (pointer, read_only), not {shown}")
-    stream = cai.get("stream")
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
-        raise BufferError(
-            f"__cuda_array_interface__ stream {stream!r} is not valid: None (no synchronisation), 1 (legacy default), "
-            "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"
-        )
-    pointer = _integer(data[0], what, "data pointer") + _integer(cai.get("offset", 0), what, "offset")
-    device: Device
-    if device_id is not None:
-        device = (_CUDA, int(device_id))
-    elif not pointer or not 0 < pointer <= MAX_ADDRESS:  # no memory (or none there): the validator says which
-        device = (_CUDA, 0)
-    else:
-        need = "finding which GPU holds __cuda_array_interface__ data"
-        try:
-            device = _backends.for_device(_CUDA, need).device_of(pointer)
-        except BufferError as exc:
-            raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
-    return _from_interface(cai, obj, device, None, what)
-
-
-def _readonly(mem: Memory, readonly: bool | None) -> Memory:
-    if readonly is None or readonly == mem.readonly:
-        return mem
-    if readonly is False:
-        raise BufferError("readonly=False asked for, but the memory is read-only")
-    return mem._replace(readonly=True)
 
 
 def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = None) -> Exporter:
@@ -365,13 +110,13 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
             if strides is None:
                 strides = _element_strides(byte_strides, itemsize)
             exporter = _new_exporter(Exporter)
-            exporter._memory = exporter._source = None
+            exporter._memory = None
             exporter._fast = (
                 int(_cast(_UINTPTR, _address_of(view, require_writable=False))),  # _address(view), inline
                 view.shape, strides, dtype, CPU, 0, view, True, _READ_ONLY if readonly or view.readonly else 0,
             )  # fmt: skip
             return exporter
-    exporter = _asdlpack(obj, view, readonly, device_id)
+    exporter = describe(obj, view, readonly, device_id, SourceExporter)
     if device_id is not None:
         kind, index = exporter.__dlpack_device__()
         if index != device_id:
@@ -382,82 +127,6 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
             )
     return exporter
 
-
-def _asdlpack(obj: Any, view: memoryview | None, readonly: bool | None, device_id: int | None) -> Exporter:
-    if view is None:
-        # checked only here: an Exporter has no buffer, and the check costs the buffer path nothing (by
-        # type, not the ABC's isinstance: a virtual subclass is wrapped as any other producer)
-        kind = type(obj)
-        if kind is _BUFFER_EXPORTER or Exporter in kind.__mro__:
-            return obj  # type: ignore[no-any-return]
-    else:
-        try:
-            return Exporter(_readonly(_from_buffer(obj, view), readonly))
-        except BufferError:
-            if not hasattr(obj, "__array_interface__") and not hasattr(obj, "__dlpack__"):
-                raise
-    iface = getattr(obj, "__array_interface__", None)
-    if isinstance(iface, dict):
-        return Exporter(_readonly(_from_interface(iface, obj, CPU, readonly), readonly))
-    if hasattr(obj, "__dlpack__"):
-        if readonly is not None:
-            raise TypeError("readonly= is decided by the producer for objects exported through __dlpack__")
-        return Exporter(None, obj)
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if isinstance(cai, dict):
-        return Exporter(_readonly(_from_cuda_interface(cai, obj, device_id), readonly))
-    raise TypeError(
-        f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
-        f"__dlpack__ or __cuda_array_interface__ ({_way_out(obj)})"
-    )
-
-
-#: Python values that hold no array memory: the way out is an array made of them.
-_VALUES = (list, tuple, int, float, complex, bool, range)
-
-
-def _way_out(obj: Any) -> str:
-    """What to do instead of exporting ``obj``: a list or a scalar becomes an array of the target library
-    (its ``asarray``); anything else may be raw memory, which :func:`from_pointer` describes."""
-    if isinstance(obj, _VALUES):
-        return (
-            f"a {type(obj).__name__} holds Python objects, not array memory: make an array of it with the target "
-            "library's asarray, e.g. numpy.asarray(obj) or torch.asarray(obj)"
-        )
-    return f"use {_PACKAGE}.from_pointer for raw memory"
-
-
-def through_interface(obj: Any, interface: str) -> Exporter:
-    """``obj`` exported through the interface its row names instead of its ``__dlpack__`` (``export.interface``:
-    ``"__cuda_array_interface__"``, which carries signed byte strides and the stream its data is ready on)."""
-    if interface != "__cuda_array_interface__":
-        raise ValueError(f"dlbind exports through __cuda_array_interface__ only, not {interface!r}")
-    cai = getattr(obj, interface, None)
-    if not isinstance(cai, dict):
-        raise TypeError(f"{type(obj).__name__} has no {interface}")
-    return Exporter(_from_cuda_interface(cai, obj, None))
-
-
-def export_host(obj: Any) -> Exporter:
-    """``obj`` through its buffer protocol or ``__array_interface__`` only (never its ``__dlpack__``).
-
-    What :func:`dlbind.from_dlpack` falls back to when a host producer's ``__dlpack__`` refuses an
-    array its buffer protocol carries. TypeError when ``obj`` has neither.
-    """
-    try:
-        view: memoryview | None = memoryview(obj)
-    except (TypeError, ValueError, BufferError):
-        view = None
-    if view is not None:
-        try:
-            return Exporter(_from_buffer(obj, view))
-        except BufferError:
-            if not hasattr(obj, "__array_interface__"):
-                raise
-    iface = getattr(obj, "__array_interface__", None)
-    if isinstance(iface, dict):
-        return Exporter(_from_interface(iface, obj, CPU, None))
-    raise TypeError(f"{type(obj).__name__} has no buffer protocol or __array_interface__")
 
 
 def from_pointer(

@@ -15,11 +15,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
-import dlbind._load as _load
 import dlbind.capsule as capsule
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type
+from dlbind.described import buffer_view, describe
 from dlbind.devices import stream_free
 from dlbind.dtypes import DType, lookup
 from dlbind.validate import contiguous_strides
@@ -336,21 +336,14 @@ def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan) -> None
     raise BufferError(refusal + help_for(plan, BufferError(refusal)))
 
 
-# How an object without __dlpack__ is exported for import (dlbind.producer.asdlpack: the buffer protocol,
-# the array interface); the producers sit above this layer, so dlbind._wiring sets it at import.
-export_other: Any = None
-
-
 def exported(x: Any) -> tuple[Any, ExportPlan]:
     """The producer to ask and its plan: ``x``, or dlbind's own zero-copy export of an object with a buffer or
     array interface and no ``__dlpack__`` (nor an export function of its system's)."""
     plan = export_plan(type(x))
     if plan.via is not None or hasattr(x, "__dlpack__"):
         return x, plan
-    if export_other is None:
-        _load.ensure()  # a module imported on its own: the package wires export_other when it loads
     try:
-        x = export_other(x)
+        x = describe(x, buffer_view(x))
     except TypeError:
         if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
             raise  # an interface that says something wrong: its own message names what
