@@ -296,7 +296,7 @@ static PyObject *dlbind_exporter_device(PyObject *self, PyObject *unused) {
     return dlbind_cfg.cpu_device;
 }
 
-/* As dlbind.producer.Exporter's repr. */
+/* As dlbind.described.Exporter's repr. */
 static PyObject *dlbind_exporter_repr(dlbind_exporter *self) {
     PyObject *shape = PyTuple_New(self->ndim);
     if (shape == NULL) return NULL;
