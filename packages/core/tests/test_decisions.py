@@ -9,6 +9,7 @@ what ``convert`` then does.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
@@ -104,13 +105,28 @@ def test_each_keyword_shape_has_its_decision() -> None:
     assert isinstance(dlbind.convert(a, to="torch", copy=True), torch.Tensor)
 
 
-def test_its_own_array_is_itself_even_where_the_importer_always_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fresh_decisions(request: pytest.FixtureRequest, *kinds: type) -> None:
+    """The types' plans start with no decisions made, and get back exactly theirs after the test (a plan is
+    frozen; the dict of its decisions is what fills)."""
+    def restore(pairs: dict[Any, Any], kept: dict[Any, Any]) -> None:
+        pairs.clear()
+        pairs.update(kept)
+
+    for kind in kinds:
+        pairs = export_plan(kind).pairs
+        kept = dict(pairs)
+        pairs.clear()
+        request.addfinalizer(functools.partial(restore, pairs, kept))
+
+
+def test_its_own_array_is_itself_even_where_the_importer_always_copies(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     """copy=False to a system whose importer copies on every import (numba: copy = "always") is refused, unless
     the producer is that system's own array: then it is the answer (interop cell numba, issue 21)."""
     row = for_release(ADAPTERS["numpy"])._replace(copy="always")  # (for_release keeps a row per name)
     monkeypatch.setitem(routes.ROUTES, ("numpy",), routes.make_route(row))
-    monkeypatch.setattr(export_plan(np.ndarray), "pairs", {})  # this row's decisions, dropped after the test
-    monkeypatch.setattr(export_plan(dlbind.Tensor), "pairs", {})
+    _fresh_decisions(request, np.ndarray, dlbind.Tensor)  # this row's decisions, dropped after the test
     a = np.arange(3.0)
     assert dlbind.convert(a, to="numpy", copy=False) is a
     assert dlbind.convert(a, to="numpy", copy=False, device="cpu") is a

@@ -97,12 +97,12 @@ def test_cupy_rows_decide_direct_relay_and_interface() -> None:
     from dlbind._generated.adapters import ADAPTERS
     from dlbind._libraries import for_release
     from dlbind.routes import make_route
-    from dlbind.sources import ExportPlan
+    from dlbind.sources import plan_of
 
     cupy_row = ADAPTERS["cupy"]._replace(export_negative_strides="unsigned")  # a release before 14.3
     to_cupy = make_route(cupy_row, importer=lambda x: x, interface=lambda x: x)
     # fresh plans of torch's and numpy's rows, so that the process's own plans keep no decision for this route
-    assert decide(ExportPlan(for_release(ADAPTERS["torch"])), to_cupy, CUDA).kind == DIRECT
-    assert decide(ExportPlan(ADAPTERS["numpy"]), to_cupy, CUDA_HOST).kind == INTERFACE
-    why = decide(ExportPlan(cupy_row), route_to("torch"), CUDA).why
+    assert decide(plan_of(for_release(ADAPTERS["torch"])), to_cupy, CUDA).kind == DIRECT
+    assert decide(plan_of(ADAPTERS["numpy"]), to_cupy, CUDA_HOST).kind == INTERFACE
+    why = decide(plan_of(cupy_row), route_to("torch"), CUDA).why
     assert "negative strides as unsigned numbers" in why and "nonnegative" in why

@@ -24,7 +24,7 @@ from dlbind import DeviceType, Flags
 from dlbind._generated.adapters import Adapter
 from dlbind.conversion import ExplanationKind
 from dlbind.routes import C_DIRECT, ROUTES, Route, make_route
-from dlbind.sources import _PLANS, ExportPlan
+from dlbind.sources import _PLANS, plan_of
 
 CUDA = (DeviceType.kDLCUDA, 0)
 
@@ -162,7 +162,7 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
 
 def _rowed(kind: type, **facts: Any) -> type:
     """Give the producer type ``kind`` an export plan from a row with ``facts`` (a library dlbind knows)."""
-    plan = ExportPlan(_row(kind.__name__.lower(), **facts))
+    plan = plan_of(_row(kind.__name__.lower(), **facts))
     plan.lasting = _PLANS.put(kind, plan)
     return kind
 

@@ -36,6 +36,7 @@ __all__ = [
     "exported",
     "help_for",
     "library_export",
+    "plan_of",
     "refuse_guarded",
     "truthy_guard",
 ]
@@ -44,7 +45,8 @@ STREAM, BARE = 1, 2  # call styles: __dlpack__ takes stream= only / no keywords 
 
 
 class ExportPlan:
-    """What dlbind does to import from one producer type (one plan per type, made by :func:`export_plan`).
+    """What dlbind does to import from one producer type (one plan per type, made by :func:`export_plan` from its
+    row: :func:`plan_of`), a frozen record built by keyword.
 
     ``row``: its library's row for the installed release (None: a type no row names); ``library``: its
     name (``""``); ``guards``: ``(attribute, is a method)`` pairs that, when truthy, forbid the export;
@@ -122,45 +124,46 @@ class ExportPlan:
     _learned: tuple[int, Any, Any] | None  # (style, weakref to the type, the __dlpack__ it was learned from)
     pairs: dict[tuple[Any, ...], Any]
 
-    def __init__(self, row: Adapter | None) -> None:
-        self.row = row
-        self._learned = None
-        self.lasting = False
-        self.pairs = {}  # dlbind.routes.key(...) -> dlbind.routes.Decision
-        self.capsules, self.bits, self.bits_via = "versioned", None, ""
-        self.refused_streams = frozenset()
-        if row is None:
-            self.library, self.guards, self.immutable, self.refusal = "", (), False, BufferError
-            self.complex_guards, self.refusal_help = frozenset(), ()
-            self.via, self.host, self.bool_method, self.bool_name, self.python = None, "", "", "", False
-            self.host_only, self.layout, self.readonly = False, "any", True
-            self.unsigned_strides, self.interface = False, ""
-            return
-        from dlbind._generated.adapters import ExportBool, NegativeStrides, Refusal  # loaded with the row already
+    def __init__(
+        self,
+        *,
+        row: Adapter | None = None,
+        library: str = "",
+        capsules: Literal["legacy", "versioned"] = "versioned",
+        bits: Any = None,
+        bits_via: str = "",
+        guards: tuple[tuple[str, bool], ...] = (),
+        complex_guards: frozenset[str] = frozenset(),
+        refusal_help: tuple[tuple[str, str], ...] = (),
+        immutable: bool = False,
+        refusal: type[Exception] = BufferError,
+        via: Any = None,
+        host: str = "",
+        bool_method: str = "",
+        bool_name: str = "",
+        python: bool = False,
+        host_only: bool = False,
+        layout: Literal["any", "compact", "nonnegative"] = "any",
+        readonly: bool = True,
+        unsigned_strides: bool = False,
+        refused_streams: frozenset[tuple[int, int]] = frozenset(),
+        interface: str = "",
+    ) -> None:
+        """A plan of the facts given (:func:`plan_of` gives a row's); the defaults are a type no row names."""
+        facts = dict(locals())
+        del facts["self"]
+        for name, value in facts.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_learned", None)
+        object.__setattr__(self, "lasting", False)
+        object.__setattr__(self, "pairs", {})  # dlbind.routes.key(...) -> dlbind.routes.Decision
 
-        self.library = row.name
-        self.guards = tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards)
-        # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
-        # Python path reads every guard before the export: the same answer, as the others are never truthy)
-        self.complex_guards = frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards)
-        self.refusal_help = row.export_refusal_help
-        self.immutable = row.immutable
-        self.refusal = TypeError if row.export_refusal == Refusal.TYPE_ERROR else BufferError
-        self.via = None if row.export_via == "__dlpack__" else _exporter(row.export_via)
-        self.host = row.export_host.removesuffix("()")
-        self.python = row.export_bool == ExportBool.UINT8
-        self.bool_method = row.export_dtype.removesuffix("()") if self.python else ""
-        self.bool_name = row.export_bool_name if self.python else ""
-        devices = [DEVICE_BY_NAME.get(name) for name in row.export_devices]
-        self.host_only = bool(devices) and all(d is not None and stream_free(d) for d in devices)
-        self.layout = row.export_layout
-        self.readonly = row.immutable or row.export_readonly
-        self.unsigned_strides = row.export_negative_strides == NegativeStrides.UNSIGNED
-        self.interface = row.export_interface
-        self.capsules = row.export_capsules
-        self.refused_streams = frozenset(_refused_stream(entry) for entry in row.export_streams_refused)
-        if row.bits and row.export_bits_via:
-            self.bits, self.bits_via = _Bits(row.bits_of, row.bits), row.export_bits_via.removesuffix("()")
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A plan is frozen but for what is learned of its type after it is made: how its ``__dlpack__`` takes an
+        older call (``_learned``) and whether the type lasts (``lasting``)."""
+        if name not in ("_learned", "lasting"):
+            raise AttributeError(f"an ExportPlan is frozen: {name} is made with it (dlbind.sources.plan_of)")
+        object.__setattr__(self, name, value)
 
     @property
     def call_style(self) -> int:
@@ -179,6 +182,42 @@ class ExportPlan:
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
+
+
+def plan_of(row: Adapter | None) -> ExportPlan:
+    """The :class:`ExportPlan` of a type that ``row`` names (None: no row), each fact read from the row."""
+    if row is None:
+        return ExportPlan()
+    from dlbind._generated.adapters import ExportBool, NegativeStrides, Refusal  # loaded with the row already
+
+    python = row.export_bool == ExportBool.UINT8
+    devices = [DEVICE_BY_NAME.get(name) for name in row.export_devices]
+    bits = row.bits and row.export_bits_via
+    return ExportPlan(
+        row=row,
+        library=row.name,
+        capsules=row.export_capsules,
+        bits=_Bits(row.bits_of, row.bits) if bits else None,
+        bits_via=row.export_bits_via.removesuffix("()") if bits else "",
+        guards=tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards),
+        # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
+        # Python path reads every guard before the export: the same answer, as the others are never truthy)
+        complex_guards=frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards),
+        refusal_help=row.export_refusal_help,
+        immutable=row.immutable,
+        refusal=TypeError if row.export_refusal == Refusal.TYPE_ERROR else BufferError,
+        via=None if row.export_via == "__dlpack__" else _exporter(row.export_via),
+        host=row.export_host.removesuffix("()"),
+        python=python,
+        bool_method=row.export_dtype.removesuffix("()") if python else "",
+        bool_name=row.export_bool_name if python else "",
+        host_only=bool(devices) and all(d is not None and stream_free(d) for d in devices),
+        layout=row.export_layout,
+        readonly=row.immutable or row.export_readonly,
+        unsigned_strides=row.export_negative_strides == NegativeStrides.UNSIGNED,
+        refused_streams=frozenset(_refused_stream(entry) for entry in row.export_streams_refused),
+        interface=row.export_interface,
+    )
 
 
 def _refused_stream(entry: str) -> tuple[int, int]:
@@ -260,7 +299,7 @@ def export_plan(kind: type) -> ExportPlan:
     if found is MISSING:
         found = _PLANS.passing.get(kind, MISSING)
         if found is MISSING:
-            found = ExportPlan(release_row_of_type(kind))
+            found = plan_of(release_row_of_type(kind))
             found.lasting = _PLANS.put(kind, found)  # kept as long as the process: its type will not be freed
     return found  # type: ignore[no-any-return]
 
