@@ -150,9 +150,10 @@ def explain(args: argparse.Namespace) -> int:
     source = f"{type(x).__module__}.{type(x).__qualname__} {a.dtype} {a.shape}"
     if args.json:
         decision = found.decision
+        payload = None if decision.payload is None else decision.payload._asdict()  # what its kind alone says
         json.dump(
             {"source": source, "target": args.target, "kind": found.kind, "text": found.text,
-             "decision": {**decision._asdict(), "kind": KINDS[decision.kind]}},
+             "decision": {**decision._asdict(), "kind": KINDS[decision.kind], "payload": payload}},
             sys.stdout, indent=2,
         )  # fmt: skip
         print()

@@ -33,6 +33,9 @@ from dlbind.routes import (
     RELAY,
     SAME,
     Decision,
+    Direct,
+    Host,
+    Interface,
     Plan,
     Route,
     namespace_devices,
@@ -517,16 +520,18 @@ def run(p: Plan, tried: bool = False) -> Any:
     if p.itself:
         return p.producer
     d, route, x, here = p.decision, p.route, p.producer, p.here
-    kind = d.kind
+    kind, payload = d.kind, d.payload
     kwargs = p.kwargs or {}
-    if kind == SAME or (kind == DIRECT and not (d.watch_stream and refused_here(p.source, route, here))):
+    direct = isinstance(payload, Direct) and not (payload.watch_stream and refused_here(p.source, route, here))
+    if kind == SAME or direct:
         return route.importer(x, **kwargs)  # one exchange, asked on the target's stream
     if kind in (DIRECT, RELAY):  # RELAY (or a stream the producer refuses): the target asks the relay, which imports
         relay = Relay(x, p.source, route, here, p.stream, d.copy_here)
         if route.adapter.takes != Takes.PRODUCER:
             return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
         return route.importer(relay, **kwargs)
-    if kind == HOST and d.c_route and not tried:
+    move = payload if isinstance(payload, Host) else None  # HOST, HOST_COPY: how the data reaches the host routes
+    if kind == HOST and move is not None and move.c_route and not tried:
         if route.table_type is not None:
             out = native.convert_to(x, route.table_type, route.refuse)
         else:
@@ -536,9 +541,9 @@ def run(p: Plan, tried: bool = False) -> Any:
     tensor = import_for(p)
     if kind == INTERFACE:
         return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
-    if d.copy_in:
+    if move is not None and move.copy_in:
         return copied_in(route, tensor, kwargs)  # onto its device, by its own constructor
-    if d.handover and tensor._lanes == 1:
+    if move is not None and move.handover and tensor._lanes == 1:
         return route.importer(tensor)
     return bridged(p, tensor, data_bridge(p, tensor))
 
@@ -551,7 +556,7 @@ def data_bridge(p: Plan, tensor: Tensor) -> Bridge:
     copy, copy_here, device = p.copy, d.copy_here, p.asked
     if d.kind == RELAY:  # as the Relay's
         copy, device = None, None
-    elif d.to_host:
+    elif isinstance(d.payload, Host) and d.payload.to_host:
         copy, copy_here, device = None, False, None if d.kind == HOST_COPY else p.asked
     return bridge_of(p.route, tensor, copy, copy_here, device, on_device=d.kind == RELAY)
 
@@ -572,8 +577,9 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
     elif d.kind == INTERFACE:
         # ready on the target's current stream where its row names that (else on the stream given, or the
         # device's default); the interface then says that stream, so the target orders its own after it
-        on = None if stream_free(here[0]) else p.route.stream_of(here[1]) if d.stream_of else stream
-    elif d.to_host:
+        on_target = isinstance(d.payload, Interface) and d.payload.stream_of
+        on = None if stream_free(here[0]) else p.route.stream_of(here[1]) if on_target else stream
+    elif isinstance(d.payload, Host) and d.payload.to_host:
         to = p.asked or _CPU
     elif type(p.producer) is Tensor and stream is None:
         return p.producer
@@ -597,7 +603,8 @@ def keywords(d: Decision, route: Route, here: Any, device: Device | None) -> dic
     ``BufferError`` where the device asked cannot be given (a device its namespace lacks, or one the importer
     cannot be asked for and the data is not on)."""
     kwargs: dict[str, Any] = {}
-    if d.copy_in:  # the target's constructor copies the data in: onto the device asked, else its first one
+    if isinstance(d.payload, Host) and d.payload.copy_in:  # the target's constructor copies the data in: onto the
+        # device asked, else its first one
         kwargs["device"] = device_arg(route, device if device is not None else parse_device(route.adapter.devices[0]))
     elif d.device_kw == DEVICE_ARG and device is not None:
         kwargs["device"] = device_arg(route, device)

@@ -68,14 +68,19 @@ from dlbind.routes import (
     HOST,
     HOST_COPY,
     INTERFACE,
+    NO_HOST,
     REFUSE,
     RELAY,
     ROUTES,
     ROUTES_BY_TYPE,
     SAME,
     Decision,
+    Direct,
+    Host,
     Plan,
+    Refused,
     Route,
+    Same,
     StreamShape,
     decide,
     device_count,
@@ -116,8 +121,9 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     try:
         p = _plan(x, route, device, copy, stream)
         d = p.decision
-        plain = d.kind == DIRECT and d.copy_kw is None and not d.device_kw and not p.refused
-        plain = plain and not d.watch_stream  # its target's current stream is read first, in Python
+        plain = d.copy_kw is None and not d.device_kw and not p.refused
+        # a direct hand-over, unless its target's current stream is read first (in Python)
+        plain = plain and isinstance(d.payload, Direct) and not d.payload.watch_stream
         x = p.producer
         if plain and type(to) is str and p.source.lasting and type(x) not in C_DIRECT.get(to, ()):
             C_DIRECT.setdefault(to, {})[type(x)] = (int(p.here[0]), route.importer)  # the compiled convert: C
@@ -159,9 +165,10 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         except BufferError as exc:
             return p._replace(refused=str(exc))
     if kind == REFUSE:
-        why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if d.describe else d.why
+        describe = isinstance(d.payload, Refused) and d.payload.describe
+        why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if describe else d.why
         return p._replace(refused=why)
-    if kind == SAME and d.itself and (asked is None or asked == here):
+    if isinstance(d.payload, Same) and d.payload.itself and (asked is None or asked == here):
         return p._replace(itself=True)
     if asked is not None and asked != here:
         refused, untested = _device_asked(route, asked, device)
@@ -169,7 +176,8 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             return p._replace(refused=refused)
         p = p._replace(untested=untested)
     a = route.adapter
-    lands_on = a.devices[0] if d.copy_in else a.lands_on  # where its arrays are whatever the data's, if anywhere
+    move = d.payload if isinstance(d.payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host
+    lands_on = a.devices[0] if move.copy_in else a.lands_on  # where its arrays are whatever the data's, if anywhere
     lands = (DEVICE_BY_NAME[lands_on], 0) if lands_on else None
     if lands is not None and lands[0] != here[0] and (asked is None or asked == here):
         # its arrays are on a device of its own whatever the data's (dpnp's copy-in, numba's to_device): that one
@@ -185,7 +193,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             return p._replace(refused=f"{route.adapter.interface_function} takes the data where it is, not on {device}")
         return p
     try:  # for data on the host after a host copy, the importer's keywords are for the host
-        kwargs = keywords(d, route, _CPU if d.to_host else here, None if kind == HOST_COPY else asked)
+        kwargs = keywords(d, route, _CPU if move.to_host else here, None if kind == HOST_COPY else asked)
     except BufferError as exc:
         return p._replace(refused=str(exc))
     return p._replace(kwargs=kwargs)
@@ -335,6 +343,7 @@ def _by_decision(p: Plan) -> Explanation | None:
     """What the plan says without the data: refused, the producer itself, the target's own import, a host
     copy, a copy-in, the producer handed over as it is; None where the data's bridge decides."""
     d, a, kind = p.decision, p.route.adapter, p.decision.kind
+    move = d.payload if isinstance(d.payload, Host) else NO_HOST
     if p.refused:
         return Explanation(ExplanationKind.REFUSED, f"refused: {p.refused}", d, p)
     if p.itself:
@@ -342,18 +351,18 @@ def _by_decision(p: Plan) -> Explanation | None:
     if kind == SAME:
         copies: Said = ExplanationKind.COPY if d.copy_kw is True or a.copy == Copy.ALWAYS else ExplanationKind.ZERO_COPY
         return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d, p)
-    if kind == HOST and d.to_host and p.here[0] in HOST_ACCESSIBLE:
+    if kind == HOST and move.to_host and p.here[0] in HOST_ACCESSIBLE:
         return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
-    if kind == HOST_COPY or (kind == HOST and d.to_host):
+    if move.to_host:  # HOST_COPY, or HOST with the host asked for
         text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
         return Explanation(ExplanationKind.HOST_COPY, text, d, p)
-    if kind == HOST and d.copy_in:
+    if move.copy_in:
         return Explanation(
             ExplanationKind.COPY, f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p
         )
-    if kind == DIRECT:
+    if isinstance(d.payload, Direct):
         text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {_on(p)}"
-        if d.watch_stream:
+        if d.payload.watch_stream:
             text += (
                 f" (through dlbind's relay, asked on the device's default stream, when {_on(p)} is one that "
                 f"{type(p.producer).__name__}.__dlpack__ refuses)"
@@ -384,9 +393,10 @@ def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
         said: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
         return Explanation(said, f"{said}: {why}", d, p, bridge)
     assert b == AS_IS
-    if d.c_route and route.table_type is not None:
+    c_route = isinstance(d.payload, Host) and d.payload.c_route
+    if c_route and route.table_type is not None:
         how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
-    elif d.c_route:
+    elif c_route:
         how = f"the producer's DLManagedTensorVersioned is handed to {a.from_dlpack}, in C"
     elif a.takes == Takes.NDARRAY:
         how = f"{importer_name(route, tensor)} of a numpy view of the data"

@@ -34,14 +34,21 @@ __all__ = [
     "HOST",
     "HOST_COPY",
     "INTERFACE",
+    "NO_HOST",
     "REFUSE",
     "RELAY",
     "ROUTES",
     "ROUTES_BY_TYPE",
     "SAME",
     "Decision",
+    "Direct",
+    "Host",
+    "Interface",
+    "Payload",
     "Plan",
+    "Refused",
     "Route",
+    "Same",
     "decide",
     "device_count",
     "make_route",
@@ -370,30 +377,67 @@ class StreamShape(IntEnum):
     GIVEN = 2
 
 
+class Same(NamedTuple):
+    """What a SAME decision adds: the target's own array."""
+
+    itself: bool = False  # the producer itself is the answer (when on the device asked)
+
+
+class Host(NamedTuple):
+    """What a HOST or HOST_COPY decision adds: how the data reaches the host routes."""
+
+    to_host: bool = False  # the data is copied to the host first (HOST_COPY always; device= asks it there)
+    copy_in: bool = False  # HOST: the target's own constructor copies the data in (import.copy_with)
+    c_route: bool = False  # HOST: the compiled build's C route (a plain call, host memory, a table or handover)
+    handover: bool = False  # HOST: the imported Tensor goes to the importer as it is (nothing to bridge)
+
+
+class Interface(NamedTuple):
+    """What an INTERFACE decision adds."""
+
+    stream_of: bool = False  # ready on the target's current stream (import.stream)
+
+
+class Direct(NamedTuple):
+    """What a DIRECT decision adds."""
+
+    # the producer refuses a stream the target may ask on (export.streams_refused): the target's current stream
+    # is read first, and the exchange goes through dlbind's relay when it is one of those
+    watch_stream: bool = False
+
+
+class Refused(NamedTuple):
+    """What a REFUSE decision adds."""
+
+    describe: bool = True  # the message names the producer's array
+
+
+#: What a Decision of each kind adds (RELAY: nothing).
+Payload = Same | Host | Interface | Direct | Refused | None
+
+
 class Decision(NamedTuple):
     """Everything :func:`dlbind.convert` does with arrays of one producer type for one target, on one device
     type, for one shape of keywords (made once by :func:`decide`, kept in the producer's plan; the exchange
     runs it in one pass and decides nothing again). What is left to the data itself is the bridge of the
-    host routes (negative strides, read-only data, a dtype the target lacks: facts of one array)."""
+    host routes (negative strides, read-only data, a dtype the target lacks: facts of one array).
+
+    Its fields mean the same for every kind; what one kind alone says is its ``payload``: :class:`Same`,
+    :class:`Host` (HOST and HOST_COPY), :class:`Interface`, :class:`Direct`, :class:`Refused` (RELAY: None)."""
 
     kind: Kind
     why: str = ""  # RELAY: why dlbind stands in between; REFUSE (and SAME when not itself): the refusal
-    itself: bool = False  # SAME: the producer itself is the answer (when on the device asked)
     device_kw: DeviceKeyword = NO_DEVICE  # how device= reaches the importer
     copy_kw: bool | None = None  # copy= for the importer (None: not passed)
     copy_here: bool = False  # copy=True, and the importer cannot be asked for one: dlbind copies
-    to_host: bool = False  # HOST: the data is copied to the host first (device= asks it there)
-    copy_in: bool = False  # HOST: the target's own constructor copies the data in (import.copy_with)
-    c_route: bool = False  # HOST: the compiled build's C route (a plain call, host memory, a table or handover)
-    handover: bool = False  # HOST: the imported Tensor goes to the importer as it is (nothing to bridge)
-    stream_of: bool = False  # INTERFACE: ready on the target's current stream (import.stream)
-    # DIRECT: the producer refuses a stream the target may ask on (export.streams_refused): the target's current
-    # stream is read first, and the exchange goes through dlbind's relay when it is one of those
-    watch_stream: bool = False
-    describe: bool = True  # REFUSE: the message names the producer's array
+    payload: Payload = None
 
     def __repr__(self) -> str:
         return f"Decision({KINDS[self.kind]}{': ' + self.why if self.why else ''})"
+
+
+#: The Host payload read for a decision of another kind (``d.payload if isinstance(d.payload, Host) else NO_HOST``).
+NO_HOST = Host()
 
 
 class Plan(NamedTuple):
@@ -445,7 +489,7 @@ def key(route: Route, device_type: int, device: int | None, copy: bool | None, s
 
 
 def _refused(why: str, describe: bool = False) -> Decision:
-    return Decision(REFUSE, why, describe=describe)
+    return Decision(REFUSE, why, payload=Refused(describe))
 
 
 def _decide(
@@ -456,12 +500,12 @@ def _decide(
     if kind == SAME:  # the target's own array: itself, or what the target's own importer makes of it
         keywords = _keywords_for(route, here, device, copy)
         if isinstance(keywords, Decision):  # refused, unless the producer itself is the answer
-            return Decision(SAME, keywords.why, itself=not copy and not stream)
+            return Decision(SAME, keywords.why, payload=Same(itself=not copy and not stream))
         device_kw, copy_kw, copy_here = keywords
         if not copy and not stream:
-            return Decision(SAME, itself=True, device_kw=device_kw, copy_kw=copy_kw)
+            return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw, payload=Same(itself=True))
         if not copy_here and not stream and a.takes == Takes.PRODUCER:  # (an importer of numpy arrays: not its own)
-            return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw)
+            return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw, payload=Same())
         kind = HOST if here in STREAM_FREE else RELAY
         why = "a copy dlbind makes" if copy_here else "ordered on the stream given"
     if device is not None and here not in HOST_ACCESSIBLE and device in HOST_ACCESSIBLE:
@@ -473,7 +517,7 @@ def _decide(
     if kind == HOST_COPY:
         if copy is False:
             return _refused(f"{why}: the data needs a host copy, and copy=False forbids it")
-        return Decision(HOST_COPY, why, to_host=True)
+        return Decision(HOST_COPY, why, payload=Host(to_host=True))
     if kind == INTERFACE:
         if device is not None and device != here:
             return _refused(f"{a.interface_function} takes the data where it is, not on {device_name(device)}")
@@ -482,7 +526,7 @@ def _decide(
         on_target = not stream and route.stream_of is not None and here not in HOST_ACCESSIBLE
         return Decision(
             INTERFACE, why, device_kw=NO_DEVICE if device is None else DEVICE_HERE, copy_here=bool(copy),
-            stream_of=on_target,
+            payload=Interface(stream_of=on_target),
         )  # fmt: skip
     keywords = _keywords_for(route, here, device, copy)
     if isinstance(keywords, Decision):
@@ -490,7 +534,7 @@ def _decide(
     device_kw, copy_kw, copy_here = keywords
     if kind == DIRECT and not copy_here and not stream:
         watch = any(device == here for device, _ in source.refused_streams)
-        return Decision(DIRECT, device_kw=device_kw, copy_kw=copy_kw, watch_stream=watch)
+        return Decision(DIRECT, device_kw=device_kw, copy_kw=copy_kw, payload=Direct(watch_stream=watch))
     if kind == DIRECT:
         why = "a copy dlbind makes on the device" if copy_here else "ordered on the stream given"
     return Decision(RELAY, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here)
@@ -543,10 +587,8 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
             return found
         keywords = found
     device_kw, copy_kw, copy_here = keywords
-    return Decision(
-        HOST, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here, to_host=to_host, copy_in=copy_in,
-        c_route=c_route, handover=plain and not route.bridges,
-    )  # fmt: skip
+    move = Host(to_host=to_host, copy_in=copy_in, c_route=c_route, handover=plain and not route.bridges)
+    return Decision(HOST, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here, payload=move)
 
 
 def _keywords_for(
