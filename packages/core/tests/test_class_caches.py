@@ -84,6 +84,34 @@ def test_a_replaced_dlpack_is_asked_anew() -> None:
     assert not dlbind.from_dlpack(Swapped(np.arange(3.0))).readonly
 
 
+def test_a_dlpack_replaced_between_the_style_read_and_the_call_is_asked_anew() -> None:
+    """The class's ``__dlpack__`` replaced while one of its arrays is imported, after dlbind read how the type takes
+    an older call and before that call: here by the array's own ``__dlpack_device__``, which the import asks in
+    between. The new method is asked as the spec says (with ``max_version``), never with the style learned from
+    the old one (the compiled build checks the type's version right before the call)."""
+    asked: list[Any] = []
+
+    def new(self: Any, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        asked.append(max_version)
+        return self.a.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    class Swapping(Old):
+        swap = False
+
+        def __dlpack_device__(self) -> Any:
+            if self.swap:
+                type(self).__dlpack__ = new  # type: ignore[method-assign]
+            return self.a.__dlpack_device__()
+
+    for _ in range(2):  # the style learned, then used
+        assert np.asarray(dlbind.from_dlpack(Swapping(np.arange(3.0)))).tolist() == [0.0, 1.0, 2.0]
+    assert export_plan(Swapping).call_style == STREAM and not asked
+    x = Swapping(np.arange(3.0))
+    x.swap = True
+    assert np.asarray(dlbind.from_dlpack(x)).tolist() == [0.0, 1.0, 2.0]
+    assert asked and all(isinstance(v, tuple) for v in asked), f"the new __dlpack__ was asked {asked}"
+
+
 def test_a_class_whose_dlpack_is_replaced_while_threads_export_through_it() -> None:
     """Four threads export instances while the class's ``__dlpack__`` is swapped 200 times, 0.5 ms apart,
     between an old-style method (writable data) and a current one (read-only data): every export succeeds.
