@@ -77,6 +77,14 @@ class Exporter(metaclass=ABCMeta):
         plain = stream is None and dl_device is None and copy is None
         if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_VERSION[0]:
             return capsule.export_args(self._fast)
+        return self._export(stream, max_version, dl_device, copy)
+
+    def _export(
+        self, stream: int | None, max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None,
+        copy: bool | None,
+    ) -> object:  # fmt: skip
+        """The capsule of this exporter's memory, as the keywords of ``__dlpack__`` ask (the export engine's
+        rules: :func:`dlbind.export.export_memory`)."""
         memory = self._described()
         return export_memory(memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 

@@ -60,14 +60,10 @@ class SourceExporter(Exporter):
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         return producer_device(self._source)
 
-    def __dlpack__(
-        self,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> object:
+    def _export(
+        self, stream: int | None, max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None,
+        copy: bool | None,
+    ) -> object:  # fmt: skip
         if stream is None and dl_device is None and copy is None:  # the Tensor's own export answers max_version
             return _import_plain(self._source).__dlpack__(max_version=max_version)
         tensor = from_dlpack(self._source, stream=stream)  # ready on the consumer's stream: no wait below
@@ -75,7 +71,6 @@ class SourceExporter(Exporter):
 
     def __repr__(self) -> str:
         return f"{_PACKAGE}.Exporter(of {type(self._source).__name__}.__dlpack__)"
-
 
 
 def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = None) -> Exporter:
