@@ -30,6 +30,7 @@ from dlbind.routes import (
     HOST,
     HOST_COPY,
     INTERFACE,
+    NO_HOST,
     RELAY,
     SAME,
     Decision,
@@ -530,8 +531,8 @@ def run(p: Plan, tried: bool = False) -> Any:
         if route.adapter.takes != Takes.PRODUCER:
             return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
         return route.importer(relay, **kwargs)
-    move = payload if isinstance(payload, Host) else None  # HOST, HOST_COPY: how the data reaches the host routes
-    if kind == HOST and move is not None and move.c_route and not tried:
+    move = payload if isinstance(payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host routes
+    if kind == HOST and move.c_route and not tried:
         if route.table_type is not None:
             out = native.convert_to(x, route.table_type, route.refuse)
         else:
@@ -541,9 +542,9 @@ def run(p: Plan, tried: bool = False) -> Any:
     tensor = import_for(p)
     if kind == INTERFACE:
         return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
-    if move is not None and move.copy_in:
+    if move.copy_in:
         return copied_in(route, tensor, kwargs)  # onto its device, by its own constructor
-    if move is not None and move.handover and tensor._lanes == 1:
+    if move.handover and tensor._lanes == 1:
         return route.importer(tensor)
     return bridged(p, tensor, data_bridge(p, tensor))
 

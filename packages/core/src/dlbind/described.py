@@ -324,6 +324,7 @@ def _readonly(mem: Memory, readonly: bool | None) -> Memory:
         raise BufferError("readonly=False asked for, but the memory is read-only")
     return mem._replace(readonly=True)
 
+
 def buffer_view(obj: Any) -> memoryview | None:
     """``memoryview(obj)``, or None for an object without a buffer (or one of a dtype its library cannot format:
     numpy and jax refuse those)."""
@@ -373,7 +374,6 @@ def describe(
     )
 
 
-
 #: Python values that hold no array memory: the way out is an array made of them.
 _VALUES = (list, tuple, int, float, complex, bool, range)
 
@@ -406,10 +406,7 @@ def export_host(obj: Any) -> Exporter:
     What :func:`dlbind.from_dlpack` falls back to when a host producer's ``__dlpack__`` refuses an
     array its buffer protocol carries. TypeError when ``obj`` has neither.
     """
-    try:
-        view: memoryview | None = memoryview(obj)
-    except (TypeError, ValueError, BufferError):
-        view = None
+    view = buffer_view(obj)
     if view is not None:
         try:
             return Exporter(_from_buffer(obj, view))

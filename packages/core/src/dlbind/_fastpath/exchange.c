@@ -279,16 +279,22 @@ static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
     info->plan = PyTuple_GET_ITEM(entry, 3);
 }
 
+/* The recent entry of type at version tag (a pointer and tag compare), or NULL. */
+static dlbind_type_info *dlbind_recent_info(PyTypeObject *type, unsigned int tag) {
+    if (tag != 0)
+        for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return &dlbind_recent[i].info;
+    return NULL;
+}
+
 static const dlbind_type_info dlbind_no_info = {NULL, NULL, NULL, NULL, 0};
 
 /* The cached info of a type (a pointer valid until the next lookup), or NULL with an error set. */
 static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
     PyTypeObject *type = (PyTypeObject *)type_obj;
-    unsigned int tag = dlbind_type_tag(type);
-    if (tag != 0)
-        for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
-            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return &dlbind_recent[i].info;
-    tag = dlbind_type_tag_assigned(type); /* the version the entry is made from */
+    dlbind_type_info *recent = dlbind_recent_info(type, dlbind_type_tag(type));
+    if (recent != NULL) return recent;
+    unsigned int tag = dlbind_type_tag_assigned(type); /* the version the entry is made from */
     PyObject *key = NULL, *entry = NULL;
     if (tag != 0) {
         if (dlbind_tags == NULL && (dlbind_tags = PyDict_New()) == NULL) return NULL;
@@ -348,15 +354,10 @@ int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {
     return found == NULL ? -1 : 0;
 }
 
-/* The bits cached for type at its current version (a recent entry), -1 when none. */
-static int dlbind_recent_bits(PyTypeObject *type, unsigned int tag) {
-    if (tag != 0)
-        for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
-            if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) return dlbind_recent[i].info.bits;
-    return -1;
+int dlbind_type_bits_now(PyObject *obj) {
+    const dlbind_type_info *recent = dlbind_recent_info(Py_TYPE(obj), dlbind_type_tag(Py_TYPE(obj)));
+    return recent != NULL ? recent->bits : -1;
 }
-
-int dlbind_type_bits_now(PyObject *obj) { return dlbind_recent_bits(Py_TYPE(obj), dlbind_type_tag(Py_TYPE(obj))); }
 
 void dlbind_type_learn(PyObject *obj) {
     PyTypeObject *type = Py_TYPE(obj);
@@ -368,8 +369,8 @@ void dlbind_type_learn(PyObject *obj) {
     }
     int bits = dlbind_plan_call_bits(info.plan); /* Python code: the plan checks the method the class holds */
     if (bits == 0 || dlbind_type_tag(type) != tag) return; /* nothing learned, or the class changed meanwhile */
-    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
-        if (dlbind_recent[i].type == type && dlbind_recent[i].tag == tag) dlbind_recent[i].info.bits |= bits;
+    dlbind_type_info *recent = dlbind_recent_info(type, tag);
+    if (recent != NULL) recent->bits |= bits;
     if (dlbind_tags == NULL) return;
     PyObject *key = PyLong_FromUnsignedLong(tag);
     PyObject *entry = key ? PyDict_GetItemWithError(dlbind_tags, key) : NULL;
