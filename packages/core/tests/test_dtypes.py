@@ -48,8 +48,23 @@ def test_names_and_formats() -> None:
 
 
 @pytest.mark.parametrize(
-    "np_dtype", ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-                 "float16", "float32", "float64", "complex64", "complex128"]
+    "np_dtype",
+    [
+        "bool",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    ],
 )
 def test_exported_format_is_numpys(np_dtype: str) -> None:
     # what dlbind exports is the format numpy gives the same dtype (int64: "l", not "q"), so a reader
@@ -148,3 +163,15 @@ def test_other_subbyte_data_stored_a_byte_per_element_stays_out_of_legacy_capsul
         t.__dlpack__()
     again = dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3)))
     assert again.flags & dlbind.Flags.IS_SUBBYTE_TYPE_PADDED and again.nbytes == 3
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize(("bits", "lanes"), [(1, 1), (2, 1), (4, 1), (4, 2), (6, 1), (8, 1), (16, 2), (32, 4), (64, 1)])
+def test_the_validator_counts_bytes_as_a_dtype_does(bits: int, lanes: int, padded: bool) -> None:
+    """The validator's byte count (``dlbind.validate.element_bytes``, which the int64 checks use) and
+    ``DType.nbytes`` (what users read) are one rule: packed below a byte unless padded."""
+    from dlbind import validate
+
+    dtype = DType(DataTypeCode.kDLUInt, bits, lanes)
+    for count in (0, 1, 3, 7, 8, 9, 15, 16, 17, 1000):
+        assert validate.element_bytes(count, bits * lanes, padded) == dtype.nbytes(count, padded=padded)

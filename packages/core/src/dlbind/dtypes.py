@@ -7,7 +7,6 @@ numpy and ml_dtypes are imported only when a conversion asks for them.
 
 from __future__ import annotations
 
-import struct
 import sys
 from typing import Any, NamedTuple
 
@@ -29,9 +28,6 @@ _KNOWN_CODES = KNOWN_DTYPE_CODES
 __all__ = [
     "SUBBYTE_PADDED",
     "DType",
-    "ExtentError",
-    "byte_size",
-    "check_reach",
     "from_format",
     "from_numpy",
     "lookup",
@@ -157,84 +153,6 @@ def _name(code: int, bits: int) -> str:
     except ValueError:  # a code newer than this runtime's header: carried, named by its number
         code_name = f"code {code}"
     return f"{code_name}:{bits}"
-
-
-INT64_MAX = 2**63 - 1
-MAX_ADDRESS = 2 ** (8 * struct.calcsize("P")) - 1  # the address space's last byte
-
-
-def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> int:
-    """Bytes of a tensor of ``shape`` and ``dtype``; BufferError when a dimension, the element count or
-    the byte size does not fit in int64 (DLPack's sizes; the compiled build checks the same in C)."""
-    for d in shape:
-        if d > INT64_MAX:
-            raise BufferError(f"dimension {d} of shape {shape} does not fit in int64")
-    size = 1
-    for d in shape:
-        size *= d
-    if size > INT64_MAX:
-        raise BufferError(f"shape {shape} has {size} elements: more than int64 can count")
-    nbytes = dtype.nbytes(size, padded=padded)
-    if nbytes > INT64_MAX:
-        raise BufferError(f"{size} elements of {dtype.name} do not fit in int64 bytes")
-    return nbytes
-
-
-class ExtentError(BufferError):
-    """A tensor whose elements reach beyond int64 bytes, or beyond the address space (a producer's defect:
-    CuPy before 14.3 carries negative strides as unsigned numbers). The importer names the producer."""
-
-
-def reach_bytes(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool) -> tuple[int, int] | str:
-    """The bytes a non-empty tensor's elements reach, relative to its first element: ``(low, high)``, ``low``
-    the first byte (<= 0) and ``high`` one past the last; or why they cannot be counted (beyond int64). The
-    same steps as the C fast path's."""
-    low = high = 0  # elements below and above the first one
-    for d, s in zip(shape, strides, strict=True):
-        if d > 1:
-            span = s * (d - 1)
-            if span < 0:
-                low += span
-            else:
-                high += span
-    if low < -INT64_MAX or high + 1 > INT64_MAX:
-        return "elements beyond int64 of them"
-    if bits % 8 == 0 or padded:
-        item = (bits + 7) // 8
-        low_b, high_b = low * item, (high + 1) * item
-    else:  # packed below a byte: whole bytes from element counts, as dlbind.dtypes.DType.nbytes counts them
-        n, m = high + 1, -low
-        high_b = n // 8 * bits + (n % 8 * bits + 7) // 8
-        low_b = -(m // 8 * bits + (m % 8 * bits + 7) // 8)
-    if not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
-        return "bytes beyond int64 of them"
-    return low_b, high_b
-
-
-def _reach(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
-    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
-    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
-    reach = reach_bytes(shape, strides, bits, padded)
-    if isinstance(reach, str):
-        why = reach
-    elif start + reach[0] < 0 or start + reach[1] - 1 > MAX_ADDRESS:
-        why = "past the ends of the address space"
-    else:
-        why = ""
-    if why:
-        raise ExtentError(
-            f"the elements of shape {shape} with strides {strides} reach {why} (a producer's defect, e.g. "
-            "negative strides carried as unsigned numbers): not imported"
-        )
-
-
-def check_reach(shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType, padded: bool, start: int) -> None:
-    """BufferError unless a consumed tensor's sizes fit in int64 (:func:`byte_size`), and
-    :class:`ExtentError` unless the bytes its elements reach, from ``start`` (data + byte_offset), fit in
-    int64 and in the address space (a non-empty tensor)."""
-    byte_size(shape, dtype, padded=padded)
-    if 0 not in shape:
-        _reach(shape, strides, dtype.bits * dtype.lanes, padded, start)
 
 
 def lookup(name: str) -> DType:

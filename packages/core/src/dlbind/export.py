@@ -21,8 +21,8 @@ from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, default_stream, device_name, parse_device
 from dlbind.devices import MEMBERS as _MEMBERS
-from dlbind.dtypes import INT64_MAX, SUBBYTE_PADDED, DType
-from dlbind.validate import contiguous_strides
+from dlbind.dtypes import SUBBYTE_PADDED, DType
+from dlbind.validate import INT64_MAX, contiguous_strides
 
 __all__ = [
     "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "export_memory",

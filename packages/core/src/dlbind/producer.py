@@ -32,9 +32,9 @@ from dlbind.described import (
     through_interface,
 )
 from dlbind.devices import device_name, parse_device, producer_device
-from dlbind.dtypes import DType, byte_size, from_numpy, lookup
+from dlbind.dtypes import DType, from_numpy, lookup
 from dlbind.export import CPU, Memory, export_view
-from dlbind.validate import check_description, contiguous_strides
+from dlbind.validate import byte_size, check_description, contiguous_strides
 
 __all__ = ["Exporter", "SourceExporter", "asdlpack", "from_pointer", "through_interface"]
 
@@ -121,7 +121,6 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
                 "(copy it there with its own library first)"
             )
     return exporter
-
 
 
 def from_pointer(

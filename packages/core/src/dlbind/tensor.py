@@ -21,10 +21,10 @@ from dlbind._generated.tables import DEVICE_BY_NAME, KNOWN_DEVICE_TYPES
 from dlbind.devices import HOST_ACCESSIBLE, Device, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import BOOL as _BOOL
-from dlbind.dtypes import SUBBYTE_PADDED, DType, ExtentError
+from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view
-from dlbind.validate import consumed
+from dlbind.validate import ExtentError, consumed
 
 __all__ = ["ExtentError", "Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
 

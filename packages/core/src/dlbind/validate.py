@@ -21,21 +21,111 @@ Every refusal is a ``BufferError`` naming the description and what is wrong with
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any
 
 from dlbind._ffi import ffi
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import DTYPE_ACCEPTED_WIDTHS, KNOWN_DTYPE_CODES, LEGACY_READINGS
 from dlbind.devices import HOST_ACCESSIBLE
-from dlbind.dtypes import INT64_MAX, MAX_ADDRESS, SUBBYTE_PADDED, DType, byte_size, check_reach, reach_bytes
+from dlbind.dtypes import SUBBYTE_PADDED, DType
 
-__all__ = ["MAX_NDIM", "check_description", "check_managed", "consumed", "contiguous_strides", "legacy_reading"]
+__all__ = [
+    "MAX_NDIM",
+    "ExtentError",
+    "byte_size",
+    "check_description",
+    "check_managed",
+    "check_reach",
+    "consumed",
+    "contiguous_strides",
+    "legacy_reading",
+]
 
 #: The name of the package this runtime is (``dlbind``, or a vendored copy's), for messages.
 PACKAGE = __name__.rpartition(".")[0]
 
 #: Dimensions a tensor may have: far above any library's limit (the import refuses more, in both builds).
 MAX_NDIM = 64
+
+INT64_MAX = 2**63 - 1
+MAX_ADDRESS = 2 ** (8 * struct.calcsize("P")) - 1  # the address space's last byte
+
+
+def element_bytes(count: int, bits: int, padded: bool) -> int:
+    """Bytes that ``count`` elements of ``bits`` bits each take: whole bytes each, or packed below a byte unless
+    ``padded`` (one element per byte), as :meth:`dlbind.DType.nbytes` counts them."""
+    if bits % 8 == 0 or padded:
+        return count * ((bits + 7) // 8)
+    return count // 8 * bits + (count % 8 * bits + 7) // 8
+
+
+def byte_size(shape: tuple[int, ...], dtype: DType, *, padded: bool = False) -> int:
+    """Bytes of a tensor of ``shape`` and ``dtype``; BufferError when a dimension, the element count or
+    the byte size does not fit in int64 (DLPack's sizes; the compiled build checks the same in C)."""
+    for d in shape:
+        if d > INT64_MAX:
+            raise BufferError(f"dimension {d} of shape {shape} does not fit in int64")
+    size = 1
+    for d in shape:
+        size *= d
+    if size > INT64_MAX:
+        raise BufferError(f"shape {shape} has {size} elements: more than int64 can count")
+    nbytes = element_bytes(size, dtype.bits * dtype.lanes, padded)
+    if nbytes > INT64_MAX:
+        raise BufferError(f"{size} elements of {dtype.name} do not fit in int64 bytes")
+    return nbytes
+
+
+class ExtentError(BufferError):
+    """A tensor whose elements reach beyond int64 bytes, or beyond the address space (a producer's defect:
+    CuPy before 14.3 carries negative strides as unsigned numbers). The importer names the producer."""
+
+
+def reach_bytes(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool) -> tuple[int, int] | str:
+    """The bytes a non-empty tensor's elements reach, relative to its first element: ``(low, high)``, ``low``
+    the first byte (<= 0) and ``high`` one past the last; or why they cannot be counted (beyond int64). The
+    same steps as the C fast path's."""
+    low = high = 0  # elements below and above the first one
+    for d, s in zip(shape, strides, strict=True):
+        if d > 1:
+            span = s * (d - 1)
+            if span < 0:
+                low += span
+            else:
+                high += span
+    if low < -INT64_MAX or high + 1 > INT64_MAX:
+        return "elements beyond int64 of them"
+    low_b, high_b = -element_bytes(-low, bits, padded), element_bytes(high + 1, bits, padded)
+    if not (low_b >= -INT64_MAX and high_b <= INT64_MAX):
+        return "bytes beyond int64 of them"
+    return low_b, high_b
+
+
+def _reach(shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool, start: int) -> None:
+    """ExtentError unless the bytes a non-empty tensor's elements reach, from ``start`` (data + byte_offset),
+    fit in int64 and in the address space; the same steps, and checks, as the C fast path's."""
+    reach = reach_bytes(shape, strides, bits, padded)
+    if isinstance(reach, str):
+        why = reach
+    elif start + reach[0] < 0 or start + reach[1] - 1 > MAX_ADDRESS:
+        why = "past the ends of the address space"
+    else:
+        why = ""
+    if why:
+        raise ExtentError(
+            f"the elements of shape {shape} with strides {strides} reach {why} (a producer's defect, e.g. "
+            "negative strides carried as unsigned numbers): not imported"
+        )
+
+
+def check_reach(shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType, padded: bool, start: int) -> None:
+    """BufferError unless a consumed tensor's sizes fit in int64 (:func:`byte_size`), and
+    :class:`ExtentError` unless the bytes its elements reach, from ``start`` (data + byte_offset), fit in
+    int64 and in the address space (a non-empty tensor)."""
+    byte_size(shape, dtype, padded=padded)
+    if 0 not in shape:
+        _reach(shape, strides, dtype.bits * dtype.lanes, padded, start)
 
 
 def check_description(

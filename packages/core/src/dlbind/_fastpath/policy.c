@@ -148,7 +148,7 @@ int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out) {
 /* ---- what a DLPack tensor must satisfy (read from the tables above, so the compiler inlines them) ---- */
 
 /* The bytes a non-empty tensor's elements reach, from data + byte_offset, fit in int64 and in the address
- * space (dlbind.dtypes.check_reach, step by step: a producer's defect such as CuPy's negative strides carried
+ * space (dlbind.validate.check_reach, step by step: a producer's defect such as CuPy's negative strides carried
  * as unsigned numbers never reaches a consumer). */
 static int dlbind_extent_ok(const DLTensor *t, const int64_t *strides, int padded) {
     int64_t low = 0, high = 0, span, low_b, high_b, bits = (int64_t)t->dtype.bits * t->dtype.lanes;
