@@ -38,7 +38,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dlbind.spec",
         ),
     ),
-    ("dtypes, devices, libraries", ("dlbind.dtypes", "dlbind.devices", "dlbind._backends", "dlbind._libraries")),
+    (
+        "dtypes, devices, libraries",
+        ("dlbind._names", "dlbind.dtypes", "dlbind.devices", "dlbind._backends", "dlbind._libraries"),
+    ),
     ("the validator of memory descriptions", ("dlbind.validate",)),
     ("capsule and export engine", ("dlbind.capsule", "dlbind.export")),
     ("memory an object describes, and its Exporter", ("dlbind.described",)),

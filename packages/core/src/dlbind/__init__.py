@@ -80,9 +80,9 @@ _NAMES = [
 # keeps the set equal to the package's files.
 _MODULES = frozenset({
     "__main__", "_api", "_backends", "_capi", "_device_tensors", "_fastpath", "_ffi", "_generated",
-    "_gpu_runtime", "_libraries", "_load", "_wiring", "asking", "bridges", "capsule", "check", "consumer", "conversion",
-    "described", "devices", "dtypes", "exchange", "export", "producer", "routes", "sources", "spec", "tensor",
-    "testing", "validate",
+    "_gpu_runtime", "_libraries", "_load", "_names", "_wiring", "asking", "bridges", "capsule", "check", "consumer",
+    "conversion", "described", "devices", "dtypes", "exchange", "export", "producer", "routes", "sources", "spec",
+    "tensor", "testing", "validate",
 })  # fmt: skip
 _lock = _thread.RLock()  # `threading` itself costs more to import than this whole module
 

@@ -211,7 +211,10 @@ def _library(text: str) -> str:
 
     if any(text in (a.name, a.import_name) for a in ADAPTERS.values()):
         return text
-    raise argparse.ArgumentTypeError(f"unknown array library {text!r}; dlbind knows {', '.join(ADAPTERS)}")
+    from dlbind._names import suggestion
+
+    said = suggestion(text, [n for a in ADAPTERS.values() for n in (a.name, a.import_name)])
+    raise argparse.ArgumentTypeError(f"unknown array library {text!r}{said}; dlbind knows {', '.join(ADAPTERS)}")
 
 
 def _libraries(text: str) -> list[str]:

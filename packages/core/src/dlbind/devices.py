@@ -14,6 +14,7 @@ from typing import Any
 
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM_RULE, HOST_DEVICES, STREAM_RULES
+from dlbind._names import suggestion
 
 __all__ = [
     "HOST_ACCESSIBLE", "STREAM_FREE", "Device", "check_stream", "default_stream", "device_name", "parse_device",
@@ -65,7 +66,9 @@ def parse_device(device: Any) -> Device:
         name, _, index = device.partition(":")
         value = DEVICE_BY_NAME.get(name)
         if value is None:
-            raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICE_BY_NAME)}")
+            raise ValueError(
+                f"unknown device {device!r}{suggestion(name, DEVICE_BY_NAME)}; known: {', '.join(DEVICE_BY_NAME)}"
+            )
         if index and not index.isdigit():
             raise ValueError(f"invalid device index in {device!r}: expected 'name' or 'name:N'")
         return MEMBERS[value], int(index or 0)

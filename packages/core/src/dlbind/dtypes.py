@@ -22,6 +22,7 @@ from dlbind._generated.tables import (
     KNOWN_DTYPE_CODES,
     LEGACY_READINGS,
 )
+from dlbind._names import suggestion
 
 _KNOWN_CODES = KNOWN_DTYPE_CODES
 
@@ -87,6 +88,11 @@ class DType(NamedTuple):
                 "(it has no IS_SUBBYTE_TYPE_PADDED flag); the consumer must ask for max_version=(1, 2) or newer"
             )
         return None
+
+    def __dlpack_data_type__(self) -> tuple[int, int, int]:
+        """``(code, bits, lanes)``: the DLPack data type protocol (dmlc/dlpack#172), which tvm-ffi and Paddle read
+        from any dtype object."""
+        return int(self.code), self.bits, self.lanes
 
     def nbytes(self, count: int, *, padded: bool = False) -> int:
         """Bytes that ``count`` elements take: sub-byte types are packed unless ``padded``."""
@@ -166,7 +172,8 @@ def lookup(name: str) -> DType:
             width = name[len(prefix) : len(name) - len(suffix)]
             if width.isdigit() and int(width) > 0:
                 return DType(code, int(width))
-    raise ValueError(f"unknown DLPack dtype name {name!r}; known: {', '.join(sorted(DTYPE_BY_NAME))}")
+    said = suggestion(name, DTYPE_BY_NAME)
+    raise ValueError(f"unknown DLPack dtype name {name!r}{said}; known: {', '.join(sorted(DTYPE_BY_NAME))}")
 
 
 _FORMAT_CACHE: dict[str, DType] = {}

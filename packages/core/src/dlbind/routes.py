@@ -24,6 +24,7 @@ from dlbind._ffi import native
 from dlbind._generated.adapters import ADAPTERS, Adapter, Asks, Capsules, Copy, ImportBool, Layout, Readonly, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
+from dlbind._names import suggestion
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, Device, device_name
 from dlbind.sources import ExportPlan
 
@@ -73,7 +74,8 @@ def resolve(to: Any) -> Adapter:
         for adapter in ADAPTERS.values():
             if to in (adapter.name, adapter.import_name):
                 return adapter
-        raise ValueError(f"unknown array library {to!r}; dlbind knows {', '.join(ADAPTERS)}")
+        names = [n for a in ADAPTERS.values() for n in (a.name, a.import_name)]
+        raise ValueError(f"unknown array library {to!r}{suggestion(to, names)}; dlbind knows {', '.join(ADAPTERS)}")
     if isinstance(to, ModuleType):
         root = to.__name__
         for adapter in ADAPTERS.values():
@@ -218,8 +220,12 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         copy_with=dotted(adapter.copy_with) if adapter.copy_with else None,
         copy_from=_device_types(adapter.copy_from),
         importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
-        bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
-        or bits is not None or _bridges(adapter),
+        bridges=refuse_negative_strides
+        or legacy_only
+        or ignores_readonly
+        or viewer is not None
+        or bits is not None
+        or _bridges(adapter),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
     )
