@@ -51,6 +51,15 @@ def test_bool_encodings_and_check_setup(tmp_path: Path) -> None:
     assert _load(tmp_path, ROW)["export_bool"] == "bool"
 
 
+def test_dtype_objects_are_read_from_their_table(tmp_path: Path) -> None:
+    text = ROW + '[lib.dtypes]\nform = "attribute"\nmodule = "lib.dtypes"\nnames = { bool = "bool_", bfloat16 = "" }\n'
+    facts = _load(tmp_path, text)
+    assert (facts["dtype_form"], facts["dtype_module"]) == ("attribute", "lib.dtypes")
+    assert facts["dtype_names"] == (("bfloat16", ""), ("bool", "bool_"))
+    facts = _load(tmp_path, ROW + '[lib.dtypes]\nform = "spelling"\nspelling = "tensor({name})"\n')
+    assert facts["dtype_spelling"] == "tensor({name})"
+
+
 def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
     guards = 'via = "__dlpack__"\nguards = ["flag", "conj()"]\ncomplex_guards = ["conj()"]'
     text = ROW.replace('via = "__dlpack__"', guards)
@@ -72,6 +81,11 @@ def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
         (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\ncolour = "red"'), r"unknown key import.colour"),
         (lambda t: t.replace('via = "__dlpack__"', 'via = "__dlpack__"\nguards = ["a()"]\ncomplex_guards = ["b()"]'),
          r"export.complex_guards names guards of export.guards only"),
+        (lambda t: t + '[lib.dtypes]\nform = "names"\n', r"'names' is not one of"),
+        (lambda t: t + '[lib.dtypes]\nform = "spelling"\n', r"dtypes.form = 'spelling' goes with dtypes.spelling"),
+        (lambda t: t + '[lib.dtypes]\nspelling = "t({name})"\n', r"dtypes.form = 'spelling' goes with"),
+        (lambda t: t + '[lib.dtypes]\nmodule = "lib.dtypes"\n', r"dtypes.module and dtypes.names need dtypes.form"),
+        (lambda t: t + '[lib.dtypes]\nform = "numpy"\nmodule = "lib"\n', r"takes no dtypes.module"),
     ],
 )  # fmt: skip
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:

@@ -18,7 +18,7 @@ import tomllib
 from .errors import GeneratorError
 
 _TOP = {"module", "array_types", "immutable", "verified", "import"}
-_OPTIONAL_TOP = {"export", "check", "when", "quirk"}
+_OPTIONAL_TOP = {"export", "check", "dtypes", "when", "quirk"}
 _QUIRK_KEYS = {"id", "text", "ref"}
 _KEYWORDS = {"device", "copy"}
 
@@ -80,6 +80,15 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "copy_with"): ("copy_with", str, None, ""),
     ("import", "copy_takes"): ("copy_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
     ("check", "setup"): ("check_setup", str, None, ""),
+    ("dtypes", "form"): (
+        "dtype_form",
+        str,
+        frozenset({"", "numpy", "attribute", "call", "constructor", "spelling"}),
+        "",
+    ),
+    ("dtypes", "module"): ("dtype_module", str, None, ""),
+    ("dtypes", "names"): ("dtype_names", dict, None, ()),
+    ("dtypes", "spelling"): ("dtype_spelling", str, None, ""),
     ("check", "setup_args"): ("check_setup_args", "args", None, ()),
 }
 #: The closed sets among the row's fields (those with allowed values above), by the name of the class of
@@ -101,6 +110,7 @@ SET_NAMES: dict[str, str] = {
     "view_takes": "Given",
     "copy_takes": "Given",
     "import_bool": "ImportBool",
+    "dtype_form": "DtypeForm",
 }
 
 
@@ -198,10 +208,22 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     """The facts of one row that go together, and the forms of its names: its import, its export, its checker."""
     _check_import(facts, where, device_names)
     _check_export(facts, where, device_names)
+    _check_dtypes(facts, where)
     if bool(facts["check_setup_args"]) and not facts["check_setup"]:
         raise GeneratorError(f"{where}: check.setup_args needs check.setup")
     if facts["check_setup"] and "." not in facts["check_setup"]:
         raise GeneratorError(f"{where}: check.setup is a dotted function, not {facts['check_setup']!r}")
+
+
+def _check_dtypes(facts: dict[str, Any], where: str) -> None:
+    """The row's ``[dtypes]`` facts: how its dtype objects are made from dlbind's names."""
+    form = facts["dtype_form"]
+    if (form == "spelling") != ("{name}" in facts["dtype_spelling"]):
+        raise GeneratorError(f"{where}: dtypes.form = 'spelling' goes with dtypes.spelling, a pattern with {{name}}")
+    if not form and (facts["dtype_module"] or facts["dtype_names"]):
+        raise GeneratorError(f"{where}: dtypes.module and dtypes.names need dtypes.form")
+    if form == "numpy" and facts["dtype_module"]:
+        raise GeneratorError(f"{where}: dtypes.form = 'numpy' makes numpy's dtypes: it takes no dtypes.module")
 
 
 def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
@@ -315,7 +337,7 @@ def load_adapters(path: Path, device_names: set[str] | None = None) -> list[Adap
         if unknown or missing:
             raise GeneratorError(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
         facts = {f: default for (f, _, _, default) in _FIELDS.values()}
-        for section in ("export", "import", "check"):
+        for section in ("export", "import", "check", "dtypes"):
             table = raw.get(section, {})
             if not isinstance(table, dict):
                 raise GeneratorError(f"{where}: [{name}.{section}] must be a table")

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlb
     from dlbind.conversion import compat as compat
     from dlbind.conversion import convert as convert
     from dlbind.conversion import explain as explain
+    from dlbind.crossing import dtype as dtype
     from dlbind.dtypes import DType as DType
     from dlbind.producer import Exporter as Exporter
     from dlbind.producer import asdlpack as asdlpack
@@ -69,6 +70,7 @@ _NAMES = [
     "backends",
     "compat",
     "convert",
+    "dtype",
     "explain",
     "ffi_build",
     "from_dlpack",
@@ -81,8 +83,8 @@ _NAMES = [
 _MODULES = frozenset({
     "__main__", "_api", "_backends", "_capi", "_device_tensors", "_fastpath", "_ffi", "_generated",
     "_gpu_runtime", "_libraries", "_load", "_names", "_wiring", "asking", "bridges", "capsule", "check", "consumer",
-    "conversion", "described", "devices", "dtypes", "exchange", "export", "producer", "routes", "sources", "spec",
-    "tensor", "testing", "validate",
+    "conversion", "crossing", "described", "devices", "dtypes", "exchange", "export", "producer", "routes", "sources",
+    "spec", "tensor", "testing", "validate",
 })  # fmt: skip
 _lock = _thread.RLock()  # `threading` itself costs more to import than this whole module
 
@@ -131,7 +133,7 @@ _load.loader = _load_runtime
 def __getattr__(name: str) -> "Any":
     """The public names, loaded on first use; the modules (``spec``: the per-version tables) when asked for,
     without the runtime; ``compat``, ``explain`` and, in the pure build, ``convert`` (the routes and the rows of
-    ``spec/adapters.toml``) only when asked for."""
+    ``spec/adapters.toml``) and ``dtype`` only when asked for."""
     if name in _MODULES:  # `from dlbind import x` asks the package first, then imports the module
         import importlib
 
@@ -146,10 +148,10 @@ def __getattr__(name: str) -> "Any":
     _load_runtime()
     if name in globals():
         return globals()[name]
-    if name in ("compat", "convert", "explain"):
+    if name in ("compat", "convert", "explain", "dtype"):
         import importlib
 
-        value = getattr(importlib.import_module(".conversion", __name__), name)
+        value = getattr(importlib.import_module(".crossing" if name == "dtype" else ".conversion", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,259 @@
+"""What crosses between array systems besides tensors: their dtypes, read from any system dlbind knows and made
+for any (:func:`dtype`).
+
+Each system's dtype objects are its row's ``[dtypes]`` of spec/adapters.toml (``Adapter.dtype_form``, its module
+and its own names), never a branch per system here. A dtype is read into a :class:`dlbind.DType`: a ``DType``
+itself, one of dlbind's names (``"bfloat16"``), a system's own spelling with ``of=`` (numpy's ``"float"`` is
+float64, torch's float32), anything with ``__dlpack_data_type__`` (the DLPack data type protocol, dmlc/dlpack#172:
+tvm-ffi's and Paddle's dtypes), or a system's dtype object (``torch.float32``, ``jax.numpy.bfloat16``, numpy's
+dtypes and scalar types). ``to=`` makes the target system's own dtype object of it. Both directions are cached per
+object: a dtype read once is a dictionary lookup after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from types import ModuleType
+from typing import Any
+
+from dlbind._generated.adapters import ADAPTERS, Adapter, DtypeForm
+from dlbind._generated.tables import DTYPE_BY_NAME
+from dlbind._libraries import dotted
+from dlbind._names import suggestion
+from dlbind.dtypes import DType, from_numpy, lookup
+
+__all__ = ["dtype"]
+
+# what numpy reads as a dtype but names none (None and float are float64 there, float32 in torch): refused (by
+# identity: numpy's dtypes equal the Python types)
+_PYTHON_TYPES = (bool, int, float, complex, str, bytes, object)
+_PYTHON_VALUES = (str, bytes, int, float, complex, tuple, list, dict)
+_READ: dict[type, dict[Any, DType]] = {}  # type of a dtype object -> {the object: its DType}
+_MADE: dict[str, dict[DType, Any]] = {}  # system -> {DType: its dtype object}, every one it has
+_SPELLED: dict[str, dict[Any, DType]] = {}  # system -> {its dtype object or spelling: DType}
+
+
+def dtype(obj: Any, to: Any = None, *, of: Any = None) -> Any:
+    """``obj`` read as a :class:`dlbind.DType`, or with ``to=`` (a system's name or module, as ``convert`` takes)
+    as that system's own dtype object.
+
+    ``obj``: a ``DType``; one of dlbind's dtype names (spec/dtypes.toml: ``"float32"``, ``"bfloat16"``); a system's
+    own spelling when ``of=`` names the system (``dlbind.dtype("float", of="numpy")`` is float64); an object with
+    ``__dlpack_data_type__``; or a dtype object of a system dlbind knows.
+
+    Raises ``TypeError`` for an object that is no dtype, ``ValueError`` for a name no system spells so, a dtype with
+    no DLPack code (numpy's object or datetime dtypes, a non-native byte order) or one the target lacks.
+
+    >>> import dlbind, numpy
+    >>> dlbind.dtype(numpy.float32)
+    DType(code=<DataTypeCode.kDLFloat: 2>, bits=32, lanes=1)
+    >>> dlbind.dtype("float", of="numpy").name
+    'float64'
+    >>> dlbind.dtype("int16", to="numpy")
+    dtype('int16')
+    """
+    found = _read(obj, of)
+    if to is None:
+        return found
+    return _made(found, _system(to))
+
+
+def _read(obj: Any, of: Any) -> DType:
+    """``obj`` as a DType (:func:`dtype`'s reading), cached per object."""
+    kind = type(obj)
+    if kind is DType:
+        return obj  # type: ignore[no-any-return]
+    if kind is str:
+        return lookup(obj) if of is None else _spelled(obj, _system(of))
+    if of is not None:
+        raise TypeError(f"of= names whose spelling a dtype name is: give a str, not {kind.__name__}")
+    known = _READ.get(kind)
+    if known is not None:
+        try:
+            found = known.get(obj)
+        except TypeError:  # unhashable: read anew
+            found = None
+        if found is not None:
+            return found
+    found = _protocol(obj)
+    if found is None:
+        found = _of_system(obj)
+    with contextlib.suppress(TypeError):  # unhashable: not kept
+        _READ.setdefault(kind, {})[obj] = found
+    return found
+
+
+def _protocol(obj: Any) -> DType | None:
+    """What ``obj.__dlpack_data_type__()`` says (a dtype object's, not a class's), or None without one."""
+    read = getattr(obj, "__dlpack_data_type__", None)
+    if read is None or isinstance(obj, type):
+        return None
+    said = read()
+    try:
+        code, bits, lanes = (int(v) for v in said)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{type(obj).__name__}.__dlpack_data_type__() gave {said!r}, not (code, bits, lanes)"
+        ) from None
+    return DType(code, bits, lanes)
+
+
+def _root(obj: Any) -> str:
+    """The top-level package that defines ``obj`` (a class, or the class of an instance)."""
+    module = (obj if isinstance(obj, type) else type(obj)).__module__ or ""
+    return module.partition(".")[0]
+
+
+def _of_system(obj: Any) -> DType:
+    """``obj`` read as the dtype object of a system that names it (its row's dtype objects), else as whatever
+    numpy reads it as (ml_dtypes, jax's and CuPy's dtypes are numpy's); TypeError when it is no dtype."""
+    root = _root(obj)
+    for adapter in ADAPTERS.values():
+        if adapter.dtype_form in (DtypeForm.NONE, DtypeForm.NUMPY, DtypeForm.SPELLING):
+            continue
+        if (adapter.dtype_module or adapter.import_name).partition(".")[0] != root or root not in sys.modules:
+            continue
+        spellings = _spellings(adapter)
+        try:
+            found = spellings.get(obj)
+        except TypeError:  # unhashable
+            found = None
+        if found is not None:
+            return found
+        if any(type(its) is type(obj) for its in spellings):  # its dtype, of none of DLPack's (torch.complex32)
+            raise ValueError(f"{adapter.name} dtype {obj!r} has no DLPack dtype dlbind names (spec/dtypes.toml)")
+    numpy = sys.modules.get("numpy")  # read by numpy only where it is loaded: an object numpy made, or knows
+    plain = (
+        obj is None or any(obj is t for t in _PYTHON_TYPES) or isinstance(obj, _PYTHON_VALUES)
+    )  # numpy's readings, not dtypes
+    if numpy is not None and not plain:
+        try:
+            dt = numpy.dtype(obj)
+        except (TypeError, ValueError):
+            dt = None
+        if dt is not None:
+            try:
+                return from_numpy(dt)
+            except BufferError as exc:  # an object, datetime or big-endian dtype: no DLPack code
+                raise ValueError(f"{obj!r} has no DLPack dtype: {exc}") from None
+    raise TypeError(
+        f"{obj!r} ({type(obj).__name__}) is not a dtype dlbind can read: give a dlbind.DType, a dtype name "
+        "('float32'), an object with __dlpack_data_type__, or the dtype of a system dlbind knows"
+    )
+
+
+def _system(to: Any) -> Adapter:
+    """The row of system ``to``: its name (``"torch"``), its import name or module."""
+    name = to.__name__ if isinstance(to, ModuleType) else to
+    if not isinstance(name, str):
+        raise TypeError(f"a system is named by its name ('torch') or module, not {type(to).__name__}")
+    for adapter in ADAPTERS.values():
+        if name in (adapter.name, adapter.import_name):
+            if adapter.dtype_form == DtypeForm.NONE:
+                raise ValueError(f"dlbind does not know {adapter.name}'s dtype objects (spec/adapters.toml)")
+            return adapter
+    names = [n for a in ADAPTERS.values() for n in (a.name, a.import_name)]
+    raise ValueError(f"unknown array library {name!r}{suggestion(name, names)}; dlbind knows {', '.join(ADAPTERS)}")
+
+
+def _made(d: DType, adapter: Adapter) -> Any:
+    """System ``adapter``'s own dtype object of ``d``; ValueError naming what it has when it has none."""
+    made = _MADE.get(adapter.name)
+    if made is None:
+        made = _dtypes_of(adapter)
+    found = made.get(d)
+    if found is None:
+        has = ", ".join(sorted(k.name for k in made)) or "none here"
+        raise ValueError(f"{adapter.name} has no dtype {d.name}{_why_lacking(d, adapter)}; it has {has}")
+    return found
+
+
+def _why_lacking(d: DType, adapter: Adapter) -> str:
+    """Why a numpy-dtype system lacks ``d`` where an installation would give it (ml_dtypes), else ``""``."""
+    if adapter.dtype_form == DtypeForm.NUMPY and d.name not in ("bool",) and "ml_dtypes" not in sys.modules:
+        try:
+            import ml_dtypes  # noqa: F401
+        except ImportError:
+            return (
+                " (numpy names bfloat16 and the float8, float6 and float4 types with ml_dtypes: pip install ml_dtypes)"
+            )
+    return ""
+
+
+def _dtypes_of(adapter: Adapter) -> dict[DType, Any]:
+    """Every dtype object system ``adapter`` has for one of dlbind's dtype names, made once (its module imported)."""
+    theirs = dict(adapter.dtype_names)
+    form = adapter.dtype_form
+    holder = None
+    if form in (DtypeForm.ATTRIBUTE, DtypeForm.CALL, DtypeForm.CONSTRUCTOR):
+        holder = _holder(adapter)
+    made: dict[DType, Any] = {}
+    for ours, key in DTYPE_BY_NAME.items():
+        name = theirs.get(ours, ours)
+        if not name:
+            continue  # it has none (its own name is empty)
+        d = DType(*key)
+        try:
+            if form == DtypeForm.NUMPY:
+                obj = d.to_numpy()
+            elif form == DtypeForm.ATTRIBUTE:
+                obj = getattr(holder, name)
+            elif form == DtypeForm.CALL:
+                obj = getattr(holder, name)()
+            elif form == DtypeForm.CONSTRUCTOR:
+                obj = holder(name)  # type: ignore[misc]
+            else:
+                obj = adapter.dtype_spelling.format(name=name)
+        except (AttributeError, ValueError, TypeError, RuntimeError):
+            continue  # this release has none (its dtype objects are what it has)
+        made[d] = obj
+    _MADE[adapter.name] = made
+    return made
+
+
+def _holder(adapter: Adapter) -> Any:
+    """The module, class or constructor that holds system ``adapter``'s dtype objects, imported."""
+    path = adapter.dtype_module or adapter.import_name
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        if "." not in path:
+            raise ImportError(f"{adapter.name}'s dtypes need {path}, which is not installed") from None
+    return dotted(path)  # a class or a function of a module
+
+
+def _spellings(adapter: Adapter) -> dict[Any, DType]:
+    """System ``adapter``'s dtype objects (and, for a spelling system, its strings) -> DType."""
+    found = _SPELLED.get(adapter.name)
+    if found is None:
+        made = _MADE.get(adapter.name)
+        if made is None:
+            made = _dtypes_of(adapter)
+        found = _SPELLED[adapter.name] = {obj: d for d, obj in made.items()}
+    return found
+
+
+def _spelled(name: str, adapter: Adapter) -> DType:
+    """A dtype name as system ``adapter`` spells it (numpy's ``"float"``, torch's ``"float"``)."""
+    form = adapter.dtype_form
+    try:
+        if form == DtypeForm.NUMPY:
+            return _read(dotted("numpy.dtype")(name), None)
+        if form == DtypeForm.SPELLING:
+            found = _spellings(adapter).get(name)
+            if found is not None:
+                return found
+        elif form in (DtypeForm.ATTRIBUTE, DtypeForm.CALL):
+            obj = getattr(_holder(adapter), name)
+            return _read(obj() if form == DtypeForm.CALL else obj, None)
+        else:
+            return _read(_holder(adapter)(name), None)
+    except (AttributeError, TypeError, ValueError):
+        pass
+    spelled = [str(v) if isinstance(v, str) else k.name for v, k in _spellings(adapter).items()]
+    raise ValueError(
+        f"{adapter.name} has no dtype named {name!r}{suggestion(name, spelled)}; "
+        f"its dtypes: {', '.join(sorted(spelled))}"
+    )
