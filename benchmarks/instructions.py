@@ -79,6 +79,12 @@ ROWS: dict[str, tuple[str, str | None, str]] = {
     "np.from_dlpack(OrtValue)": ("np.from_dlpack(ortvalue)", None, ""),
     "dlbind.convert(OrtValue, to='numpy')": (
         "dlbind.convert(ortvalue, to='numpy')", "np.from_dlpack(OrtValue)", "<= 1.2x"),
+    # issue 43: a dtype read, and made for a system, each cached per object
+    "np.dtype(np.float32)": ("np.dtype(np.float32)", None, ""),
+    "dlbind.dtype(np.float32)": ("dlbind.dtype(np.float32)", "np.dtype(np.float32)", "<= 1.5x"),
+    "dlbind.dtype(torch.float32)": ("dlbind.dtype(torch.float32)", "np.dtype(np.float32)", "<= 1.5x"),
+    "dlbind.dtype(torch.float32, to='numpy')": (
+        "dlbind.dtype(torch.float32, to='numpy')", "np.dtype(np.float32)", "<= 1.5x"),
 }  # fmt: skip
 
 

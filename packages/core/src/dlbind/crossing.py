@@ -31,6 +31,7 @@ __all__ = ["dtype"]
 _PYTHON_TYPES = (bool, int, float, complex, str, bytes, object)
 _PYTHON_VALUES = (str, bytes, int, float, complex, tuple, list, dict)
 _READ: dict[type, dict[Any, DType]] = {}  # type of a dtype object -> {the object: its DType}
+_TO: dict[Any, dict[type, dict[Any, Any]]] = {}  # to= -> type of a dtype object -> {the object: the target's}
 _MADE: dict[str, dict[DType, Any]] = {}  # system -> {DType: its dtype object}, every one it has
 _SPELLED: dict[str, dict[Any, DType]] = {}  # system -> {its dtype object or spelling: DType}
 
@@ -54,14 +55,31 @@ def dtype(obj: Any, to: Any = None, *, of: Any = None) -> Any:
     >>> dlbind.dtype("int16", to="numpy")
     dtype('int16')
     """
+    if of is None:  # read before: two lookups (three with to=), no call
+        try:
+            return (_READ if to is None else _TO[to])[type(obj)][obj]
+        except (KeyError, TypeError):  # not yet, or unhashable
+            pass
+    return _first(obj, to, of)
+
+
+def _first(obj: Any, to: Any, of: Any) -> Any:
+    """:func:`dtype` of an object not read before (or not hashable): read, made, and kept for the next call."""
     found = _read(obj, of)
+    if of is None:
+        with contextlib.suppress(TypeError):  # unhashable: not kept
+            _READ.setdefault(type(obj), {})[obj] = found
     if to is None:
         return found
-    return _made(found, _system(to))
+    made = _made(found, _system(to))
+    if of is None:
+        with contextlib.suppress(TypeError):
+            _TO.setdefault(to, {}).setdefault(type(obj), {})[obj] = made
+    return made
 
 
 def _read(obj: Any, of: Any) -> DType:
-    """``obj`` as a DType (:func:`dtype`'s reading), cached per object."""
+    """``obj`` as a DType (:func:`dtype`'s reading)."""
     kind = type(obj)
     if kind is DType:
         return obj  # type: ignore[no-any-return]
@@ -69,20 +87,8 @@ def _read(obj: Any, of: Any) -> DType:
         return lookup(obj) if of is None else _spelled(obj, _system(of))
     if of is not None:
         raise TypeError(f"of= names whose spelling a dtype name is: give a str, not {kind.__name__}")
-    known = _READ.get(kind)
-    if known is not None:
-        try:
-            found = known.get(obj)
-        except TypeError:  # unhashable: read anew
-            found = None
-        if found is not None:
-            return found
     found = _protocol(obj)
-    if found is None:
-        found = _of_system(obj)
-    with contextlib.suppress(TypeError):  # unhashable: not kept
-        _READ.setdefault(kind, {})[obj] = found
-    return found
+    return _of_system(obj) if found is None else found
 
 
 def _protocol(obj: Any) -> DType | None:
