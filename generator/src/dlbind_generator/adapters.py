@@ -18,7 +18,7 @@ import tomllib
 from .errors import GeneratorError
 
 _TOP = {"module", "array_types", "immutable", "verified", "import"}
-_OPTIONAL_TOP = {"export", "check", "dtypes", "when", "quirk"}
+_OPTIONAL_TOP = {"export", "check", "dtypes", "devices", "when", "quirk"}
 _QUIRK_KEYS = {"id", "text", "ref"}
 _KEYWORDS = {"device", "copy"}
 
@@ -89,6 +89,14 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("dtypes", "module"): ("dtype_module", str, None, ""),
     ("dtypes", "names"): ("dtype_names", dict, None, ()),
     ("dtypes", "spelling"): ("dtype_spelling", str, None, ""),
+    ("devices", "classes"): ("device_classes", list, None, ()),
+    ("devices", "kind"): ("device_kind", str, None, ""),
+    ("devices", "type"): ("device_type_of", str, None, ""),
+    ("devices", "index"): ("device_index_of", str, None, ""),
+    ("devices", "names"): ("device_kind_names", dict, None, ()),
+    ("devices", "make"): ("device_make", str, None, ""),
+    ("devices", "make_args"): ("device_make_args", list, None, ()),
+    ("devices", "pick"): ("device_pick", bool, None, False),
     ("check", "setup_args"): ("check_setup_args", "args", None, ()),
 }
 #: The closed sets among the row's fields (those with allowed values above), by the name of the class of
@@ -209,6 +217,7 @@ def _check(name: str, facts: dict[str, Any], where: str, device_names: set[str] 
     _check_import(facts, where, device_names)
     _check_export(facts, where, device_names)
     _check_dtypes(facts, where)
+    _check_devices(facts, where, device_names)
     if bool(facts["check_setup_args"]) and not facts["check_setup"]:
         raise GeneratorError(f"{where}: check.setup_args needs check.setup")
     if facts["check_setup"] and "." not in facts["check_setup"]:
@@ -224,6 +233,33 @@ def _check_dtypes(facts: dict[str, Any], where: str) -> None:
         raise GeneratorError(f"{where}: dtypes.module and dtypes.names need dtypes.form")
     if form == "numpy" and facts["dtype_module"]:
         raise GeneratorError(f"{where}: dtypes.form = 'numpy' makes numpy's dtypes: it takes no dtypes.module")
+
+
+def _check_devices(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
+    """The row's ``[devices]`` facts: how its device objects are read and made."""
+    if bool(facts["device_kind"]) == bool(facts["device_type_of"]) and facts["device_classes"]:
+        raise GeneratorError(
+            f"{where}: devices.classes are read by devices.type (an attribute) or devices.kind (one name)"
+        )
+    if (facts["device_kind"] or facts["device_type_of"] or facts["device_index_of"]) and not facts["device_classes"]:
+        raise GeneratorError(
+            f"{where}: devices.type, devices.kind and devices.index read the objects of devices.classes"
+        )
+    if facts["device_pick"] and not facts["device_make"]:
+        raise GeneratorError(f"{where}: devices.pick indexes what devices.make returns: it needs devices.make")
+    if facts["device_make"] and "." not in facts["device_make"]:
+        raise GeneratorError(f"{where}: devices.make is a dotted function, not {facts['device_make']!r}")
+    if not facts["device_make"] and len(facts["device_make_args"]) > 1:
+        raise GeneratorError(f"{where}: devices.make_args without devices.make is one pattern (a string device)")
+    for attr in (facts["device_type_of"], facts["device_index_of"]):
+        if attr and not attr.removesuffix("()").isidentifier():
+            raise GeneratorError(
+                f"{where}: devices.type and devices.index are an attribute or 'method()', not {attr!r}"
+            )
+    if device_names is not None:
+        unknown = ({k for k, _ in facts["device_kind_names"]} | ({facts["device_kind"]} - {""})) - device_names
+        if unknown:
+            raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
 
 
 def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
@@ -337,7 +373,7 @@ def load_adapters(path: Path, device_names: set[str] | None = None) -> list[Adap
         if unknown or missing:
             raise GeneratorError(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
         facts = {f: default for (f, _, _, default) in _FIELDS.values()}
-        for section in ("export", "import", "check", "dtypes"):
+        for section in ("export", "import", "check", "dtypes", "devices"):
             table = raw.get(section, {})
             if not isinstance(table, dict):
                 raise GeneratorError(f"{where}: [{name}.{section}] must be a table")

@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "dtypes, devices, libraries",
         ("dlbind._names", "dlbind.dtypes", "dlbind.devices", "dlbind._backends", "dlbind._libraries"),
     ),
+    ("dtypes and devices of every system, read and made", ("dlbind.crossing",)),
     ("the validator of memory descriptions", ("dlbind.validate",)),
     ("capsule and export engine", ("dlbind.capsule", "dlbind.export")),
     ("memory an object describes, and its Exporter", ("dlbind.described",)),

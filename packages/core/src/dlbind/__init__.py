@@ -49,7 +49,9 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlb
     from dlbind.conversion import compat as compat
     from dlbind.conversion import convert as convert
     from dlbind.conversion import explain as explain
+    from dlbind.crossing import device as device
     from dlbind.crossing import dtype as dtype
+    from dlbind.devices import Device as Device
     from dlbind.dtypes import DType as DType
     from dlbind.producer import Exporter as Exporter
     from dlbind.producer import asdlpack as asdlpack
@@ -63,6 +65,7 @@ __version__ = "0.1.0"
 # generated from), which __all__ gains when the runtime loads.
 _NAMES = [
     "DType",
+    "Device",
     "Exporter",
     "Tensor",
     "__version__",
@@ -70,6 +73,7 @@ _NAMES = [
     "backends",
     "compat",
     "convert",
+    "device",
     "dtype",
     "explain",
     "ffi_build",
@@ -110,6 +114,7 @@ def _load_runtime() -> None:
             consumer, producer = module(".consumer"), module(".producer")
             names.update(
                 DType=module(".dtypes").DType,
+                Device=module(".devices").Device,
                 Exporter=producer.Exporter,
                 Tensor=module(".tensor").Tensor,
                 backends=module("._backends").backends,
@@ -133,7 +138,7 @@ _load.loader = _load_runtime
 def __getattr__(name: str) -> "Any":
     """The public names, loaded on first use; the modules (``spec``: the per-version tables) when asked for,
     without the runtime; ``compat``, ``explain`` and, in the pure build, ``convert`` (the routes and the rows of
-    ``spec/adapters.toml``) and ``dtype`` only when asked for."""
+    ``spec/adapters.toml``), ``dtype`` and ``device`` only when asked for."""
     if name in _MODULES:  # `from dlbind import x` asks the package first, then imports the module
         import importlib
 
@@ -148,10 +153,11 @@ def __getattr__(name: str) -> "Any":
     _load_runtime()
     if name in globals():
         return globals()[name]
-    if name in ("compat", "convert", "explain", "dtype"):
+    if name in ("compat", "convert", "explain", "dtype", "device"):
         import importlib
 
-        value = getattr(importlib.import_module(".crossing" if name == "dtype" else ".conversion", __name__), name)
+        where = ".crossing" if name in ("dtype", "device") else ".conversion"
+        value = getattr(importlib.import_module(where, __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

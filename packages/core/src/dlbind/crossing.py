@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 from typing import Any
@@ -22,9 +23,10 @@ from dlbind._generated.adapters import ADAPTERS, Adapter, DtypeForm
 from dlbind._generated.tables import DTYPE_BY_NAME
 from dlbind._libraries import dotted
 from dlbind._names import suggestion
+from dlbind.devices import parse_device
 from dlbind.dtypes import DType, from_numpy, lookup
 
-__all__ = ["dtype"]
+__all__ = ["device", "dtype"]
 
 # what numpy reads as a dtype but names none (None and float are float64 there, float32 in torch): refused (by
 # identity: numpy's dtypes equal the Python types)
@@ -150,14 +152,17 @@ def _of_system(obj: Any) -> DType:
     )
 
 
-def _system(to: Any) -> Adapter:
-    """The row of system ``to``: its name (``"torch"``), its import name or module."""
+def _system(to: Any, *, devices: bool = False) -> Adapter:
+    """The row of system ``to``: its name (``"torch"``), its import name or module; one whose dtype objects (or
+    with ``devices``, device objects) its row says how to make."""
     name = to.__name__ if isinstance(to, ModuleType) else to
     if not isinstance(name, str):
         raise TypeError(f"a system is named by its name ('torch') or module, not {type(to).__name__}")
     for adapter in ADAPTERS.values():
         if name in (adapter.name, adapter.import_name):
-            if adapter.dtype_form == DtypeForm.NONE:
+            if devices and not adapter.device_make_args:
+                raise ValueError(f"dlbind does not make {adapter.name}'s device objects (spec/adapters.toml)")
+            if not devices and adapter.dtype_form == DtypeForm.NONE:
                 raise ValueError(f"dlbind does not know {adapter.name}'s dtype objects (spec/adapters.toml)")
             return adapter
     names = [n for a in ADAPTERS.values() for n in (a.name, a.import_name)]
@@ -221,13 +226,18 @@ def _dtypes_of(adapter: Adapter) -> dict[DType, Any]:
 
 def _holder(adapter: Adapter) -> Any:
     """The module, class or constructor that holds system ``adapter``'s dtype objects, imported."""
-    path = adapter.dtype_module or adapter.import_name
+    return _holder_of(adapter.dtype_module or adapter.import_name, adapter.name)
+
+
+def _holder_of(path: str, system: str = "") -> Any:
+    """The module, class or function at dotted ``path``, imported."""
+    root = path.partition(".")[0]
+    if importlib.util.find_spec(root) is None:
+        raise ImportError(f"{system or root} needs {root}, which is not installed")
     try:
         return importlib.import_module(path)
     except ImportError:
-        if "." not in path:
-            raise ImportError(f"{adapter.name}'s dtypes need {path}, which is not installed") from None
-    return dotted(path)  # a class or a function of a module
+        return dotted(path)  # a class or a function of a module
 
 
 def _spellings(adapter: Adapter) -> dict[Any, DType]:
@@ -263,3 +273,36 @@ def _spelled(name: str, adapter: Adapter) -> DType:
         f"{adapter.name} has no dtype named {name!r}{suggestion(name, spelled)}; "
         f"its dtypes: {', '.join(sorted(spelled))}"
     )
+
+
+def device(obj: Any, to: Any = None) -> Any:
+    """``obj`` read as a :class:`dlbind.Device`, or with ``to=`` (a system's name or module) as that system's own
+    device object.
+
+    ``obj``: ``"cuda:1"``, a system's own spelling (``"gpu:1"``, TensorFlow's ``"/device:GPU:1"``, tinygrad's
+    ``"CUDA:1"``), ``(2, 1)`` or ``("cuda", 1)``, a ``Device``, an object with ``__dlpack_device__`` (Paddle's
+    places), or a device object of a system spec/adapters.toml describes (``torch.device``, jax's, tvm-ffi's,
+    CuPy's, MXNet's, Arrow's). Every ``device=`` of dlbind reads the same. Making one needs no device: a
+    ``torch.device("cuda", 1)`` is made on a machine without a GPU (jax makes only the devices it has).
+
+    >>> import dlbind
+    >>> str(dlbind.device("gpu:1")), dlbind.device((1, 0)) == (dlbind.DeviceType.kDLCPU, 0)
+    ('cuda:1', True)
+    """
+    found = parse_device(obj)
+    if to is None:
+        return found
+    adapter = _system(to, devices=True)
+    name = dict(adapter.device_kind_names).get(found.name, found.name)
+    args = [
+        found.index if pattern == "{index}" else pattern.format(name=name, NAME=name.upper(), index=found.index)
+        for pattern in adapter.device_make_args
+    ]
+    if not adapter.device_make:
+        return args[0]  # its devices are strings
+    make = _holder_of(adapter.device_make, adapter.name)
+    try:
+        made = make(*args)
+        return made[found.index] if adapter.device_pick else made
+    except Exception as exc:  # its own refusal (jax has no such device here, an unknown name)
+        raise ValueError(f"{adapter.name} cannot make a device {found}: {type(exc).__name__}: {exc}") from exc

@@ -10,8 +10,9 @@ per-thread default, -1 "do not synchronize", 0 is refused; ROCm ``None``/0 is th
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
+from dlbind._generated.adapters import ADAPTERS, Adapter
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM_RULE, HOST_DEVICES, STREAM_RULES
 from dlbind._names import suggestion
@@ -24,7 +25,6 @@ __all__ = [
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
 HOST_ACCESSIBLE = HOST_DEVICES
 
-Device = tuple[DeviceType, int]
 
 #: value -> its DeviceType member, for every type the header names: a dict lookup where ``DeviceType(value)``
 #: (an Enum call) would cost a microsecond on every exchange
@@ -60,18 +60,49 @@ def device_name(device_type: int) -> str:
     return name if name is not None else f"device type {device_type}"
 
 
+class Device(NamedTuple):
+    """A device: ``(type, index)``, a tuple (``kind, index = device``; equal to ``(DeviceType.kDLCUDA, 1)`` and
+    ``(2, 1)``) that says its name (``str(device)``: ``"cuda:1"``) and gives ``__dlpack_device__()``, the DLPack
+    device protocol (what :attr:`dlbind.Tensor.device` and :func:`dlbind.device` return). ``type`` is a
+    :class:`dlbind.DeviceType`, or the plain number of a type newer than this runtime's header."""
+
+    type: DeviceType
+    index: int
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(device type, index)`` as plain integers."""
+        return int(self.type), self.index
+
+    @property
+    def name(self) -> str:
+        """The device type's name (``"cuda"``)."""
+        return device_name(self.type)
+
+    def __str__(self) -> str:
+        return f"{device_name(self.type)}:{self.index}"
+
+
+_made = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
+
+
 def parse_device(device: Any) -> Device:
-    """Normalise the forms a user may write to ``(DeviceType, id)``; ValueError/TypeError otherwise."""
+    """Normalise the forms a user may write to a :class:`Device`: ``"cuda:1"``, ``("cuda", 1)``, ``(2, 1)``, a
+    Device, or a system's own device object (:func:`dlbind.device` reads it); ValueError/TypeError otherwise."""
+    if type(device) is Device:
+        return device
     if isinstance(device, str):
         name, _, index = device.partition(":")
         value = DEVICE_BY_NAME.get(name)
+        if value is None:  # a system's own spelling
+            name, _, index = _own_spelling(device).partition(":")
+            value = DEVICE_BY_NAME.get(name)
         if value is None:
             raise ValueError(
                 f"unknown device {device!r}{suggestion(name, DEVICE_BY_NAME)}; known: {', '.join(DEVICE_BY_NAME)}"
             )
         if index and not index.isdigit():
             raise ValueError(f"invalid device index in {device!r}: expected 'name' or 'name:N'")
-        return MEMBERS[value], int(index or 0)
+        return _made(Device, (MEMBERS[value], int(index or 0)))
     if isinstance(device, tuple) and len(device) == 2:
         kind, index = device
         if isinstance(kind, str):
@@ -80,8 +111,75 @@ def parse_device(device: Any) -> Device:
         if number < 0:
             raise BufferError(f"invalid DLPack device type {number}: device types are >= 0")
         # a type newer than this runtime's header is carried as its number (policy refuses it where needed)
-        return MEMBERS.get(number, number), at  # type: ignore[arg-type]
-    raise TypeError(f"a device is 'cpu', 'cuda:0', or a (device_type, device_id) tuple, not {device!r}")
+        return _made(Device, (MEMBERS.get(number, number), at))
+    return _device_object(device)
+
+
+def _own_spelling(text: str) -> str:
+    """A device string in dlbind's spelling: a system's own (``"GPU:1"``, TensorFlow's
+    ``"/job:localhost/replica:0/task:0/device:CPU:0"``, tinygrad's ``"CUDA:1"``) read by the rows' ``[devices]``
+    names, case ignored."""
+    text = text.rpartition("device:")[2] if text.startswith("/") else text
+    name, sep, index = text.strip("/").partition(":")
+    name = name.lower()
+    return _theirs().get(name, name) + sep + index
+
+
+_THEIRS: dict[str, str] = {}  # a system's own device name (lower-case) -> dlbind's, where the rows agree
+
+
+def _theirs() -> dict[str, str]:
+    if not _THEIRS:
+        said: dict[str, set[str]] = {}
+        for row in ADAPTERS.values():
+            for ours, theirs in row.device_kind_names:
+                said.setdefault(theirs.lower(), set()).add(ours)
+        _THEIRS.update({theirs: next(iter(ours)) for theirs, ours in said.items() if len(ours) == 1})
+        _THEIRS[""] = ""
+    return _THEIRS
+
+
+def _device_object(obj: Any) -> Device:
+    """A system's device object as a Device: what its ``__dlpack_device__()`` says, else as its row's ``[devices]``
+    reads it (``torch.device``, jax's, tvm-ffi's, CuPy's, MXNet's, Arrow's); TypeError for anything else."""
+    if not isinstance(obj, type) and callable(getattr(obj, "__dlpack_device__", None)):
+        try:
+            return producer_device(obj)
+        except BufferError as exc:  # paddle's CUDA Device on a CPU build raises
+            raise ValueError(str(exc)) from None
+    row = _device_row(type(obj))
+    if row is None:
+        raise TypeError(
+            f"a device is 'cpu', 'cuda:0', a (device_type, device_id) tuple, an object with __dlpack_device__ or a "
+            f"device object of a system dlbind knows, not {obj!r}"
+        )
+    if row.device_kind:
+        kind: Any = row.device_kind
+    else:
+        kind = _attribute(obj, row.device_type_of)
+    index = _attribute(obj, row.device_index_of) if row.device_index_of else None
+    if isinstance(kind, str):
+        named = parse_device(kind)
+        at = named.index if index is None else index
+        return _made(Device, (named.type, 0 if at is None or at < 0 else int(at)))
+    return parse_device((int(getattr(kind, "value", kind)), 0 if index is None or index < 0 else int(index)))
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """``obj``'s attribute ``name``, or what its method ``name()`` returns."""
+    if name.endswith("()"):
+        return getattr(obj, name[:-2])()
+    return getattr(obj, name)
+
+
+def _device_row(kind: type) -> Adapter | None:
+    """The row whose ``[devices]`` classes ``kind`` is one of (along its MRO), or None."""
+    for klass in kind.__mro__:
+        name = f"{klass.__module__}.{klass.__qualname__}"
+        for row in ADAPTERS.values():
+            if name in row.device_classes:
+                return row
+    return None
 
 
 def producer_device(x: Any) -> Device:

@@ -28,6 +28,8 @@ from dlbind.validate import ExtentError, consumed
 
 __all__ = ["ExtentError", "Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
 
+_new = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
+
 _KNOWN_DEVICES = KNOWN_DEVICE_TYPES  # the generated table, as the C fast path's tables.h
 # CUDA memory a GPU addresses: device, pinned host (mapped under unified addressing) and managed
 # (by name: an older header spells them otherwise, or lacks managed memory)
@@ -173,9 +175,10 @@ class Tensor(_Core):  # type: ignore[misc]
 
     @property
     def device(self) -> Device:
-        """``(DeviceType, device_id)``; a device type newer than this runtime's header is its plain number."""
+        """Its :class:`dlbind.Device`: ``(DeviceType, device_id)``, named ``"cuda:1"``; a device type newer than this
+        runtime's header is its plain number."""
         kind = self._device_type
-        return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[arg-type]
+        return _new(Device, (_MEMBERS.get(kind, kind), self._device_id))  # type: ignore[no-any-return]
 
     @property
     def flags(self) -> Flags:

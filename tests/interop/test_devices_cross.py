@@ -1,0 +1,113 @@
+"""Devices cross systems too (issue 43): ``dlbind.device`` reads each installed system's device objects (its row's
+``[devices]`` in spec/adapters.toml, or ``__dlpack_device__``), makes them with ``to=``, and every ``device=`` of
+dlbind takes them; in each interop cell for the systems it installs (and in the core's tests), in both builds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dlbind
+from dlbind import DeviceType
+from dlbind._generated.adapters import ADAPTERS
+
+INSTALLED = sorted(
+    name for name, row in ADAPTERS.items() if importlib.util.find_spec(row.import_name.partition(".")[0]) is not None
+)
+# the installed systems whose row says how their device objects are made
+MAKERS = [name for name in INSTALLED if ADAPTERS[name].device_make_args]
+# the makers that make only the devices this machine has (jax: jax.devices(platform)); the others make any
+ONLY_WHAT_IT_HAS = {"jax"}
+CPU = (DeviceType.kDLCPU, 0)
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+
+def test_a_device_is_a_tuple_that_names_itself() -> None:
+    d = dlbind.device("cuda:1")
+    assert d == (DeviceType.kDLCUDA, 1) == (2, 1)
+    kind, index = d
+    assert (kind, index, d.type, d.index, d.name, str(d)) == (DeviceType.kDLCUDA, 1, 2, 1, "cuda", "cuda:1")
+    assert d.__dlpack_device__() == (2, 1) and all(type(v) is int for v in d.__dlpack_device__())
+    assert dlbind.device(d) is d and dlbind.device(("cuda", 1)) == d and hash(d) == hash((2, 1))
+
+
+def test_a_tensor_says_its_device_as_a_device() -> None:
+    t = dlbind.from_dlpack(np.arange(3))
+    assert type(t.device) is dlbind.Device and t.device == CPU and str(t.device) == "cpu:0"
+
+
+@pytest.mark.parametrize(
+    ("spelled", "meant"),
+    [("gpu:1", (2, 1)), ("GPU", (2, 0)), ("CUDA:1", (2, 1)), ("/job:localhost/replica:0/task:0/device:CPU:0", CPU),
+     ("/device:GPU:3", (2, 3)), ("CPU", CPU)],
+)  # fmt: skip
+def test_a_systems_own_spelling_of_a_device_is_read(spelled: str, meant: tuple[int, int]) -> None:
+    assert dlbind.device(spelled) == meant
+
+
+@pytest.mark.parametrize("bad", [object(), 3, [2, 1], 1.5])
+def test_what_is_no_device_is_a_type_error(bad: object) -> None:
+    with pytest.raises(TypeError, match="a device is 'cpu', 'cuda:0'"):
+        dlbind.device(bad)
+
+
+def test_an_unknown_device_name_is_a_value_error_with_a_suggestion() -> None:
+    with pytest.raises(ValueError, match=r"unknown device 'vulcan' \(did you mean 'vulkan'\?\)"):
+        dlbind.device("vulcan")
+
+
+@pytest.mark.parametrize("system", MAKERS)
+def test_a_cpu_device_made_for_a_system_reads_back_and_is_taken_by_device(system: str) -> None:
+    made = dlbind.device("cpu", to=system)
+    assert dlbind.device(made) == CPU, (system, made)
+    out = dlbind.convert(np.arange(3.0), to="numpy", device=made)  # every device= reads it
+    assert np.array_equal(out, np.arange(3.0))
+    assert dlbind.from_dlpack(np.arange(3.0), device=made).device == CPU
+
+
+@pytest.mark.parametrize("system", MAKERS)
+def test_a_cuda_device_is_made_without_a_gpu_where_the_system_can(system: str) -> None:
+    if system in ONLY_WHAT_IT_HAS:
+        with pytest.raises(ValueError, match=f"{system} cannot make a device cuda:1"):
+            dlbind.device("cuda:1", to=system)
+        return
+    made = dlbind.device("cuda:1", to=system)
+    assert dlbind.device(made) == (DeviceType.kDLCUDA, 1), (system, made)
+
+
+def _device_attribute(x: Any) -> Any:
+    device = getattr(x, "device", None)
+    return None if callable(device) else device
+
+
+@pytest.mark.parametrize("system", INSTALLED)
+def test_the_device_a_systems_array_reports_is_read(system: str) -> None:
+    try:
+        x = dlbind.convert(np.arange(3.0), to=system)
+    except (BufferError, TypeError, ValueError) as exc:
+        pytest.skip(f"{system} refuses this array: {exc}")
+    reported = _device_attribute(x)
+    if reported is None:
+        pytest.skip(f"{type(x).__name__} has no device attribute")
+    if system == "tinygrad" and str(reported).upper() not in ("CPU", "CLANG"):
+        pytest.skip(f"tinygrad has no device dlbind names for its {reported} backend (DEV=PYTHON: its emulator)")
+    if system == "numba":
+        pytest.skip(f"numba's simulator has no device dlbind names ({reported!r})")
+    # where its arrays are, as DLPack says it (dpnp's SYCL devices are oneapi, even on the CPU)
+    assert dlbind.device(reported) == dlbind.from_dlpack(x).device, (system, reported)
+
+
+@pytest.mark.skipif("paddle" not in INSTALLED, reason="paddle is not installed in this session")
+def test_paddles_places_are_read_by_their_dlpack_device() -> None:
+    import paddle
+
+    assert dlbind.device(paddle.CPUPlace()) == CPU
+    assert dlbind.from_dlpack(np.arange(3), device=paddle.CPUPlace()).device == CPU
