@@ -34,7 +34,7 @@ def test_a_device_is_a_tuple_that_names_itself() -> None:
     d = dlbind.device("cuda:1")
     assert d == (DeviceType.kDLCUDA, 1) == (2, 1)
     kind, index = d
-    assert (kind, index, d.type, d.index, d.name, str(d)) == (DeviceType.kDLCUDA, 1, 2, 1, "cuda", "cuda:1")
+    assert (kind, index, d.device_type, d.device_id, d.name, str(d)) == (DeviceType.kDLCUDA, 1, 2, 1, "cuda", "cuda:1")
     assert d.__dlpack_device__() == (2, 1) and all(type(v) is int for v in d.__dlpack_device__())
     assert dlbind.device(d) is d and dlbind.device(("cuda", 1)) == d and hash(d) == hash((2, 1))
 

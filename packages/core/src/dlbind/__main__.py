@@ -188,21 +188,18 @@ def _shape(text: str) -> tuple[int, ...]:
 
 
 def _dtype(text: str) -> object:
-    """``--dtype``: a numpy dtype name (``float32``; ``bfloat16`` and the fp8 names where ml_dtypes is installed)."""
+    """``--dtype``: one of dlbind's dtype names (spec/dtypes.toml: ``float32``, ``bfloat16``), as the numpy dtype the
+    array is made of (``dlbind.dtype(text, to="numpy")``: ml_dtypes gives bfloat16 and the float8 types)."""
     try:
-        import numpy as np
+        import numpy  # noqa: F401
     except ImportError:
         raise argparse.ArgumentTypeError("explain makes its array with numpy, which is not installed") from None
-    try:
-        return np.dtype(text)
-    except TypeError:
-        pass
-    try:
-        import ml_dtypes  # noqa: F401  (registers bfloat16, float8_* ... with numpy)
+    from dlbind.crossing import dtype
 
-        return np.dtype(text)
-    except (ImportError, TypeError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a numpy dtype name (float32, int8, ...)") from None
+    try:
+        return dtype(text, to="numpy")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _library(text: str) -> str:
@@ -271,7 +268,7 @@ def _parser() -> argparse.ArgumentParser:
     p_explain.add_argument("source", type=_library, help="the producer's library (numpy, torch, jax, ...)")
     p_explain.add_argument("target", type=_library, help="the target library")
     p_explain.add_argument(
-        "--dtype", default="float32", type=_dtype, help="numpy dtype name of the array (default float32)"
+        "--dtype", default="float32", type=_dtype, help="dtype of the array, one of dlbind's names (default float32)"
     )
     p_explain.add_argument("--shape", default="2,3", type=_shape, help="comma-separated shape (default 2,3)")
     p_explain.add_argument("--reversed", action="store_true", help="negative strides (a[::-1])")

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BACKENDS, DEVICE_NAMES
-from dlbind.devices import Device, device_name
+from dlbind.devices import DevicePair, device_name
 
 __all__ = [
     "GROUP",
@@ -97,13 +97,13 @@ class Backend(Protocol):
 
     def probe(self) -> Probe: ...
 
-    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None: ...
+    def wait(self, producer_stream: int, consumer_stream: int | None, device: DevicePair) -> None: ...
 
     def copy_to_host(self, memory: Any) -> Any: ...
 
     def copy_on_device(self, memory: Any, stream: int) -> Any: ...
 
-    def device_of(self, pointer: int) -> Device: ...
+    def device_of(self, pointer: int) -> DevicePair: ...
 
     def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any: ...
 
@@ -125,7 +125,7 @@ class OwnBackend:
     def probe(self) -> Probe:
         return self.runtime().probe  # type: ignore[no-any-return]
 
-    def device_of(self, pointer: int) -> Device:
+    def device_of(self, pointer: int) -> DevicePair:
         return self.tensors.device_of(pointer)  # type: ignore[no-any-return]
 
     def empty(self, shape: Sequence[int], dtype: Any, *, device_id: int = 0) -> Any:
@@ -140,7 +140,7 @@ class StreamFreeBackend(OwnBackend):
     without device copies yet (Metal, Vulkan): a subclass names ``name``, ``device_types`` (one type),
     ``runtime`` and ``tensors`` (:class:`OwnBackend`)."""
 
-    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
+    def wait(self, producer_stream: int, consumer_stream: int | None, device: DevicePair) -> None:
         """Nothing can be waited on: the core refuses any ``stream`` but None for these devices before it gets
         here, so a call is a caller's error."""
         raise BufferError(

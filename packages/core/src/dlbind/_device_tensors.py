@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import dlbind
 from dlbind._generated.enums import DeviceType, Flags
 from dlbind._gpu_runtime import GpuAllocation, GpuRuntime, PinnedBlock
-from dlbind.devices import HOST_ACCESSIBLE, Device
+from dlbind.devices import HOST_ACCESSIBLE, DevicePair
 from dlbind.dtypes import DType, from_numpy, lookup
 from dlbind.export import CPU, Memory, byte_span, copy_host
 from dlbind.validate import contiguous_strides
@@ -337,7 +337,7 @@ class GpuTensors:
             rt.memcpy(allocation.address, src.data_ptr + src.byte_offset, nbytes, kind, device_id)
         return tensor
 
-    def device_of(self, pointer: int) -> Device:
+    def device_of(self, pointer: int) -> DevicePair:
         rt = self.runtime()
         rt.require()
         if isinstance(pointer, bool) or not isinstance(pointer, int):

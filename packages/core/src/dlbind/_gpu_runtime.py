@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Generic, TypeVar
 
 from dlbind._backends import OwnBackend, Probe, find_library
-from dlbind.devices import HOST_ACCESSIBLE, Device, device_name
+from dlbind.devices import HOST_ACCESSIBLE, DevicePair, device_name
 
 __all__ = [
     "POOL_ENV", "GpuAllocation", "GpuBackend", "GpuError", "GpuRuntime", "Loaded", "PinnedBlock", "PinnedPool",
@@ -500,7 +500,7 @@ class GpuBackend(OwnBackend):
         """The message of a refused producer's stream."""
         raise NotImplementedError
 
-    def wait(self, producer_stream: int, consumer_stream: int | None, device: Device) -> None:
+    def wait(self, producer_stream: int, consumer_stream: int | None, device: DevicePair) -> None:
         rt = self.runtime()
         rt.require()
         if isinstance(producer_stream, bool) or not isinstance(producer_stream, int):

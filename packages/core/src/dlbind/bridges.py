@@ -20,7 +20,7 @@ from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
 from dlbind.described import through_interface
-from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, parse_device, stream_free
+from dlbind.devices import HOST_ACCESSIBLE, DevicePair, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, wait_for
 from dlbind.routes import (
@@ -218,7 +218,7 @@ class _BoolAs:
         )  # fmt: skip
 
 
-def device_arg(route: Route, dev: Device) -> Any:
+def device_arg(route: Route, dev: DevicePair) -> Any:
     """A device (``(DeviceType, id)``, parsed) in the form the target's importer takes."""
     adapter = route.adapter
     if route.devices is not None:  # "namespace": one of its array API namespace's device objects
@@ -416,7 +416,7 @@ def _view(route: Route, tensor: Tensor) -> Any:
 
 
 def import_on(
-    x: Any, source: ExportPlan, here: Device, stream: int | None, device: Any = None, copy: bool | None = None
+    x: Any, source: ExportPlan, here: DevicePair, stream: int | None, device: Any = None, copy: bool | None = None
 ) -> Tensor:
     """``x`` (of ``source``'s type, its data on ``here``) imported as a Tensor ready on ``stream`` (the
     consumer's; None: the device rule's default), on ``device`` (None: where it is), ``copy`` as in
@@ -472,12 +472,12 @@ class Relay:
     __slots__ = ("copy", "device", "plan", "route", "source", "stream")
 
     def __init__(
-        self, source: Any, plan: ExportPlan, route: Route, device: Device, stream: int | None, copy: bool
+        self, source: Any, plan: ExportPlan, route: Route, device: DevicePair, stream: int | None, copy: bool
     ) -> None:
         self.source, self.plan, self.route, self.device = source, plan, route, device
         self.stream, self.copy = stream, copy
 
-    def __dlpack_device__(self) -> Device:
+    def __dlpack_device__(self) -> DevicePair:
         return self.device
 
     def __dlpack__(
@@ -572,7 +572,8 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
         if type(p.producer) is Tensor:
             return p.producer
         return import_on(p.producer, p.source, here, None if stream_free(here[0]) else -1)
-    on, to, asked_copy = stream, None, None
+    to: DevicePair | None = None
+    on, asked_copy = stream, None
     if d.kind == HOST_COPY:
         to, asked_copy = _CPU, True
     elif d.kind == INTERFACE:
@@ -599,7 +600,7 @@ def interface_copies(route: Route, tensor: Tensor) -> bool:
     return bool(tensor._flags & _READ_ONLY) and route.ignores_readonly
 
 
-def keywords(d: Decision, route: Route, here: Any, device: Device | None) -> dict[str, Any]:
+def keywords(d: Decision, route: Route, here: Any, device: DevicePair | None) -> dict[str, Any]:
     """The keywords of the target's importer, as ``d`` says (the device's index is the one thing left); a
     ``BufferError`` where the device asked cannot be given (a device its namespace lacks, or one the importer
     cannot be asked for and the data is not on)."""

@@ -295,7 +295,7 @@ def device(obj: Any, to: Any = None) -> Any:
     adapter = _system(to, devices=True)
     name = dict(adapter.device_kind_names).get(found.name, found.name)
     args = [
-        found.index if pattern == "{index}" else pattern.format(name=name, NAME=name.upper(), index=found.index)
+        found.device_id if pattern == "{index}" else pattern.format(name=name, NAME=name.upper(), index=found.device_id)
         for pattern in adapter.device_make_args
     ]
     if not adapter.device_make:
@@ -303,6 +303,6 @@ def device(obj: Any, to: Any = None) -> Any:
     make = _holder_of(adapter.device_make, adapter.name)
     try:
         made = make(*args)
-        return made[found.index] if adapter.device_pick else made
+        return made[found.device_id] if adapter.device_pick else made
     except Exception as exc:  # its own refusal (jax has no such device here, an unknown name)
         raise ValueError(f"{adapter.name} cannot make a device {found}: {type(exc).__name__}: {exc}") from exc

@@ -22,7 +22,7 @@ import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
-from dlbind.devices import Device, device_name
+from dlbind.devices import DevicePair, device_name
 from dlbind.dtypes import SUBBYTE_PADDED, DType, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, export_memory
 from dlbind.validate import check_description, contiguous_strides
@@ -245,7 +245,7 @@ def _typestr_dtype(typestr: Any, obj: Any) -> DType:
 
 
 def _from_interface(
-    iface: dict[str, Any], obj: Any, device: Device, readonly: bool | None, what: str = "__array_interface__"
+    iface: dict[str, Any], obj: Any, device: DevicePair, readonly: bool | None, what: str = "__array_interface__"
 ) -> Memory:
     """The memory ``iface`` (``__array_interface__`` v3, or the CUDA one) describes, checked by the validator
     before anything reads it: a tuple's pointer is trusted once its description is consistent; a buffer given
@@ -303,7 +303,7 @@ def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -
             "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"
         )
     pointer = _integer(data[0], what, "data pointer") + _integer(cai.get("offset", 0), what, "offset")
-    device: Device
+    device: DevicePair
     if device_id is not None:
         device = (_CUDA, int(device_id))
     elif not pointer or not 0 < pointer <= MAX_ADDRESS:  # no memory (or none there): the validator says which

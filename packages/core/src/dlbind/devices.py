@@ -18,8 +18,8 @@ from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM
 from dlbind._names import suggestion
 
 __all__ = [
-    "HOST_ACCESSIBLE", "STREAM_FREE", "Device", "check_stream", "default_stream", "device_name", "parse_device",
-    "stream_free", "streams", "unnamed_note",
+    "HOST_ACCESSIBLE", "STREAM_FREE", "Device", "DevicePair", "check_stream", "default_stream", "device_name",
+    "parse_device", "stream_free", "streams", "unnamed_note",
 ]  # fmt: skip
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
@@ -60,26 +60,32 @@ def device_name(device_type: int) -> str:
     return name if name is not None else f"device type {device_type}"
 
 
-class Device(NamedTuple):
-    """A device: ``(type, index)``, a tuple (``kind, index = device``; equal to ``(DeviceType.kDLCUDA, 1)`` and
-    ``(2, 1)``) that says its name (``str(device)``: ``"cuda:1"``) and gives ``__dlpack_device__()``, the DLPack
-    device protocol (what :attr:`dlbind.Tensor.device` and :func:`dlbind.device` return). ``type`` is a
-    :class:`dlbind.DeviceType`, or the plain number of a type newer than this runtime's header."""
+#: A device as a plain pair ``(DeviceType, device_id)``: what memory descriptions and backends carry (a
+#: :class:`Device` is one).
+DevicePair = tuple[DeviceType, int]
 
-    type: DeviceType
-    index: int
+
+class Device(NamedTuple):
+    """A device: ``(device_type, device_id)``, DLDevice's fields, as a tuple (``kind, index = device``; equal to
+    ``(DeviceType.kDLCUDA, 1)`` and ``(2, 1)``) that says its name (``str(device)``: ``"cuda:1"``) and gives
+    ``__dlpack_device__()``, the DLPack device protocol: what :attr:`dlbind.Tensor.device` and
+    :func:`dlbind.device` return. ``device_type`` is a :class:`dlbind.DeviceType`, or the plain number of a type
+    newer than this runtime's header."""
+
+    device_type: DeviceType
+    device_id: int
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        """``(device type, index)`` as plain integers."""
-        return int(self.type), self.index
+        """``(device type, device id)`` as plain integers."""
+        return int(self.device_type), self.device_id
 
     @property
     def name(self) -> str:
         """The device type's name (``"cuda"``)."""
-        return device_name(self.type)
+        return device_name(self.device_type)
 
     def __str__(self) -> str:
-        return f"{device_name(self.type)}:{self.index}"
+        return f"{device_name(self.device_type)}:{self.device_id}"
 
 
 _made = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
@@ -160,8 +166,8 @@ def _device_object(obj: Any) -> Device:
     index = _attribute(obj, row.device_index_of) if row.device_index_of else None
     if isinstance(kind, str):
         named = parse_device(kind)
-        at = named.index if index is None else index
-        return _made(Device, (named.type, 0 if at is None or at < 0 else int(at)))
+        at = named.device_id if index is None else index
+        return _made(Device, (named.device_type, 0 if at is None or at < 0 else int(at)))
     return parse_device((int(getattr(kind, "value", kind)), 0 if index is None or index < 0 else int(index)))
 
 

@@ -19,7 +19,7 @@ import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind.devices import HOST_ACCESSIBLE, Device, check_stream, default_stream, device_name, parse_device
+from dlbind.devices import HOST_ACCESSIBLE, DevicePair, check_stream, default_stream, device_name, parse_device
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.validate import INT64_MAX, contiguous_strides
@@ -29,7 +29,7 @@ __all__ = [
     "export_view", "wait_for",
 ]  # fmt: skip
 
-CPU: Device = (DeviceType.kDLCPU, 0)
+CPU: DevicePair = (DeviceType.kDLCPU, 0)
 _READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
 _PACKAGE = capsule.PACKAGE
 
@@ -41,7 +41,7 @@ class Memory(NamedTuple):
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # elements
     dtype: DType
-    device: Device
+    device: DevicePair
     byte_offset: int
     readonly: bool
     owner: object
@@ -85,7 +85,7 @@ def copy_host(mem: Memory) -> Memory:
     )  # fmt: skip
 
 
-def wait_for(ready: int, stream: int | None, device: Device) -> None:
+def wait_for(ready: int, stream: int | None, device: DevicePair) -> None:
     """Order a consumer asking on ``stream`` (None: the device rule's default; -1: no ordering) after data
     ready on stream ``ready``: nothing when it is the same stream, else the device's backend records an event
     on ``ready`` and makes the consumer's stream wait (a host reader of managed memory, ``stream=None``,

@@ -15,6 +15,7 @@ from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.consumer import from_dlpack
+from dlbind.crossing import dtype as read_dtype
 from dlbind.described import (
     _BUFFER_DTYPES,
     _ELEMENT_STRIDES,
@@ -32,7 +33,7 @@ from dlbind.described import (
     through_interface,
 )
 from dlbind.devices import device_name, parse_device, producer_device
-from dlbind.dtypes import DType, from_numpy, lookup
+from dlbind.dtypes import DType
 from dlbind.export import CPU, Memory, export_view
 from dlbind.validate import byte_size, check_description, contiguous_strides
 
@@ -146,12 +147,7 @@ def from_pointer(
     ptr = _integer(ptr, "from_pointer", "ptr")
     if any(d < 0 for d in shape_t):
         raise ValueError(f"negative dimension in shape {shape_t}")
-    if isinstance(dtype, DType):
-        dt = dtype
-    elif isinstance(dtype, str):
-        dt = lookup(dtype)
-    else:
-        dt = from_numpy(dtype)
+    dt = read_dtype(dtype)  # a DType, one of dlbind's names, or any system's dtype object
     strides_t = contiguous_strides(shape_t) if strides is None else _integers(
         tuple(strides) if isinstance(strides, list | tuple) else strides, "from_pointer", "strides")  # fmt: skip
     if len(strides_t) != len(shape_t):

@@ -25,7 +25,7 @@ from dlbind._generated.adapters import ADAPTERS, Adapter, Asks, Capsules, Copy, 
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
 from dlbind._names import suggestion
-from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, Device, device_name
+from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
 from dlbind.sources import ExportPlan
 
 __all__ = [
@@ -458,7 +458,7 @@ class Plan(NamedTuple):
     producer: Any  # what is exchanged: the array as asked, dlbind's producer of it, or its import (below)
     source: ExportPlan  # the producer's plan
     route: Route
-    here: Device  # where the producer's data is
+    here: DevicePair  # where the producer's data is
     device: Any = None  # device= as asked (None: not given), as the user wrote it (for messages)
     copy: bool | None = None
     stream: int | None = None
@@ -467,7 +467,7 @@ class Plan(NamedTuple):
     itself: bool = False  # the producer is the answer
     untested: str = ""  # what only trying can tell of this call (explain says it in words)
     copied_by: str = ""  # the producer's own export is a new copy each time (export.copies): by what
-    asked: Device | None = None  # device= parsed (None: not given)
+    asked: DevicePair | None = None  # device= parsed (None: not given)
 
 
 def decide(

@@ -178,7 +178,7 @@ class Tensor(_Core):  # type: ignore[misc]
         """Its :class:`dlbind.Device`: ``(DeviceType, device_id)``, named ``"cuda:1"``; a device type newer than this
         runtime's header is its plain number."""
         kind = self._device_type
-        return _new(Device, (_MEMBERS.get(kind, kind), self._device_id))  # type: ignore[no-any-return]
+        return _new(Device, (_MEMBERS.get(kind, kind), self._device_id))
 
     @property
     def flags(self) -> Flags:

@@ -15,7 +15,7 @@ import dlbind
 from dlbind._device_tensors import GpuTensors
 from dlbind._generated.enums import DeviceType
 from dlbind._gpu_runtime import GpuRuntime
-from dlbind.devices import Device
+from dlbind.devices import DevicePair
 from dlbind_cuda._runtime import Allocation, runtime
 
 __all__ = ["asarray", "copy_on_device", "copy_to_host", "device_of", "empty"]
@@ -62,7 +62,7 @@ def asarray(host_array: Any, *, device_id: int = 0, memory: str = "device") -> d
     return _TENSORS.asarray(host_array, device_id, memory)
 
 
-def device_of(pointer: int) -> Device:
+def device_of(pointer: int) -> DevicePair:
     """``(device type, device id)`` of a pointer the CUDA runtime knows (``cudaPointerGetAttributes``).
 
     Device memory is ``kDLCUDA``, pinned host memory ``kDLCUDAHost``, managed memory ``kDLCUDAManaged``;

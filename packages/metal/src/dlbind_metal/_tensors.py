@@ -14,7 +14,7 @@ from typing import Any
 import dlbind
 from dlbind._device_tensors import as_dtype, as_shape, extent, host_source, one_of
 from dlbind._generated.enums import DeviceType, Flags
-from dlbind.devices import Device
+from dlbind.devices import DevicePair
 from dlbind.dtypes import DType
 from dlbind.export import CPU, Memory, copy_host
 from dlbind_metal._runtime import Buffer, MetalError, runtime
@@ -72,7 +72,7 @@ def asarray(host_array: Any, *, device_id: int = 0, storage: str = "shared") -> 
     return _tensor(private, src.shape, src.dtype, device_id)
 
 
-def device_of(buffer: int) -> Device:
+def device_of(buffer: int) -> DevicePair:
     """``(kDLMetal, device_id)`` of an ``id<MTLBuffer>`` (its ``device``, matched among the process's devices).
 
     ``buffer`` must be an ``id<MTLBuffer>`` (a kDLMetal tensor's ``data_ptr``): Metal cannot check it.

@@ -14,7 +14,7 @@ from typing import Any
 import dlbind
 from dlbind._device_tensors import GpuTensors
 from dlbind._generated.enums import DeviceType
-from dlbind.devices import Device
+from dlbind.devices import DevicePair
 from dlbind_rocm._runtime import Allocation, runtime
 
 __all__ = ["asarray", "copy_on_device", "copy_to_host", "device_of", "empty"]
@@ -48,7 +48,7 @@ def asarray(host_array: Any, *, device_id: int = 0, memory: str = "device") -> d
     return _TENSORS.asarray(host_array, device_id, memory)
 
 
-def device_of(pointer: int) -> Device:
+def device_of(pointer: int) -> DevicePair:
     """``(device type, device id)`` of a pointer the HIP runtime knows (``hipPointerGetAttributes``).
 
     Device and managed memory is ``kDLROCM``, pinned host memory ``kDLROCMHost``; memory the runtime does

@@ -16,7 +16,7 @@ from typing import Any
 import dlbind
 from dlbind._device_tensors import as_dtype, as_shape, extent, from_span, host_source
 from dlbind._generated.enums import DeviceType, Flags
-from dlbind.devices import Device
+from dlbind.devices import DevicePair
 from dlbind.dtypes import DType
 from dlbind.export import Memory
 from dlbind.validate import contiguous_strides
@@ -138,7 +138,7 @@ def buffer_info(x: Any) -> BufferInfo:
     return lookup_record(t.data_ptr).info
 
 
-def device_of(pointer: int) -> Device:
+def device_of(pointer: int) -> DevicePair:
     """``(kDLVulkan, device_id)`` of a ``VkBuffer`` handle dlbind-vulkan knows."""
     return VULKAN, lookup_record(pointer).info.device_id
 
@@ -154,9 +154,7 @@ def copy_to_host(mem: Memory) -> Memory:
         assert record is not None  # a non-empty tensor has a buffer (from_pointer refuses NULL)
         start = mem.byte_offset + low
         if start < 0 or start + span > record.info.size:
-            raise BufferError(
-                f"the tensor reaches bytes {start}..{start + span} of a {record.info.size}-byte VkBuffer"
-            )
+            raise BufferError(f"the tensor reaches bytes {start}..{start + span} of a {record.info.size}-byte VkBuffer")
         try:
             record.ctx.download(ffi.cast("VkBuffer", mem.data), start, span, address)
         except VulkanError as exc:
