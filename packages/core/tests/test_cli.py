@@ -80,7 +80,10 @@ def test_version() -> None:
         (["explain", "numpy", "numpy", "--shape", "2x3"], "argument --shape: '2x3' is not a comma-separated list"),
         (["explain", "numpy", "numpy", "--shape=-1,2"], "argument --shape: '-1,2': a size cannot be negative"),
         (["explain", "numpy", "numpy", "--shape", "99999,99999"], "more than explain makes"),
-        (["explain", "numpy", "numpy", "--dtype", "float33"], "argument --dtype: 'float33' is not a numpy dtype"),
+        (
+            ["explain", "numpy", "numpy", "--dtype", "float33"],
+            "argument --dtype: unknown DLPack dtype name 'float33' (did you mean 'float32'?)",
+        ),
         (["explain", "numpy", "no-such-library"], "argument target: unknown array library 'no-such-library'"),
         (["explain", "no-such-library", "numpy"], "argument source: unknown array library 'no-such-library'"),
         (["check", "--libs", "numpy,no-such-library"], "argument --libs: unknown library 'no-such-library'"),
