@@ -220,12 +220,8 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         copy_with=dotted(adapter.copy_with) if adapter.copy_with else None,
         copy_from=_device_types(adapter.copy_from),
         importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
-        bridges=refuse_negative_strides
-        or legacy_only
-        or ignores_readonly
-        or viewer is not None
-        or bits is not None
-        or _bridges(adapter),
+        bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
+        or bits is not None or _bridges(adapter),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
     )
