@@ -62,9 +62,8 @@ class Exporter(metaclass=ABCMeta):
         return self._memory
 
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
-        if self._fast is not None:
-            return self._fast[4]  # type: ignore[no-any-return]
-        return self._described().device
+        dev = self._fast[4] if self._fast is not None else self._described().device
+        return dev if type(dev) is tuple else (dev[0], dev[1])  # the protocol's plain pair, not a dlbind.Device
 
     def __dlpack__(
         self,

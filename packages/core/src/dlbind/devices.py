@@ -60,6 +60,8 @@ def device_name(device_type: int) -> str:
     return name if name is not None else f"device type {device_type}"
 
 
+_PACKAGE = __name__.rpartition(".")[0]  # dlbind, or a vendored copy's package
+
 #: A device as a plain pair ``(DeviceType, device_id)``: what memory descriptions and backends carry (a
 #: :class:`Device` is one).
 DevicePair = tuple[DeviceType, int]
@@ -86,6 +88,9 @@ class Device(NamedTuple):
 
     def __str__(self) -> str:
         return f"{device_name(self.device_type)}:{self.device_id}"
+
+    def __repr__(self) -> str:
+        return f"{_PACKAGE}.Device({self})"
 
 
 _made = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
