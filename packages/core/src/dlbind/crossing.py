@@ -279,14 +279,14 @@ def device(obj: Any, to: Any = None) -> Any:
     """``obj`` read as a :class:`dlbind.Device`, or with ``to=`` (a system's name or module) as that system's own
     device object.
 
-    ``obj``: ``"cuda:1"``, a system's own spelling (``"gpu:1"``, TensorFlow's ``"/device:GPU:1"``, tinygrad's
+    ``obj``: ``"cuda:1"``, a system's own spelling (TensorFlow's ``"/device:GPU:1"``, tinygrad's
     ``"CUDA:1"``), ``(2, 1)`` or ``("cuda", 1)``, a ``Device``, an object with ``__dlpack_device__`` (Paddle's
     places), or a device object of a system spec/adapters.toml describes (``torch.device``, jax's, tvm-ffi's,
     CuPy's, MXNet's, Arrow's). Every ``device=`` of dlbind reads the same. Making one needs no device: a
     ``torch.device("cuda", 1)`` is made on a machine without a GPU (jax makes only the devices it has).
 
     >>> import dlbind
-    >>> str(dlbind.device("gpu:1")), dlbind.device((1, 0)) == (dlbind.DeviceType.kDLCPU, 0)
+    >>> str(dlbind.device("CUDA:1")), dlbind.device((1, 0)) == (dlbind.DeviceType.kDLCPU, 0)
     ('cuda:1', True)
     """
     found = parse_device(obj)

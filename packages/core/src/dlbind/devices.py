@@ -127,27 +127,21 @@ def parse_device(device: Any) -> Device:
 
 
 def _own_spelling(text: str) -> str:
-    """A device string in dlbind's spelling: a system's own (``"GPU:1"``, TensorFlow's
-    ``"/job:localhost/replica:0/task:0/device:CPU:0"``, tinygrad's ``"CUDA:1"``) read by the rows' ``[devices]``
-    names, case ignored."""
-    text = text.rpartition("device:")[2] if text.startswith("/") else text
-    name, sep, index = text.strip("/").partition(":")
-    name = name.lower()
-    return _theirs().get(name, name) + sep + index
+    """A device string in dlbind's spelling: dlbind's names in any case (tinygrad's ``"CUDA:1"``, MindSpore's
+    ``"CPU"``), and TensorFlow's device paths (``"/job:localhost/replica:0/task:0/device:GPU:1"``) by its row's
+    ``[devices]`` names. A bare ``"gpu"`` stays unknown: CUDA or ROCm, only the system that says it knows."""
+    if text.startswith("/"):
+        name, sep, index = text.rpartition("device:")[2].partition(":")
+        return _theirs("tensorflow", name) + sep + index
+    name, sep, index = text.partition(":")
+    return name.lower() + sep + index
 
 
-_THEIRS: dict[str, str] = {}  # a system's own device name (lower-case) -> dlbind's, where the rows agree
-
-
-def _theirs() -> dict[str, str]:
-    if not _THEIRS:
-        said: dict[str, set[str]] = {}
-        for row in ADAPTERS.values():
-            for ours, theirs in row.device_kind_names:
-                said.setdefault(theirs.lower(), set()).add(ours)
-        _THEIRS.update({theirs: next(iter(ours)) for theirs, ours in said.items() if len(ours) == 1})
-        _THEIRS[""] = ""
-    return _THEIRS
+def _theirs(system: str, name: str) -> str:
+    """dlbind's device name for what system ``system``'s row calls ``name`` (case ignored; unknown: lower-cased)."""
+    row = ADAPTERS.get(system)
+    said = {} if row is None else {theirs.lower(): ours for ours, theirs in row.device_kind_names}
+    return said.get(name.lower(), name.lower())
 
 
 def _device_object(obj: Any) -> Device:
@@ -170,7 +164,8 @@ def _device_object(obj: Any) -> Device:
         kind = _attribute(obj, row.device_type_of)
     index = _attribute(obj, row.device_index_of) if row.device_index_of else None
     if isinstance(kind, str):
-        named = parse_device(kind)
+        name, sep, at = kind.partition(":")
+        named = parse_device(_theirs(row.name, name) + sep + at)
         at = named.device_id if index is None else index
         return _made(Device, (named.device_type, 0 if at is None or at < 0 else int(at)))
     return parse_device((int(getattr(kind, "value", kind)), 0 if index is None or index < 0 else int(index)))
