@@ -164,8 +164,8 @@ def _device_object(obj: Any) -> Device:
         kind = _attribute(obj, row.device_type_of)
     index = _attribute(obj, row.device_index_of) if row.device_index_of else None
     if isinstance(kind, str):
-        name, sep, at = kind.partition(":")
-        named = parse_device(_theirs(row.name, name) + sep + at)
+        name, sep, suffix = kind.partition(":")
+        named = parse_device(_theirs(row.name, name) + sep + suffix)
         at = named.device_id if index is None else index
         return _made(Device, (named.device_type, 0 if at is None or at < 0 else int(at)))
     return parse_device((int(getattr(kind, "value", kind)), 0 if index is None or index < 0 else int(index)))

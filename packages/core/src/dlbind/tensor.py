@@ -242,7 +242,7 @@ class Tensor(_Core):  # type: ignore[misc]
     # -- exporting again -----------------------------------------------------------------------
     def __dlpack_device__(self) -> tuple[DeviceType, int]:
         kind = self._device_type  # the protocol's plain pair (Tensor.device is the named one)
-        return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[return-value]
+        return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[arg-type]
 
     def _interface(self, typestr: str, itemsize: int) -> dict[str, Any]:
         if self._device_type not in HOST_ACCESSIBLE:
