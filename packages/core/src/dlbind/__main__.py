@@ -204,14 +204,13 @@ def _dtype(text: str) -> object:
 
 def _library(text: str) -> str:
     """A library name of spec/adapters.toml (``torch``), or its module (``mlx.core``)."""
-    from dlbind._generated.adapters import ADAPTERS
+    from dlbind._libraries import named
 
-    if any(text in (a.name, a.import_name) for a in ADAPTERS.values()):
-        return text
-    from dlbind._names import suggestion
-
-    said = suggestion(text, [n for a in ADAPTERS.values() for n in (a.name, a.import_name)])
-    raise argparse.ArgumentTypeError(f"unknown array library {text!r}{said}; dlbind knows {', '.join(ADAPTERS)}")
+    try:
+        named(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _libraries(text: str) -> list[str]:

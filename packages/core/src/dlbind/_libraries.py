@@ -25,6 +25,7 @@ __all__ = [
     "for_release",
     "lasting",
     "library_of",
+    "named",
     "prepare_for_check",
     "release_row_of_type",
     "row_lookups",
@@ -41,6 +42,19 @@ def rows() -> dict[str, Adapter]:
     from dlbind._generated.adapters import ADAPTERS
 
     return ADAPTERS
+
+
+def named(name: str) -> Adapter:
+    """The row of the system called ``name`` (``"torch"``) or imported as ``name`` (``"mlx.core"``); ValueError with
+    the names it was probably meant to be otherwise."""
+    found = rows()
+    for adapter in found.values():
+        if name in (adapter.name, adapter.import_name):
+            return adapter
+    from dlbind._names import suggestion
+
+    said = suggestion(name, [n for a in found.values() for n in (a.name, a.import_name)])
+    raise ValueError(f"unknown array library {name!r}{said}; dlbind knows {', '.join(found)}")
 
 
 def row_lookups() -> int:

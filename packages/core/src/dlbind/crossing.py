@@ -21,7 +21,7 @@ from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter, DtypeForm
 from dlbind._generated.tables import DTYPE_BY_NAME
-from dlbind._libraries import dotted
+from dlbind._libraries import dotted, named
 from dlbind._names import suggestion
 from dlbind.devices import parse_device
 from dlbind.dtypes import DType, from_numpy, lookup
@@ -158,15 +158,12 @@ def _system(to: Any, *, devices: bool = False) -> Adapter:
     name = to.__name__ if isinstance(to, ModuleType) else to
     if not isinstance(name, str):
         raise TypeError(f"a system is named by its name ('torch') or module, not {type(to).__name__}")
-    for adapter in ADAPTERS.values():
-        if name in (adapter.name, adapter.import_name):
-            if devices and not adapter.device_make_args:
-                raise ValueError(f"dlbind does not make {adapter.name}'s device objects (spec/adapters.toml)")
-            if not devices and adapter.dtype_form == DtypeForm.NONE:
-                raise ValueError(f"dlbind does not know {adapter.name}'s dtype objects (spec/adapters.toml)")
-            return adapter
-    names = [n for a in ADAPTERS.values() for n in (a.name, a.import_name)]
-    raise ValueError(f"unknown array library {name!r}{suggestion(name, names)}; dlbind knows {', '.join(ADAPTERS)}")
+    adapter = named(name)
+    if devices and not adapter.device_make_args:
+        raise ValueError(f"dlbind does not make {adapter.name}'s device objects (spec/adapters.toml)")
+    if not devices and adapter.dtype_form == DtypeForm.NONE:
+        raise ValueError(f"dlbind does not know {adapter.name}'s dtype objects (spec/adapters.toml)")
+    return adapter
 
 
 def _made(d: DType, adapter: Adapter) -> Any:

@@ -23,8 +23,7 @@ import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.adapters import ADAPTERS, Adapter, Asks, Capsules, Copy, ImportBool, Layout, Readonly, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
-from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release
-from dlbind._names import suggestion
+from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release, named
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
 from dlbind.sources import ExportPlan
 
@@ -71,11 +70,7 @@ def resolve(to: Any) -> Adapter:
     """A library name (``"torch"``), its module, or one of its array types -> its adapter (a row lookup)."""
     _LOOKUPS[0] += 1
     if isinstance(to, str):
-        for adapter in ADAPTERS.values():
-            if to in (adapter.name, adapter.import_name):
-                return adapter
-        names = [n for a in ADAPTERS.values() for n in (a.name, a.import_name)]
-        raise ValueError(f"unknown array library {to!r}{suggestion(to, names)}; dlbind knows {', '.join(ADAPTERS)}")
+        return named(to)
     if isinstance(to, ModuleType):
         root = to.__name__
         for adapter in ADAPTERS.values():
