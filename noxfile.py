@@ -764,6 +764,8 @@ INTEROP_SYSTEMS = [
     # warp beside Arrow: `dlbind check --libs numpy,pyarrow,warp` (issue 30)
     _System("warp", "1.19", ["warp-lang==1.19.0", "pyarrow==26.0.1", "numpy==2.4.6", TORCH],
             check="numpy,pyarrow,warp"),
+    _System("drjit", "1.5", ["drjit==1.5.0", "numpy==2.4.6", TORCH]),
+    _System("awkward", "2.14", ["awkward==2.14.0", "numpy==2.4.6", TORCH]),
 ]
 INTEROP_TESTS = "tests/interop"
 

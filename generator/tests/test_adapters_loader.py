@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dlbind_generator.adapters import load_adapters
+from dlbind_generator.adapters import load_adapters, load_keyword_refusals
 from dlbind_generator.errors import GeneratorError
 
 ROW = """\
@@ -86,6 +86,14 @@ def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
         (lambda t: t + '[lib.dtypes]\nspelling = "t({name})"\n', r"dtypes.form = 'spelling' goes with"),
         (lambda t: t + '[lib.dtypes]\nmodule = "lib.dtypes"\n', r"dtypes.module and dtypes.names need dtypes.form"),
         (lambda t: t + '[lib.dtypes]\nform = "numpy"\nmodule = "lib"\n', r"takes no dtypes.module"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nby_dtype = { float32 = "lib.F" }'),
+         r"import.function among them"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nby_dtype = { float32 = "lib.from_dlpack" }\n'
+                             'lacks_dtypes = ["int8"]'), r"by_dtype .* goes with neither"),
+        (lambda t: t.replace('via = "__dlpack__"', 'via = "__dlpack__"\nvia_keywords = { a = 1 }'),
+         r"via_keywords are the keywords of a dotted export.via"),
+        (lambda t: t.replace('via = "__dlpack__"', 'via = "lib.out"\nvia_keywords = { a = 1.5 }'),
+         r"strings, booleans and integers"),
     ],
 )  # fmt: skip
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:
@@ -112,3 +120,39 @@ def test_every_closed_field_is_typed_and_named_by_constants(monkeypatch: pytest.
     monkeypatch.delitem(adapters.SET_NAMES, "takes")
     with pytest.raises(GeneratorError, match="SET_NAMES must name exactly the closed fields: \\['takes'\\]"):
         adapters.closed_sets()
+
+
+def test_per_dtype_importers_and_export_keywords(tmp_path: Path) -> None:
+    text = ROW.replace('via = "__dlpack__"', 'via = "lib.to_numpy"\nvia_keywords = { allow_missing = false }')
+    by_dtype = 'by_dtype = { float32 = "lib.from_dlpack", int8 = "lib.I8" }'
+    text = text.replace('asks = "legacy"', f'asks = "legacy"\n{by_dtype}')
+    facts = _load(tmp_path, text)
+    assert facts["export_via_keywords"] == (("allow_missing", False),)
+    assert facts["by_dtype"] == (("float32", "lib.from_dlpack"), ("int8", "lib.I8"))
+
+
+REFUSAL = '[[keyword_refusal]]\nbinding = "b"\ntext = "{text}"\nref = "r"\n'
+
+
+def test_keyword_refusals_are_no_system(tmp_path: Path, root: Path) -> None:
+    path = tmp_path / "adapters.toml"
+    path.write_text(REFUSAL.format(text="no such keyword") + ROW)
+    assert load_keyword_refusals(path) == ("no such keyword",)
+    assert [s.name for s in load_adapters(path, {"cpu"})] == ["lib"]
+    assert "incompatible function arguments" in load_keyword_refusals(root / "spec/adapters.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (ROW, r"\[\[keyword_refusal\]\] entries are required"),
+        (REFUSAL.format(text="x") + REFUSAL.format(text="x") + ROW, "listed twice"),
+        (REFUSAL.format(text="") + ROW, "non-empty strings"),
+        ('[[keyword_refusal]]\ntext = "x"\n' + ROW, r"needs exactly \['binding', 'ref', 'text'\]"),
+    ],
+)
+def test_bad_keyword_refusals_are_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "adapters.toml"
+    path.write_text(text)
+    with pytest.raises(GeneratorError, match=message):
+        load_keyword_refusals(path)

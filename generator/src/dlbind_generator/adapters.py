@@ -20,11 +20,15 @@ from .errors import GeneratorError
 _TOP = {"module", "array_types", "immutable", "verified", "import"}
 _OPTIONAL_TOP = {"export", "check", "dtypes", "devices", "when", "quirk"}
 _QUIRK_KEYS = {"id", "text", "ref"}
+#: the top-level array of tables that is no system: how a binding refuses a keyword (load_keyword_refusals)
+KEYWORD_REFUSAL = "keyword_refusal"
+_REFUSAL_KEYS = {"binding", "text", "ref"}
 _KEYWORDS = {"device", "copy"}
 
 # (section, key) -> (field, kind, allowed values or None, default)
 _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "via"): ("export_via", str, None, "__dlpack__"),
+    ("export", "via_keywords"): ("export_via_keywords", "keywords", None, ()),
     ("export", "guards"): ("export_guards", list, None, ()),
     ("export", "complex_guards"): ("export_complex_guards", list, None, ()),
     ("export", "host"): ("export_host", str, None, ""),
@@ -46,6 +50,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "bits_via"): ("export_bits_via", str, None, ""),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "function_nd"): ("from_dlpack_nd", str, None, ""),
+    ("import", "by_dtype"): ("by_dtype", dict, None, ()),
     ("import", "setup"): ("import_setup", str, None, ""),
     ("import", "layout_nd"): ("layout_nd", str, frozenset({"", "any", "nonnegative", "compact"}), ""),
     ("import", "lacks_dtypes_nd"): ("lacks_dtypes_nd", list, None, ()),
@@ -180,6 +185,10 @@ class AdapterSpec:
 
 
 def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> Any:
+    if kind == "keywords":
+        if not isinstance(raw, dict) or not all(isinstance(v, str | bool | int) for v in raw.values()):
+            raise GeneratorError(f"{where}: expected a table of strings, booleans and integers, not {raw!r}")
+        return tuple(sorted(raw.items()))
     if kind == "args":
         if not isinstance(raw, list) or not all(isinstance(v, str | bool | int) for v in raw):
             raise GeneratorError(f"{where}: expected a list of strings, booleans and integers, not {raw!r}")
@@ -274,6 +283,14 @@ def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | No
         raise GeneratorError(f"{where}: import.keywords may only be {sorted(_KEYWORDS)}")
     if (facts["layout_nd"] or facts["lacks_dtypes_nd"]) and not facts["from_dlpack_nd"]:
         raise GeneratorError(f"{where}: import.layout_nd and import.lacks_dtypes_nd go with import.function_nd")
+    by_dtype = dict(facts["by_dtype"])
+    if by_dtype and (facts["from_dlpack_nd"] or facts["view_with"] or facts["lacks_dtypes"]):
+        raise GeneratorError(
+            f"{where}: import.by_dtype (an importer per dtype, every other dtype lacked) goes with neither "
+            "function_nd, view_with nor lacks_dtypes"
+        )
+    if any("." not in fn for fn in by_dtype.values()) or (by_dtype and facts["from_dlpack"] not in by_dtype.values()):
+        raise GeneratorError(f"{where}: import.by_dtype names dotted importers, import.function among them")
     if facts["import_bool"] == "packed" and facts["takes"] != "ndarray":
         raise GeneratorError(
             f"{where}: import.bool = 'packed' (its importer packs numpy's bool bytes into bits) needs takes = 'ndarray'"
@@ -315,6 +332,9 @@ def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | No
 
 def _check_export(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
     """The row's ``[export]`` facts: what goes together, the forms of its names, its devices."""
+    via = facts["export_via"]
+    if facts["export_via_keywords"] and (via == "__dlpack__" or via.endswith("()")):
+        raise GeneratorError(f"{where}: export.via_keywords are the keywords of a dotted export.via function")
     via = facts["export_bits_via"] or facts["import_bits_via"]
     if bool(facts["bits"]) != bool(facts["bits_of"]) or (via and not facts["bits"]):
         raise GeneratorError(
@@ -365,6 +385,8 @@ def load_adapters(path: Path, device_names: set[str] | None = None) -> list[Adap
         raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
     out = []
     for name, raw in data.items():
+        if name == KEYWORD_REFUSAL:
+            continue
         where = f"{path.name} [{name}]"
         if not isinstance(raw, dict):
             raise GeneratorError(f"{where}: expected a table")
@@ -382,6 +404,28 @@ def load_adapters(path: Path, device_names: set[str] | None = None) -> list[Adap
                 facts[f] = v
         out.append(_finish(name, raw, facts, where, device_names))
     return out
+
+
+def load_keyword_refusals(path: Path) -> tuple[str, ...]:
+    """The texts of ``path``'s ``[[keyword_refusal]]`` entries: words of a TypeError by which a binding says that
+    a function takes no such keyword (each entry names its ``binding`` and a ``ref`` to its message)."""
+    try:
+        entries = tomllib.loads(path.read_text(encoding="utf-8")).get(KEYWORD_REFUSAL, [])
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
+    if not isinstance(entries, list) or not entries:
+        raise GeneratorError(f"{path.name}: [[{KEYWORD_REFUSAL}]] entries are required")
+    texts = []
+    for i, entry in enumerate(entries):
+        where = f"{path.name} {KEYWORD_REFUSAL}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != _REFUSAL_KEYS:
+            raise GeneratorError(f"{where}: needs exactly {sorted(_REFUSAL_KEYS)}")
+        if not all(isinstance(entry[k], str) and entry[k].strip() for k in _REFUSAL_KEYS):
+            raise GeneratorError(f"{where}: {sorted(_REFUSAL_KEYS)} are non-empty strings")
+        texts.append(entry["text"])
+    if len(set(texts)) != len(texts):
+        raise GeneratorError(f"{path.name}: a {KEYWORD_REFUSAL} text is listed twice")
+    return tuple(texts)
 
 
 def _finish(

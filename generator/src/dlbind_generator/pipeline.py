@@ -14,7 +14,7 @@ from typing import Any
 import cffi
 
 from . import __version__
-from .adapters import closed_sets, load_adapters
+from .adapters import closed_sets, load_adapters, load_keyword_refusals
 from .backends import BackendSpec, HeaderUnavailable, load_backend_specs, select
 from .emit import FileSet, banner, seal
 from .errors import GeneratorError
@@ -265,6 +265,7 @@ def _api(out: _Writer, policy: Any, paths: Paths) -> list[tuple[str, str]]:
     out.python("_abi.pyi", "Type stubs of _abi.py.")
     adapters = load_adapters(paths.adapters, {d.name for d in policy.devices})
     out.ctx["adapters"] = adapters
+    out.ctx["keyword_refusals"] = load_keyword_refusals(paths.adapters)
     out.ctx["closed"], out.ctx["closed_sets"] = closed_sets()
     out.python("adapters.py", "Array libraries and their DLPack quirks (from spec/adapters.toml).")
     return [

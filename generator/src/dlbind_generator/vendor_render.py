@@ -16,7 +16,7 @@ from typing import Any
 
 import cffi
 
-from .adapters import AdapterSpec, closed_sets, load_adapters
+from .adapters import AdapterSpec, closed_sets, load_adapters, load_keyword_refusals
 from .emit import seal
 from .merge import MergedModel
 from .model import HeaderModel
@@ -104,6 +104,7 @@ def render_generated(target: Target, devices_toml: Path, dtypes_toml: Path, adap
         policy=policy,
         max_refused=MAX_REFUSED,
         adapters=[_on_devices(a, names) for a in load_adapters(adapters_toml, canonical_names)],
+        keyword_refusals=load_keyword_refusals(adapters_toml),
         package=target.package,
         header_sha256=target.model.sha256,
         exchange_api=any(s.name == "DLPackExchangeAPI" for s in target.model.structs),

@@ -383,3 +383,45 @@ def test_bool_said_as_uint8_is_read_as_bool_in_place() -> None:
     assert np.from_dlpack(same).tolist() == [False, True, True, False]
     other = dlbind.from_dlpack(a)
     assert sealed(other, Said("tensor(uint8)"), plan).dtype.name == "uint8"  # a real uint8 stays uint8
+
+
+class _RefusesInWords:
+    """A producer refusing max_version in the words of one binding of spec/adapters.toml's [[keyword_refusal]]."""
+
+    def __init__(self, array: np.ndarray, words: str) -> None:
+        self.array, self.words = array, words
+        self.calls: list[dict[str, Any]] = []
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> object:
+        self.calls.append({"stream": stream, **kwargs})
+        if kwargs:
+            raise TypeError(f"__dlpack__(): {self.words} (asked {sorted(kwargs)})")
+        return self.array.__dlpack__(stream=stream)
+
+
+def _keyword_refusals() -> tuple[str, ...]:
+    from dlbind._generated.adapters import KEYWORD_REFUSALS
+
+    return KEYWORD_REFUSALS
+
+
+@pytest.mark.parametrize("words", _keyword_refusals())
+def test_every_bindings_keyword_refusal_is_retried_the_older_way(words: str) -> None:
+    """Issue 44: CPython's, nanobind's and pybind11's refusals of a keyword are asked again with stream only."""
+    a = np.arange(4.0)
+    p = _RefusesInWords(a, words)
+    t = dlbind.from_dlpack(p)
+    assert np.from_dlpack(t).tolist() == a.tolist()
+    assert p.calls == [{"stream": None, "max_version": dlbind.DLPACK_VERSION}, {"stream": None}]
+    with pytest.raises(BufferError, match="does not accept dl_device"):
+        dlbind.from_dlpack(_RefusesInWords(a, words), device="cuda:0")
+
+
+def test_an_unrelated_typeerror_propagates_after_one_call() -> None:
+    p = _RefusesInWords(np.arange(4.0), "the array is haunted")
+    with pytest.raises(TypeError, match="haunted"):
+        dlbind.from_dlpack(p)
+    assert len(p.calls) == 1

@@ -16,6 +16,7 @@ from typing import Any
 
 import dlbind._capi as _capi
 import dlbind.capsule as capsule
+from dlbind._generated.adapters import KEYWORD_REFUSALS
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.described import export_host
@@ -25,11 +26,11 @@ from dlbind.sources import BARE, STREAM, ExportPlan, help_for
 __all__ = ["asked_capsule", "call_dlpack", "host_export", "learn", "refusal_of", "style_for", "type_name"]
 
 
-_UNEXPECTED = ("unexpected keyword", "takes no keyword arguments", "got an unexpected", "positional argument")
-
-
 def _keyword_refused(exc: TypeError) -> bool:
-    return any(text in str(exc) for text in _UNEXPECTED)
+    """``exc`` says a keyword was refused, in the words of one of the bindings of spec/adapters.toml's
+    ``[[keyword_refusal]]`` (CPython's, nanobind's, pybind11's)."""
+    message = str(exc)
+    return any(text in message for text in KEYWORD_REFUSALS)
 
 
 def refusal_of(x: Any, exc: TypeError, plan: ExportPlan) -> BufferError | None:

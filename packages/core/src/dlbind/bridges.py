@@ -91,10 +91,28 @@ def importer(adapter: Adapter) -> Any:
             unfit = _unfit(adapter, t)  # as convert's bridge says
             if unfit is not None:
                 raise BufferError(unfit)
-            return (route.importer_nd if _nd(route, t) else fn)(numpy.asarray(t))
+            return _importer_of(route, t)(numpy.asarray(t))
 
         return from_ndarray
+    if route.by_dtype is not None:
+
+        def by_dtype(x: Any) -> Any:
+            # the importer of x's dtype is given x itself: what a user of the system calls
+            t = imported(x, None, None)
+            if _lacks(adapter, t):
+                raise BufferError(_cannot(route, t))
+            return _importer_of(route, t)(x)
+
+        return by_dtype
     return fn
+
+
+def _importer_of(route: Route, tensor: Tensor) -> Any:
+    """The target's importer of ``tensor``: the one of its dtype (``import.by_dtype``), of its dimensions
+    (``import.function_nd``), else ``import.function``."""
+    if route.by_dtype is not None:
+        return route.by_dtype[tensor.dtype.name]  # a dtype it lacks was refused by the bridge
+    return route.importer_nd if _nd(route, tensor) else route.importer
 
 
 def _nd(route: Route, tensor: Tensor) -> bool:
@@ -138,14 +156,18 @@ def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
         from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
 
         patterns = adapter.lacks_dtypes + adapter.lacks_dtypes_nd if nd else adapter.lacks_dtypes
-        found = _LACKS[key] = any(fnmatchcase(name, pattern) for pattern in patterns)
+        found = any(fnmatchcase(name, pattern) for pattern in patterns)
+        found = _LACKS[key] = found or (bool(adapter.by_dtype) and name not in dict(adapter.by_dtype))
     return found
 
 
 def importer_name(route: Route, tensor: Tensor) -> str:
-    """The dotted name of the target's importer that ``tensor`` goes to (``import.function_nd`` for arrays that
-    are not 1-D, where the row has one), for messages."""
-    return route.adapter.from_dlpack_nd if _nd(route, tensor) else route.adapter.from_dlpack
+    """The dotted name of the target's importer that ``tensor`` goes to (``import.by_dtype``'s of its dtype, or
+    ``import.function_nd`` for arrays that are not 1-D, where the row has one), for messages."""
+    a = route.adapter
+    if a.by_dtype:
+        return dict(a.by_dtype).get(tensor.dtype.name) or f"{a.name}'s {len(a.by_dtype)} array types"
+    return a.from_dlpack_nd if _nd(route, tensor) else a.from_dlpack
 
 
 class _LegacyReadOnly:
@@ -267,7 +289,7 @@ def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
             method = adapter.import_bits_via.removesuffix("()")
             return getattr(route.importer(bits, **kwargs), method)(theirs)
         producer = numpy.asarray(tensor)  # a zero-copy view of the Tensor (read-only where it is: numpy says so)
-    return (route.importer_nd if _nd(route, tensor) else route.importer)(producer, **kwargs)
+    return _importer_of(route, tensor)(producer, **kwargs)
 
 
 def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
@@ -295,6 +317,12 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
 
 def _cannot(route: Route, tensor: Tensor) -> str:
     """The refusal of a dtype the target's importer of ``tensor`` lacks."""
+    a = route.adapter
+    if a.by_dtype:  # an importer per dtype: none of this one (another would cast the data silently)
+        return (
+            f"{a.name} has no array type of {tensor.dtype.name} (its importers of other dtypes would cast the data): "
+            f"cast it to one of {', '.join(name for name, _ in a.by_dtype)} first"
+        )
     shape = f" of {len(tensor.shape)} dimensions" if _nd(route, tensor) else ""
     return f"{route.adapter.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
 
@@ -358,7 +386,7 @@ def bridge_of(
     if unfit is not None:
         return Bridge(REFUSED, unfit)
     nd = _nd(route, tensor)
-    if (a.lacks_dtypes or a.lacks_dtypes_nd) and _lacks(a, tensor, nd):
+    if (a.lacks_dtypes or a.lacks_dtypes_nd or a.by_dtype) and _lacks(a, tensor, nd):
         lacks = f"{importer_name(route, tensor)} lacks it"
         if on_device:
             return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")

@@ -110,6 +110,7 @@ class Route(NamedTuple):
     copy_with: Any = None  # its own constructor copying in data of `copy_from` devices (import.copy_with)
     copy_from: frozenset[int] = frozenset()
     importer_nd: Any = None  # its importer of arrays that are not 1-D (import.function_nd), or None
+    by_dtype: dict[str, Any] | None = None  # dtype name -> its importer of that dtype (import.by_dtype), or None
 
     bridges: bool = False  # an array of it may need a bridge on the host routes (a copy, a wrapper, a viewer)
     refuse: int = 0  # what the C route must hand back to Python: 1 negative strides, 2 read-only data
@@ -175,6 +176,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         and adapter.copy == Copy.HONOURED and not adapter.alignment and adapter.import_bool == ImportBool.BOOL
         and not adapter.copy_from  # data of those devices goes through its own constructor (import.copy_with)
         and not adapter.ndims  # a shape it refuses is refused by the bridge
+        and not adapter.by_dtype  # its importer is picked by the dtype, by the bridge
     )  # fmt: skip
     table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
     legacy_only = adapter.asks != Asks.VERSIONED
@@ -215,6 +217,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         copy_with=dotted(adapter.copy_with) if adapter.copy_with else None,
         copy_from=_device_types(adapter.copy_from),
         importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
+        by_dtype={name: dotted(fn) for name, fn in adapter.by_dtype} if adapter.by_dtype else None,
         bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
         or bits is not None or _bridges(adapter),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
@@ -227,7 +230,7 @@ def _bridges(adapter: Adapter) -> bool:
     importer's layout, byte_offset, what it takes, its dimensions, dtypes, bool and alignment."""
     return (
         adapter.layout == Layout.COMPACT or not adapter.byte_offset or adapter.takes != Takes.PRODUCER
-        or bool(adapter.ndims) or bool(adapter.lacks_dtypes or adapter.lacks_dtypes_nd)
+        or bool(adapter.ndims) or bool(adapter.lacks_dtypes or adapter.lacks_dtypes_nd or adapter.by_dtype)
         or adapter.import_bool != ImportBool.BOOL or bool(adapter.alignment)
     )  # fmt: skip
 

@@ -206,7 +206,7 @@ def plan_of(row: Adapter | None) -> ExportPlan:
         refusal_help=row.export_refusal_help,
         immutable=row.immutable,
         refusal=TypeError if row.export_refusal == Refusal.TYPE_ERROR else BufferError,
-        via=None if row.export_via == "__dlpack__" else _exporter(row.export_via),
+        via=None if row.export_via == "__dlpack__" else _exporter(row.export_via, row.export_via_keywords),
         host=row.export_host.removesuffix("()"),
         python=python,
         bool_method=row.export_dtype.removesuffix("()") if python else "",
@@ -226,27 +226,28 @@ def _refused_stream(entry: str) -> tuple[int, int]:
     return int(DEVICE_BY_NAME[name]), int(stream)
 
 
-def _exporter(via: str) -> Any:
-    """``export.via`` as a function of the array: a method ``name()`` or a dotted function."""
+def _exporter(via: str, keywords: tuple[tuple[str, Any], ...] = ()) -> Any:
+    """``export.via`` as a function of the array: a method ``name()`` or a dotted function (called with
+    ``export.via_keywords``)."""
     if via.endswith("()"):
         name = via[:-2]
         return lambda x: getattr(x, name)()
-    return _Lazy(via)
+    return _Lazy(via, dict(keywords))
 
 
 class _Lazy:
     """A dotted function imported on its first call (its module is the library's own: imported by then)."""
 
-    __slots__ = ("fn", "path")
+    __slots__ = ("fn", "keywords", "path")
 
-    def __init__(self, path: str) -> None:
-        self.path, self.fn = path, None
+    def __init__(self, path: str, keywords: dict[str, Any]) -> None:
+        self.path, self.fn, self.keywords = path, None, keywords
 
     def __call__(self, x: Any) -> Any:
         fn = self.fn
         if fn is None:
             fn = self.fn = dotted(self.path)
-        return fn(x)
+        return fn(x, **self.keywords) if self.keywords else fn(x)
 
 
 class _Bits:
