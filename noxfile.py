@@ -475,15 +475,20 @@ def backends(session: nox.Session) -> None:
 # The demo's libraries: those that install in reasonable time (mlx's CPU build is 40 MB installed).
 # paddlepaddle is verified in its interop cell but left out here: its CPU wheel installs 720 MB
 # (`pip install paddlepaddle==3.3.1`, then `python -m dlbind check --libs paddle`).
+# MAX (1.7 GB) is checked in its interop cell only
 DEMO_LIBS = ["numpy>=2.0", "ml_dtypes==0.6.0", "torch==2.13.0", "jax==0.10.2", "array-api-strict==2.6.1",
-             "apache-tvm-ffi==0.1.15.post2", "mlx[cpu]==0.32.4", "pyarrow==26.0.1"]  # fmt: skip
+             "apache-tvm-ffi==0.1.15.post2", "mlx[cpu]==0.32.4", "pyarrow==26.0.1", "drjit==1.5.0", "awkward==2.14.0",
+             "cuda-core==1.2.2"]  # fmt: skip
+# what a system of DEMO_LIBS needs to import that its own requirements leave out (cuda.core: its CUDA bindings,
+# whose cu13 extra would pull the whole toolkit)
+DEMO_NEEDS = ["cuda-bindings==13.5.0"]
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: install numpy, torch, jax, array-api-strict, tvm-ffi, mlx (CPU builds) and pyarrow; print the
-    matrix."""
-    session.install(*DEMO_LIBS)
+    """The main job: install numpy, torch, jax, array-api-strict, tvm-ffi, mlx (CPU builds), pyarrow, Dr.Jit,
+    awkward and cuda.core; print the matrix."""
+    session.install(*DEMO_LIBS, *DEMO_NEEDS)
     session.install(CORE)
     session.run("python", "-m", "dlbind", "info")
     session.run("python", "-m", "dlbind", "check", *session.posargs)
@@ -492,7 +497,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Regenerate docs/matrix.md (the conformance matrix of a real run, with date and library versions)."""
-    session.install(*DEMO_LIBS)
+    session.install(*DEMO_LIBS, *DEMO_NEEDS)
     session.install(CORE)
     session.run("python", "-m", "dlbind", "check", "--markdown", "docs/matrix.md", "--json", ".cache/matrix.json")
 
@@ -766,6 +771,11 @@ INTEROP_SYSTEMS = [
             check="numpy,pyarrow,warp"),
     _System("drjit", "1.5", ["drjit==1.5.0", "numpy==2.4.6", TORCH]),
     _System("awkward", "2.14", ["awkward==2.14.0", "numpy==2.4.6", TORCH]),
+    # cuda.core imports on a machine without a GPU: its views of host memory are checked here
+    _System("cuda_core", "1.2", ["cuda-core==1.2.2", "cuda-bindings==13.5.0", "cuda-pathfinder==1.9.1",
+                                 "numpy==2.4.6", TORCH]),
+    # MAX installs 1.7 GB (max-core, the Mojo libraries): its own cell, its venv discarded after it in CI
+    _System("max", "26.7", ["max==26.7.0", "numpy==2.4.6", TORCH]),
 ]
 INTEROP_TESTS = "tests/interop"
 

@@ -122,6 +122,17 @@ def test_every_closed_field_is_typed_and_named_by_constants(monkeypatch: pytest.
         adapters.closed_sets()
 
 
+def test_negated_guards_copy_refusals_and_importer_keywords(tmp_path: Path) -> None:
+    export = 'via = "__dlpack__"\nguards = ["not is_contiguous", "is_conj()"]\nrefuses_copy = true'
+    text = ROW.replace('via = "__dlpack__"', export)
+    text = text.replace('asks = "legacy"', 'asks = "legacy"\nfunction_keywords = { stream_ptr = -1 }')
+    facts = _load(tmp_path, text)
+    assert facts["export_guards"] == ("not is_contiguous", "is_conj()") and facts["export_refuses_copy"] is True
+    assert facts["function_keywords"] == (("stream_ptr", -1),)
+    with pytest.raises(GeneratorError, match=r"each maybe 'not \.\.\.'"):
+        _load(tmp_path, ROW.replace('via = "__dlpack__"', 'via = "__dlpack__"\nguards = ["not not x"]'))
+
+
 def test_per_dtype_importers_and_export_keywords(tmp_path: Path) -> None:
     text = ROW.replace('via = "__dlpack__"', 'via = "lib.to_numpy"\nvia_keywords = { allow_missing = false }')
     by_dtype = 'by_dtype = { float32 = "lib.from_dlpack", int8 = "lib.I8" }'

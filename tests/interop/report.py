@@ -60,7 +60,8 @@ def _import_rules(f: dict[str, Any], immutable: bool) -> list[str]:
 def _takes(f: dict[str, Any]) -> str:
     """What its ``from_dlpack`` takes, and how it calls a producer's ``__dlpack__``."""
     takes = {"producer": "takes a producer", "capsule": "takes a capsule only", "ndarray": "takes a numpy array"}
-    return takes[f["takes"]] + {
+    called = ", ".join(f"{k}={v!r}" for k, v in f["function_keywords"])
+    return takes[f["takes"]] + (f" (called with {called})" if called else "") + {
         "versioned": ", asks for versioned capsules", "legacy": ", never sends max_version (legacy capsules)",
         "bare": ", calls `__dlpack__()` with no keywords",
     }[f["asks"]]  # fmt: skip
@@ -112,6 +113,9 @@ def _copy_rules(f: dict[str, Any]) -> list[str]:
 def _dtype_rules(f: dict[str, Any]) -> list[str]:
     """The dtypes it lacks: viewed as others, or refused (by its N-D importer too)."""
     rules = []
+    if f["by_dtype"]:
+        types = ", ".join(f"{name} `{fn}`" for name, fn in f["by_dtype"])
+        rules.append(f"an importer per dtype ({types}); every other dtype refused (BufferError naming it)")
     if f["lacks_dtypes"] and f["view_with"]:
         rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
     elif f["lacks_dtypes"]:
@@ -125,6 +129,10 @@ def _dtype_rules(f: dict[str, Any]) -> list[str]:
 def _export_rules(f: dict[str, Any], immutable: bool) -> list[str]:
     via = f["export_via"]
     rules = ["`__dlpack__`" if via == "__dlpack__" else f"`{via}`" + (" (a method)" if via.endswith("()") else "")]
+    if f["export_via_keywords"]:
+        rules[0] += " with " + ", ".join(f"{k}={v!r}" for k, v in f["export_via_keywords"])
+    if f["export_refuses_copy"]:
+        rules.append("its `__dlpack__` refuses `copy=True`: asked without it, dlbind copies the import")
     if f["export_host"]:
         rules.append(f"a host copy by `{f['export_host']}` where that refuses")
     if f["export_guards"]:

@@ -45,12 +45,14 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("export", "capsules"): ("export_capsules", str, frozenset({"versioned", "legacy"}), "versioned"),
     ("export", "streams_refused"): ("export_streams_refused", list, None, ()),
     ("export", "copies"): ("export_copies", bool, None, False),
+    ("export", "refuses_copy"): ("export_refuses_copy", bool, None, False),
     ("export", "bits"): ("bits", dict, None, ()),
     ("export", "bits_of"): ("bits_of", str, None, ""),
     ("export", "bits_via"): ("export_bits_via", str, None, ""),
     ("import", "function"): ("from_dlpack", str, None, None),
     ("import", "function_nd"): ("from_dlpack_nd", str, None, ""),
     ("import", "by_dtype"): ("by_dtype", dict, None, ()),
+    ("import", "function_keywords"): ("function_keywords", "keywords", None, ()),
     ("import", "setup"): ("import_setup", str, None, ""),
     ("import", "layout_nd"): ("layout_nd", str, frozenset({"", "any", "nonnegative", "compact"}), ""),
     ("import", "lacks_dtypes_nd"): ("lacks_dtypes_nd", list, None, ()),
@@ -345,8 +347,10 @@ def _check_export(facts: dict[str, Any], where: str, device_names: set[str] | No
         if via and not (via.endswith("()") and via[:-2].isidentifier()):
             raise GeneratorError(f"{where}: bits_via is a method 'name()', not {via!r}")
     for guard in facts["export_guards"]:
-        if not guard.removesuffix("()").isidentifier():
-            raise GeneratorError(f"{where}: export.guards holds attribute names or 'method()', not {guard!r}")
+        if not guard.removeprefix("not ").removesuffix("()").isidentifier():
+            raise GeneratorError(
+                f"{where}: export.guards holds attribute names or 'method()', each maybe 'not ...', not {guard!r}"
+            )
     if not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in facts["export_refusal_help"]):
         raise GeneratorError(f"{where}: export.refusal_help maps words of a refusal to what to do instead")
     if set(facts["export_complex_guards"]) - set(facts["export_guards"]):

@@ -86,7 +86,7 @@ def test_version() -> None:
         ),
         (["explain", "numpy", "no-such-library"], "argument target: unknown array library 'no-such-library'"),
         (["explain", "no-such-library", "numpy"], "argument source: unknown array library 'no-such-library'"),
-        (["check", "--libs", "numpy,no-such-library"], "argument --libs: unknown library 'no-such-library'"),
+        (["check", "--libs", "numpy,no-such-library"], "argument --libs: unknown array library 'no-such-library'"),
         (["explain", "numpy", "numpy", "--stream", "x"], "argument --stream: invalid int value: 'x'"),
     ],
     ids=["shape-2x3", "shape-negative", "shape-huge", "dtype", "target", "source", "libs", "stream"],
@@ -105,3 +105,11 @@ def test_explain_takes_the_ml_dtypes_names() -> None:
     pytest.importorskip("ml_dtypes")
     out = _run("explain", "numpy", "numpy", "--dtype", "bfloat16", "--shape", "4")
     assert out.startswith("dlbind.convert(numpy.ndarray bfloat16 (4,), to='numpy')"), out
+
+
+def test_check_libs_are_read_by_name_or_module() -> None:
+    """``check --libs`` takes a system's module as convert's ``to=`` does (``cuda.core``, ``mlx.core``), read
+    without importing it."""
+    from dlbind.__main__ import _libraries
+
+    assert _libraries("numpy,mlx.core,cuda.core") == ["numpy", "mlx", "cuda_core"]

@@ -68,7 +68,7 @@ def test_a_plan_holds_its_rows_facts() -> None:
     assert export_plan(object).row is None and not export_plan(object).host_only
     torch = pytest.importorskip("torch")
     torch_plan = export_plan(torch.Tensor)
-    assert torch_plan.guards == (("requires_grad", False), ("is_neg", True), ("is_conj", True))
+    assert torch_plan.guards == (("requires_grad", False, False), ("is_neg", True, False), ("is_conj", True, False))
     assert torch_plan.layout == Layout.NONNEGATIVE and not torch_plan.readonly and not torch_plan.host_only
 
 
@@ -106,3 +106,30 @@ def test_cupy_rows_decide_direct_relay_and_interface() -> None:
     assert decide(plan_of(ADAPTERS["numpy"]), to_cupy, CUDA_HOST).kind == INTERFACE
     why = decide(plan_of(cupy_row), route_to("torch"), CUDA).why
     assert "negative strides as unsigned numbers" in why and "nonnegative" in why
+
+
+class _Sliced:
+    """An array whose export would say compact strides although ``is_contiguous`` is false (MAX's slices)."""
+
+    def __init__(self, contiguous: bool) -> None:
+        self.is_contiguous = contiguous
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return np.arange(4.0).__dlpack__()
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_a_negated_guard_holds_when_its_value_is_falsy(contiguous: bool) -> None:
+    from dlbind.sources import ExportPlan, _guard, check_guards, truthy_guard
+
+    assert _guard("not is_contiguous") == ("is_contiguous", False, True)
+    assert _guard("is_conj()") == ("is_conj", True, False)
+    plan = ExportPlan(guards=(_guard("not is_contiguous"),), refusal_help=(("is_contiguous", "compact it first"),))
+    x = _Sliced(contiguous)
+    if contiguous:
+        assert truthy_guard(x, plan) is None
+        check_guards(x, plan)
+        return
+    assert truthy_guard(x, plan) == ("is_contiguous", False, True)
+    with pytest.raises(BufferError, match=r"_Sliced\.is_contiguous is false: .*wrong values.*\(compact it first\)"):
+        check_guards(x, plan)

@@ -214,14 +214,14 @@ def _library(text: str) -> str:
 
 
 def _libraries(text: str) -> list[str]:
-    """``check --libs``: one or more names of spec/adapters.toml, comma-separated."""
-    from dlbind._generated.adapters import ADAPTERS
+    """``check --libs``: one or more systems of spec/adapters.toml, comma-separated, each by its name or its module
+    (``cuda.core``); their names."""
+    from dlbind._libraries import named
 
-    names = [n for n in text.split(",") if n]
-    unknown = [n for n in names if n not in ADAPTERS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown library {unknown[0]!r}; dlbind knows {', '.join(ADAPTERS)}")
-    return names
+    try:
+        return [named(n).name for n in text.split(",") if n]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _version_line() -> str:

@@ -206,6 +206,8 @@ def asked_capsule(
     may export plainly, dlbind's own export of its buffer or array interface; a refused device said with what
     was asked of whom (``device``: as the caller gave it)."""
     asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
+    if asked_copy and plan.refuses_copy:  # its __dlpack__ refuses copy=True (export.refuses_copy): from_dlpack copies
+        asked_copy = None
     try:
         return call_dlpack(
             x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None

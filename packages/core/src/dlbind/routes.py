@@ -12,6 +12,7 @@ Routes and Decisions are made once and kept (:data:`ROUTES`, the producer's
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from enum import IntEnum
@@ -75,6 +76,8 @@ def resolve(to: Any) -> Adapter:
         root = to.__name__
         for adapter in ADAPTERS.values():
             if root == adapter.import_name or adapter.import_name.startswith(root + "."):
+                return adapter
+            if sys.modules.get(adapter.import_name) is to:  # imported by its name, named otherwise (cuda.core.cu13)
                 return adapter
         raise ValueError(f"module {root} is not an array library dlbind knows")
     if isinstance(to, type):
@@ -163,12 +166,19 @@ def route_to(to: Any) -> Route:
     return route
 
 
+def _row_importer(adapter: Adapter) -> Any:
+    """The row's ``import.function``, called with ``import.function_keywords`` where it has them (cuda.core's
+    ``stream_ptr=-1``)."""
+    fn = dotted(adapter.from_dlpack)
+    return functools.partial(fn, **dict(adapter.function_keywords)) if adapter.function_keywords else fn
+
+
 def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None, stream_of: Any = None) -> Route:
     """The route of a system whose row (resolved for the installed release) is ``adapter``: its importer
     (``importer``, else the row's ``import.function``), array type, what the C routes may do, the keywords its
     installed importer takes, its device forms, current stream and ``__cuda_array_interface__`` importer
     (``interface`` and ``stream_of`` override the row's, for a system under test that no row names)."""
-    fn = importer if importer is not None else dotted(adapter.from_dlpack)
+    fn = importer if importer is not None else _row_importer(adapter)
     if adapter.import_setup:
         dotted(adapter.import_setup)()  # once per route: its importer needs it (warp.init)
     simple = (

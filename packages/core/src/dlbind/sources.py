@@ -94,6 +94,7 @@ class ExportPlan:
         "refusal",
         "refusal_help",
         "refused_streams",
+        "refuses_copy",
         "row",
         "unsigned_strides",
         "via",
@@ -104,7 +105,7 @@ class ExportPlan:
     capsules: Literal["legacy", "versioned"]  # the row's export.capsules
     bits: Any
     bits_via: str
-    guards: tuple[tuple[str, bool], ...]
+    guards: tuple[tuple[str, bool, bool], ...]
     complex_guards: frozenset[str]
     refusal_help: tuple[tuple[str, str], ...]
     immutable: bool
@@ -121,6 +122,7 @@ class ExportPlan:
     unsigned_strides: bool
     refused_streams: frozenset[tuple[int, int]]
     interface: str
+    refuses_copy: bool  # its __dlpack__ refuses copy=True: asked without it, the import is copied instead
     _learned: tuple[int, Any, Any] | None  # (style, weakref to the type, the __dlpack__ it was learned from)
     pairs: dict[tuple[Any, ...], Any]
 
@@ -132,7 +134,7 @@ class ExportPlan:
         capsules: Literal["legacy", "versioned"] = "versioned",
         bits: Any = None,
         bits_via: str = "",
-        guards: tuple[tuple[str, bool], ...] = (),
+        guards: tuple[tuple[str, bool, bool], ...] = (),
         complex_guards: frozenset[str] = frozenset(),
         refusal_help: tuple[tuple[str, str], ...] = (),
         immutable: bool = False,
@@ -148,6 +150,7 @@ class ExportPlan:
         unsigned_strides: bool = False,
         refused_streams: frozenset[tuple[int, int]] = frozenset(),
         interface: str = "",
+        refuses_copy: bool = False,
     ) -> None:
         """A plan of the facts given (:func:`plan_of` gives a row's); the defaults are a type no row names."""
         facts = dict(locals())
@@ -199,7 +202,7 @@ def plan_of(row: Adapter | None) -> ExportPlan:
         capsules=row.export_capsules,
         bits=_Bits(row.bits_of, row.bits) if bits else None,
         bits_via=row.export_bits_via.removesuffix("()") if bits else "",
-        guards=tuple((sys.intern(g.removesuffix("()")), g.endswith("()")) for g in row.export_guards),
+        guards=tuple(_guard(g) for g in row.export_guards),
         # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
         # Python path reads every guard before the export: the same answer, as the others are never truthy)
         complex_guards=frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards),
@@ -217,7 +220,15 @@ def plan_of(row: Adapter | None) -> ExportPlan:
         unsigned_strides=row.export_negative_strides == NegativeStrides.UNSIGNED,
         refused_streams=frozenset(_refused_stream(entry) for entry in row.export_streams_refused),
         interface=row.export_interface,
+        refuses_copy=row.export_refuses_copy,
     )
+
+
+def _guard(entry: str) -> tuple[str, bool, bool]:
+    """An ``export.guards`` entry (``"is_conj()"``, ``"requires_grad"``, ``"not is_contiguous"``) as ``(name, is
+    a method, negated)``: a negated guard holds when the value is falsy."""
+    name = entry.removeprefix("not ")
+    return sys.intern(name.removesuffix("()")), name.endswith("()"), name != entry
 
 
 def _refused_stream(entry: str) -> tuple[int, int]:
@@ -305,20 +316,21 @@ def export_plan(kind: type) -> ExportPlan:
     return found  # type: ignore[no-any-return]
 
 
-def truthy_guard(x: Any, plan: ExportPlan) -> tuple[str, bool] | None:
-    """The first export guard of ``x``'s plan that is truthy for ``x`` (``(name, is a method)``), or None.
+def truthy_guard(x: Any, plan: ExportPlan) -> tuple[str, bool, bool] | None:
+    """The first export guard of ``x``'s plan that holds for ``x`` (``(name, is a method, negated)``: its value
+    is truthy, or falsy where negated), or None.
 
     Such an array must never be exported: its library's ``__dlpack__`` refuses it, or (a library that
     forgets a check) would export it with the wrong values."""
-    for name, call in plan.guards:
+    for name, call, negated in plan.guards:
         try:
             value = getattr(x, name)
         except AttributeError:  # an older release without it: the guard does not apply
             continue
         if call:
             value = value()
-        if value:
-            return name, call
+        if bool(value) != negated:
+            return name, call, negated
     return None
 
 
@@ -346,10 +358,11 @@ def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
 
 
 def check_guards(x: Any, plan: ExportPlan) -> None:
-    """Refuse ``x`` (:func:`refuse_guarded`) when an export guard of its plan is truthy for it."""
+    """Refuse ``x`` (:func:`refuse_guarded`) when an export guard of its plan holds for it."""
     guard = truthy_guard(x, plan)
     if guard is not None:
-        refuse_guarded(x, *guard, plan)
+        name, call, negated = guard
+        refuse_guarded(x, name, call, plan, negated)
 
 
 def help_for(plan: ExportPlan, exc: BaseException) -> str:
@@ -360,10 +373,11 @@ def help_for(plan: ExportPlan, exc: BaseException) -> str:
     return f" ({'; '.join(found)})" if found else ""
 
 
-def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan) -> None:
-    """Raise the BufferError of ``x``, whose export guard ``name`` is truthy (``export_guards`` in
-    spec/adapters.toml): its library's own, from its ``__dlpack__``, or dlbind's when that forgets the check;
-    either ends with what to do instead where ``plan`` (its type's, handed down) has ``refusal_help``.
+def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan, negated: bool = False) -> None:
+    """Raise the BufferError of ``x``, whose export guard ``name`` holds (``export_guards`` in
+    spec/adapters.toml: truthy, or falsy where ``negated``): its library's own, from its ``__dlpack__``, or
+    dlbind's when that forgets the check; either ends with what to do instead where ``plan`` (its type's, handed
+    down) has ``refusal_help``.
     """
     try:
         x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
@@ -372,7 +386,8 @@ def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan) -> None
             raise
         raise BufferError(f"{exc}{said}") from exc
     shown = f"{name}()" if is_method else name
-    refusal = f"{type(x).__name__}.{shown} is true: its DLPack export would drop that (wrong values), so it is refused"
+    said = "false: its DLPack export would not say so" if negated else "true: its DLPack export would drop that"
+    refusal = f"{type(x).__name__}.{shown} is {said} (wrong values), so it is refused"
     raise BufferError(refusal + help_for(plan, BufferError(refusal)))
 
 

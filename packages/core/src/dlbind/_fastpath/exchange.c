@@ -137,7 +137,7 @@ typedef struct {
     PyObject *descr; /* owned: the type's descriptor of that name, or NULL */
     void *fn;        /* DLBIND_GUARD_NOARGS: the PyCFunction; DLBIND_GUARD_GETTER: the getter */
     void *closure;   /* the getter's closure */
-    unsigned char kind, method, complex_only;
+    unsigned char kind, method, complex_only, negated; /* negated: the guard holds when the value is falsy */
 } dlbind_guard;
 
 struct dlbind_guards {
@@ -160,7 +160,7 @@ static void dlbind_guards_free(PyObject *capsule) {
     PyMem_Free(list);
 }
 
-/* The guards ((name, is a method) pairs) of a type compiled once, when its cache entry is made: the type's
+/* The guards ((name, is a method, negated) triples) of a type compiled once, when its cache entry is made: the type's
  * own C descriptor of each name where it has one (a C method, or a getset/member attribute, found along the
  * type's MRO), read through its C function without looking the name up on every exchange; and whether only a
  * complex array can make it truthy (ExportPlan.complex_guards: read after the table said the dtype, for
@@ -181,9 +181,10 @@ static PyObject *dlbind_guards_compiled(PyObject *type, PyObject *guards, PyObje
     PyObject *mro = ((PyTypeObject *)type)->tp_mro;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(guards, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 3) {
             Py_DECREF(capsule);
-            PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": an export guard must be a (name, is a method) pair");
+            PyErr_SetString(PyExc_SystemError,
+                            DLBIND_MODULE ": an export guard must be a (name, is a method, negated) triple");
             return NULL;
         }
         PyObject *name = PyTuple_GET_ITEM(pair, 0), *found = NULL;
@@ -201,6 +202,7 @@ static PyObject *dlbind_guards_compiled(PyObject *type, PyObject *guards, PyObje
         }
         dlbind_guard *g = &list->g[i];
         g->method = PyTuple_GET_ITEM(pair, 1) == Py_True;
+        g->negated = PyTuple_GET_ITEM(pair, 2) == Py_True;
         g->complex_only = (unsigned char)complex;
         g->name = Py_NewRef(name);
         list->n = i + 1; /* freed with the capsule from here on */
@@ -425,7 +427,7 @@ static const dlbind_guard *dlbind_truthy_guard(PyObject *obj, const dlbind_guard
             *failed = 1;
             return NULL;
         }
-        if (truthy) return g;
+        if (truthy != g->negated) return g;
     }
     return NULL;
 }
@@ -440,7 +442,8 @@ static int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int w
     const dlbind_guard *g = dlbind_truthy_guard(obj, list, which, &failed);
     if (g != NULL) { /* the library's own refusal, or dlbind's: never exported */
         PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, g->name,
-                                                     g->method ? Py_True : Py_False, info->plan, NULL);
+                                                     g->method ? Py_True : Py_False, info->plan,
+                                                     g->negated ? Py_True : Py_False, NULL);
         Py_XDECREF(res);
         if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
         failed = 1;
@@ -460,14 +463,13 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
     if (dlbind_guards_pass(obj, info, DLBIND_GUARDS_ANY) != 0) return -1;
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
+        /* the table refused (torch: sparse, quantized), or failed without saying why (cuda.core 1.2: bfloat16):
+         * __dlpack__ exports it or says why in its own words, as the pure build's import does */
         if (PyErr_Occurred()) {
-            /* the table refused (torch: sparse, quantized): __dlpack__ says why in its own words */
             if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
             PyErr_Clear();
-            return dlbind_guards_pass(obj, info, DLBIND_GUARDS_COMPLEX);
         }
-        PyErr_Format(PyExc_BufferError, "%.200s's DLPack exchange table failed without saying why", Py_TYPE(obj)->tp_name);
-        return -1;
+        return dlbind_guards_pass(obj, info, DLBIND_GUARDS_COMPLEX);
     }
     if (m->dl_tensor.dtype.code == kDLComplex && dlbind_guards_pass(obj, info, DLBIND_GUARDS_COMPLEX) != 0) {
         dlbind_call_deleter(m, 1);
