@@ -18,10 +18,6 @@ require("awkward")
 class TestAwkward(InteropSuite):
     system: ClassVar[str] = "awkward"
     module: ClassVar[str] = "awkward"
-    dtypes: ClassVar[tuple[str, ...]] = (
-        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-        "float64", "complex64", "complex128",
-    )  # fmt: skip
     ndims: ClassVar[tuple[int, int] | None] = (1, 64)  # an awkward array has a length
 
     def make(self, lib: Any, a: np.ndarray) -> Any:

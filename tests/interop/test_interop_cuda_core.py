@@ -18,10 +18,6 @@ require("cuda.core")
 class TestCudaCore(InteropSuite):
     system: ClassVar[str] = "cuda_core"
     module: ClassVar[str] = "cuda.core"
-    dtypes: ClassVar[tuple[str, ...]] = (
-        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-        "float64", "complex64", "complex128",
-    )  # fmt: skip
 
     def make(self, lib: Any, a: np.ndarray) -> Any:
         from cuda.core.utils import StridedMemoryView

@@ -324,7 +324,7 @@ def _cannot(route: Route, tensor: Tensor) -> str:
             f"cast it to one of {', '.join(name for name, _ in a.by_dtype)} first"
         )
     shape = f" of {len(tensor.shape)} dimensions" if _nd(route, tensor) else ""
-    return f"{route.adapter.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
+    return f"{a.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
 
 
 def needs_copy(route: Route, tensor: Tensor) -> str | None:
