@@ -67,6 +67,30 @@ class TestAwkward(InteropSuite):
         for call in (lambda: dlbind.convert(x, to="numpy"), lambda: dlbind.from_dlpack(x)):
             with pytest.raises(BufferError, match=rf"awkward\.to_numpy.*{why}"):
                 call()
+        self._explain_says_the_refusal(x)
+
+    @pytest.mark.parametrize(("data", "held"), [(["ab", "c"], "<U2"), ([{"x": 1, "y": 2.0}], "('x', '<i8')")])
+    def test_strings_and_records_are_refused_naming_awkward(self, lib: Any, data: list[Any], held: str) -> None:
+        """ak.to_numpy gives them as a numpy array of strings or records, whose __dlpack__ refuses in numpy's
+        words: dlbind's BufferError names awkward's export, what it gave, and what to do instead."""
+        x = lib.Array(data)
+        with pytest.raises(BufferError, match="DLPack only supports"):
+            lib.to_numpy(x).__dlpack__()  # numpy's own refusal, which names neither awkward nor a way out
+        for call in (lambda: dlbind.convert(x, to="torch"), lambda: dlbind.from_dlpack(x)):
+            with pytest.raises(BufferError) as info:
+                call()
+            said = str(info.value)
+            assert said.startswith("Array exported by awkward.to_numpy as a numpy.ndarray of dtype "), said
+            assert held in said and "take a numeric field of a record array" in said, said
+        self._explain_says_the_refusal(x)
+
+    @staticmethod
+    def _explain_says_the_refusal(x: Any) -> None:
+        """explain renders the refusal convert raises, in the same words (and calls nothing that raises)."""
+        with pytest.raises(BufferError) as info:
+            dlbind.convert(x, to="torch")
+        said = dlbind.explain(x, to="torch")
+        assert (said.kind, said.text) == ("refused", f"refused: {info.value}")
 
     def test_to_torch_and_back(self, lib: Any) -> None:
         torch = pytest.importorskip("torch")

@@ -20,7 +20,7 @@ from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of, type_name
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
-from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export
+from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export, through_refused
 from dlbind.tensor import ExtentError, Tensor, as_asked, from_capsule, reexported
 
 __all__ = ["from_dlpack", "imported"]
@@ -107,15 +107,12 @@ def imported(
     stream: int | None = None, allow_vector: bool = False, own_export: bool = False,
 ) -> Tensor:  # fmt: skip
     """``x`` imported as a Tensor, in one pass: :func:`from_dlpack` (``plan`` None: ``x`` may be anything it
-    takes), and what ``dlbind.convert`` runs with the producer's plan and device (``here``; None: asked here),
-    neither looked up again. ``device``, ``copy``, ``stream`` as in :func:`from_dlpack` (``copy`` checked by
-    the caller). A plain call imports through the producer's DLPack 1.3 exchange table where its type has one.
-
-    The producer is asked once: its ``__dlpack__`` (an older producer's refusal of the newest keywords
-    retried as the spec says, the way its type took them kept in its plan), or the export function its row
-    names (``own_export``: that function even where ``x`` has a ``__dlpack__``, as ``convert`` asks it);
-    where its ``__dlpack__`` refuses a host array its buffer protocol or array interface may carry, from there.
-    """
+    takes), and what ``dlbind.convert`` runs with the producer's plan and device (``here``; None: asked here).
+    ``device``, ``copy`` (checked by the caller) and ``stream`` as in :func:`from_dlpack`. A plain call imports
+    through the producer's DLPack 1.3 exchange table where its type has one; else the producer is asked once: its
+    ``__dlpack__`` (an older producer's refusal of the newest keywords retried as the spec says, the way its type
+    took them kept in its plan; a refused host array exported from its buffer or array interface), or the export
+    function its row names (``own_export``: even where ``x`` has ``__dlpack__``, as ``convert`` asks it)."""
     plain = device is None and copy is None and stream is None and not allow_vector
     if native is not None and plan is not None and plain and not own_export:
         # convert's plain import, in C: its from_dlpack reads the same plan (and checks its guards); a call it hands
@@ -125,31 +122,34 @@ def imported(
         x, plan = exported(x)
     if plan.guards:  # before the table too: a table exports what __dlpack__ refuses (torch)
         check_guards(x, plan)
-    # what the import is finished as (sealed, bool read): x's plan, also where x's system gave another array
-    of, finish = x, plan
+    of, finish = x, plan  # what it is finished as (sealed, bool read), also where x's system gave another array
     made = None
     if plan.via is not None and (own_export or not hasattr(x, "__dlpack__")):
         made = library_export(x, plan)  # a system exporting through a function of its own: a capsule or an array
         if made is not None and type(made) is not _capi.PyCapsuleType:
             (x, plan), here, made = exported(made), None, None
     given = made is not None
-    if not given and plain and of is x:
-        fast = exchange.import_object(x)
-        if fast is not None:
-            return fast
+    fast = exchange.import_object(x) if not given and plain and of is x else None  # its 1.3 exchange table
+    if fast is not None:
+        return fast
     if here is None:
         here = _CPU if given or plan.host_only else producer_device(x)  # host-only: no device to ask
     target = None if device is None else parse_device(device)
     asked, wanted = streams(here[0], stream, plan.refused_streams)
     dl_device = target if target is not None and target != here else None
     to_host = dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE
-    # a host copy of device data: the device's backend moves the bytes once at the bus's speed (pinned
-    # memory) from a plain import; without one installed, the producer makes it (dl_device)
+    # a host copy of device data: by the device's backend from a plain import (pinned memory), else the producer's
     by_backend = to_host and copy is not False and _backends.serving(here[0]) is not None
-    if made is None:
-        made = asked_capsule(x, plan, here, asked, dl_device, copy, device=device, stream=stream, by_backend=by_backend)
-    # the producer ordered its work before `asked`: the data is ready there (on the device it was asked of)
-    ready = (int(here[0]), asked) if asked is not None and not given else None
+    ready = (int(here[0]), asked) if asked is not None and not given else None  # its work is ordered before it
+    try:
+        if made is None:
+            made = asked_capsule(
+                x, plan, here, asked, dl_device, copy, device=device, stream=stream, by_backend=by_backend
+            )
+    except BufferError as exc:
+        if of is x:
+            raise
+        raise through_refused(of, finish, x, exc) from exc  # what its system's own export gave, refused
     try:
         tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish, ready=ready)
     except ExtentError as exc:

@@ -134,10 +134,10 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         raise target_error(x, route.adapter.name, exc, device) from exc
 
 
-
 # the names convert's to= takes, from spec/adapters.toml (one row each)
 _NAMES = textwrap.fill(", ".join(map(repr, ADAPTERS)), 112, initial_indent="    ", subsequent_indent="    ").strip()
 convert.__doc__ = (convert.__doc__ or "").replace("{systems}", _NAMES)
+
 
 def plan(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, stream: int | None = None) -> Plan:
     """What ``dlbind.convert(x, to, ...)`` will do, as a value (:class:`dlbind.routes.Plan`): the Decision for the
@@ -154,7 +154,10 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         # the exchange's one; the plan is made for the import it gave, where its data is
         if source.row is not None and source.row.export_copies:
             copied_by = f"{source.row.export_via} exports a new copy"
-        x = imported(x, source, None, own_export=True)
+        try:
+            x = imported(x, source, None, own_export=True)
+        except BufferError as exc:  # its export refuses this array (awkward's jagged ones): so would convert
+            return Plan(d, x, source, route, here, device, copy, stream, refused=str(exc), asked=asked)
         source, here = export_plan(Tensor), x.device
         d = decide(source, route, here[0], None if asked is None else asked[0], copy)
     p = Plan(d, x, source, route, here, device, copy, stream, copied_by=copied_by, asked=asked)

@@ -38,6 +38,7 @@ __all__ = [
     "library_export",
     "plan_of",
     "refuse_guarded",
+    "through_refused",
     "truthy_guard",
 ]
 
@@ -363,6 +364,17 @@ def check_guards(x: Any, plan: ExportPlan) -> None:
     if guard is not None:
         name, call, negated = guard
         refuse_guarded(x, name, call, plan, negated)
+
+
+def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> BufferError:
+    """The BufferError of ``x``, whose system's own export function (``export.via``) gave ``made``, an array
+    whose DLPack export refused with ``exc``: naming that function and what ``made`` holds, and ending with what
+    to do instead where ``x``'s plan has ``refusal_help``."""
+    name = plan.row.export_via if plan.row is not None else "its export function"
+    dtype = getattr(made, "dtype", None)
+    held = f"{type(made).__module__}.{type(made).__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
+    err = f"{type(x).__name__} exported by {name} as a {held}, which DLPack cannot carry: {exc}{help_for(plan, exc)}"
+    return BufferError(err)
 
 
 def help_for(plan: ExportPlan, exc: BaseException) -> str:
