@@ -239,7 +239,7 @@ def test_a_device_the_target_lacks_is_refused_before_its_importer() -> None:
         return np.from_dlpack(x, **kw)
 
     row = for_release(ADAPTERS["numpy"])._replace(name="numpy_counted")  # (before 2.1: no device= keyword)
-    ROUTES[("numpy_counted",)] = make_route(row, importer)
+    ROUTES["numpy_counted"] = make_route(row, importer)
     try:
         a = np.arange(4.0)
         said = dlbind.explain(a, "numpy_counted", device="vulkan:0")
@@ -252,7 +252,7 @@ def test_a_device_the_target_lacks_is_refused_before_its_importer() -> None:
         assert dlbind.convert(a, to="numpy_counted", device="cpu").tolist() == a.tolist()
         assert calls == [{"device": "cpu"} if "device" in row.keywords else {}]
     finally:
-        del ROUTES[("numpy_counted",)]
+        del ROUTES["numpy_counted"]
 
 
 class _Counted:
@@ -284,7 +284,7 @@ def test_explain_asks_the_producer_at_most_once_and_never_the_target(system: str
         return real.importer(x, **kw)
 
     name = f"{system}_counted"
-    ROUTES[(name,)] = make_route(real.adapter._replace(name=name), importer)
+    ROUTES[name] = make_route(real.adapter._replace(name=name), importer)
     try:
         x = _Counted(_array("float64", layout))
         try:
@@ -294,7 +294,7 @@ def test_explain_asks_the_producer_at_most_once_and_never_the_target(system: str
         assert x.calls <= 1, f"explain asked the producer {x.calls} times: {said}"
         assert calls == [], f"explain called {system}'s importer: {said}"
     finally:
-        del ROUTES[(name,)]
+        del ROUTES[name]
 
 
 def test_a_huge_broadcast_array_is_explained() -> None:

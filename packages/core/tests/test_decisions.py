@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dlbind
+import dlbind._ffi
 from dlbind import routes
 from dlbind.__main__ import main
 from dlbind._generated.adapters import ADAPTERS
@@ -108,6 +109,7 @@ def test_each_keyword_shape_has_its_decision() -> None:
 def _fresh_decisions(request: pytest.FixtureRequest, *kinds: type) -> None:
     """The types' plans start with no decisions made, and get back exactly theirs after the test (a plan is
     frozen; the dict of its decisions is what fills)."""
+
     def restore(pairs: dict[Any, Any], kept: dict[Any, Any]) -> None:
         pairs.clear()
         pairs.update(kept)
@@ -125,7 +127,7 @@ def test_its_own_array_is_itself_even_where_the_importer_always_copies(
     """copy=False to a system whose importer copies on every import (numba: copy = "always") is refused, unless
     the producer is that system's own array: then it is the answer (interop cell numba, issue 21)."""
     row = for_release(ADAPTERS["numpy"])._replace(copy="always")  # (for_release keeps a row per name)
-    monkeypatch.setitem(routes.ROUTES, ("numpy",), routes.make_route(row))
+    monkeypatch.setitem(routes.ROUTES, "numpy", routes.make_route(row))
     _fresh_decisions(request, np.ndarray, dlbind.Tensor)  # this row's decisions, dropped after the test
     a = np.arange(3.0)
     assert dlbind.convert(a, to="numpy", copy=False) is a
@@ -139,6 +141,31 @@ def test_its_own_array_is_itself_even_where_the_importer_always_copies(
     with pytest.raises(BufferError) as refused:
         dlbind.convert(a, to="numpy", copy=False, device="cuda")
     assert str(refused.value) == said.text.removeprefix("refused: ")
+
+
+@pytest.mark.skipif(dlbind._ffi.native is None, reason="the pure build has no C routes")
+def test_the_compiled_convert_follows_the_route_record_convert_runs(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """The compiled convert's C route is read from the Route record of ``routes.ROUTES`` (issue 41), not from a
+    copy of its fields: a record with a handover type is followed in C (its importer is handed a Handover of the
+    imported struct), and the same name's record replaced by one without is followed in Python (the importer is
+    handed the producer)."""
+    seen: list[str] = []
+
+    def importer(x: Any) -> Any:
+        seen.append(type(x).__name__)
+        return np.from_dlpack(x)
+
+    numpy_route = routes.make_route(for_release(ADAPTERS["numpy"])._replace(name="numpy_spy"), importer)
+    t = dlbind.from_dlpack(np.arange(3.0))
+    _fresh_decisions(request, dlbind.Tensor)  # the spy's decisions, dropped after the test
+    monkeypatch.setitem(routes.ROUTES, "numpy_spy", numpy_route._replace(table_type=None, handover_type=np.ndarray))
+    np.testing.assert_array_equal(dlbind.convert(t, "numpy_spy"), [0.0, 1.0, 2.0])
+    assert seen == ["Handover"]
+    monkeypatch.setitem(routes.ROUTES, "numpy_spy", numpy_route._replace(table_type=None, handover_type=None))
+    np.testing.assert_array_equal(dlbind.convert(t, "numpy_spy"), [0.0, 1.0, 2.0])
+    assert len(seen) == 2 and seen[1] != "Handover", seen
 
 
 # -- dlbind.explain, held to what convert does ---------------------------------------------------------------

@@ -33,7 +33,7 @@ def test_the_error_names_the_device_asked(system: str, monkeypatch: pytest.Monke
     # the row as it is, but for its own constructor of copied-in data (dpnp.asarray: a library not installed here)
     row = ADAPTERS[system]._replace(name=name, import_name=name, copy_from=(), copy_with="")
     route = make_route(row, importer)
-    monkeypatch.setitem(ROUTES, (name,), route)
+    monkeypatch.setitem(ROUTES, name, route)
     with pytest.raises(BufferError) as info:
         dlbind.convert(np.arange(3.0), to=name, device="cuda:1")
     message = str(info.value)

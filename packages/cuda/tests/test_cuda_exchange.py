@@ -154,7 +154,7 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
         name = f"spy{next(_NAMES)}"
         spy = Target(name, stream)
         route: Route = make_route(_row(name, **facts), spy, interface=interface, stream_of=stream_of)
-        monkeypatch.setitem(ROUTES, (name,), route)
+        monkeypatch.setitem(ROUTES, name, route)
         return spy
 
     return make

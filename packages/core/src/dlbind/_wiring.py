@@ -48,7 +48,7 @@ def configure() -> dict[str, Any]:
         object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,
         convert=conversion.convert,
-        convert_routes=routes.C_ROUTES,
+        routes=routes.ROUTES,
         target_error=conversion.target_error,
         export_plan=sources.export_plan,
         refuse_guarded=sources.refuse_guarded,

@@ -62,7 +62,6 @@ from dlbind.devices import (
 from dlbind.producer import Exporter, SourceExporter, asdlpack
 from dlbind.routes import (
     C_DIRECT,
-    C_ROUTES,
     DEVICE_ARG,
     DIRECT,
     HOST,
@@ -110,12 +109,12 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     :func:`explain` says beforehand what this call does.
     """
     if isinstance(to, str | ModuleType):
-        route = ROUTES.get((to,))
+        route = ROUTES.get(to)
     else:  # an array type's route is kept per type
         route = ROUTES_BY_TYPE.get(to) if isinstance(to, type) else None
         route = None if route is MISSING else route
     # dlbind.convert (compiled) tried the C route of a name it knows before calling here: not twice
-    tried = route is not None and type(to) is str and to in C_ROUTES
+    tried = route is not None and type(to) is str and (route.table_type or route.handover_type) is not None
     if route is None:
         route = route_to(to)
     try:
@@ -448,7 +447,7 @@ def target_error(x: Any, to: str, exc: BaseException, device: Any = None) -> Bas
     """
     if isinstance(exc, _PASSED_ON) or not isinstance(exc, Exception):
         return exc
-    name = ROUTES[(to,)].adapter.name if (to,) in ROUTES else to
+    name = ROUTES[to].adapter.name if to in ROUTES else to
     first = str(exc).strip().partition("\n")[0]  # torch appends a C++ backtrace
     asked = "" if device is None else f" to device={device!r}"
     # the producer's own refusal, met inside the target's importer (Arrow's nulls): what the user can do instead

@@ -3,7 +3,8 @@ target by :func:`route_to` from its row of ``spec/adapters.toml`` for the instal
 :class:`Decision` for one producer type, target, device type and shape of keywords (:func:`decide`): the
 route's kind (the producer itself, the host routes, hand the producer over directly, stand in between and
 why, ``__cuda_array_interface__``, a host copy first, or refuse with the reason), the importer's keywords,
-the copy dlbind makes, and the compiled build's C routes (:data:`C_ROUTES`, :data:`C_DIRECT`).
+the copy dlbind makes. The compiled build's convert reads the same Route records (:data:`ROUTES`) and the direct
+hand-overs decided (:data:`C_DIRECT`).
 
 Routes and Decisions are made once and kept (:data:`ROUTES`, the producer's
 :class:`dlbind.sources.ExportPlan`): an exchange runs them and looks no row up on the way
@@ -30,7 +31,6 @@ from dlbind.sources import ExportPlan
 
 __all__ = [
     "C_DIRECT",
-    "C_ROUTES",
     "DIRECT",
     "HOST",
     "HOST_COPY",
@@ -57,11 +57,10 @@ __all__ = [
     "route_to",
 ]
 
-# The decisions the compiled convert follows in C (dlbind._wiring hands C these dicts at import), filled as they
-# are made: to -> (target array type, Route.refuse, the importer for a handover route or None for the exchange
-# table's), the routes of host memory (route_to); and to -> {producer type: (device type, the target's
-# importer)}, the direct hand-overs on devices with streams of lasting producer types (dlbind.conversion).
-C_ROUTES: dict[Any, tuple[type, int, Any]] = {}
+# The direct hand-overs the compiled convert follows in C (dlbind._wiring hands C this dict at import, with
+# ROUTES, whose Route records it reads for the routes of host memory), filled as they are made: to -> {producer
+# type: (device type, the target's importer)}, on devices with streams, of lasting producer types
+# (dlbind.conversion).
 C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
 
 _LAYOUT_PROMISE = {"any": 0, "nonnegative": 1, "compact": 2}  # how much a layout promises
@@ -121,8 +120,10 @@ class Route(NamedTuple):
     counts: dict[int, tuple[int | None, str]] | None = None
 
 
-# (to,) -> its route, for library names and modules; convert looks names up here before calling plan
-ROUTES: dict[tuple[Any, ...], Route] = {}
+# its route by the name or module convert's to= gave (an id for anything else), made once; convert looks to= up
+# here before calling plan, and so does the compiled convert, which reads a Route's fields by their places in
+# Route._fields (table_type, handover_type, refuse, importer)
+ROUTES: dict[Any, Route] = {}
 ROUTES_BY_TYPE = TypeCache()  # array type -> its route (kept no longer than the type)
 
 
@@ -149,7 +150,7 @@ def route_to(to: Any) -> Route:
             route = route_to(resolve(to).name)  # a type's route is its library's
             ROUTES_BY_TYPE.put(to, route)
         return route  # type: ignore[no-any-return]
-    key = (to,) if isinstance(to, str | ModuleType) else (id(to),)
+    key = to if isinstance(to, str | ModuleType) else id(to)
     route = ROUTES.get(key)
     if route is None:
         named = resolve(to)
@@ -158,11 +159,6 @@ def route_to(to: Any) -> Route:
         except ImportError as exc:
             raise ImportError(f"dlbind.convert(..., to={named.name!r}) needs {named.import_name}: {exc}") from None
         route = ROUTES[key] = make_route(for_release(named))  # the facts of the installed release
-        if isinstance(to, str):
-            if route.table_type is not None:
-                C_ROUTES[to] = (route.table_type, route.refuse, None)
-            elif route.handover_type is not None:
-                C_ROUTES[to] = (route.handover_type, route.refuse, route.importer)
     return route
 
 

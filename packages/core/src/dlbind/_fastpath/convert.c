@@ -447,9 +447,75 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to) {
     return out;
 }
 
-/* convert(x, to, *, device=None, copy=None, stream=None): the C routes when dlbind.convert has
- * cached one for `to` (convert_routes: to -> (target type, refuse, from_dlpack or None)); every
- * other call in Python. */
+/* The places of the fields of dlbind.routes.Route (a NamedTuple) that the C routes read, found by name in its
+ * _fields the first time a Route is seen: the record Python's convert runs is the one read here. */
+static PyTypeObject *dlbind_route_type; /* strong: the Route class these places are of */
+static Py_ssize_t dlbind_route_importer, dlbind_route_table, dlbind_route_handover, dlbind_route_refuse;
+
+static int dlbind_route_places(PyObject *route) {
+    if (Py_TYPE(route) == dlbind_route_type) return 0;
+    if (!PyTuple_Check(route)) {
+        PyErr_Format(PyExc_TypeError, "dlbind.routes.ROUTES holds a %.200s, not a Route", Py_TYPE(route)->tp_name);
+        return -1;
+    }
+    PyObject *fields = PyObject_GetAttrString((PyObject *)Py_TYPE(route), "_fields");
+    if (fields == NULL) return -1;
+    const char *names[4] = {"importer", "table_type", "handover_type", "refuse"};
+    Py_ssize_t found[4];
+    for (int i = 0; i < 4; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        found[i] = name != NULL ? PySequence_Index(fields, name) : -1;
+        Py_XDECREF(name);
+        if (found[i] < 0 || found[i] >= PyTuple_GET_SIZE(route)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "dlbind.routes.ROUTES holds a %.200s without a field %s",
+                         Py_TYPE(route)->tp_name, names[i]);
+            Py_DECREF(fields);
+            return -1;
+        }
+    }
+    Py_DECREF(fields);
+    dlbind_route_importer = found[0], dlbind_route_table = found[1];
+    dlbind_route_handover = found[2], dlbind_route_refuse = found[3];
+    Py_INCREF(Py_TYPE(route));
+    Py_XSETREF(dlbind_route_type, Py_TYPE(route));
+    return 0;
+}
+
+/* x converted by the C route of `route` (to's Route record): where it has a target array type with an exchange
+ * table (table_type), or one it hands over in C (handover_type, through its importer); NotImplemented (a new
+ * reference) where it has neither or the producer takes another way, NULL with the error convert raises. */
+static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route) {
+    if (dlbind_route_places(route) < 0) return NULL;
+    PyObject *target_type = PyTuple_GET_ITEM(route, dlbind_route_table), *from_dlpack = Py_None;
+    if (target_type == Py_None) { /* a handover: its importer is handed the producer */
+        target_type = PyTuple_GET_ITEM(route, dlbind_route_handover);
+        from_dlpack = PyTuple_GET_ITEM(route, dlbind_route_importer);
+    }
+    if (!PyType_Check(target_type)) return Py_NewRef(Py_NotImplemented);
+    if (PyObject_TypeCheck(x, (PyTypeObject *)target_type)) return Py_NewRef(x); /* already there */
+    long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, dlbind_route_refuse));
+    if (refuse == -1 && PyErr_Occurred()) return NULL;
+    PyObject *out;
+    if (from_dlpack != Py_None) {
+        out = dlbind_convert_handover(x, from_dlpack, refuse);
+    } else {
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+        const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
+        if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
+            out = dlbind_convert_table(x, target, refuse);
+        else if (PyErr_Occurred())
+            return NULL;
+        else
+#endif
+            out = Py_NewRef(Py_NotImplemented);
+    }
+    return out == NULL ? dlbind_target_error(x, to) : out;
+}
+
+/* convert(x, to, *, device=None, copy=None, stream=None): the C routes where `to`'s Route (routes: to -> the
+ * Route record dlbind.routes.route_to made) has a target array type with an exchange table (table_type) or one
+ * handed over in C (handover_type, through its importer); every other call in Python. */
 PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     (void)mod;
     if (!dlbind_configured()) return NULL;
@@ -469,31 +535,12 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
         PyObject *out = dlbind_convert_direct(args[0], to);
         if (out != Py_NotImplemented) return out == NULL ? dlbind_target_error(args[0], to) : out;
         Py_DECREF(out);
-        PyObject *route = PyDict_GetItemWithError(dlbind_cfg.convert_routes, to);
+        PyObject *route = PyDict_GetItemWithError(dlbind_cfg.routes, to);
         if (route == NULL && PyErr_Occurred()) return NULL;
-        if (route != NULL && PyTuple_CheckExact(route) && PyTuple_GET_SIZE(route) == 3) {
-            PyObject *target_type = PyTuple_GET_ITEM(route, 0), *from_dlpack = PyTuple_GET_ITEM(route, 2);
-            if (PyObject_TypeCheck(args[0], (PyTypeObject *)target_type)) { /* already there */
-                Py_INCREF(args[0]);
-                return args[0];
-            }
-            long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, 1));
-            if (refuse == -1 && PyErr_Occurred()) return NULL;
-            PyObject *out;
-            if (from_dlpack != Py_None) {
-                out = dlbind_convert_handover(args[0], from_dlpack, refuse);
-            } else {
-#if DLBIND_HEADER_HAS_EXCHANGE_API
-                const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
-                if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
-                    out = dlbind_convert_table(args[0], target, refuse);
-                else if (PyErr_Occurred())
-                    return NULL;
-                else
-#endif
-                    out = Py_NewRef(Py_NotImplemented);
-            }
-            if (out == NULL) return dlbind_target_error(args[0], to);
+        if (route != NULL) {
+            Py_INCREF(route); /* the producer's code below may change ROUTES */
+            out = dlbind_convert_route(args[0], to, route);
+            Py_DECREF(route);
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);
         }

@@ -102,8 +102,8 @@ typedef struct {
     PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
     PyObject *convert;           /* dlbind.conversion.convert */
-    PyObject *convert_routes;    /* dict: to -> (target array type, refuse bits, from_dlpack or None), filled
-                                    by dlbind.routes.route_to */
+    PyObject *routes;            /* dlbind.routes.ROUTES: to -> its Route record (made by route_to), whose
+                                    fields convert.c reads by their places in Route._fields */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *refuse_guarded;    /* dlbind.sources.refuse_guarded(x, name, is_method, plan): raises x's BufferError */

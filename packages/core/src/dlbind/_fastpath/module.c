@@ -30,7 +30,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     (void)mod;
     static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
                                "export_view", "after_refusal", "managed_from_object", "object_from_managed",
-                               "allocate", "convert", "convert_routes", "target_error", "export_plan", "refuse_guarded",
+                               "allocate", "convert", "routes", "target_error", "export_plan", "refuse_guarded",
                                "order", "finish", "producer_error", "convert_direct", NULL};
     PyObject *v[19];
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3],
@@ -51,7 +51,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
     for (int i = 2; i <= 10; i++)
         if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
     if (!PyDict_Check(v[11])) {
-        PyErr_SetString(PyExc_TypeError, "configure(): convert_routes must be a dict");
+        PyErr_SetString(PyExc_TypeError, "configure(): routes must be a dict");
         return NULL;
     }
     for (int i = 12; i < 18; i++)
@@ -64,7 +64,7 @@ static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kw
         (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
         &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
         &dlbind_cfg.after_refusal,           &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
-        &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.convert_routes,
+        &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.routes,
         &dlbind_cfg.target_error,             &dlbind_cfg.export_plan,
         &dlbind_cfg.refuse_guarded,           &dlbind_cfg.order,            &dlbind_cfg.finish,
         &dlbind_cfg.producer_error,           &dlbind_cfg.convert_direct,
@@ -97,7 +97,7 @@ static PyMethodDef dlbind_methods[] = {
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "managed_from_object, object_from_managed, allocate, convert, convert_routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, convert_direct): the Python pieces the C code "
+     "managed_from_object, object_from_managed, allocate, convert, routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, convert_direct): the Python pieces the C code "
      "uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
