@@ -142,6 +142,30 @@ def test_per_dtype_importers_and_export_keywords(tmp_path: Path) -> None:
     assert facts["by_dtype"] == (("float32", "lib.from_dlpack"), ("int8", "lib.I8"))
 
 
+DEVICES = '[lib.devices]\nclasses = ["lib.Device"]\ntype = "api"\n'
+
+
+def test_device_objects_made_by_the_class_of_their_kind(tmp_path: Path) -> None:
+    """``devices.make_by``: a function per device kind (MAX's CPU and Accelerator), called with ``make_args``."""
+    facts = _load(tmp_path, ROW + DEVICES + 'make_by = { cpu = "lib.CPU" }\nmake_args = ["{index}"]\n')
+    made = (facts["device_make_by"], facts["device_make"], facts["device_make_args"])
+    assert made == ((("cpu", "lib.CPU"),), "", ("{index}",))
+
+
+@pytest.mark.parametrize(
+    ("devices", "message"),
+    [
+        ('make = "lib.device"\nmake_by = { cpu = "lib.CPU" }\nmake_args = ["{index}"]\n', "not both"),
+        ('make_by = { cpu = "CPU" }\nmake_args = ["{index}"]\n', "dotted functions, not 'CPU'"),
+        ('make_by = { cpu = "lib.CPU" }\n', "make_by's functions are called with devices.make_args"),
+        ('make_by = { gpu = "lib.GPU" }\nmake_args = ["{index}"]\n', r"devices \['gpu'\] are not in"),
+    ],
+)
+def test_bad_device_makers_are_errors(tmp_path: Path, devices: str, message: str) -> None:
+    with pytest.raises(GeneratorError, match=message):
+        _load(tmp_path, ROW + DEVICES + devices)
+
+
 REFUSAL = '[[keyword_refusal]]\nbinding = "b"\ntext = "{text}"\nref = "r"\n'
 
 

@@ -20,8 +20,9 @@ INSTALLED = sorted(
 )
 # the installed systems whose row says how their device objects are made
 MAKERS = [name for name in INSTALLED if ADAPTERS[name].device_make_args]
-# the makers that make only the devices this machine has (jax: jax.devices(platform)); the others make any
-ONLY_WHAT_IT_HAS = {"jax"}
+# the makers that make only the devices this machine has (jax: jax.devices(platform); MAX: an Accelerator of a
+# GPU it finds); the others make any
+ONLY_WHAT_IT_HAS = {"jax", "max"}
 CPU = (DeviceType.kDLCPU, 0)
 
 pytestmark = [

@@ -129,3 +129,17 @@ class TestMax(InteropSuite):
 
         assert dlbind.dtype(DType.bfloat16) == dlbind.dtype("bfloat16")
         assert dlbind.dtype("float32", to="max") is DType.float32
+
+    def test_devices_are_made_by_the_class_of_their_kind(self, lib: Any) -> None:
+        """MAX has a class per kind of device (``devices.make_by``): the CPU is made here and read back; an
+        Accelerator only where MAX finds that GPU, else a ValueError naming MAX; a kind it has no class of is
+        refused before MAX is called."""
+        from max.driver import CPU
+
+        made = dlbind.device("cpu", to="max")
+        assert type(made) is CPU and dlbind.device(made) == dlbind.device("cpu")
+        if not lib.driver.accelerator_count():
+            with pytest.raises(ValueError, match="max cannot make a device cuda:0"):
+                dlbind.device("cuda:0", to="max")
+        with pytest.raises(ValueError, match="max has no device objects of vulkan: it makes those of cpu, cuda, rocm"):
+            dlbind.device("vulkan:0", to="max")

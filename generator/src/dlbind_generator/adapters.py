@@ -102,6 +102,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("devices", "index"): ("device_index_of", str, None, ""),
     ("devices", "names"): ("device_kind_names", dict, None, ()),
     ("devices", "make"): ("device_make", str, None, ""),
+    ("devices", "make_by"): ("device_make_by", dict, None, ()),
     ("devices", "make_args"): ("device_make_args", list, None, ()),
     ("devices", "pick"): ("device_pick", bool, None, False),
     ("check", "setup_args"): ("check_setup_args", "args", None, ()),
@@ -258,9 +259,14 @@ def _check_devices(facts: dict[str, Any], where: str, device_names: set[str] | N
         )
     if facts["device_pick"] and not facts["device_make"]:
         raise GeneratorError(f"{where}: devices.pick indexes what devices.make returns: it needs devices.make")
-    if facts["device_make"] and "." not in facts["device_make"]:
-        raise GeneratorError(f"{where}: devices.make is a dotted function, not {facts['device_make']!r}")
-    if not facts["device_make"] and len(facts["device_make_args"]) > 1:
+    if facts["device_make"] and facts["device_make_by"]:
+        raise GeneratorError(f"{where}: devices.make (one function) or devices.make_by (one per kind), not both")
+    for made in [facts["device_make"]] + [f for _, f in facts["device_make_by"]]:
+        if made and "." not in made:
+            raise GeneratorError(f"{where}: devices.make and make_by name dotted functions, not {made!r}")
+    if facts["device_make_by"] and not facts["device_make_args"]:
+        raise GeneratorError(f"{where}: devices.make_by's functions are called with devices.make_args")
+    if not (facts["device_make"] or facts["device_make_by"]) and len(facts["device_make_args"]) > 1:
         raise GeneratorError(f"{where}: devices.make_args without devices.make is one pattern (a string device)")
     for attr in (facts["device_type_of"], facts["device_index_of"]):
         if attr and not attr.removesuffix("()").isidentifier():
@@ -268,7 +274,8 @@ def _check_devices(facts: dict[str, Any], where: str, device_names: set[str] | N
                 f"{where}: devices.type and devices.index are an attribute or 'method()', not {attr!r}"
             )
     if device_names is not None:
-        unknown = ({k for k, _ in facts["device_kind_names"]} | ({facts["device_kind"]} - {""})) - device_names
+        named = {k for k, _ in facts["device_kind_names"]} | {k for k, _ in facts["device_make_by"]}
+        unknown = (named | ({facts["device_kind"]} - {""})) - device_names
         if unknown:
             raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
 

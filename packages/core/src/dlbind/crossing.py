@@ -280,7 +280,7 @@ def device(obj: Any, to: Any = None) -> Any:
     ``"CUDA:1"``), ``(2, 1)`` or ``("cuda", 1)``, a ``Device``, an object with ``__dlpack_device__`` (Paddle's
     places), or a device object of a system spec/adapters.toml describes (``torch.device``, jax's, tvm-ffi's,
     CuPy's, MXNet's, Arrow's). Every ``device=`` of dlbind reads the same. Making one needs no device: a
-    ``torch.device("cuda", 1)`` is made on a machine without a GPU (jax makes only the devices it has).
+    ``torch.device("cuda", 1)`` is made on a machine without a GPU (jax and MAX make only the devices they have).
 
     >>> import dlbind
     >>> str(dlbind.device("CUDA:1")), dlbind.device((1, 0)) == (dlbind.DeviceType.kDLCPU, 0)
@@ -295,9 +295,14 @@ def device(obj: Any, to: Any = None) -> Any:
         found.device_id if pattern == "{index}" else pattern.format(name=name, NAME=name.upper(), index=found.device_id)
         for pattern in adapter.device_make_args
     ]
-    if not adapter.device_make:
+    made_by = dict(adapter.device_make_by)
+    if made_by and found.name not in made_by:
+        kinds = ", ".join(sorted(made_by))
+        raise ValueError(f"{adapter.name} has no device objects of {found.name}: it makes those of {kinds}")
+    function = made_by.get(found.name, adapter.device_make)
+    if not function:
         return args[0]  # its devices are strings
-    make = _holder_of(adapter.device_make, adapter.name)
+    make = _holder_of(function, adapter.name)
     try:
         made = make(*args)
         return made[found.device_id] if adapter.device_pick else made
