@@ -324,7 +324,8 @@ def _cannot(route: Route, tensor: Tensor) -> str:
             f"cast it to one of {', '.join(name for name, _ in a.by_dtype)} first"
         )
     shape = f" of {len(tensor.shape)} dimensions" if _nd(route, tensor) else ""
-    return f"{a.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
+    lacks = f"{a.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
+    return f"{lacks}: cast it to a dtype {a.name} has first"
 
 
 def needs_copy(route: Route, tensor: Tensor) -> str | None:
