@@ -11,7 +11,6 @@ Both expose the same ``ffi`` (types, ``sizeof``, ``offsetof``, ``new``, ``cast``
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Any
 
@@ -25,9 +24,9 @@ BUILD: str
 
 def _compiled() -> tuple[Any, Any] | None:
     try:
-        # relative to this package, so that a vendored copy (re-rooted under another name) finds its own
-        api = importlib.import_module("._api", __package__)
-        fastpath = importlib.import_module("._fastpath", __package__)
+        # the two extensions beside this module (a vendored copy's imports are re-rooted to its own package)
+        import dlbind._api as api  # type: ignore[import-not-found]  # built at install: no source to check
+        import dlbind._fastpath as fastpath
     except ImportError:
         return None
     if not hasattr(fastpath, "configure"):  # the C sources' folder (a namespace package), not the extension
