@@ -774,6 +774,9 @@ INTEROP_SYSTEMS = [
     # cuda.core imports on a machine without a GPU: its views of host memory are checked here
     _System("cuda_core", "1.2", ["cuda-core==1.2.2", "cuda-bindings==13.5.0", "cuda-pathfinder==1.9.1",
                                  "numpy==2.4.6", TORCH]),
+    # CuPy imports on a machine without a GPU: its dtypes and device objects are checked here; its arrays need a
+    # GPU (.ci/gpu)
+    _System("cupy", "14.2", ["cupy-cuda13x==14.2.0", "numpy==2.4.6"]),
     # MAX installs 1.7 GB (max-core, the Mojo libraries): its own cell, its venv discarded after it in CI
     _System("max", "26.7", ["max==26.7.0", "numpy==2.4.6", TORCH]),
 ]

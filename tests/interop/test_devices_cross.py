@@ -5,7 +5,6 @@ dlbind takes them; in each interop cell for the systems it installs (and in the 
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import numpy as np
@@ -14,12 +13,23 @@ import pytest
 import dlbind
 from dlbind import DeviceType
 from dlbind._generated.adapters import ADAPTERS
+from dlbind._libraries import installed
 
-INSTALLED = sorted(
-    name for name, row in ADAPTERS.items() if importlib.util.find_spec(row.import_name.partition(".")[0]) is not None
-)
-# the installed systems whose row says how their device objects are made
+INSTALLED = sorted(name for name, row in ADAPTERS.items() if installed(row.import_name))
+
+
+def _kinds(system: str) -> list[str] | None:
+    """The device kinds a system's row makes objects of (a function per kind, or its one kind); None: any."""
+    row = ADAPTERS[system]
+    return sorted(dict(row.device_make_by)) or ([row.device_kind] if row.device_kind else None)
+
+
+# the installed systems whose row says how their device objects are made; those that make CPU ones (CuPy's are
+# CUDA's only)
 MAKERS = [name for name in INSTALLED if ADAPTERS[name].device_make_args]
+CPU_MAKERS = [name for name in MAKERS if _kinds(name) is None or "cpu" in (_kinds(name) or ())]
+# every row (installed or not) that makes objects of some kinds only: another is refused before it is imported
+ONE_KIND = sorted(name for name in ADAPTERS if ADAPTERS[name].device_make_args and _kinds(name) is not None)
 # the makers that make only the devices this machine has (jax: jax.devices(platform); MAX: an Accelerator of a
 # GPU it finds); the others make any
 ONLY_WHAT_IT_HAS = {"jax", "max"}
@@ -68,7 +78,7 @@ def test_an_unknown_device_name_is_a_value_error_with_a_suggestion() -> None:
         dlbind.device("gpu")
 
 
-@pytest.mark.parametrize("system", MAKERS)
+@pytest.mark.parametrize("system", CPU_MAKERS)
 def test_a_cpu_device_made_for_a_system_reads_back_and_is_taken_by_device(system: str) -> None:
     made = dlbind.device("cpu", to=system)
     assert dlbind.device(made) == CPU, (system, made)
@@ -85,6 +95,15 @@ def test_a_cuda_device_is_made_without_a_gpu_where_the_system_can(system: str) -
         return
     made = dlbind.device("cuda:1", to=system)
     assert dlbind.device(made) == (DeviceType.kDLCUDA, 1), (system, made)
+
+
+@pytest.mark.parametrize("system", ONE_KIND)
+def test_a_device_of_a_kind_a_system_has_no_objects_of_is_refused(system: str) -> None:
+    kinds = _kinds(system) or []
+    other = next(name for name in ("cpu", "cuda", "vulkan") if name not in kinds)
+    has = ", ".join(kinds)
+    with pytest.raises(ValueError, match=f"^{system} has no device objects of {other}: it makes those of {has}$"):
+        dlbind.device(f"{other}:0", to=system)
 
 
 def _device_attribute(x: Any) -> Any:

@@ -13,7 +13,6 @@ What is held, per system its row's ``[dtypes]`` makes objects for:
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import numpy as np
@@ -23,12 +22,11 @@ from _suite import ALL_DTYPES
 import dlbind
 from dlbind._generated.adapters import ADAPTERS, DtypeForm
 from dlbind._generated.tables import DTYPE_BY_NAME
+from dlbind._libraries import installed
 
 # the installed systems whose row says how their dtype objects are made
 SYSTEMS = sorted(
-    name
-    for name, row in ADAPTERS.items()
-    if row.dtype_form != DtypeForm.NONE and importlib.util.find_spec(row.import_name.partition(".")[0]) is not None
+    name for name, row in ADAPTERS.items() if row.dtype_form != DtypeForm.NONE and installed(row.import_name)
 )
 NAMES = sorted(DTYPE_BY_NAME)
 

@@ -18,7 +18,6 @@ Only the cases :data:`ONLY_BY_TRYING` names may leave the outcome to the target 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,15 +27,13 @@ from _suite import ALL_DTYPES, LAYOUTS
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
-from dlbind._libraries import dotted, for_release
+from dlbind._libraries import dotted, for_release, installed
 from dlbind.conversion import ExplanationKind
 from dlbind.routes import ROUTES, make_route
 from dlbind.sources import export_plan
 
 # the systems installed here whose importer dlbind can reach (the cell's, and whatever else its venv has)
-SYSTEMS = sorted(
-    name for name, row in ADAPTERS.items() if importlib.util.find_spec(row.import_name.partition(".")[0]) is not None
-)
+SYSTEMS = sorted(name for name, row in ADAPTERS.items() if installed(row.import_name))
 
 DTYPES = ALL_DTYPES  # every dtype numpy shares with DLPack
 COPIES = (None, True, False)

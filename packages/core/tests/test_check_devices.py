@@ -443,3 +443,29 @@ def test_check_on_cuda_without_a_gpu_says_why_and_exits_2() -> None:
         pytest.skip("a CUDA GPU is here: the GPU run (tests/gpu, .ci/gpu) checks --device cuda")
     assert proc.returncode == 2, proc.stderr
     assert "--device cuda: cannot run here: dlbind-cuda" in proc.stderr
+
+
+def test_a_system_of_device_arrays_only_is_checked_on_its_device_not_with_host_arrays() -> None:
+    # CuPy holds CUDA and ROCm arrays and takes no host data: with host arrays every check and pair of it would
+    # fail for want of a GPU. They are unsupported, saying where they run, before CuPy is imported
+    import io
+    import json
+
+    from dlbind import check
+
+    assert check.device_only("cupy") == (
+        "cupy holds cuda, rocm arrays only: check it there (python -m dlbind check --device ...)"
+    )
+    assert check.device_only("numpy") == check.device_only("dpnp") == ""  # host arrays; dpnp copies them in
+    pairs = check.run_pairs(["cupy", "numpy"], check.Progress(io.StringIO(), 1))
+    assert (
+        pairs["cupy"]["numpy"]
+        == pairs["numpy"]["cupy"]
+        == {"status": "unsupported", "detail": check.device_only("cupy")}
+    )
+    assert pairs["numpy"]["numpy"]["status"] == "pass"
+    out = subprocess.run(
+        [sys.executable, "-m", "dlbind.testing._worker", "cupy"], capture_output=True, text=True, check=True
+    ).stdout
+    results = [json.loads(line) for line in out.splitlines() if '"key"' in line]
+    assert results and all(r["status"] == "unsupported" and r["detail"] == check.device_only("cupy") for r in results)

@@ -160,10 +160,14 @@ def test_the_compiled_convert_follows_the_route_record_convert_runs(
     numpy_route = routes.make_route(for_release(ADAPTERS["numpy"])._replace(name="numpy_spy"), importer)
     t = dlbind.from_dlpack(np.arange(3.0))
     _fresh_decisions(request, dlbind.Tensor)  # the spy's decisions, dropped after the test
-    monkeypatch.setitem(routes.ROUTES, "numpy_spy", numpy_route._replace(table_type=None, handover_type=np.ndarray))
+    monkeypatch.setitem(
+        routes.ROUTES, "numpy_spy", numpy_route._replace(table_type=None, handover_type=np.ndarray, in_c=True)
+    )
     np.testing.assert_array_equal(dlbind.convert(t, "numpy_spy"), [0.0, 1.0, 2.0])
     assert seen == ["Handover"]
-    monkeypatch.setitem(routes.ROUTES, "numpy_spy", numpy_route._replace(table_type=None, handover_type=None))
+    monkeypatch.setitem(
+        routes.ROUTES, "numpy_spy", numpy_route._replace(table_type=None, handover_type=None, in_c=False)
+    )
     np.testing.assert_array_equal(dlbind.convert(t, "numpy_spy"), [0.0, 1.0, 2.0])
     assert len(seen) == 2 and seen[1] != "Handover", seen
 

@@ -13,7 +13,7 @@ import dlbind
 from dlbind import DeviceType
 from dlbind._generated.adapters import Layout
 from dlbind._generated.tables import DEVICE_BY_NAME
-from dlbind._libraries import row_lookups
+from dlbind._libraries import installed, row_lookups
 from dlbind.routes import DIRECT, HOST, HOST_COPY, INTERFACE, REFUSE, RELAY, SAME, decide, route_to
 from dlbind.sources import export_plan
 
@@ -133,3 +133,13 @@ def test_a_negated_guard_holds_when_its_value_is_falsy(contiguous: bool) -> None
     assert truthy_guard(x, plan) == ("is_contiguous", False, True)
     with pytest.raises(BufferError, match=r"_Sliced\.is_contiguous is false: .*wrong values.*\(compact it first\)"):
         check_guards(x, plan)
+
+
+def test_a_system_is_installed_by_its_whole_import_name(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a namespace package holding another distribution's module (CuPy's cuda.pathfinder beside no cuda.core)
+    (tmp_path / "dlbind_ns_demo").mkdir()
+    (tmp_path / "dlbind_ns_demo" / "pathfinder.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert installed("dlbind_ns_demo") and installed("dlbind_ns_demo.pathfinder")
+    assert not installed("dlbind_ns_demo.core")
+    assert not installed("dlbind_no_such_package.core")  # no parent: not installed, no ModuleNotFoundError

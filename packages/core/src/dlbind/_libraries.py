@@ -23,6 +23,7 @@ __all__ = [
     "adapter_of_type",
     "dotted",
     "for_release",
+    "installed",
     "lasting",
     "library_of",
     "named",
@@ -55,6 +56,18 @@ def named(name: str) -> Adapter:
 
     said = suggestion(name, [n for a in found.values() for n in (a.name, a.import_name)])
     raise ValueError(f"unknown array library {name!r}{said}; dlbind knows {', '.join(found)}")
+
+
+def installed(import_name: str) -> bool:
+    """Whether the module ``import_name`` (``"cuda.core"``) can be imported here, found without importing it (its
+    parent packages are imported). Its whole name, not its first part: ``cuda`` is there wherever any
+    ``cuda.*`` distribution is (CuPy's ``cuda.pathfinder``), without ``cuda.core``."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(import_name) is not None
+    except ImportError:  # a parent package that is not there
+        return False
 
 
 def row_lookups() -> int:

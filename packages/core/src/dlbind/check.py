@@ -9,8 +9,6 @@ stream checks added; dlbind-cuda provides the memory dlbind makes there and the 
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dlbind._generated.adapters import ADAPTERS
+from dlbind._libraries import installed as installed_here
 
 MARKS = {"pass": "ok", "warn": "WARN", "fail": "FAIL", "unsupported": "-", "crash": "CRASH", "skip": " "}
 #: What the marks of the text tables mean: printed under the title of every text matrix.
@@ -54,8 +53,7 @@ def installed(names: list[str] | None) -> list[str]:
     for name in wanted:
         if name not in ADAPTERS:
             raise SystemExit(f"unknown library {name!r}; dlbind knows {', '.join(ADAPTERS)}")
-        root = ADAPTERS[name].import_name.split(".")[0]
-        if importlib.util.find_spec(root) is not None:
+        if installed_here(ADAPTERS[name].import_name):
             out.append(name)
     return out
 
@@ -95,6 +93,15 @@ def on_device(device: str, names: list[str] | None) -> tuple[list[str], list[str
     wanted = names or [n for n in ADAPTERS if n in rows]
     found = installed(wanted)
     return [n for n in found if n in rows], [n for n in found if n not in rows]
+
+
+def device_only(name: str) -> str:
+    """Why system ``name`` cannot be checked with host arrays ("" where it can): it holds device arrays only, and
+    takes no host data (CuPy: CUDA, ROCm). The checks of it run on its device (``check --device``)."""
+    row = ADAPTERS[name]
+    if "cpu" in row.devices or "cpu" in row.copy_from:
+        return ""
+    return f"{name} holds {', '.join(row.devices)} arrays only: check it there (python -m dlbind check --device ...)"
 
 
 def run_library(name: str, progress: Progress, index: int, device: str | None = None) -> dict[str, dict[str, str]]:
@@ -165,14 +172,21 @@ def run_pairs(libs: list[str], progress: Progress, device: str | None = None) ->
     from dlbind._libraries import library_of, prepare_for_check
     from dlbind.testing._checks import Unsupported
 
-    for name in libs:
-        prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)
     if device is not None:
+        for name in libs:
+            prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)
         return _device_pairs(libs, progress, device)
+    for name in libs:
+        if not device_only(name):
+            prepare_for_check(ADAPTERS[name])
     out: dict[str, dict[str, dict[str, str]]] = {}
     for src in libs:
         for dst in libs:
             progress.show(f"pairs: {src} -> {dst}")
+            elsewhere = device_only(src) or device_only(dst)
+            if elsewhere:
+                out.setdefault(src, {})[dst] = {"status": "unsupported", "detail": elsewhere}
+                continue
             problems, unread = [], []
             for case in CASES:
                 a = np.arange(12.0).reshape(3, 4)

@@ -114,7 +114,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         route = ROUTES_BY_TYPE.get(to) if isinstance(to, type) else None
         route = None if route is MISSING else route
     # dlbind.convert (compiled) tried the C route of a name it knows before calling here: not twice
-    tried = route is not None and type(to) is str and (route.table_type or route.handover_type) is not None
+    tried = route is not None and type(to) is str and route.in_c
     if route is None:
         route = route_to(to)
     try:

@@ -296,9 +296,11 @@ def device(obj: Any, to: Any = None) -> Any:
         for pattern in adapter.device_make_args
     ]
     made_by = dict(adapter.device_make_by)
-    if made_by and found.name not in made_by:
-        kinds = ", ".join(sorted(made_by))
-        raise ValueError(f"{adapter.name} has no device objects of {found.name}: it makes those of {kinds}")
+    # the kinds it has objects of: a function per kind (MAX's), or its one kind (CuPy's devices are CUDA's)
+    kinds = sorted(made_by) if made_by else [adapter.device_kind] if adapter.device_kind else None
+    if kinds is not None and found.name not in kinds:
+        has = ", ".join(kinds)
+        raise ValueError(f"{adapter.name} has no device objects of {found.name}: it makes those of {has}")
     function = made_by.get(found.name, adapter.device_make)
     if not function:
         return args[0]  # its devices are strings

@@ -118,6 +118,9 @@ class Route(NamedTuple):
     refuse: int = 0  # what the C route must hand back to Python: 1 negative strides, 2 read-only data
     # device type -> (how many devices of it the target has here, or None where only trying tells; in words)
     counts: dict[int, tuple[int | None, str]] | None = None
+    # the compiled convert may answer for this target itself (table_type or handover_type): what the compiled
+    # build tries before calling the Python convert
+    in_c: bool = False
 
 
 # its route by the name or module convert's to= gave (an id for anything else), made once; convert looks to= up
@@ -224,10 +227,15 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         copy_from=_device_types(adapter.copy_from),
         importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
         by_dtype={name: dotted(fn) for name, fn in adapter.by_dtype} if adapter.by_dtype else None,
-        bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
-        or bits is not None or _bridges(adapter),
+        bridges=refuse_negative_strides
+        or legacy_only
+        or ignores_readonly
+        or viewer is not None
+        or bits is not None
+        or _bridges(adapter),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
+        in_c=(table_type or handover_type) is not None,
     )
 
 
@@ -559,10 +567,12 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     a = route.adapter
     plain = device is None and copy is None and not stream
     on_host = here in HOST_ACCESSIBLE
-    c_route = plain and on_host and native is not None and (route.table_type or route.handover_type) is not None
+    c_route = plain and on_host and native is not None and route.in_c
     copy_in = here in route.copy_from and here not in route.imports
     if device is not None:
         to_host = not on_host and device in HOST_ACCESSIBLE
+        if device in HOST_ACCESSIBLE and not copy_in and "cpu" not in a.devices:  # the host asked of CuPy
+            return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
     else:
         to_host = not copy_in and _named(here) not in a.devices
         if to_host and "cpu" not in a.devices:

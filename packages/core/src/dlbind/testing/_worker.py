@@ -72,6 +72,7 @@ def main(argv: list[str]) -> int:
     _OUT.append(_protocol())
     if argv == ["--pickled"]:
         return run_pickled()
+    from dlbind.check import device_only
     from dlbind.testing._checks import PRODUCER, Result, checks_for, run_check
     from dlbind.testing._consumer_checks import _default_to_numpy
     from dlbind.testing._devices import DEVICE_ARRAYS, placed, unusable
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
         device, argv = argv[1], argv[2:]
     name, skip = argv[0], set(argv[1:])
     producer_checks, consumer_checks = checks_for(device)
-    why = unusable(name, device) if device is not None else None
+    why = unusable(name, device) if device is not None else (device_only(name) or None)
     make, consume = subject(name, device) if why is None else (None, None)
     row = DEVICE_ARRAYS.get(device or "", {}).get(name)
     with placed(device):
