@@ -145,6 +145,13 @@ def test_per_dtype_importers_and_export_keywords(tmp_path: Path) -> None:
 DEVICES = '[lib.devices]\nclasses = ["lib.Device"]\ntype = "api"\n'
 
 
+def test_a_device_index_is_a_dotted_path_or_several(tmp_path: Path) -> None:
+    """``devices.index`` (and ``type``): attributes and ``method()`` calls, dotted, several joined by ``" or "``
+    (dpctl's SyclDevice has ``get_device_id()``, its queues a ``sycl_device``)."""
+    spec = "get_device_id() or sycl_device.get_device_id()"
+    assert _load(tmp_path, ROW + DEVICES + f'index = "{spec}"\n')["device_index_of"] == spec
+
+
 def test_device_objects_made_by_the_class_of_their_kind(tmp_path: Path) -> None:
     """``devices.make_by``: a function per device kind (MAX's CPU and Accelerator), called with ``make_args``."""
     facts = _load(tmp_path, ROW + DEVICES + 'make_by = { cpu = "lib.CPU" }\nmake_args = ["{index}"]\n')
@@ -159,6 +166,9 @@ def test_device_objects_made_by_the_class_of_their_kind(tmp_path: Path) -> None:
         ('make_by = { cpu = "CPU" }\nmake_args = ["{index}"]\n', "dotted functions, not 'CPU'"),
         ('make_by = { cpu = "lib.CPU" }\n', "make_by's functions are called with devices.make_args"),
         ('make_by = { gpu = "lib.GPU" }\nmake_args = ["{index}"]\n', r"devices \['gpu'\] are not in"),
+        ('index = "sycl device.id()"\n', "dotted .*'sycl device.id\\(\\)'"),
+        ('index = "id() or "\n', "joined by ' or '"),
+        ('index = "a..b"\n', "not 'a..b'"),
     ],
 )
 def test_bad_device_makers_are_errors(tmp_path: Path, devices: str, message: str) -> None:

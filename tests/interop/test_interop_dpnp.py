@@ -185,3 +185,29 @@ def test_check_reads_dpnp_memory_through_its_own_host_copy(
     ]
     problems += [f"matches nothing (remove it): {p}" for p in CHECK_UNSUPPORTED if not fnmatch.filter(unsupported, p)]
     assert not problems, "\n".join(problems) + "\n\n" + report
+
+
+def test_sycl_devices_and_queues_are_read_as_dlpack_says_them() -> None:
+    # dpctl's SyclDevice, its SyclQueue and dpnp's own Device are oneAPI devices, at the index the arrays'
+    # __dlpack_device__ gives (SyclDevice.get_device_id()), and every device= takes them
+    import dpctl
+    import dpnp
+
+    x = dpnp.arange(3.0)
+    said = dlbind.Device(*(int(v) for v in x.__dlpack_device__()))
+    assert said.name == "oneapi"
+    for held in (x.sycl_device, x.sycl_queue, x.device, dpctl.SyclQueue(x.sycl_device)):
+        assert dlbind.device(held) == said, held
+    assert dlbind.from_dlpack(x, device=x.sycl_device).device == said
+
+
+def test_a_sycl_device_is_made_where_this_machine_has_it() -> None:
+    import dpctl
+
+    made = dlbind.device("oneapi:0", to="dpnp")
+    assert type(made) is dpctl.SyclDevice and dlbind.device(made) == (dlbind.DeviceType.kDLOneAPI, 0)
+    beyond = len(dpctl.get_devices())
+    with pytest.raises(ValueError, match=f"dpnp cannot make a device oneapi:{beyond}"):
+        dlbind.device(f"oneapi:{beyond}", to="dpnp")
+    with pytest.raises(ValueError, match="dpnp has no device objects of cpu: it makes those of oneapi"):
+        dlbind.device("cpu", to="dpnp")

@@ -269,9 +269,11 @@ def _check_devices(facts: dict[str, Any], where: str, device_names: set[str] | N
     if not (facts["device_make"] or facts["device_make_by"]) and len(facts["device_make_args"]) > 1:
         raise GeneratorError(f"{where}: devices.make_args without devices.make is one pattern (a string device)")
     for attr in (facts["device_type_of"], facts["device_index_of"]):
-        if attr and not attr.removesuffix("()").isidentifier():
+        steps = [step for path in attr.split(" or ") for step in path.split(".")] if attr else []
+        if not all(step.removesuffix("()").isidentifier() for step in steps):
             raise GeneratorError(
-                f"{where}: devices.type and devices.index are an attribute or 'method()', not {attr!r}"
+                f"{where}: devices.type and devices.index are attributes and 'method()' calls, dotted ('a.b()'), "
+                f"or several such paths joined by ' or ', not {attr!r}"
             )
     if device_names is not None:
         named = {k for k, _ in facts["device_kind_names"]} | {k for k, _ in facts["device_make_by"]}

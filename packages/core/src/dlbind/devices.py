@@ -171,11 +171,21 @@ def _device_object(obj: Any) -> Device:
     return parse_device((int(getattr(kind, "value", kind)), 0 if index is None or index < 0 else int(index)))
 
 
-def _attribute(obj: Any, name: str) -> Any:
-    """``obj``'s attribute ``name``, or what its method ``name()`` returns."""
-    if name.endswith("()"):
-        return getattr(obj, name[:-2])()
-    return getattr(obj, name)
+def _attribute(obj: Any, spec: str) -> Any:
+    """What ``obj`` gives at ``spec``: a dotted path of attributes and ``method()`` calls (``sycl_device.
+    get_device_id()``); ``a or b``: the first of the paths whose names ``obj`` has (dpctl's SyclDevice has
+    ``get_device_id()``, its queues and dpnp's devices a ``sycl_device``)."""
+    paths = spec.split(" or ")
+    for path in paths:
+        value, steps = obj, path.split(".")
+        for i, step in enumerate(steps):
+            name = step.removesuffix("()")
+            if (i < len(steps) - 1 or len(paths) > 1) and not hasattr(value, name):
+                break
+            value = getattr(value, name)() if step.endswith("()") else getattr(value, name)
+        else:
+            return value
+    raise TypeError(f"{type(obj).__name__} has none of {spec!r} (its row's devices.type or devices.index)")
 
 
 def _device_row(kind: type) -> Adapter | None:
