@@ -189,10 +189,9 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     )  # fmt: skip
     table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
     legacy_only = adapter.asks != Asks.VERSIONED
-    # The C handover route (compiled build): the source's struct goes to the target's from_dlpack
-    # in a minimal producer whose first versioned __dlpack__ call hands over the struct itself.
-    # Only for consumers whose row the tests verified against the installed release, that ask for
-    # versioned capsules, and that have no exchange table (that route is faster still).
+    # The C handover route (compiled build): the source's struct goes to the target's from_dlpack in a minimal
+    # producer whose first versioned __dlpack__ call hands it over; for consumers the tests verified against the
+    # installed release that ask for versioned capsules and have no exchange table (that route is faster still).
     verified_simple = simple and adapter.verified and not legacy_only
     handover_type = _array_type(adapter) if table_type is None and verified_simple else None
     if interface is None and adapter.interface_function:
@@ -227,12 +226,8 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         copy_from=_device_types(adapter.copy_from),
         importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
         by_dtype={name: dotted(fn) for name, fn in adapter.by_dtype} if adapter.by_dtype else None,
-        bridges=refuse_negative_strides
-        or legacy_only
-        or ignores_readonly
-        or viewer is not None
-        or bits is not None
-        or _bridges(adapter),
+        bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
+        or bits is not None or _bridges(adapter),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
         in_c=(table_type or handover_type) is not None,
