@@ -44,6 +44,34 @@ def test_table_from_and_to_py_object() -> None:
     assert isinstance(obj, dlbind.Tensor) and np.asarray(obj).tolist() == [0, 1, 2, 3, 4]
 
 
+class _AsksNoStream:
+    """A producer recording the keywords its ``__dlpack__`` is called with."""
+
+    def __init__(self) -> None:
+        self.array, self.calls = np.arange(3.0), list[tuple[str, ...]]()
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.calls.append(tuple(sorted(kwargs)))
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def test_table_from_py_asks_any_producer_for_a_versioned_struct_on_no_stream() -> None:
+    # *NoSync: the producer is asked with max_version only (stream=None would order work on a device)
+    api = _table(dlbind.Tensor)
+    x = _AsksNoStream()
+    out = ffi.new("DLManagedTensorVersioned **")
+    assert api.managed_tensor_from_py_object_no_sync(ffi.cast("void *", id(x)), out) == 0
+    assert x.calls == [("max_version",)] and out[0].version.major == dlbind.DLPACK_VERSION[0]
+    back = ffi.new("void **")
+    assert api.managed_tensor_to_py_object_no_sync(out[0], back) == 0
+    t = _capi.object_at(int(ffi.cast("uintptr_t", back[0])))
+    ctypes_decref(t)
+    assert isinstance(t, dlbind.Tensor) and np.asarray(t).tolist() == [0.0, 1.0, 2.0]
+
+
 def ctypes_decref(obj: object) -> None:
     import ctypes
 

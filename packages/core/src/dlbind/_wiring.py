@@ -44,8 +44,6 @@ def configure() -> dict[str, Any]:
         check_managed=check_managed,
         export_view=export.export_view,
         after_refusal=consumer.after_refusal,
-        managed_from_object=exchange.managed_from_object,
-        object_from_managed=exchange.object_from_managed,
         allocate=exchange.allocate,
         convert=conversion.convert,
         routes=routes.ROUTES,

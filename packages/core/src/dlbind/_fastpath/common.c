@@ -45,7 +45,8 @@ int dlbind_intern_all(void) {
     for (int i = 0; i < DLBIND_KW_COUNT; i++)
         if ((dlbind_cfg.kw[i] = PyUnicode_InternFromString(dlbind_keyword_names[i])) == NULL) return -1;
     dlbind_cfg.kwnames_dlpack = PyTuple_Pack(2, dlbind_cfg.kw[DLBIND_KW_STREAM], dlbind_cfg.kw[DLBIND_KW_MAX_VERSION]);
-    if (dlbind_cfg.kwnames_dlpack == NULL) return -1;
+    dlbind_cfg.kwnames_max_version = PyTuple_Pack(1, dlbind_cfg.kw[DLBIND_KW_MAX_VERSION]);
+    if (dlbind_cfg.kwnames_dlpack == NULL || dlbind_cfg.kwnames_max_version == NULL) return -1;
     PyObject **attrs[] = {&dlbind_cfg.str_dlpack_device, &dlbind_cfg.attr_guards, &dlbind_cfg.attr_immutable,
                           &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style,
                           &dlbind_cfg.attr_complex_guards};

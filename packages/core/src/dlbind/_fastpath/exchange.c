@@ -545,30 +545,38 @@ static int dlbind_call_address(PyObject *helper, PyObject *arg, void **out) {
 }
 
 /* Callers hold the GIL (they pass PyObject*); Ensure/Release is cheap then, and makes calls
- * through cffi (which releases the GIL around foreign calls) safe too. */
+ * through cffi (which releases the GIL around foreign calls) safe too. The producer is asked by its
+ * __dlpack__ for a versioned capsule on no stream (the call synchronises nothing), whose struct is handed
+ * over (owned by the caller). */
 static int dlbind_x_from_py(void *py_object, DLManagedTensorVersioned **out) {
     PyGILState_STATE state = PyGILState_Ensure();
-    void *address = NULL;
-    PyObject *obj = (PyObject *)py_object;
-    Py_INCREF(obj);
-    int rc = dlbind_call_address(dlbind_cfg.managed_from_object, obj, &address);
-    *out = (DLManagedTensorVersioned *)address;
-    PyGILState_Release(state);
-    return rc;
-}
-
-static int dlbind_x_to_py(DLManagedTensorVersioned *tensor, void **out_py_object) {
-    PyGILState_STATE state = PyGILState_Ensure();
-    int rc = -1;
+    int rc = -1, versioned = 0;
+    *out = NULL;
     if (dlbind_configured()) {
-        PyObject *res = PyObject_CallFunction(dlbind_cfg.object_from_managed, "N", PyLong_FromVoidPtr(tensor));
-        if (res != NULL) {
-            *out_py_object = res; /* a new reference, as the API asks */
+        PyObject *stack[2] = {(PyObject *)py_object, dlbind_cfg.max_version}; /* no stream: *NoSync */
+        PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                      dlbind_cfg.kwnames_max_version);
+        void *m = capsule != NULL ? dlbind_take(capsule, &versioned) : NULL;
+        Py_XDECREF(capsule);
+        if (m != NULL && !versioned) {
+            dlbind_call_deleter(m, 0);
+            PyErr_SetString(PyExc_BufferError, "__dlpack__(max_version=...) gave a legacy capsule: the exchange table hands over versioned structs only");
+        } else if (m != NULL) {
+            *out = (DLManagedTensorVersioned *)m;
             rc = 0;
         }
     }
     PyGILState_Release(state);
     return rc;
+}
+
+/* The struct as a dlbind.Tensor that owns it (validated: an invalid one's deleter runs, and the error says why). */
+static int dlbind_x_to_py(DLManagedTensorVersioned *tensor, void **out_py_object) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyObject *res = dlbind_tensor_wrap(tensor, 1, 0);
+    if (res != NULL) *out_py_object = res; /* a new reference, as the API asks */
+    PyGILState_Release(state);
+    return res != NULL ? 0 : -1;
 }
 
 static int dlbind_x_allocate(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,

@@ -100,7 +100,7 @@ typedef struct {
     PyObject *check_managed;     /* dlbind.validate.check_managed: raises the precise BufferError */
     PyObject *export_view;       /* dlbind.export.export_view */
     PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
-    PyObject *managed_from_object, *object_from_managed, *allocate; /* dlbind.exchange helpers */
+    PyObject *allocate;          /* dlbind.exchange.allocate: the exchange table's allocator (host memory) */
     PyObject *convert;           /* dlbind.conversion.convert */
     PyObject *routes;            /* dlbind.routes.ROUTES: to -> its Route record (made by route_to), whose
                                     fields convert.c reads by their places in Route._fields */
@@ -119,6 +119,7 @@ typedef struct {
     PyObject *str_dlpack;        /* "__dlpack__", interned */
     PyObject *kwnames_dlpack;    /* ("stream", "max_version"): the plain call of a producer (stream=None said
                                     explicitly: some producers default to another stream) */
+    PyObject *kwnames_max_version; /* ("max_version",): the call of the exchange table's from_py (no stream) */
     PyObject *kw[9];             /* the keyword names below, interned (indexed by dlbind_keyword) */
     PyObject *str_dlpack_device; /* "__dlpack_device__", interned */
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */

@@ -20,58 +20,72 @@ static PyObject *dlbind_py_pinned(PyObject *mod, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(dlbind_blocks_pinned());
 }
 
-static int dlbind_require_callable(PyObject *value, const char *name) {
-    if (PyCallable_Check(value)) return 0;
-    PyErr_Format(PyExc_TypeError, "configure(): %s must be callable, not %.200s", name, Py_TYPE(value)->tp_name);
-    return -1;
+/* What configure() takes, by keyword: the Python pieces the C code calls, and the records it reads. kind: 't'
+ * the Tensor class, 'o' any object, 'c' a callable, 'd' a dict. */
+typedef struct {
+    const char *name;
+    PyObject **slot;
+    char kind;
+} dlbind_cfg_entry;
+
+static const dlbind_cfg_entry dlbind_cfg_entries[] = {
+    {"tensor_type", (PyObject **)&dlbind_cfg.tensor_type, 't'},
+    {"cpu_device", &dlbind_cfg.cpu_device, 'o'},
+    {"asdlpack", &dlbind_cfg.asdlpack, 'c'},
+    {"from_dlpack", &dlbind_cfg.from_dlpack, 'c'},
+    {"check_managed", &dlbind_cfg.check_managed, 'c'},
+    {"export_view", &dlbind_cfg.export_view, 'c'},
+    {"after_refusal", &dlbind_cfg.after_refusal, 'c'},
+    {"allocate", &dlbind_cfg.allocate, 'c'},
+    {"convert", &dlbind_cfg.convert, 'c'},
+    {"routes", &dlbind_cfg.routes, 'd'},
+    {"target_error", &dlbind_cfg.target_error, 'c'},
+    {"export_plan", &dlbind_cfg.export_plan, 'c'},
+    {"refuse_guarded", &dlbind_cfg.refuse_guarded, 'c'},
+    {"order", &dlbind_cfg.order, 'c'},
+    {"finish", &dlbind_cfg.finish, 'c'},
+    {"producer_error", &dlbind_cfg.producer_error, 'c'},
+    {"convert_direct", &dlbind_cfg.convert_direct, 'd'},
+};
+#define DLBIND_CFG_ENTRIES ((Py_ssize_t)(sizeof dlbind_cfg_entries / sizeof dlbind_cfg_entries[0]))
+
+/* Whether value is what configure()'s keyword `e` takes; a TypeError naming it otherwise. */
+static int dlbind_cfg_checked(const dlbind_cfg_entry *e, PyObject *value) {
+    if (e->kind == 't' && !(PyType_Check(value) && PyType_IsSubtype((PyTypeObject *)value, &dlbind_tensor_core_type))) {
+        PyErr_Format(PyExc_TypeError, "configure(): %s must be a subclass of " DLBIND_MODULE ".TensorCore", e->name);
+        return -1;
+    }
+    if ((e->kind == 'c' && !PyCallable_Check(value)) || (e->kind == 'd' && !PyDict_Check(value))) {
+        PyErr_Format(PyExc_TypeError, "configure(): %s must be %s, not %.200s", e->name,
+                     e->kind == 'c' ? "callable" : "a dict", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *dlbind_py_configure(PyObject *mod, PyObject *args, PyObject *kwargs) {
     (void)mod;
-    static char *keywords[] = {"tensor_type", "cpu_device", "asdlpack", "from_dlpack", "check_managed",
-                               "export_view", "after_refusal", "managed_from_object", "object_from_managed",
-                               "allocate", "convert", "routes", "target_error", "export_plan", "refuse_guarded",
-                               "order", "finish", "producer_error", "convert_direct", NULL};
-    PyObject *v[19];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOOOOOOOOOOOOOO:configure", keywords, &v[0], &v[1], &v[2], &v[3],
-                                     &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14],
-                                     &v[15], &v[16], &v[17], &v[18]))
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes keyword arguments only");
         return NULL;
-    /* all required: parsed as optional keyword-only only to name the missing one */
-    for (int i = 0; i < 19; i++) {
-        if (kwargs == NULL || PyDict_GetItemString(kwargs, keywords[i]) == NULL) {
-            PyErr_Format(PyExc_TypeError, "configure() missing required keyword argument '%s'", keywords[i]);
+    }
+    PyObject *values[DLBIND_CFG_ENTRIES];
+    for (Py_ssize_t i = 0; i < DLBIND_CFG_ENTRIES; i++) { /* all required; each checked before any is kept */
+        const dlbind_cfg_entry *e = &dlbind_cfg_entries[i];
+        values[i] = kwargs != NULL ? PyDict_GetItemString(kwargs, e->name) : NULL;
+        if (values[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "configure() missing required keyword argument '%s'", e->name);
             return NULL;
         }
+        if (dlbind_cfg_checked(e, values[i]) != 0) return NULL;
     }
-    if (!PyType_Check(v[0]) || !PyType_IsSubtype((PyTypeObject *)v[0], &dlbind_tensor_core_type)) {
-        PyErr_SetString(PyExc_TypeError, "configure(): tensor_type must be a subclass of " DLBIND_MODULE ".TensorCore");
+    if (PyDict_GET_SIZE(kwargs) != DLBIND_CFG_ENTRIES) {
+        PyErr_SetString(PyExc_TypeError, "configure() got an unexpected keyword argument");
         return NULL;
     }
-    for (int i = 2; i <= 10; i++)
-        if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
-    if (!PyDict_Check(v[11])) {
-        PyErr_SetString(PyExc_TypeError, "configure(): routes must be a dict");
-        return NULL;
-    }
-    for (int i = 12; i < 18; i++)
-        if (dlbind_require_callable(v[i], keywords[i]) != 0) return NULL;
-    if (!PyDict_Check(v[18])) {
-        PyErr_SetString(PyExc_TypeError, "configure(): convert_direct must be a dict");
-        return NULL;
-    }
-    PyObject **slots[19] = {
-        (PyObject **)&dlbind_cfg.tensor_type, &dlbind_cfg.cpu_device,       &dlbind_cfg.asdlpack,
-        &dlbind_cfg.from_dlpack,              &dlbind_cfg.check_managed,    &dlbind_cfg.export_view,
-        &dlbind_cfg.after_refusal,           &dlbind_cfg.managed_from_object, &dlbind_cfg.object_from_managed,
-        &dlbind_cfg.allocate,                 &dlbind_cfg.convert,          &dlbind_cfg.routes,
-        &dlbind_cfg.target_error,             &dlbind_cfg.export_plan,
-        &dlbind_cfg.refuse_guarded,           &dlbind_cfg.order,            &dlbind_cfg.finish,
-        &dlbind_cfg.producer_error,           &dlbind_cfg.convert_direct,
-    };
-    for (int i = 0; i < 19; i++) {
-        Py_INCREF(v[i]);
-        Py_XSETREF(*slots[i], v[i]);
+    for (Py_ssize_t i = 0; i < DLBIND_CFG_ENTRIES; i++) {
+        Py_INCREF(values[i]);
+        Py_XSETREF(*dlbind_cfg_entries[i].slot, values[i]);
     }
     dlbind_exchange_clear(); /* tables seen before (re)configuration are looked up again */
     Py_RETURN_NONE;
@@ -97,8 +111,8 @@ static PyMethodDef dlbind_methods[] = {
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "managed_from_object, object_from_managed, allocate, convert, routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, convert_direct): the Python pieces the C code "
-     "uses (dlbind passes them at import)"},
+     "allocate, convert, routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, "
+     "convert_direct): the Python pieces the C code uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
     {"retype", (PyCFunction)(void (*)(void))dlbind_py_retype, METH_FASTCALL,
