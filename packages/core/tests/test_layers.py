@@ -292,7 +292,8 @@ def test_a_same_layer_cycle_is_reported_is_reported_as_a_cycle() -> None:
 # The C files of dlbind._fastpath, bottom to top: a file uses the non-static names (functions, globals) of
 # the files below it only. What every file uses (the configuration, counters, keyword lookup) is common.c's.
 C_LAYERS = (
-    "common.c", "policy.c", "copy.c", "capsules.c", "exporter.c", "exchange.c", "tensor.c", "convert.c", "module.c",
+    "common.c", "policy.c", "copy.c", "capsules.c", "exporter.c", "exchange.c", "tensor.c", "table.c", "convert.c",
+    "module.c",
 )  # fmt: skip
 FASTPATH = SRC / "dlbind" / "_fastpath"
 _C_DEFINITION = re.compile(r"^(?!static\b)[A-Za-z][\w \*]*?\b(dlbind_\w+)\s*(?:\(|=|;|\[)", re.MULTILINE)

@@ -1,13 +1,17 @@
 /* Internal header of the C extension dlbind._fastpath (the compiled build's hot paths).
  *
- * Files, one concern each:
- *   module.c    module init, configure(**named pieces), counts()
+ * Files, one concern each, from the bottom (a file uses the names of the files above it in this list only):
+ *   common.c    the configuration (dlbind_cfg), counters, keyword lookup: what every file uses
  *   policy.c    the generated policy tables (devices, stream rules, dtypes, buffer formats), the
  *               checked element/byte arithmetic, and what a consumed tensor must satisfy (dlbind_valid)
+ *   copy.c      strided copies between host buffers
  *   capsules.c  export/take, the deleters and the capsule destructor
  *   exporter.c  BufferExporter (what asdlpack returns for buffers) and asdlpack
+ *   exchange.c  the per-type cache and the DLPack 1.3 exchange tables of other producers (consumer side)
  *   tensor.c    TensorCore (the C base of dlbind.Tensor), its buffer protocol, wrap, from_dlpack
- *   exchange.c  the DLPack 1.3 exchange table (producer) and its consumer side, convert_to, convert
+ *   table.c     dlbind's own DLPack 1.3 exchange table (producer side)
+ *   convert.c   convert's C routes: a target's exchange table, or a hand-over to its importer
+ *   module.c    module init, configure(**named pieces), counts()
  *
  * The C code handles the common exchange only; every unusual case goes to the Python code that
  * configure() hands over, which owns the rules and the error messages (dlbind's specification). */
@@ -306,7 +310,7 @@ int dlbind_tensor_set_stream(PyObject *tensor, long long stream);
 PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
 PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 
-/* ---- exchange.c ----------------------------------------------------------------------------- */
+/* ---- exchange.c, table.c -------------------------------------------------------------------- */
 /* The usable exchange table of a type (cached), or NULL (an error is set only on failure). */
 const dlbind_exchange_api *dlbind_table_of_type(PyObject *type);
 const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
