@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+import pytest
 from _suite import InteropSuite, compiled, ndarray_ptr, require, version  # noqa: F401
 
 require("mlx.core")
@@ -30,3 +31,19 @@ class TestMlx(InteropSuite):
     @classmethod
     def own_gaps(cls) -> dict[str, str]:
         return {}
+
+
+def test_its_cpu_device_is_read_and_its_gpu_is_refused_not_guessed() -> None:
+    # mlx's Device has a type and no index; its "gpu" is Metal or CUDA by the build: refused with the way out
+    import mlx.core as mx
+
+    import dlbind
+
+    cpu = (dlbind.DeviceType.kDLCPU, 0)
+    assert dlbind.device(mx.Device(mx.cpu)) == cpu == dlbind.device(mx.cpu)
+    assert dlbind.from_dlpack(np.arange(3.0), device=mx.Device(mx.cpu)).device == cpu
+    for gpu in (mx.Device(mx.gpu, 1), mx.gpu):
+        with pytest.raises(ValueError, match=r"mlx's device .* is its 'gpu', which names no DLPack device"):
+            dlbind.device(gpu)
+    with pytest.raises(ValueError, match="dlbind does not make mlx's device objects"):
+        dlbind.device("cpu", to="mlx")

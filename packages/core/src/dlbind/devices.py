@@ -165,7 +165,13 @@ def _device_object(obj: Any) -> Device:
     index = _attribute(obj, row.device_index_of) if row.device_index_of else None
     if isinstance(kind, str):
         name, sep, suffix = kind.partition(":")
-        named = parse_device(_theirs(row.name, name) + sep + suffix)
+        try:
+            named = parse_device(_theirs(row.name, name) + sep + suffix)
+        except ValueError:  # a name of its own that names no one DLPack device (MLX's "gpu": Metal or CUDA)
+            raise ValueError(
+                f"{row.name}'s device {obj!r} is its {kind!r}, which names no DLPack device dlbind can tell: give "
+                "the device as dlbind names it ('cuda:1', 'metal:0')"
+            ) from None
         at = named.device_id if index is None else index
         return _made(Device, (named.device_type, 0 if at is None or at < 0 else int(at)))
     return parse_device((int(getattr(kind, "value", kind)), 0 if index is None or index < 0 else int(index)))
