@@ -169,6 +169,8 @@ def test_device_objects_made_by_the_class_of_their_kind(tmp_path: Path) -> None:
         ('index = "sycl device.id()"\n', "dotted .*'sycl device.id\\(\\)'"),
         ('index = "id() or "\n', "joined by ' or '"),
         ('index = "a..b"\n', "not 'a..b'"),
+        ('make = "lib.device"\nmake_args = ["@{name}"]\n', "name a dotted object, not '@{name}'"),
+        ('make_args = ["@lib.{name}"]\n', "are arguments of devices.make"),
     ],
 )
 def test_bad_device_makers_are_errors(tmp_path: Path, devices: str, message: str) -> None:

@@ -33,7 +33,7 @@ class TestMlx(InteropSuite):
         return {}
 
 
-def test_its_cpu_device_is_read_and_its_gpu_is_refused_not_guessed() -> None:
+def test_its_cpu_device_is_read_and_made_and_its_gpu_is_refused_not_guessed() -> None:
     # mlx's Device has a type and no index; its "gpu" is Metal or CUDA by the build: refused with the way out
     import mlx.core as mx
 
@@ -45,5 +45,7 @@ def test_its_cpu_device_is_read_and_its_gpu_is_refused_not_guessed() -> None:
     for gpu in (mx.Device(mx.gpu, 1), mx.gpu):
         with pytest.raises(ValueError, match=r"mlx's device .* is its 'gpu', which names no DLPack device"):
             dlbind.device(gpu)
-    with pytest.raises(ValueError, match="dlbind does not make mlx's device objects"):
-        dlbind.device("cpu", to="mlx")
+    made = dlbind.device("cpu", to="mlx")
+    assert type(made) is mx.Device and made == mx.Device(mx.cpu, 0) and dlbind.device(made) == cpu
+    with pytest.raises(ValueError, match=r"^mlx has no device objects of metal: it makes those of cpu$"):
+        dlbind.device("metal:0", to="mlx")  # its gpu: not made, as it is not read

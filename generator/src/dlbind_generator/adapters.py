@@ -268,6 +268,11 @@ def _check_devices(facts: dict[str, Any], where: str, device_names: set[str] | N
         raise GeneratorError(f"{where}: devices.make_by's functions are called with devices.make_args")
     if not (facts["device_make"] or facts["device_make_by"]) and len(facts["device_make_args"]) > 1:
         raise GeneratorError(f"{where}: devices.make_args without devices.make is one pattern (a string device)")
+    for pattern in facts["device_make_args"]:
+        if pattern.startswith("@") and "." not in pattern:
+            raise GeneratorError(f"{where}: devices.make_args' '@' patterns name a dotted object, not {pattern!r}")
+        if pattern.startswith("@") and not (facts["device_make"] or facts["device_make_by"]):
+            raise GeneratorError(f"{where}: devices.make_args' '@' patterns are arguments of devices.make")
     for attr in (facts["device_type_of"], facts["device_index_of"]):
         steps = [step for path in attr.split(" or ") for step in path.split(".")] if attr else []
         if not all(step.removesuffix("()").isidentifier() for step in steps):

@@ -221,6 +221,15 @@ def _dtypes_of(adapter: Adapter) -> dict[DType, Any]:
     return made
 
 
+def _made_arg(pattern: str, name: str, index: int) -> Any:
+    """One argument of a system's device maker: ``"{index}"`` alone is the int; ``"@a.b.{name}"`` the object at
+    that dotted path (mlx's ``mlx.core.DeviceType.cpu``); any other pattern the string it formats."""
+    if pattern == "{index}":
+        return index
+    text = pattern.format(name=name, NAME=name.upper(), index=index)
+    return _holder_of(text[1:]) if text.startswith("@") else text
+
+
 def _holder(adapter: Adapter) -> Any:
     """The module, class or constructor that holds system ``adapter``'s dtype objects, imported."""
     return _holder_of(adapter.dtype_module or adapter.import_name, adapter.name)
@@ -290,17 +299,14 @@ def device(obj: Any, to: Any = None) -> Any:
     if to is None:
         return found
     adapter = _system(to, devices=True)
-    name = dict(adapter.device_kind_names).get(found.name, found.name)
-    args = [
-        found.device_id if pattern == "{index}" else pattern.format(name=name, NAME=name.upper(), index=found.device_id)
-        for pattern in adapter.device_make_args
-    ]
     made_by = dict(adapter.device_make_by)
     # the kinds it has objects of: a function per kind (MAX's), or its one kind (CuPy's devices are CUDA's)
     kinds = sorted(made_by) if made_by else [adapter.device_kind] if adapter.device_kind else None
     if kinds is not None and found.name not in kinds:
         has = ", ".join(kinds)
         raise ValueError(f"{adapter.name} has no device objects of {found.name}: it makes those of {has}")
+    name = dict(adapter.device_kind_names).get(found.name, found.name)
+    args = [_made_arg(pattern, name, found.device_id) for pattern in adapter.device_make_args]
     function = made_by.get(found.name, adapter.device_make)
     if not function:
         return args[0]  # its devices are strings
