@@ -172,20 +172,20 @@ def run_pairs(libs: list[str], progress: Progress, device: str | None = None) ->
     from dlbind._libraries import library_of, prepare_for_check
     from dlbind.testing._checks import Unsupported
 
-    if device is not None:
-        for name in libs:
-            prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)
-        return _device_pairs(libs, progress, device)
+    # on the CPU, a system of device arrays only is not imported: its pairs are unsupported here
+    elsewhere = {name: "" if device is not None else device_only(name) for name in libs}
     for name in libs:
-        if not device_only(name):
-            prepare_for_check(ADAPTERS[name])
+        if not elsewhere[name]:
+            prepare_for_check(ADAPTERS[name])  # its check.setup (jax: 64-bit dtypes on)
+    if device is not None:
+        return _device_pairs(libs, progress, device)
     out: dict[str, dict[str, dict[str, str]]] = {}
     for src in libs:
         for dst in libs:
             progress.show(f"pairs: {src} -> {dst}")
-            elsewhere = device_only(src) or device_only(dst)
-            if elsewhere:
-                out.setdefault(src, {})[dst] = {"status": "unsupported", "detail": elsewhere}
+            why = elsewhere[src] or elsewhere[dst]
+            if why:
+                out.setdefault(src, {})[dst] = {"status": "unsupported", "detail": why}
                 continue
             problems, unread = [], []
             for case in CASES:

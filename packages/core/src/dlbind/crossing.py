@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import sys
 from types import ModuleType
 from typing import Any
 
 from dlbind._generated.adapters import ADAPTERS, Adapter, DtypeForm
 from dlbind._generated.tables import DTYPE_BY_NAME
-from dlbind._libraries import dotted, named
+from dlbind._libraries import dotted, installed, named
 from dlbind._names import suggestion
 from dlbind.devices import parse_device
 from dlbind.dtypes import DType, from_numpy, lookup
@@ -238,7 +237,7 @@ def _holder(adapter: Adapter) -> Any:
 def _holder_of(path: str, system: str = "") -> Any:
     """The module, class or function at dotted ``path``, imported."""
     root = path.partition(".")[0]
-    if importlib.util.find_spec(root) is None:
+    if not installed(root):
         raise ImportError(f"{system or root} needs {root}, which is not installed")
     try:
         return importlib.import_module(path)

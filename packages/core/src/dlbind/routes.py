@@ -566,12 +566,11 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     copy_in = here in route.copy_from and here not in route.imports
     if device is not None:
         to_host = not on_host and device in HOST_ACCESSIBLE
-        if device in HOST_ACCESSIBLE and not copy_in and "cpu" not in a.devices:  # the host asked of CuPy
-            return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
+        reads_host = device in HOST_ACCESSIBLE and not copy_in  # its importer is handed host data
     else:
-        to_host = not copy_in and _named(here) not in a.devices
-        if to_host and "cpu" not in a.devices:
-            return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
+        to_host = reads_host = not copy_in and _named(here) not in a.devices
+    if reads_host and "cpu" not in a.devices:  # a target of device arrays only (CuPy)
+        return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
     why = ""
     if to_host:
         if copy is False:
