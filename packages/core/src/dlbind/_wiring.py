@@ -20,12 +20,6 @@ from dlbind.validate import check_managed
 __all__ = ["configure"]
 
 
-def finished(tensor: Tensor, x: Any) -> Tensor:
-    """What the compiled import of ``x`` hands back to be finished (:func:`dlbind.tensor.sealed`), with ``x``'s
-    plan."""
-    return sealed(tensor, x, sources.export_plan(type(x)))
-
-
 def configure() -> dict[str, Any]:
     """Hand the compiled fast path the Python code it delegates to. Returns the compiled build's public
     functions by name (none in the pure build)."""
@@ -49,9 +43,8 @@ def configure() -> dict[str, Any]:
         routes=routes.ROUTES,
         target_error=conversion.target_error,
         export_plan=sources.export_plan,
-        refuse_guarded=sources.refuse_guarded,
+        finish=sealed,
         order=exchange.order,
-        finish=finished,
         producer_error=consumer.producer_error,
         convert_direct=routes.C_DIRECT,
     )

@@ -13,7 +13,7 @@ still across repeated exchanges).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import dlbind.capsule as capsule
 from dlbind._generated.enums import DeviceType
@@ -37,7 +37,6 @@ __all__ = [
     "help_for",
     "library_export",
     "plan_of",
-    "refuse_guarded",
     "through_refused",
     "truthy_guard",
 ]
@@ -183,6 +182,22 @@ class ExportPlan:
             self._learned = None
             return 0
         return style
+
+    def refuse(self, x: Any, name: str, is_method: bool, negated: bool = False) -> NoReturn:
+        """Raise the BufferError of ``x``, of this plan's type, whose export guard ``name`` holds
+        (``export_guards`` in spec/adapters.toml: truthy, or falsy where ``negated``): its library's own, from its
+        ``__dlpack__``, or dlbind's when that forgets the check; either ends with what to do instead where the
+        plan has ``refusal_help``. The compiled build's exchange calls it too (for a guard it found holding)."""
+        try:
+            x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
+        except BufferError as exc:
+            if not (said := help_for(self, exc)):
+                raise
+            raise BufferError(f"{exc}{said}") from exc
+        shown = f"{name}()" if is_method else name
+        said = "false: its DLPack export would not say so" if negated else "true: its DLPack export would drop that"
+        refusal = f"{type(x).__name__}.{shown} is {said} (wrong values), so it is refused"
+        raise BufferError(refusal + help_for(self, BufferError(refusal)))
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"
@@ -359,11 +374,11 @@ def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
 
 
 def check_guards(x: Any, plan: ExportPlan) -> None:
-    """Refuse ``x`` (:func:`refuse_guarded`) when an export guard of its plan holds for it."""
+    """Refuse ``x`` (:meth:`ExportPlan.refuse`) when an export guard of its plan holds for it."""
     guard = truthy_guard(x, plan)
     if guard is not None:
         name, call, negated = guard
-        refuse_guarded(x, name, call, plan, negated)
+        plan.refuse(x, name, call, negated)
 
 
 def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> BufferError:
@@ -383,24 +398,6 @@ def help_for(plan: ExportPlan, exc: BaseException) -> str:
     text = str(exc)
     found = [what for words, what in plan.refusal_help if words in text]
     return f" ({'; '.join(found)})" if found else ""
-
-
-def refuse_guarded(x: Any, name: str, is_method: bool, plan: ExportPlan, negated: bool = False) -> None:
-    """Raise the BufferError of ``x``, whose export guard ``name`` holds (``export_guards`` in
-    spec/adapters.toml: truthy, or falsy where ``negated``): its library's own, from its ``__dlpack__``, or
-    dlbind's when that forgets the check; either ends with what to do instead where ``plan`` (its type's, handed
-    down) has ``refusal_help``.
-    """
-    try:
-        x.__dlpack__()  # raises the library's BufferError (torch: conjugate bit, requires_grad, ...)
-    except BufferError as exc:
-        if not (said := help_for(plan, exc)):
-            raise
-        raise BufferError(f"{exc}{said}") from exc
-    shown = f"{name}()" if is_method else name
-    said = "false: its DLPack export would not say so" if negated else "true: its DLPack export would drop that"
-    refusal = f"{type(x).__name__}.{shown} is {said} (wrong values), so it is refused"
-    raise BufferError(refusal + help_for(plan, BufferError(refusal)))
 
 
 def exported(x: Any) -> tuple[Any, ExportPlan]:

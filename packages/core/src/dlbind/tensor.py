@@ -434,8 +434,8 @@ def sealed(tensor: Tensor, x: Any, plan: Any) -> Tensor:
     (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
     let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
     ``x``'s capsules call uint8 (``export.bool``) is read as bool. ``plan``: ``x``'s export plan
-    (``dlbind.sources.ExportPlan``; the compiled build's import finishes through this function too, its plan
-    looked up by ``dlbind._wiring``)."""
+    (``dlbind.sources.ExportPlan``; the compiled build's import finishes through this function too, with the plan
+    its type cache holds)."""
     flags = tensor._flags
     if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
         if native is not None:

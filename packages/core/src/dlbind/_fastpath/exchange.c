@@ -440,11 +440,11 @@ static int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int w
     int failed = 0;
     const dlbind_guard *g = dlbind_truthy_guard(obj, list, which, &failed);
     if (g != NULL) { /* the library's own refusal, or dlbind's: never exported */
-        PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.refuse_guarded, obj, g->name,
-                                                     g->method ? Py_True : Py_False, info->plan,
-                                                     g->negated ? Py_True : Py_False, NULL);
+        PyObject *res = PyObject_CallMethodObjArgs(info->plan, dlbind_cfg.attr_refuse, obj, g->name,
+                                                   g->method ? Py_True : Py_False, g->negated ? Py_True : Py_False,
+                                                   NULL); /* the type's plan raises the refusal */
         Py_XDECREF(res);
-        if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": refuse_guarded returned");
+        if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": ExportPlan.refuse returned");
         failed = 1;
     }
     Py_DECREF(holder);

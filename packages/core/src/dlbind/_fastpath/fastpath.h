@@ -110,10 +110,9 @@ typedef struct {
                                     fields convert.c reads by their places in Route._fields */
     PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
-    PyObject *refuse_guarded;    /* dlbind.sources.refuse_guarded(x, name, is_method, plan): raises x's BufferError */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
-    PyObject *finish;            /* dlbind._wiring.finished(tensor, x): what a DLBIND_TYPE_PYTHON type's plan adds */
+    PyObject *finish;            /* dlbind.tensor.sealed(tensor, x, plan): what a DLBIND_TYPE_PYTHON type's plan adds */
     PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
     PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
                                     hand-overs dlbind.routes decided (devices with streams), filled by
@@ -128,6 +127,7 @@ typedef struct {
     PyObject *str_dlpack_device; /* "__dlpack_device__", interned */
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
     PyObject *attr_complex_guards;
+    PyObject *attr_refuse;       /* ExportPlan.refuse(x, name, is_method, negated): raises x's BufferError (a guard holds) */
 } dlbind_config;
 
 extern dlbind_config dlbind_cfg;

@@ -41,7 +41,6 @@ static const dlbind_cfg_entry dlbind_cfg_entries[] = {
     {"routes", &dlbind_cfg.routes, 'd'},
     {"target_error", &dlbind_cfg.target_error, 'c'},
     {"export_plan", &dlbind_cfg.export_plan, 'c'},
-    {"refuse_guarded", &dlbind_cfg.refuse_guarded, 'c'},
     {"order", &dlbind_cfg.order, 'c'},
     {"finish", &dlbind_cfg.finish, 'c'},
     {"producer_error", &dlbind_cfg.producer_error, 'c'},
@@ -111,7 +110,7 @@ static PyMethodDef dlbind_methods[] = {
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "allocate, convert, routes, target_error, export_plan, refuse_guarded, order, finish, producer_error, "
+     "allocate, convert, routes, target_error, export_plan, order, finish, producer_error, "
      "convert_direct): the Python pieces the C code uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},

@@ -150,16 +150,17 @@ PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 }
 
 /* A tensor imported from x: read-only when x's library never writes its arrays (unless the
- * producer made a copy for us); finished by Python (dlbind.tensor.sealed) when x's row has a fact
- * only Python applies (DLBIND_TYPE_PYTHON). Steals and returns tensor. */
-static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, int bits) {
+ * producer made a copy for us); finished by Python (dlbind.tensor.sealed, with x's plan) when x's row has a
+ * fact only Python applies (DLBIND_TYPE_PYTHON). Steals and returns tensor. */
+static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_type_info *info) {
+    int bits = info->bits;
     if (tensor == NULL) return NULL;
     if ((bits & DLBIND_TYPE_IMMUTABLE) && !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLBIND_FLAG_IS_COPIED))
         dlbind_tensor_seal(tensor);
     DLTensor *t = ((dlbind_tensor *)tensor)->t;
     if ((bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1) {
         /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
-        PyObject *done = PyObject_CallFunctionObjArgs(dlbind_cfg.finish, tensor, x, NULL);
+        PyObject *done = PyObject_CallFunctionObjArgs(dlbind_cfg.finish, tensor, x, info->plan, NULL);
         Py_DECREF(tensor);
         return done;
     }
@@ -527,7 +528,7 @@ static int dlbind_plain_call(PyObject *const *args, size_t nargsf, PyObject *kwn
 /* The struct x's DLPack 1.3 exchange table gave (out, owned here) as a Tensor: ready on the consumer's stream
  * (None: the device rule's default), ordered after the producer's current stream as __dlpack__(stream=...)
  * would order it. */
-static PyObject *dlbind_from_table(PyObject *x, dlbind_type_info *info, DLManagedTensorVersioned *out,
+static PyObject *dlbind_from_table(PyObject *x, const dlbind_type_info *info, DLManagedTensorVersioned *out,
                                    PyObject *stream_obj, long long stream) {
     DLDevice dev = out->dl_tensor.device;
     if (dlbind_device_stream_free(dev.device_type)) {
@@ -553,7 +554,7 @@ static PyObject *dlbind_from_table(PyObject *x, dlbind_type_info *info, DLManage
 /* A producer that may be on a device with streams: None names the device's default stream, which it is asked
  * for explicitly (as torch and CuPy ask), and the Tensor is ready there. 1: answered in *res (NULL: an error),
  * 0: its device is stream-free, asked as any host producer is. */
-static int dlbind_on_default_stream(PyObject *x, dlbind_type_info *info, PyObject **res) {
+static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, PyObject **res) {
     DLDevice dev;
     int found = dlbind_producer_device(x, &dev);
     if (found < 0) return 1; /* *res stays NULL: the error stands */
@@ -584,7 +585,7 @@ static int dlbind_on_default_stream(PyObject *x, dlbind_type_info *info, PyObjec
     }
     PyObject *tensor = dlbind_named(dlbind_consume_capsule(capsule), x);
     Py_DECREF(capsule);
-    tensor = dlbind_finished(tensor, x, info->bits);
+    tensor = dlbind_finished(tensor, x, info);
     if (tensor != NULL && PyObject_TypeCheck(tensor, &dlbind_tensor_core_type) &&
         ((dlbind_tensor *)tensor)->t->device.device_type == dev.device_type &&
         dlbind_tensor_set_stream(tensor, consumer) != 0)
@@ -613,7 +614,8 @@ static PyObject *dlbind_after_refusal(PyObject *x, int older) {
 
 /* x asked by its __dlpack__ on no stream (the way its type accepted, where it refused max_version before),
  * and the capsule it gives consumed and finished. */
-static PyObject *dlbind_asked(PyObject *x, int bits) {
+static PyObject *dlbind_asked(PyObject *x, const dlbind_type_info *info) {
+    int bits = info->bits;
     int older = (bits & DLBIND_TYPE_LEGACY_CALL) != 0;
     PyObject *capsule;
     if (older) {
@@ -653,7 +655,23 @@ static PyObject *dlbind_asked(PyObject *x, int bits) {
     }
     PyObject *res = dlbind_named(dlbind_consume_capsule(capsule), x);
     Py_DECREF(capsule);
-    return dlbind_finished(res, x, bits);
+    return dlbind_finished(res, x, info);
+}
+
+/* The plain import of x, of the type info describes: its exchange table, its __dlpack__ on the device's
+ * default stream or on none; DLBIND_TO_PYTHON() where Python's rules decide. */
+static PyObject *dlbind_typed_import(PyObject *x, const dlbind_type_info *info, PyObject *stream_obj,
+                                     long long stream) {
+    DLManagedTensorVersioned *out = NULL;
+    int taken = dlbind_table_take(x, info, &out);
+    if (taken < 0) return NULL;
+    if (taken == 1) return dlbind_from_table(x, info, out, stream_obj, stream);
+    if (stream_obj != NULL) return DLBIND_TO_PYTHON();
+    if (!(info->bits & DLBIND_TYPE_HOST_ONLY)) {
+        PyObject *res = NULL;
+        if (dlbind_on_default_stream(x, info, &res)) return res;
+    }
+    return dlbind_asked(x, info);
 }
 
 /* The plain import in C: a capsule taken, a producer's exchange table, its __dlpack__ on the device's default
@@ -670,16 +688,10 @@ static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObj
     if (!DLBIND_VERSIONED_CAPSULES || PyCapsule_CheckExact(x)) return DLBIND_TO_PYTHON();
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return NULL;
-    DLManagedTensorVersioned *out = NULL;
-    int taken = dlbind_table_take(x, &info, &out);
-    if (taken < 0) return NULL;
-    if (taken == 1) return dlbind_from_table(x, &info, out, stream_obj, stream);
-    if (stream_obj != NULL) return DLBIND_TO_PYTHON();
-    if (!(info.bits & DLBIND_TYPE_HOST_ONLY)) {
-        PyObject *res = NULL;
-        if (dlbind_on_default_stream(x, &info, &res)) return res;
-    }
-    return dlbind_asked(x, info.bits);
+    Py_INCREF(info.plan); /* borrowed from the type's cache entry, which the producer's code below may evict */
+    PyObject *res = dlbind_typed_import(x, &info, stream_obj, stream);
+    Py_DECREF(info.plan);
+    return res;
 }
 
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
