@@ -149,18 +149,32 @@ SID_SKIPPED = {
 }  # fmt: skip
 
 
+# The pure build (DLBIND_PURE=1) runs on the Pythons where its Python code can behave differently: the oldest
+# (3.10), 3.11 (`nox -s tests`), 3.12 (the first with `__buffer__`: a pure Tensor's buffer protocol) and the newest
+# (3.15); the compiled build, whose C is built per Python, on every one. The two Pythons left out of the pure runs
+# (3.13, 3.14) change nothing the pure build reads, and their runs cost about six minutes of CI's 60.
+PURE_PYTHONS = ("3.10", "3.12", "3.15")
+
+
+def _builds(version: str) -> tuple[str, ...]:
+    """The DLBIND_PURE values the core's tests run with on this Python (both builds, or the compiled one)."""
+    return ("0", "1") if version in PURE_PYTHONS else ("0",)
+
+
 @nox.session(name="tests_python", tags=["pythons"])
 @nox.parametrize("python,version", [nox.param(_interpreter(v), v, id=v) for v in PYTHONS])
 def tests_python(session: nox.Session, version: str) -> None:
-    """The core's tests on Python 3.10, 3.12 and 3.13, both builds (``nox -t pythons`` adds 3.14 and 3.15)."""
+    """The core's tests on Python 3.10, 3.12 and 3.13, the compiled build, and the pure one where PURE_PYTHONS
+    says (``nox -t pythons`` adds 3.14 and 3.15)."""
     _core_tests(session, version, PYTHONS[version])
 
 
 @nox.session(name="tests_host")
 @nox.parametrize("python,version", [nox.param(_interpreter(v), v, id=v) for v in SID_PYTHONS])
 def tests_host(session: nox.Session, version: str) -> None:
-    """The core's tests on Python 3.14 and 3.15 of the machine itself (a CI runner's), both builds, with the anchors
-    of tests_sid, which runs them here in Debian unstable's root (no such interpreter runs on this libc)."""
+    """The core's tests on Python 3.14 and 3.15 of the machine itself (a CI runner's), the builds of _builds, with
+    the anchors of tests_sid, which runs them here in Debian unstable's root (no such interpreter runs on this
+    libc)."""
     _core_tests(session, version, SID_PYTHONS[version])
 
 
@@ -173,7 +187,7 @@ def _core_tests(session: nox.Session, version: str, anchors: list[str]) -> None:
     session.run("python", "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
     # what `import dlbind` costs on this Python, beside numpy (a report: issue 23's target is <= 5 ms after numpy)
     session.run("python", "benchmarks/startup.py", "--imports-only", "--runs", "7")
-    for pure in ("0", "1"):
+    for pure in _builds(version):
         session.run("pytest", "packages/core/tests", "tests", "-q", *session.posargs, env={"DLBIND_PURE": pure})
 
 
@@ -223,8 +237,8 @@ class _SidVenv:
 @nox.session(name="tests_sid", python=False, tags=["pythons"])
 @nox.parametrize("version", [nox.param(v, id=v) for v in SID_PYTHONS])
 def tests_sid(session: nox.Session, version: str) -> None:
-    """The core's tests on Python 3.14 and 3.15, both builds: Debian unstable's interpreters, run through chroot in
-    a root of their own (.ci/sidroot.py builds it on first use, ~4 min; cached under .nox/)."""
+    """The core's tests on Python 3.14 and 3.15 (the builds of _builds): Debian unstable's interpreters, run
+    through chroot in a root of their own (.ci/sidroot.py builds it on first use, ~4 min; cached under .nox/)."""
     import time
 
     start = time.monotonic()
@@ -235,7 +249,7 @@ def tests_sid(session: nox.Session, version: str) -> None:
         venv.install("--upgrade", generator)  # the same version with other sources is reinstalled
     venv.install_core()
     venv.run(venv.python, "-c", "import sys, dlbind; print(sys.version.split()[0], dlbind.ffi_build())")
-    for pure in ("0", "1"):
+    for pure in _builds(version):
         venv.run(venv.python, "-m", "pytest", "packages/core/tests", "tests", "-q", "-p", "no:cacheprovider",
                  *session.posargs, env={"DLBIND_PURE": pure})  # fmt: skip
     session.log(f"tests_sid {version}: {time.monotonic() - start:.1f} s wall")
@@ -384,6 +398,17 @@ def build(session: nox.Session) -> None:
     session.run("python", "-m", "twine", "check", "--strict", *sorted(str(p) for p in dist.iterdir()))
     session.run("python", ".ci/check_dist.py", str(dist), "--python-3.12", _interpreter("3.12"),
                 *(f"--python={v}={_interpreter(v)}" for v in WHEEL_PYTHONS if v not in SID_PYTHONS))  # fmt: skip
+
+
+@nox.session(name="dist_check", python=False)
+def dist_check(session: nox.Session) -> None:
+    """.ci/check_dist.py alone, against the dist/ that `nox -s build` made: `-- --only vulkan` runs one part (what
+    .ci/run does with `VK_ICD_FILENAMES` pointed at nothing: the lavapipe checks skipped and named, no rebuild)."""
+    import sys
+
+    session.run(sys.executable, ".ci/check_dist.py", str(ROOT / "dist"), "--python-3.12", _interpreter("3.12"),
+                *(f"--python={v}={_interpreter(v)}" for v in WHEEL_PYTHONS if v not in SID_PYTHONS),
+                *session.posargs, external=True)  # fmt: skip
 
 
 RELEASE_DIST = ROOT / ".cache" / "release-dist"

@@ -392,6 +392,13 @@ print("cuda/rocm acceptance: ok")
 
 def check_acceptance(dist_dir: Path, tmp: Path, f: Failures, py312: str) -> None:
     print("issue 9 acceptance from the built files", flush=True)
+    check_vulkan(dist_dir, tmp, f, py312)
+    check_gpu_backends(dist_dir, tmp, f)
+
+
+def check_vulkan(dist_dir: Path, tmp: Path, f: Failures, py312: str) -> None:
+    """dlbind[vulkan] from the built files on Mesa's lavapipe, or skipped and named where no driver is found
+    (``--only vulkan``: this part alone, e.g. with ``VK_ICD_FILENAMES`` pointed at nothing)."""
     # This Python's newest numpy (2.4 on 3.11), and numpy 2.5 (Python 3.12, where the core builds from its sdist).
     runs = [("this Python", str(_venv(tmp / "accept-vulkan")), "numpy")]
     if shutil.which(py312):
@@ -411,6 +418,9 @@ def check_acceptance(dist_dir: Path, tmp: Path, f: Failures, py312: str) -> None
             continue
         _run(f, what, [py, "-c", VULKAN_ACCEPTANCE], cwd=tmp, expect="vulkan acceptance: ok")
 
+
+def check_gpu_backends(dist_dir: Path, tmp: Path, f: Failures) -> None:
+    """dlbind[cuda,rocm] from the built files: unavailable with their reasons, their tests on recording runtimes."""
     py = str(_venv(tmp / "extra-cuda-rocm"))
     generator = str(_one(dist_dir, "dlbind_generator-*.whl"))  # dlbind-cuda's tests compare its selection
     _run(f, 'pip install --find-links dist "dlbind[cuda,rocm]" numpy pytest',
@@ -440,9 +450,17 @@ def main(argv: list[str] | None = None) -> int:
         "--python", action="append", default=[], type=lambda s: tuple(s.split("=", 1)), metavar="VERSION=PATH",
         help="the interpreter of a CPython (3.10-3.13) for its README tour (nox -s build passes pyenv's)",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", choices=["vulkan"],
+        help="run one part alone against a dist/ already checked: vulkan = dlbind[vulkan] on lavapipe (section 5)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     f = Failures()
     start = time.perf_counter()
+    if args.only == "vulkan":
+        with tempfile.TemporaryDirectory(prefix="dlbind-dist-") as tmp:
+            check_vulkan(args.dist_dir.resolve(), Path(tmp), f, args.py312)
+        return _report(f, start)
     check_contents(args.dist_dir.resolve(), f)
     with tempfile.TemporaryDirectory(prefix="dlbind-dist-") as tmp:
         check_wheels(args.dist_dir.resolve(), Path(tmp), f)
@@ -451,6 +469,11 @@ def main(argv: list[str] | None = None) -> int:
         check_acceptance(args.dist_dir.resolve(), Path(tmp), f, args.py312)
         check_manylinux(args.dist_dir.resolve(), f)
         check_tours(args.dist_dir.resolve(), Path(tmp), f, dict(args.python))
+    return _report(f, start)
+
+
+def _report(f: Failures, start: float) -> int:
+    """Print what was skipped and what failed; the exit status."""
     for skipped in f.skipped:
         print(f"check_dist: skipped: {skipped}", flush=True)
     print(f"check_dist: {len(f.messages)} failed, {len(f.skipped)} skipped ({time.perf_counter() - start:.0f} s)",
