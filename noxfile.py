@@ -152,13 +152,15 @@ SID_SKIPPED = {
 # The pure build (DLBIND_PURE=1) runs on the Pythons where its Python code can behave differently: the oldest
 # (3.10), 3.11 (`nox -s tests`), 3.12 (the first with `__buffer__`: a pure Tensor's buffer protocol) and the newest
 # (3.15); the compiled build, whose C is built per Python, on every one. The two Pythons left out of the pure runs
-# (3.13, 3.14) change nothing the pure build reads, and their runs cost about six minutes of CI's 60.
+# (3.13, 3.14) change nothing the pure build reads, and their runs cost about six minutes of .ci/run's 60 on two
+# cores. DLBIND_BOTH_BUILDS=1 runs both builds on every Python (the GitHub workflow's job per Python does).
 PURE_PYTHONS = ("3.10", "3.12", "3.15")
 
 
 def _builds(version: str) -> tuple[str, ...]:
     """The DLBIND_PURE values the core's tests run with on this Python (both builds, or the compiled one)."""
-    return ("0", "1") if version in PURE_PYTHONS else ("0",)
+    both = version in PURE_PYTHONS or os.environ.get("DLBIND_BOTH_BUILDS") == "1"
+    return ("0", "1") if both else ("0",)
 
 
 @nox.session(name="tests_python", tags=["pythons"])
