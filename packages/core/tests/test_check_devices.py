@@ -453,19 +453,19 @@ def test_a_system_of_device_arrays_only_is_checked_on_its_device_not_with_host_a
 
     from dlbind import check
 
-    assert check.device_only("cupy") == (
+    assert devices.device_only("cupy") == (
         "cupy holds cuda, rocm arrays only: check it there (python -m dlbind check --device ...)"
     )
-    assert check.device_only("numpy") == check.device_only("dpnp") == ""  # host arrays; dpnp copies them in
+    assert devices.device_only("numpy") == devices.device_only("dpnp") == ""  # host arrays; dpnp copies them in
     pairs = check.run_pairs(["cupy", "numpy"], check.Progress(io.StringIO(), 1))
     assert (
         pairs["cupy"]["numpy"]
         == pairs["numpy"]["cupy"]
-        == {"status": "unsupported", "detail": check.device_only("cupy")}
+        == {"status": "unsupported", "detail": devices.device_only("cupy")}
     )
     assert pairs["numpy"]["numpy"]["status"] == "pass"
     out = subprocess.run(
         [sys.executable, "-m", "dlbind.testing._worker", "cupy"], capture_output=True, text=True, check=True
     ).stdout
     results = [json.loads(line) for line in out.splitlines() if '"key"' in line]
-    assert results and all(r["status"] == "unsupported" and r["detail"] == check.device_only("cupy") for r in results)
+    assert results and all(r["status"] == "unsupported" and r["detail"] == devices.device_only("cupy") for r in results)

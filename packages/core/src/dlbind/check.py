@@ -95,15 +95,6 @@ def on_device(device: str, names: list[str] | None) -> tuple[list[str], list[str
     return [n for n in found if n in rows], [n for n in found if n not in rows]
 
 
-def device_only(name: str) -> str:
-    """Why system ``name`` cannot be checked with host arrays ("" where it can): it holds device arrays only, and
-    takes no host data (CuPy: CUDA, ROCm). The checks of it run on its device (``check --device``)."""
-    row = ADAPTERS[name]
-    if "cpu" in row.devices or "cpu" in row.copy_from:
-        return ""
-    return f"{name} holds {', '.join(row.devices)} arrays only: check it there (python -m dlbind check --device ...)"
-
-
 def run_library(name: str, progress: Progress, index: int, device: str | None = None) -> dict[str, dict[str, str]]:
     from dlbind.testing._checks import checks_for
 
@@ -171,6 +162,7 @@ def run_pairs(libs: list[str], progress: Progress, device: str | None = None) ->
     import dlbind
     from dlbind._libraries import library_of, prepare_for_check
     from dlbind.testing._checks import Unsupported
+    from dlbind.testing._devices import device_only
 
     # on the CPU, a system of device arrays only is not imported: its pairs are unsupported here
     elsewhere = {name: "" if device is not None else device_only(name) for name in libs}

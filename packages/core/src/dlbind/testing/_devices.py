@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from dlbind._generated.adapters import ADAPTERS
 from dlbind._generated.enums import DeviceType
 from dlbind._libraries import dotted
 
@@ -91,6 +92,15 @@ def maker(library: str, device: str) -> Callable[[Any], Any]:
     make.dlbind_device = device  # type: ignore[attr-defined]
     make.dlbind_library = library  # type: ignore[attr-defined]
     return make
+
+
+def device_only(name: str) -> str:
+    """Why system ``name`` cannot be checked with host arrays ("" where it can): it holds device arrays only, and
+    takes no host data (CuPy: CUDA, ROCm). The checks of it run on its device (``check --device``)."""
+    row = ADAPTERS[name]
+    if "cpu" in row.devices or "cpu" in row.copy_from:
+        return ""
+    return f"{name} holds {', '.join(row.devices)} arrays only: check it there (python -m dlbind check --device ...)"
 
 
 def unusable(library: str, device: str) -> str | None:

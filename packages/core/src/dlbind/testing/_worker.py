@@ -72,10 +72,9 @@ def main(argv: list[str]) -> int:
     _OUT.append(_protocol())
     if argv == ["--pickled"]:
         return run_pickled()
-    from dlbind.check import device_only
     from dlbind.testing._checks import PRODUCER, Result, checks_for, run_check
     from dlbind.testing._consumer_checks import _default_to_numpy
-    from dlbind.testing._devices import DEVICE_ARRAYS, placed, unusable
+    from dlbind.testing._devices import DEVICE_ARRAYS, device_only, placed, unusable
 
     device = None
     if argv[:1] == ["--device"]:
