@@ -436,17 +436,19 @@ static const dlbind_guard *dlbind_truthy_guard(PyObject *obj, const dlbind_guard
 static int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int which) {
     const dlbind_guards *list = info->guard_list;
     if (list == NULL || list->n == 0) return 0;
-    PyObject *holder = Py_NewRef(info->guards); /* a guard runs Python code, which may evict the cache entry */
+    /* a guard runs Python code, which may evict the cache entry that lends these */
+    PyObject *holder = Py_NewRef(info->guards), *plan = Py_NewRef(info->plan);
     int failed = 0;
     const dlbind_guard *g = dlbind_truthy_guard(obj, list, which, &failed);
     if (g != NULL) { /* the library's own refusal, or dlbind's: never exported */
-        PyObject *res = PyObject_CallMethodObjArgs(info->plan, dlbind_cfg.attr_refuse, obj, g->name,
+        PyObject *res = PyObject_CallMethodObjArgs(plan, dlbind_cfg.attr_refuse, obj, g->name,
                                                    g->method ? Py_True : Py_False, g->negated ? Py_True : Py_False,
                                                    NULL); /* the type's plan raises the refusal */
         Py_XDECREF(res);
         if (res != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": ExportPlan.refuse returned");
         failed = 1;
     }
+    Py_DECREF(plan);
     Py_DECREF(holder);
     return failed ? -1 : 0;
 }
