@@ -202,8 +202,8 @@ exec chroot "$root" "$@"
 """
 
 # Variables passed through from the caller's environment (everything else is dropped: the host's pip
-# settings name files that do not exist inside).
-PASS_THROUGH = ("CI", "TERM", "COLUMNS", "PYTEST_ADDOPTS", "SOURCE_DATE_EPOCH")
+# settings name files that do not exist inside; PIP_COMPILE, --no-compile, names none).
+PASS_THROUGH = ("CI", "TERM", "COLUMNS", "PYTEST_ADDOPTS", "SOURCE_DATE_EPOCH", "PIP_COMPILE")
 
 
 def pip_cache() -> Path:
