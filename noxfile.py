@@ -340,12 +340,22 @@ def docs(session: nox.Session) -> None:
 @nox.session(name="docs_screenshots")
 def docs_screenshots(session: nox.Session) -> None:
     """Build the site afresh and check it in headless Chromium (Debian's ``chromium``, installed if missing):
-    index, quickstart and API render with working navigation; screenshots in docs/_build/screenshots."""
+    index, quickstart and API render with working navigation; screenshots in docs/_build/screenshots.
+
+    ``-- --built`` checks the site `nox -s docs` built (docs/_build/html) instead of building it again: what CI
+    does, whose `nox` has just built it from a fresh clone with warnings as errors."""
     _install_debs(session, ["chromium"])
-    session.install(*_group("docs"))
-    _install_core(session)
-    out = "docs/_build/fresh-html"
-    session.run("sphinx-build", "-W", "--keep-going", "-q", "-E", "-b", "html", "docs", out)
+    if session.posargs == ["--built"]:
+        out = "docs/_build/html"
+        if not (ROOT / out / "index.html").is_file():
+            session.error(f"no site in {out}: run `nox -s docs` first")
+    elif session.posargs:
+        session.error(f"docs_screenshots takes only --built, not {' '.join(session.posargs)}")
+    else:
+        session.install(*_group("docs"))
+        _install_core(session)
+        out = "docs/_build/fresh-html"
+        session.run("sphinx-build", "-W", "--keep-going", "-q", "-E", "-b", "html", "docs", out)
     session.run("python", "docs/screenshots.py", "--html", out, "--out", "docs/_build/screenshots")
 
 
