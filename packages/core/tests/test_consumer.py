@@ -360,29 +360,55 @@ def test_a_refused_device_request_names_dlbinds_own_types_publicly(
     assert str(info.value).startswith(expected)
 
 
+def _bool_as_uint8_plan() -> Any:
+    """The export plan of a row whose capsules say uint8 for bool (``export.bool = "uint8"``), from the model."""
+    from dlbind._generated.adapters import ADAPTERS, ExportBool
+    from dlbind.sources import plan_of
+
+    rows = [row for row in ADAPTERS.values() if row.export_bool == ExportBool.UINT8]
+    if not rows:
+        pytest.skip("no row of spec/adapters.toml says uint8 for bool")
+    return plan_of(rows[0])
+
+
+class _Said:
+    """An array of a bool-as-uint8 library as its dtype method names its dtype (the plan's ``bool_method``)."""
+
+    def __init__(self, method: str, name: str) -> None:
+        setattr(self, method, lambda: name)
+
+
+def test_the_plan_says_what_a_uint8_import_is_read_as() -> None:
+    """ExportPlan.uint8_read_as, which both builds' imports ask: kDLBool when the array's dtype method answers
+    the row's bool name, -1 for any other name and for a plan without that fact."""
+    from dlbind.dtypes import BOOL
+    from dlbind.sources import export_plan
+
+    plan = _bool_as_uint8_plan()
+    if BOOL.code < 0:
+        pytest.skip("the canonical header has no kDLBool: uint8 stays uint8")
+    assert plan.uint8_read_as(_Said(plan.bool_method, plan.bool_name)) == BOOL.code
+    assert plan.uint8_read_as(_Said(plan.bool_method, plan.bool_name + "x")) == -1
+    assert export_plan(np.ndarray).uint8_read_as(np.zeros(1, np.uint8)) == -1  # numpy's capsules say bool
+
+
 def test_bool_said_as_uint8_is_read_as_bool_in_place() -> None:
     """A producer whose capsules say uint8 for bool (``export.bool = "uint8"``: onnxruntime) is read as bool by
     the import's finishing (dlbind.tensor.sealed), in place: the same memory, no second capsule."""
-    from types import SimpleNamespace
-
+    from dlbind.dtypes import BOOL
     from dlbind.tensor import sealed
 
-    class Said:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        def data_type(self) -> str:
-            return self.name
-
-    plan = SimpleNamespace(immutable=False, python=True, bool_method="data_type", bool_name="tensor(bool)")
+    plan = _bool_as_uint8_plan()
+    if BOOL.code < 0:
+        pytest.skip("the canonical header has no kDLBool: uint8 stays uint8")
     a = np.array([0, 1, 1, 0], dtype=np.uint8)
     t = dlbind.from_dlpack(a)
     kept = t.data_ptr
-    same = sealed(t, Said("tensor(bool)"), plan)
-    assert same is t and same.data_ptr == kept and same.dtype.name == "bool"
+    same = sealed(t, _Said(plan.bool_method, plan.bool_name), plan)
+    assert same is t and same.data_ptr == kept and same.dtype.code == BOOL.code
     assert np.from_dlpack(same).tolist() == [False, True, True, False]
     other = dlbind.from_dlpack(a)
-    assert sealed(other, Said("tensor(uint8)"), plan).dtype.name == "uint8"  # a real uint8 stays uint8
+    assert sealed(other, _Said(plan.bool_method, "uint8"), plan).dtype.name == "uint8"  # a real uint8 stays uint8
 
 
 class _RefusesInWords:

@@ -14,7 +14,7 @@ from typing import Any
 from dlbind import consumer, exchange, export, producer, sources
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
-from dlbind.tensor import Tensor, sealed
+from dlbind.tensor import Tensor
 from dlbind.validate import check_managed
 
 __all__ = ["configure"]
@@ -43,7 +43,6 @@ def configure() -> dict[str, Any]:
         routes=routes.ROUTES,
         target_error=conversion.target_error,
         export_plan=sources.export_plan,
-        finish=sealed,
         order=exchange.order,
         producer_error=consumer.producer_error,
         convert_direct=routes.C_DIRECT,

@@ -21,7 +21,7 @@ from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type
 from dlbind.described import buffer_view, describe
 from dlbind.devices import stream_free
-from dlbind.dtypes import DType, lookup
+from dlbind.dtypes import BOOL, DType, lookup
 from dlbind.validate import contiguous_strides
 
 if TYPE_CHECKING:
@@ -198,6 +198,14 @@ class ExportPlan:
         said = "false: its DLPack export would not say so" if negated else "true: its DLPack export would drop that"
         refusal = f"{type(x).__name__}.{shown} is {said} (wrong values), so it is refused"
         raise BufferError(refusal + help_for(self, BufferError(refusal)))
+
+    def uint8_read_as(self, x: Any) -> int:
+        """The dtype code that a uint8 import of ``x`` (of this plan's type) is read as: kDLBool where ``x``
+        is a bool array whose capsules cannot say bool (``export.bool = "uint8"``: ``bool_method`` answers
+        ``bool_name``), else -1 (uint8 it is). Both builds' imports finish through it (``python`` plans only)."""
+        if not self.python or BOOL.code < 0:  # no row fact, or a header without kDLBool
+            return -1
+        return BOOL.code if str(getattr(x, self.bool_method)()) == self.bool_name else -1
 
     def __repr__(self) -> str:
         return f"ExportPlan({self.library or 'no row'})"

@@ -20,7 +20,6 @@ from dlbind._generated.enums import DLPACK_VERSION, DeviceType, Flags
 from dlbind._generated.tables import DEVICE_BY_NAME, KNOWN_DEVICE_TYPES
 from dlbind.devices import HOST_ACCESSIBLE, Device, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
-from dlbind.dtypes import BOOL as _BOOL
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view
@@ -433,9 +432,9 @@ def sealed(tensor: Tensor, x: Any, plan: Any) -> Tensor:
     """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
     (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
     let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
-    ``x``'s capsules call uint8 (``export.bool``) is read as bool. ``plan``: ``x``'s export plan
-    (``dlbind.sources.ExportPlan``; the compiled build's import finishes through this function too, with the plan
-    its type cache holds)."""
+    ``x``'s capsules call uint8 (``export.bool``) is read as bool (what ``plan.uint8_read_as(x)`` says).
+    ``plan``: ``x``'s export plan (``dlbind.sources.ExportPlan``). The compiled build's import does the same in C
+    (``dlbind_finished`` in tensor.c), asking the plan its type cache holds the same question."""
     flags = tensor._flags
     if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
         if native is not None:
@@ -443,11 +442,11 @@ def sealed(tensor: Tensor, x: Any, plan: Any) -> Tensor:
         else:  # still being made: the import finishes it before anyone sees it
             _set(tensor, "_flags", flags | _READ_ONLY)
     uint8 = tensor._code == _UINT8.code and tensor._bits == 8 and tensor._lanes == 1
-    if plan.python and _BOOL.code >= 0 and uint8 and str(getattr(x, plan.bool_method)()) == plan.bool_name:
+    if uint8 and plan.python and (code := plan.uint8_read_as(x)) >= 0:
         # read as bool in place: the consumer owns the struct from the moment it took the capsule
         if native is not None:
-            native.retype(tensor, _BOOL.code)
+            native.retype(tensor, code)
         else:
-            _set(tensor, "_code", _BOOL.code)
-            tensor._owner.managed.dl_tensor.dtype.code = _BOOL.code
+            _set(tensor, "_code", code)
+            tensor._owner.managed.dl_tensor.dtype.code = code
     return tensor

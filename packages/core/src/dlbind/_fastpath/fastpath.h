@@ -112,7 +112,6 @@ typedef struct {
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
-    PyObject *finish;            /* dlbind.tensor.sealed(tensor, x, plan): what a DLBIND_TYPE_PYTHON type's plan adds */
     PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
     PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
                                     hand-overs dlbind.routes decided (devices with streams), filled by
@@ -128,6 +127,7 @@ typedef struct {
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
     PyObject *attr_complex_guards;
     PyObject *attr_refuse;       /* ExportPlan.refuse(x, name, is_method, negated): raises x's BufferError (a guard holds) */
+    PyObject *attr_uint8_read_as; /* ExportPlan.uint8_read_as(x): the dtype code a uint8 import of x is read as, or -1 */
 } dlbind_config;
 
 extern dlbind_config dlbind_cfg;
@@ -318,7 +318,7 @@ const dlbind_exchange_api *dlbind_table_of(PyObject *obj);
 #define DLBIND_MAX_NDIM 64 /* as dlbind.validate.MAX_NDIM */
 #define DLBIND_TYPE_IMMUTABLE 1   /* its library never writes its arrays: imports are read-only */
 #define DLBIND_TYPE_LEGACY_CALL 2 /* its __dlpack__ refused max_version: Python calls it as it accepts */
-#define DLBIND_TYPE_PYTHON 4      /* its uint8 may be bool (export.bool = "uint8"): Python finishes such imports */
+#define DLBIND_TYPE_PYTHON 4      /* its uint8 may be bool (export.bool = "uint8"): its plan says (uint8_read_as) */
 #define DLBIND_TYPE_BARE_CALL 8   /* with LEGACY_CALL: its __dlpack__ takes no keywords at all (else stream= only) */
 #define DLBIND_TYPE_HOST_ONLY 16  /* its arrays live in stream-free host memory only: no device to ask */
 typedef struct dlbind_guards dlbind_guards;

@@ -150,8 +150,9 @@ PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 }
 
 /* A tensor imported from x: read-only when x's library never writes its arrays (unless the
- * producer made a copy for us); finished by Python (dlbind.tensor.sealed, with x's plan) when x's row has a
- * fact only Python applies (DLBIND_TYPE_PYTHON). Steals and returns tensor. */
+ * producer made a copy for us); a uint8 one of a type whose capsules cannot say bool (DLBIND_TYPE_PYTHON) is
+ * read as what x's plan says (ExportPlan.uint8_read_as: kDLBool or -1), as dlbind.tensor.sealed does. Steals
+ * and returns tensor. */
 static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_type_info *info) {
     int bits = info->bits;
     if (tensor == NULL) return NULL;
@@ -159,10 +160,16 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_typ
         dlbind_tensor_seal(tensor);
     DLTensor *t = ((dlbind_tensor *)tensor)->t;
     if ((bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1) {
-        /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
-        PyObject *done = PyObject_CallFunctionObjArgs(dlbind_cfg.finish, tensor, x, info->plan, NULL);
-        Py_DECREF(tensor);
-        return done;
+        /* uint8 that may be bool (export.bool = "uint8"): the plan reads the array's dtype (Python code: the
+         * call holds the plan, which it may evict from the type cache; info is not read after it) */
+        PyObject *said = PyObject_CallMethodOneArg(info->plan, dlbind_cfg.attr_uint8_read_as, x);
+        long code = said != NULL ? PyLong_AsLong(said) : -1;
+        Py_XDECREF(said);
+        if (said == NULL || (code == -1 && PyErr_Occurred())) {
+            Py_DECREF(tensor);
+            return NULL;
+        }
+        if (code >= 0) t->dtype.code = (uint8_t)code; /* in place: the consumer owns the struct */
     }
     return tensor;
 }
