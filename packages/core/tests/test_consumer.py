@@ -12,6 +12,7 @@ import pytest
 
 import dlbind
 from dlbind import DeviceType, Flags
+from dlbind.validate import ExtentError
 from faulty import float_values, make_capsule
 
 
@@ -137,8 +138,9 @@ def test_an_extent_beyond_int64_names_the_producer() -> None:
             capsule, _ = make_capsule(data=source.ctypes.data, code=2, bits=64, shape=(8,), strides=(2**61 - 1,))
             return capsule
 
-    with pytest.raises(BufferError, match=r"Unsigned\.__dlpack__ gave a tensor dlbind refuses: .*beyond int64"):
+    with pytest.raises(BufferError, match=r"Unsigned\.__dlpack__ gave a tensor dlbind refuses: .*beyond int64") as info:
         dlbind.from_dlpack(Unsigned())
+    assert isinstance(info.value.__cause__, ExtentError)  # the validator's own finding, kept as the cause
 
 
 def test_capsule_already_used() -> None:

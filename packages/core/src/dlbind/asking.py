@@ -15,15 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import dlbind._capi as _capi
-import dlbind.capsule as capsule
 from dlbind._generated.adapters import KEYWORD_REFUSALS
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.described import export_host
 from dlbind.devices import device_name
 from dlbind.sources import BARE, STREAM, ExportPlan, help_for
+from dlbind.validate import type_name
 
-__all__ = ["asked_capsule", "call_dlpack", "host_export", "learn", "refusal_of", "style_for", "type_name"]
+__all__ = ["asked_capsule", "call_dlpack", "host_export", "learn", "refusal_of", "style_for"]
 
 
 def _keyword_refused(exc: TypeError) -> bool:
@@ -227,13 +227,3 @@ def asked_capsule(
         if fallback is None:
             raise
         return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
-
-
-def type_name(x: Any) -> str:
-    """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
-    build's exporter is ``dlbind._fastpath.BufferExporter``, users know it as ``dlbind.Exporter``)."""
-    kind = type(x)
-    if kind.__module__ == capsule.PACKAGE or kind.__module__.startswith(capsule.PACKAGE + "."):
-        public = "Tensor" if any(k.__name__ == "Tensor" for k in kind.__mro__) else "Exporter"
-        return f"{capsule.PACKAGE}.{public}"
-    return f"{kind.__module__}.{kind.__qualname__}"

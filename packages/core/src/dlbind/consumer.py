@@ -18,26 +18,16 @@ import dlbind.capsule as capsule
 import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
-from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of, type_name
+from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
 from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export, through_refused
 from dlbind.tensor import ExtentError, Tensor, as_asked, from_capsule, reexported
+from dlbind.validate import producer_refused
 
 __all__ = ["from_dlpack", "imported"]
 
 _IS_COPIED = capsule.IS_COPIED
 _CPU = parse_device("cpu")
-
-
-def producer_error(x: Any, exc: BaseException) -> BaseException:
-    """The error of a tensor ``x``'s ``__dlpack__`` gave that cannot be imported: a BufferError naming ``x`` when
-    the producer is at fault (its extent reaches beyond int64 or the address space), else ``exc`` itself.
-    The compiled build's from_dlpack calls it too."""
-    if not isinstance(exc, ExtentError):
-        return exc
-    err = BufferError(f"{type_name(x)}.__dlpack__ gave a tensor dlbind refuses: {exc}")
-    err.__cause__ = exc
-    return err
 
 
 def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
@@ -153,7 +143,7 @@ def imported(
     try:
         tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish, ready=ready)
     except ExtentError as exc:
-        raise producer_error(x, exc)  # noqa: B904 (its __cause__ is exc)
+        raise producer_refused(x, exc) from exc
     if wanted is not None and wanted != asked and tensor._stream == asked:
         tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
     if by_backend:

@@ -40,6 +40,8 @@ __all__ = [
     "consumed",
     "contiguous_strides",
     "legacy_reading",
+    "producer_refused",
+    "type_name",
 ]
 
 #: The name of the package this runtime is (``dlbind``, or a vendored copy's), for messages.
@@ -215,11 +217,30 @@ def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None,
     return managed.dl_tensor, None, 0
 
 
+def type_name(x: Any) -> str:
+    """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
+    build's exporter is ``dlbind._fastpath.BufferExporter``, users know it as ``dlbind.Exporter``)."""
+    kind = type(x)
+    if kind.__module__ == PACKAGE or kind.__module__.startswith(PACKAGE + "."):
+        public = "Tensor" if any(k.__name__ == "Tensor" for k in kind.__mro__) else "Exporter"
+        return f"{PACKAGE}.{public}"
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def producer_refused(producer: Any, exc: ExtentError) -> BufferError:
+    """The BufferError of a tensor that ``producer``'s ``__dlpack__`` gave with an extent beyond int64 or the
+    address space (``exc``): the producer's defect, so the error names it."""
+    err = BufferError(f"{type_name(producer)}.__dlpack__ gave a tensor dlbind refuses: {exc}")
+    err.__cause__ = exc
+    return err
+
+
 def check_managed(
-    managed: Any, versioned: bool, allow_vector: bool = False
+    managed: Any, versioned: bool, allow_vector: bool = False, producer: Any = None
 ) -> tuple[Any, tuple[int, ...], tuple[int, ...], tuple[int, int] | None, int]:
-    """Validate a consumed struct; BufferError says what is wrong. Returns (DLTensor, shape, strides, version,
-    flags): version and flags are a legacy struct's None and 0."""
+    """Validate a consumed struct; BufferError says what is wrong (naming ``producer``, the object whose
+    ``__dlpack__`` gave it, where its extent is the fault: :func:`producer_refused`). Returns (DLTensor, shape,
+    strides, version, flags): version and flags are a legacy struct's None and 0."""
     if isinstance(managed, int):
         managed = ffi.cast("DLManagedTensorVersioned *" if versioned else "DLManagedTensor *", managed)
     t, version, flags = _fields(managed, versioned)
@@ -260,7 +281,12 @@ def check_managed(
     if data + int(t.byte_offset) > MAX_ADDRESS:
         raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
     # beyond int64 (elements, bytes) or the address space: BufferError (ExtentError: the producer's defect)
-    check_reach(shape, strides, DType(code, bits, lanes), padded, data + int(t.byte_offset))
+    try:
+        check_reach(shape, strides, DType(code, bits, lanes), padded, data + int(t.byte_offset))
+    except ExtentError as exc:
+        if producer is None:
+            raise
+        raise producer_refused(producer, exc) from exc
     return t, shape, strides, version, flags
 
 

@@ -89,27 +89,3 @@ int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const cha
 
 PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }
 
-PyObject *dlbind_error_through(PyObject *hook, PyObject *x, PyObject *to) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (value == NULL) { /* nothing raised: leave it to the caller's SystemError */
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    if (tb != NULL) PyException_SetTraceback(value, tb);
-    PyObject *made = to != NULL ? PyObject_CallFunctionObjArgs(hook, x, to, value, NULL)
-                                : PyObject_CallFunctionObjArgs(hook, x, value, NULL);
-    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
-        Py_XDECREF(made); /* the hook failed, returned the original or a non-exception: the original stands */
-        PyErr_Clear();
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    Py_XDECREF(type);
-    Py_DECREF(value);
-    Py_XDECREF(tb);
-    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
-    Py_DECREF(made);
-    return NULL;
-}

@@ -268,7 +268,7 @@ static PyObject *dlbind_handover_tensor(dlbind_handover *self) {
         }
         DLManagedTensorVersioned *m = self->m;
         self->m = NULL;
-        self->tensor = dlbind_tensor_wrap(m, 1, 0);
+        self->tensor = dlbind_tensor_wrap(m, 1, 0, NULL);
     }
     return self->tensor;
 }
@@ -418,10 +418,31 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
 #endif
 }
 
-/* The pending exception of a failed C route to `to`, as dlbind.conversion.target_error makes it
- * (a target's RuntimeError etc. becomes a BufferError naming it); always returns NULL. */
+/* The pending exception of a failed C route to `to` replaced by what dlbind.conversion.target_error(x, to, exc)
+ * makes of it (a target's RuntimeError etc. becomes a BufferError naming it); the original stands when that
+ * fails or returns it. Always returns NULL. */
 static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
-    return dlbind_error_through(dlbind_cfg.target_error, x, to);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) { /* nothing raised: leave it to the caller's SystemError */
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.target_error, x, to, value, NULL);
+    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
+        Py_XDECREF(made); /* target_error failed, returned the original or a non-exception: the original stands */
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
+    Py_DECREF(made);
+    return NULL;
 }
 
 /* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which

@@ -101,7 +101,8 @@ typedef struct {
     PyObject *cpu_device;        /* (DeviceType.kDLCPU, 0) */
     PyObject *asdlpack;          /* dlbind.producer.asdlpack */
     PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
-    PyObject *check_managed;     /* dlbind.validate.check_managed: raises the precise BufferError */
+    PyObject *check_managed;     /* dlbind.validate.check_managed(m, versioned, allow_vector, producer): raises the
+                                    precise BufferError (naming the producer where its extent is the fault) */
     PyObject *export_view;       /* dlbind.export.export_view */
     PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *allocate;          /* dlbind.exchange.allocate: the exchange table's allocator (host memory) */
@@ -112,7 +113,6 @@ typedef struct {
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
-    PyObject *producer_error;    /* dlbind.consumer.producer_error(x, exc): a refused tensor's error naming x */
     PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
                                     hand-overs dlbind.routes decided (devices with streams), filled by
                                     dlbind.conversion.convert the first time */
@@ -242,9 +242,6 @@ PyObject *dlbind_type_name(PyObject *obj);
 /* export()'s and wrap()'s struct address and versioned flag, checked; -1 with the exception set. */
 int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const char *what, void **address,
                        int *versioned);
-/* The pending exception replaced by what hook(x, [to,] exc) returns (dlbind.conversion.target_error,
- * dlbind.consumer.producer_error); the original stands when the hook fails or returns it. Always NULL. */
-PyObject *dlbind_error_through(PyObject *hook, PyObject *x, PyObject *to);
 /* x.__dlpack_device__() as (device type, id) of ints: 1 with *out set, 0 (no error set) when it says something
  * else (Python's producer_device reads it, or says what is wrong), -1 on an error that must propagate. */
 int dlbind_producer_device(PyObject *x, DLDevice *out);
@@ -297,9 +294,10 @@ PyObject *dlbind_py_asdlpack(PyObject *mod, PyObject *const *args, size_t nargsf
 
 /* ---- tensor.c ------------------------------------------------------------------------------- */
 extern PyTypeObject dlbind_tensor_core_type;
-/* Wrap a consumed struct in a new dlbind.Tensor; the deleter runs on failure. */
-PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector);
-PyObject *dlbind_consume_capsule(PyObject *capsule);
+/* Wrap a consumed struct in a new dlbind.Tensor; the deleter runs on failure, and the error names producer (the
+ * object whose __dlpack__ gave it; NULL: none known) where the struct's extent is the fault (check_managed). */
+PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector, PyObject *producer);
+PyObject *dlbind_consume_capsule(PyObject *capsule, PyObject *producer);
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);

@@ -51,7 +51,7 @@ static int dlbind_x_from_py(void *py_object, DLManagedTensorVersioned **out) {
 /* The struct as a dlbind.Tensor that owns it (validated: an invalid one's deleter runs, and the error says why). */
 static int dlbind_x_to_py(DLManagedTensorVersioned *tensor, void **out_py_object) {
     PyGILState_STATE state = PyGILState_Ensure();
-    PyObject *res = dlbind_tensor_wrap(tensor, 1, 0);
+    PyObject *res = dlbind_tensor_wrap(tensor, 1, 0, NULL);
     if (res != NULL) *out_py_object = res; /* a new reference, as the API asks */
     PyGILState_Release(state);
     return res != NULL ? 0 : -1;

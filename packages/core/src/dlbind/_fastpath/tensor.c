@@ -46,15 +46,15 @@ static void dlbind_tensor_dealloc(dlbind_tensor *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector) {
+PyObject *dlbind_tensor_wrap(void *m, int versioned, int allow_vector, PyObject *producer) {
     if (!dlbind_configured()) {
         dlbind_call_deleter(m, versioned);
         return NULL;
     }
     if (!versioned) dlbind_legacy_reading(&((DLManagedTensor *)m)->dl_tensor.dtype); /* spec/dtypes.toml [[legacy]] */
     if (!dlbind_valid(m, versioned, allow_vector)) {
-        PyObject *res = PyObject_CallFunction(dlbind_cfg.check_managed, "NOO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False,
-                                              allow_vector ? Py_True : Py_False);
+        PyObject *res = PyObject_CallFunction(dlbind_cfg.check_managed, "NOOO", PyLong_FromVoidPtr(m), versioned ? Py_True : Py_False,
+                                              allow_vector ? Py_True : Py_False, producer ? producer : Py_None);
         if (res == NULL) {
             dlbind_error_kept kept; /* the check's error outlives the deleter */
             dlbind_error_aside(&kept);
@@ -412,11 +412,11 @@ PyTypeObject dlbind_tensor_core_type = {
     .tp_weaklistoffset = offsetof(dlbind_tensor, weakrefs),
 };
 
-PyObject *dlbind_consume_capsule(PyObject *capsule) {
+PyObject *dlbind_consume_capsule(PyObject *capsule, PyObject *producer) {
     int versioned;
     void *m = dlbind_take(capsule, &versioned);
     if (m == NULL) return NULL;
-    return dlbind_tensor_wrap(m, versioned, 0);
+    return dlbind_tensor_wrap(m, versioned, 0, producer);
 }
 
 /* The arguments wrap() and take_wrap() share: `fixed` of them, the last `allow_vector`, then an optional
@@ -459,7 +459,7 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     void *m;
     int versioned;
     if (dlbind_struct_args(args[0], args[1], "wrap()", &m, &versioned) != 0) return NULL;
-    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector), ready_type, ready_stream);
+    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, NULL), ready_type, ready_stream);
 }
 
 /* take_wrap(capsule, allow_vector[, ready]): take the capsule and own its struct in one step, with no Python
@@ -473,7 +473,7 @@ PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t n
         return NULL;
     void *m = dlbind_take(args[0], &versioned);
     if (m == NULL) return NULL;
-    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector), ready_type, ready_stream);
+    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, NULL), ready_type, ready_stream);
 }
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
@@ -497,13 +497,6 @@ int dlbind_producer_device(PyObject *x, DLDevice *out) {
     out->device_type = (DLDeviceType)kind;
     out->device_id = (int32_t)index;
     return 1;
-}
-
-/* A tensor of x that failed validation: its pending BufferError as dlbind.consumer.producer_error makes it
- * (naming x where the producer is at fault). Passes NULL through; returns tensor otherwise. */
-static PyObject *dlbind_named(PyObject *tensor, PyObject *x) {
-    if (tensor != NULL || !PyErr_ExceptionMatches(PyExc_BufferError)) return tensor;
-    return dlbind_error_through(dlbind_cfg.producer_error, x, NULL);
 }
 
 /* What a step of the plain import answers where Python's rules decide: the entry point hands the call over. */
@@ -539,7 +532,7 @@ static PyObject *dlbind_from_table(PyObject *x, const dlbind_type_info *info, DL
                                    PyObject *stream_obj, long long stream) {
     DLDevice dev = out->dl_tensor.device;
     if (dlbind_device_stream_free(dev.device_type)) {
-        if (stream_obj == NULL) return dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
+        if (stream_obj == NULL) return dlbind_tensor_wrap(out, 1, 0, x);
         dlbind_call_deleter(out, 1); /* a stream for a stream-free device: Python's refusal */
         return DLBIND_TO_PYTHON();
     }
@@ -553,7 +546,7 @@ static PyObject *dlbind_from_table(PyObject *x, const dlbind_type_info *info, DL
         dlbind_call_deleter(out, 1);
         return NULL;
     }
-    PyObject *tensor = dlbind_named(dlbind_tensor_wrap(out, 1, 0), x);
+    PyObject *tensor = dlbind_tensor_wrap(out, 1, 0, x);
     if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
     return tensor;
 }
@@ -590,7 +583,7 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
         *res = DLBIND_TO_PYTHON();
         return 1;
     }
-    PyObject *tensor = dlbind_named(dlbind_consume_capsule(capsule), x);
+    PyObject *tensor = dlbind_consume_capsule(capsule, x);
     Py_DECREF(capsule);
     tensor = dlbind_finished(tensor, x, info);
     if (tensor != NULL && PyObject_TypeCheck(tensor, &dlbind_tensor_core_type) &&
@@ -660,7 +653,7 @@ static PyObject *dlbind_asked(PyObject *x, const dlbind_type_info *info) {
         Py_DECREF(capsule);
         return NULL;
     }
-    PyObject *res = dlbind_named(dlbind_consume_capsule(capsule), x);
+    PyObject *res = dlbind_consume_capsule(capsule, x);
     Py_DECREF(capsule);
     return dlbind_finished(res, x, info);
 }
@@ -689,7 +682,7 @@ static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObj
     int plain = dlbind_plain_call(args, nargsf, kwnames, &stream_obj, &stream);
     if (plain <= 0) return plain < 0 ? NULL : DLBIND_TO_PYTHON();
     PyObject *x = args[0];
-    if (PyCapsule_CheckExact(x) && stream_obj == NULL) return dlbind_consume_capsule(x);
+    if (PyCapsule_CheckExact(x) && stream_obj == NULL) return dlbind_consume_capsule(x, NULL);
     /* a DLPack 0.x copy: producers are called the 0.x way, __dlpack__(stream=...), by the Python code (its
      * capsule comes back here through take and wrap); no exchange table, no versioned call */
     if (!DLBIND_VERSIONED_CAPSULES || PyCapsule_CheckExact(x)) return DLBIND_TO_PYTHON();
