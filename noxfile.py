@@ -343,7 +343,8 @@ def docs_screenshots(session: nox.Session) -> None:
     index, quickstart and API render with working navigation; screenshots in docs/_build/screenshots.
 
     ``-- --built`` checks the site `nox -s docs` built (docs/_build/html) instead of building it again: what CI
-    does, whose `nox` has just built it from a fresh clone with warnings as errors."""
+    does, whose `nox` has just built it from a fresh clone with warnings as errors. `nox -s docs` builds
+    incrementally (no ``-E``), so in a tree with an older docs/_build only the fresh build checks every page."""
     _install_debs(session, ["chromium"])
     if session.posargs == ["--built"]:
         out = "docs/_build/html"

@@ -1,7 +1,8 @@
 """Check the built docs site in headless Chromium: pages render, navigation links resolve, screenshots.
 
 ``python docs/screenshots.py [--html docs/_build/html] [--out docs/_build/screenshots]`` (``nox -s
-docs_screenshots`` builds the site first and installs Debian's ``chromium`` when it is missing). The site is
+docs_screenshots`` builds the site afresh first, unless ``-- --built``, and installs Debian's ``chromium`` when it
+is missing). The site is
 served on localhost; for the index, the quickstart and the API reference it checks that
 
 * the page's HTML has its title, the sidebar's navigation (a link to every top-level page of the toctree)

@@ -169,6 +169,11 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_typ
             Py_DECREF(tensor);
             return NULL;
         }
+        if (code > UINT8_MAX) { /* as retype() refuses it: a DLDataType code is a uint8_t */
+            PyErr_Format(PyExc_ValueError, "ExportPlan.uint8_read_as gave %ld, not a DLPack dtype code", code);
+            Py_DECREF(tensor);
+            return NULL;
+        }
         if (code >= 0) t->dtype.code = (uint8_t)code; /* in place: the consumer owns the struct */
     }
     return tensor;
@@ -586,8 +591,7 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
     PyObject *tensor = dlbind_consume_capsule(capsule, x);
     Py_DECREF(capsule);
     tensor = dlbind_finished(tensor, x, info);
-    if (tensor != NULL && PyObject_TypeCheck(tensor, &dlbind_tensor_core_type) &&
-        ((dlbind_tensor *)tensor)->t->device.device_type == dev.device_type &&
+    if (tensor != NULL && ((dlbind_tensor *)tensor)->t->device.device_type == dev.device_type &&
         dlbind_tensor_set_stream(tensor, consumer) != 0)
         Py_CLEAR(tensor);
     *res = tensor;
