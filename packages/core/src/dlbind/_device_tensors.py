@@ -324,7 +324,13 @@ class GpuTensors:
         tensor, _ = self.new(as_shape(shape), as_dtype(dtype), device_id, self.memory(memory))
         return tensor
 
-    def asarray(self, host_array: Any, device_id: int, memory: str) -> dlbind.Tensor:
+    def asarray(self, host_array: Any, *, device_id: int = 0, memory: str = "device") -> dlbind.Tensor:
+        """Copy an array (anything ``dlbind.from_dlpack`` imports) to a new tensor on this backend's device
+        ``device_id``.
+
+        The result is row-major and writable, and owns its memory (``memory``: a kind the backend's ``empty``
+        takes). Device tensors of any backend are first copied to the host through their backend.
+        """
         memory = self.memory(memory)
         self.runtime().check_device(device_id)
         src = host_source(host_array)
@@ -338,6 +344,11 @@ class GpuTensors:
         return tensor
 
     def device_of(self, pointer: int) -> DevicePair:
+        """``(device type, device id)`` of a pointer the backend's runtime knows (its pointer-attributes call).
+
+        The kind of memory says the device type (the backend's ``pointer_device_types``); memory the runtime does
+        not know (plain host memory) is a ``BufferError``.
+        """
         rt = self.runtime()
         rt.require()
         if isinstance(pointer, bool) or not isinstance(pointer, int):

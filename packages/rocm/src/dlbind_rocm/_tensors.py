@@ -14,7 +14,6 @@ from typing import Any
 import dlbind
 from dlbind._device_tensors import GpuTensors
 from dlbind._generated.enums import DeviceType
-from dlbind.devices import DevicePair
 from dlbind_rocm._runtime import Allocation, runtime
 
 __all__ = ["asarray", "copy_on_device", "copy_to_host", "device_of", "empty"]
@@ -39,24 +38,7 @@ def empty(
     return _TENSORS.empty(shape, dtype, device_id, memory)
 
 
-def asarray(host_array: Any, *, device_id: int = 0, memory: str = "device") -> dlbind.Tensor:
-    """Copy an array (anything ``dlbind.from_dlpack`` imports) to a new tensor on ROCm device ``device_id``.
-
-    The result is row-major and writable, and owns its memory (``memory`` as in :func:`empty`). Device
-    tensors of any backend are first copied to the host through their backend.
-    """
-    return _TENSORS.asarray(host_array, device_id, memory)
-
-
-def device_of(pointer: int) -> DevicePair:
-    """``(device type, device id)`` of a pointer the HIP runtime knows (``hipPointerGetAttributes``).
-
-    Device and managed memory is ``kDLROCM``, pinned host memory ``kDLROCMHost``; memory the runtime does
-    not know (plain host memory) is a ``BufferError``.
-    """
-    return _TENSORS.device_of(pointer)
-
-
-# The core's copy_to_host and copy_on_device (the backend object's: dlbind._gpu_runtime.GpuBackend).
-copy_to_host = _TENSORS.copy_to_host
-copy_on_device = _TENSORS.copy_on_device
+# The shared steps over this backend's runtime and memory kinds (dlbind._device_tensors.GpuTensors'); the core
+# asks for copy_to_host and copy_on_device (through its backend object: dlbind._gpu_runtime.GpuBackend).
+asarray, device_of = _TENSORS.asarray, _TENSORS.device_of
+copy_to_host, copy_on_device = _TENSORS.copy_to_host, _TENSORS.copy_on_device
