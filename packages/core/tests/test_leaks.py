@@ -13,7 +13,7 @@ import os
 import struct
 import tracemalloc
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import nativehelp
@@ -30,19 +30,6 @@ RSS_BUDGET = max(1 << 20, 16 * N)  # bytes
 TRACED_BUDGET = 64 << 10  # bytes, over N/10 round trips
 # Under AddressSanitizer (nox -s asan) freed memory sits in its quarantine: RSS says nothing there.
 SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "")
-
-
-@pytest.fixture(autouse=True)
-def _frozen_heap() -> Iterator[None]:
-    """What lived before the test is kept out of the collector's sight (``gc.freeze``), so each ``gc.collect`` of a
-    measurement walks only what the test made, not the whole suite's heap (it took most of these tests' time
-    in a whole run). Every object a round trip makes is still collected, counted and measured."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _rss() -> int:
@@ -129,8 +116,9 @@ def test_round_trips_flat(path: str) -> None:
 
 @pytest.mark.skipif(SANITIZED, reason="under AddressSanitizer RSS says nothing (freed memory sits in its quarantine)")
 def test_a_round_trip_that_keeps_what_it_made_is_caught() -> None:
-    """The measurement can fail, with the heap before the test frozen as every test here has it: a round trip
-    whose Tensor is kept (made after the freeze, held by a list the test made) grows RSS past the budget."""
+    """The measurement can fail, with the heap before the test frozen as every test has it (the root
+    conftest.py): a round trip whose Tensor is kept (made after the freeze, held by a list the test made) grows
+    RSS past the budget."""
     kept: list[Any] = []
     with pytest.raises(AssertionError, match="grew by"):
         check(lambda: kept.append(dlbind.from_dlpack(A)))

@@ -1,0 +1,23 @@
+"""Every test run from this tree (the core's, the backends', the generator's, ``tests/``): the heap that lived
+before a test is frozen (``gc.freeze``) as the test starts.
+
+The cyclic collector then walks only what the current test makes. Without it, each ``gc.collect`` a test calls
+(the leak, lifetime and reliability tests call it hundreds of times) walked the whole suite's heap, with
+torch, JAX and TensorFlow loaded: about 0.15 s a call, 40 s of a compiled run of the suite. What a test makes
+is collected as before, and its deleters run when it drops them; the garbage of the test before is collected
+first, so none of it is frozen. What outlives its test (a module's fixture, a cache) is never collected by the
+cycle collector after that, which no test asks of it.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures are made: collect the last test's garbage, then freeze what is left."""
+    gc.collect()
+    gc.freeze()
