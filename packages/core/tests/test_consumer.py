@@ -125,9 +125,11 @@ def test_an_unnamed_device_is_refused_where_policy_is_needed() -> None:
         dlbind.convert(t, to="numpy")
 
 
-def test_an_extent_beyond_int64_names_the_producer() -> None:
+@pytest.mark.parametrize("keywords", [{}, {"copy": False}, {"device": "cpu"}], ids=["plain", "copy=False", "device"])
+def test_an_extent_beyond_int64_names_the_producer(keywords: dict[str, Any]) -> None:
     """A producer whose strides reach past int64 (CuPy before 14.3 carried negative strides as unsigned numbers):
-    refused with BufferError naming it, before any consumer sees the tensor."""
+    refused with BufferError naming it, before any consumer sees the tensor. The plain call and those with
+    keywords (the compiled build's fast path and its Python import) name it alike."""
     source = np.arange(8.0)
 
     class Unsigned:
@@ -139,7 +141,7 @@ def test_an_extent_beyond_int64_names_the_producer() -> None:
             return capsule
 
     with pytest.raises(BufferError, match=r"Unsigned\.__dlpack__ gave a tensor dlbind refuses: .*beyond int64") as info:
-        dlbind.from_dlpack(Unsigned())
+        dlbind.from_dlpack(Unsigned(), **keywords)
     assert isinstance(info.value.__cause__, ExtentError)  # the validator's own finding, kept as the cause
 
 

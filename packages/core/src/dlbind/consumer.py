@@ -21,8 +21,7 @@ from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
 from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export, through_refused
-from dlbind.tensor import ExtentError, Tensor, as_asked, from_capsule, reexported
-from dlbind.validate import producer_refused
+from dlbind.tensor import Tensor, as_asked, from_capsule, reexported
 
 __all__ = ["from_dlpack", "imported"]
 
@@ -140,10 +139,7 @@ def imported(
         if of is x:
             raise
         raise through_refused(of, finish, x, exc) from exc  # what its system's own export gave, refused
-    try:
-        tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish, ready=ready)
-    except ExtentError as exc:
-        raise producer_refused(x, exc) from exc
+    tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish, ready=ready)
     if wanted is not None and wanted != asked and tensor._stream == asked:
         tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
     if by_backend:

@@ -23,9 +23,9 @@ from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view
-from dlbind.validate import ExtentError, consumed
+from dlbind.validate import consumed
 
-__all__ = ["ExtentError", "Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
+__all__ = ["Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
 
 _new = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
 
@@ -387,14 +387,14 @@ def from_capsule(
 ) -> Tensor:
     """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``).
 
-    ``x`` and ``plan``: the producer that gave it and its ``dlbind.sources.ExportPlan``, whose facts finish
-    the import (:func:`sealed`); ``ready``:
+    ``x`` and ``plan``: the producer that gave it (the validator names it where the tensor's extent is at fault)
+    and its ``dlbind.sources.ExportPlan``, whose facts finish the import (:func:`sealed`); ``ready``:
     ``(device type, stream)``, the stream the data is ready on when the tensor is on that device type."""
     if native is not None:  # taken and owned in one step, in C: no Python code (a signal's) runs between
-        tensor: Tensor = native.take_wrap(capsule, allow_vector, ready)
+        tensor: Tensor = native.take_wrap(capsule, allow_vector, ready, x)
     else:
         owner, versioned, source = _capsule.take_owned(capsule)  # checked, then made: each step in its module
-        fields = consumed(owner, versioned, allow_vector)
+        fields = consumed(owner, versioned, allow_vector, x)
         tensor = _made(owner, fields, source, ready)
     if plan is not None and (plan.immutable or plan.python):
         tensor = sealed(tensor, x, plan)

@@ -301,16 +301,16 @@ def legacy_reading(managed: Any) -> None:
             dtype.code, dtype.bits = found
 
 
-def consumed(owner: Any, versioned: bool, allow_vector: bool = False) -> Any:
+def consumed(owner: Any, versioned: bool, allow_vector: bool = False, producer: Any = None) -> Any:
     """The consumed struct ``owner`` owns (``dlbind.capsule.Owner``), read and checked by the rules of this module
-    (:func:`check_managed`; a legacy struct's dtype read as :func:`legacy_reading` says): ``(DLTensor, shape,
-    strides, version, flags)``. On invalid content ``owner`` releases the struct (its deleter runs, exactly once)
-    and BufferError says what was wrong."""
+    (:func:`check_managed`, naming ``producer``; a legacy struct's dtype read as :func:`legacy_reading` says):
+    ``(DLTensor, shape, strides, version, flags)``. On invalid content ``owner`` releases the struct (its deleter
+    runs, exactly once) and BufferError says what was wrong."""
     managed = owner.managed
     try:
         if not versioned:
             legacy_reading(managed)
-        return check_managed(managed, versioned, allow_vector)
+        return check_managed(managed, versioned, allow_vector, producer)
     except BaseException:
         owner.release()
         raise

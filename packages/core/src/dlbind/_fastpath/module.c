@@ -130,7 +130,7 @@ static PyMethodDef dlbind_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL,
      "wrap(address, versioned, allow_vector[, ready]) -> Tensor (owns it)"},
     {"take_wrap", (PyCFunction)(void (*)(void))dlbind_py_take_wrap, METH_FASTCALL,
-     "take_wrap(capsule, allow_vector[, ready]) -> Tensor: take and own in one step"},
+     "take_wrap(capsule, allow_vector[, ready[, producer]]) -> Tensor: take and own in one step"},
     {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
      "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},

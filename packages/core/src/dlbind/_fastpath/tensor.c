@@ -467,18 +467,20 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, NULL), ready_type, ready_stream);
 }
 
-/* take_wrap(capsule, allow_vector[, ready]): take the capsule and own its struct in one step, with no Python
+/* take_wrap(capsule, allow_vector[, ready[, producer]]): take the capsule and own its struct in one step, with no Python
  * code between (issue 39: a signal handler's exception there leaked the export for good). */
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     int allow_vector, versioned;
     long long ready_type, ready_stream;
-    if (dlbind_wrap_args(args, nargs, 2, "take_wrap(capsule, allow_vector[, ready])", &allow_vector, &ready_type,
-                         &ready_stream) != 0)
+    /* the producer, when given, is named by the validator's refusal of an extent (dlbind_tensor_wrap) */
+    PyObject *producer = nargs == 4 && args[3] != Py_None ? args[3] : NULL;
+    if (dlbind_wrap_args(args, nargs == 4 ? 3 : nargs, 2, "take_wrap(capsule, allow_vector[, ready[, producer]])",
+                         &allow_vector, &ready_type, &ready_stream) != 0)
         return NULL;
     void *m = dlbind_take(args[0], &versioned);
     if (m == NULL) return NULL;
-    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, NULL), ready_type, ready_stream);
+    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, producer), ready_type, ready_stream);
 }
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
