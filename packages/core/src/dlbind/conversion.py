@@ -226,21 +226,18 @@ def _decision(
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     source = export_plan(type(x))
-    here = None
+    device_of = x  # what says where the data is
     if source.via is None and not hasattr(x, "__dlpack__"):
         # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream. The
         # target's own array without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only) stays itself
         # where no copy is asked: its device is the one its interface says
         own = source.library == route.adapter.name and type(x) is not PyCapsuleType
         if not own or not hasattr(x, "__dlpack_device__"):
-            made = from_capsule(x) if type(x) is PyCapsuleType else asdlpack(x)
-            if own:
-                here = made.__dlpack_device__()
-            else:
-                x, source = made, export_plan(type(made))
-    if here is None:
-        # stream-free host memory, or a system exporting through a function of its own: no device to ask
-        here = _CPU if source.host_only or source.via is not None else producer_device(x)
+            device_of = from_capsule(x) if type(x) is PyCapsuleType else asdlpack(x)
+            if not own:
+                x, source = device_of, export_plan(type(device_of))
+    # stream-free host memory, or a system exporting through a function of its own: no device to ask
+    here = _CPU if source.host_only or source.via is not None else producer_device(device_of)
     shape = _NO_STREAM if stream is None else _UNSYNCHRONISED if stream == -1 else _STREAM  # routes.key's
     asked = None if device is None else parse_device(device)
     dev = None if asked is None else asked[0]
