@@ -467,8 +467,8 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, NULL), ready_type, ready_stream);
 }
 
-/* take_wrap(capsule, allow_vector[, ready[, producer]]): take the capsule and own its struct in one step, with no Python
- * code between (issue 39: a signal handler's exception there leaked the export for good). */
+/* take_wrap(capsule, allow_vector[, ready[, producer]]): take the capsule and own its struct in one step, with no
+ * Python code between (issue 39: a signal handler's exception there leaked the export for good). */
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     int allow_vector, versioned;
