@@ -3,7 +3,7 @@ before a test is frozen (``gc.freeze``) as the test starts.
 
 The cyclic collector then walks only what the current test makes. Without it, each ``gc.collect`` a test calls
 (the leak, lifetime and reliability tests call it hundreds of times) walked the whole suite's heap, with
-torch, JAX and TensorFlow loaded: about 0.15 s a call, 40 s of a compiled run of the suite. What a test makes
+torch, JAX and TensorFlow loaded: about 0.15 s a call, 48 s of a compiled run of the suite. What a test makes
 is collected as before, and its deleters run when it drops them; the garbage of the test before is collected
 first, so none of it is frozen. What outlives its test (a module's fixture, a cache) is never collected by the
 cycle collector after that, which no test asks of it.
