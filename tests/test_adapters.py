@@ -58,10 +58,10 @@ def test_facts_hold_for_the_installed_library(name: str) -> None:
     from dlbind._libraries import dotted, for_release
 
     release = for_release(adapter)
-    importer = dotted(release.from_dlpack)
+    importer = dotted(release.import_.function)
     for keyword in ("device", "copy"):
-        assert _takes(importer, keyword, x) == (keyword in release.keywords), f"{name}.from_dlpack {keyword}="
-    assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.exchange_api
+        assert _takes(importer, keyword, x) == (keyword in release.import_.keywords), f"{name}.from_dlpack {keyword}="
+    assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.import_.exchange_api
 
 
 def _takes(importer: Any, keyword: str, x: Any) -> bool:
@@ -107,7 +107,7 @@ def test_release_facts_follow_the_installed_version() -> None:
     assert _matches((2, 0, 2), "<2.1") and not _matches((2, 1), "<2.1") and _matches((0, 12, 0, 1), ">=0.12")
     numpy_row = for_release(ADAPTERS["numpy"])
     old = tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1)
-    assert (numpy_row.asks == Asks.LEGACY) == old and (numpy_row.keywords == ()) == old
+    assert (numpy_row.import_.asks == Asks.LEGACY) == old and (numpy_row.import_.keywords == ()) == old
 
 
 # -- numpy: legacy imports are read-only --------------------------------------------------------
@@ -309,6 +309,6 @@ def test_cupy_no_device_keyword_and_convert_says_so() -> None:
         cupy.from_dlpack(np.arange(3), device="cpu")  # the deviation: the keyword exists but is not implemented
     with pytest.raises(TypeError, match="CPU arrays cannot be directly imported"):
         cupy.from_dlpack(np.arange(3))  # and a CPU producer is a TypeError, not the spec's BufferError
-    assert ADAPTERS["cupy"].keywords == ("copy",)
+    assert ADAPTERS["cupy"].import_.keywords == ("copy",)
     with pytest.raises(BufferError, match="takes no device="):  # bridged: a clear refusal before cupy is called
         dlbind.convert(np.arange(3), "cupy", device="cuda:0")

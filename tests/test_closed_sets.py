@@ -85,5 +85,5 @@ def test_a_planted_comparison_fails(closed_sets: ModuleType, tmp_path: Path, for
 
 def test_the_repository_is_clean(closed_sets: ModuleType) -> None:
     fields = closed_sets.closed_fields(ROOT)
-    assert {"takes", "asks", "copy", "import_bool", "status", "kind"} <= set(fields)  # the model was read
+    assert {"takes", "asks", "copy", "bool_as", "status", "kind"} <= set(fields)  # the model was read
     assert closed_sets.check(ROOT) == []

@@ -2,7 +2,7 @@
 
 1. torch refuses to export conjugate/negative-bit views, ``requires_grad`` tensors, sparse and quantized
    tensors with ``BufferError``; its C exchange table does not check. Every dlbind route gives torch's
-   own ``BufferError`` (``export_guards`` in spec/adapters.toml; a table that raises falls back).
+   own ``BufferError`` (``export.guards`` in spec/adapters.toml; a table that raises falls back).
 2. Arrays of an immutable library (jax) import read-only on every route, however the capsule came.
 3. A producer whose ``__dlpack__`` refuses ``max_version`` is called once per import after the first
    (the accepted call is cached per type, weakly).

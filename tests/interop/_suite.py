@@ -231,7 +231,7 @@ class InteropSuite:
         row = ADAPTERS[self.system]
         assert library_of(x) is row, f"{type(x)} is not recognised as {self.system}"
         release = for_release(row)
-        fn = dotted(release.from_dlpack)
+        fn = dotted(release.import_.function)
         assert callable(fn)
         try:
             params = inspect.signature(fn).parameters
@@ -240,14 +240,14 @@ class InteropSuite:
         if params is not None and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             for keyword in ("device", "copy"):
                 named = keyword in params and keyword not in self.narrowed
-                assert named == (keyword in release.keywords), f"{release.from_dlpack} {keyword}="
-        assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.exchange_api
-        if release.export_via == "__dlpack__":
+                assert named == (keyword in release.import_.keywords), f"{release.import_.function} {keyword}="
+        assert hasattr(type(x), "__dlpack_c_exchange_api__") == release.import_.exchange_api
+        if release.export.via == "__dlpack__":
             assert hasattr(x, "__dlpack__")
-        elif release.export_via.endswith("()"):
-            assert callable(getattr(x, release.export_via[:-2]))
+        elif release.export.via.endswith("()"):
+            assert callable(getattr(x, release.export.via[:-2]))
         else:
-            assert callable(dotted(release.export_via))
+            assert callable(dotted(release.export.via))
         if "bool" in self.dtypes:
             self._bool_encoding_holds(lib, release)
 
@@ -259,7 +259,7 @@ class InteropSuite:
 
         x = self._make(lib, values("bool", self.sample_shape))
         try:
-            raw = x.__dlpack__() if release.export_via == "__dlpack__" else library_export(x)
+            raw = x.__dlpack__() if release.export.via == "__dlpack__" else library_export(x)
         except Exception:  # an exporter without bool (its host copy serves it): nothing to read
             return
         if type(raw) is _capi.PyCapsuleType:  # not a buffer
@@ -267,10 +267,10 @@ class InteropSuite:
             dtype = managed.dl_tensor.dtype
             found = (int(dtype.code), int(dtype.bits), int(dtype.lanes))
             from_managed(managed, versioned, allow_vector=True)  # runs the deleter when dropped
-            expected = {"bool": (6, 8, 1), "uint1": (1, 1, 1), "uint8": (1, 8, 1)}[release.export_bool]
-            assert found == expected, f"export.bool = {release.export_bool!r}, but its capsule says {found}"
-            if release.export_bool == ExportBool.UINT8:
-                assert str(getattr(x, release.export_dtype[:-2])()) == release.export_bool_name
+            expected = {"bool": (6, 8, 1), "uint1": (1, 1, 1), "uint8": (1, 8, 1)}[release.export.bool_as]
+            assert found == expected, f"export.bool = {release.export.bool_as!r}, but its capsule says {found}"
+            if release.export.bool_as == ExportBool.UINT8:
+                assert str(getattr(x, release.export.dtype[:-2])()) == release.export.bool_name
 
     # -- system -> dlbind / numpy -----------------------------------------------------------------
 

@@ -70,7 +70,7 @@ def _address(x: Any) -> int | None:
     """Where an array's first element is, read through dlbind; None where it holds no elements or cannot say (a
     system whose every export is a new copy, export.copies: tinygrad's numpy())."""
     row = export_plan(type(x)).row
-    if row is not None and row.export_copies:
+    if row is not None and row.export.copies:
         return None
     try:
         t = dlbind.from_dlpack(x)
@@ -247,7 +247,7 @@ def test_a_device_the_target_lacks_is_refused_before_its_importer() -> None:
         assert calls == []
         # the counter counts: a device it has reaches the importer, with the device in numpy's form
         assert dlbind.convert(a, to="numpy_counted", device="cpu").tolist() == a.tolist()
-        assert calls == [{"device": "cpu"} if "device" in row.keywords else {}]
+        assert calls == [{"device": "cpu"} if "device" in row.import_.keywords else {}]
     finally:
         del ROUTES["numpy_counted"]
 

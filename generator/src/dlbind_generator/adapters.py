@@ -130,6 +130,27 @@ SET_NAMES: dict[str, str] = {
 }
 
 
+
+def _sub_record(section: str) -> dict[str, str]:
+    """The facts of a row's ``[section]`` table, rendered as a sub-record of ``Adapter``: flat field -> its name
+    there, the table's key (``bool`` is ``bool_as``: a field named ``bool`` would hide the type in the record)."""
+    return {flat: ("bool_as" if key == "bool" else key) for (s, key), (flat, *_) in _FIELDS.items() if s == section}
+
+
+#: ``Adapter.export`` (``Export``) and ``Adapter.import_`` (``Import``: ``import`` is a keyword): flat field -> its
+#: name there.
+EXPORT_FIELDS: dict[str, str] = _sub_record("export")
+IMPORT_FIELDS: dict[str, str] = _sub_record("import")
+
+
+def shown(flat: str) -> str:
+    """A flat field's path on ``Adapter``: ``export_layout`` -> ``export.layout``, ``takes`` -> ``import_.takes``;
+    others as they are."""
+    if flat in EXPORT_FIELDS:
+        return f"export.{EXPORT_FIELDS[flat]}"
+    return f"import_.{IMPORT_FIELDS[flat]}" if flat in IMPORT_FIELDS else flat
+
+
 @dataclass(frozen=True)
 class ClosedSet:
     """One class of constants: ``name``, its ``(CONSTANT, value)`` members and the fields that take them."""
@@ -137,6 +158,11 @@ class ClosedSet:
     name: str
     members: tuple[tuple[str, str], ...]
     fields: tuple[str, ...]
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        """Its fields by their paths on ``Adapter`` (``export.layout``)."""
+        return tuple(shown(f) for f in self.fields)
 
 
 def _constant(value: str) -> str:
@@ -185,6 +211,26 @@ class AdapterSpec:
     quirks: tuple[Quirk, ...]
     facts: dict[str, Any] = field(default_factory=dict)  # field -> value (every _FIELDS field)
     when: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # (versions, ((field, value), ...))
+
+    @property
+    def row_facts(self) -> dict[str, Any]:
+        """The facts that are ``Adapter``'s own fields (the ``[export]`` and ``[import]`` ones are sub-records)."""
+        return {f: v for f, v in self.facts.items() if f not in EXPORT_FIELDS and f not in IMPORT_FIELDS}
+
+    @property
+    def export_facts(self) -> dict[str, Any]:
+        """The ``[export]`` facts, by their names in ``Export``."""
+        return {EXPORT_FIELDS[f]: v for f, v in self.facts.items() if f in EXPORT_FIELDS}
+
+    @property
+    def import_facts(self) -> dict[str, Any]:
+        """The ``[import]`` facts, by their names in ``Import``."""
+        return {IMPORT_FIELDS[f]: v for f, v in self.facts.items() if f in IMPORT_FIELDS}
+
+    @property
+    def when_shown(self) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+        """``when`` with each field by its path on ``Adapter`` (``export.capsules``, ``import_.keywords``)."""
+        return tuple((versions, tuple((shown(f), v) for f, v in over)) for versions, over in self.when)
 
 
 def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> Any:

@@ -371,7 +371,7 @@ def _bool_as_uint8_plan() -> Any:
     from dlbind.dtypes import BOOL
     from dlbind.sources import plan_of
 
-    rows = [row for row in ADAPTERS.values() if row.export_bool == ExportBool.UINT8]
+    rows = [row for row in ADAPTERS.values() if row.export.bool_as == ExportBool.UINT8]
     if not rows:
         pytest.skip("no row of spec/adapters.toml says uint8 for bool")
     if BOOL.code < 0:

@@ -126,7 +126,8 @@ def test_its_own_array_is_itself_even_where_the_importer_always_copies(
 ) -> None:
     """copy=False to a system whose importer copies on every import (numba: copy = "always") is refused, unless
     the producer is that system's own array: then it is the answer (interop cell numba, issue 21)."""
-    row = for_release(ADAPTERS["numpy"])._replace(copy="always")  # (for_release keeps a row per name)
+    numpy = for_release(ADAPTERS["numpy"])  # (for_release keeps a row per name)
+    row = numpy._replace(import_=numpy.import_._replace(copy="always"))
     monkeypatch.setitem(routes.ROUTES, "numpy", routes.make_route(row))
     _fresh_decisions(request, np.ndarray, dlbind.Tensor)  # this row's decisions, dropped after the test
     a = np.arange(3.0)

@@ -14,7 +14,7 @@ from dlbind._generated.adapters import ADAPTERS
 from dlbind.conversion import ExplanationKind
 from dlbind.routes import ROUTES, make_route
 
-TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.keywords)
+TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.import_.keywords)
 
 
 def test_some_rows_take_device() -> None:
@@ -31,7 +31,8 @@ def test_the_error_names_the_device_asked(system: str, monkeypatch: pytest.Monke
 
     name = f"{system}_without_cuda"
     # the row as it is, but for its own constructor of copied-in data (dpnp.asarray: a library not installed here)
-    row = ADAPTERS[system]._replace(name=name, import_name=name, copy_from=(), copy_with="")
+    row = ADAPTERS[system]
+    row = row._replace(name=name, import_name=name, import_=row.import_._replace(copy_from=(), copy_with=""))
     route = make_route(row, importer)
     monkeypatch.setitem(ROUTES, name, route)
     with pytest.raises(BufferError) as info:

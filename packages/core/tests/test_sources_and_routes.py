@@ -99,7 +99,8 @@ def test_cupy_rows_decide_direct_relay_and_interface() -> None:
     from dlbind.routes import make_route
     from dlbind.sources import plan_of
 
-    cupy_row = ADAPTERS["cupy"]._replace(export_negative_strides="unsigned")  # a release before 14.3
+    cupy = ADAPTERS["cupy"]
+    cupy_row = cupy._replace(export=cupy.export._replace(negative_strides="unsigned"))  # a release before 14.3
     to_cupy = make_route(cupy_row, importer=lambda x: x, interface=lambda x: x)
     # fresh plans of torch's and numpy's rows, so that the process's own plans keep no decision for this route
     assert decide(plan_of(for_release(ADAPTERS["torch"])), to_cupy, CUDA).kind == DIRECT

@@ -11,6 +11,7 @@ decisions run against the real libraries in tests/gpu on a GPU.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,10 +22,11 @@ import dlbind
 import dlbind_cuda
 from cuda_recording import Recording, event_wait, user_stream
 from dlbind import DeviceType, Flags
-from dlbind._generated.adapters import Adapter
+from dlbind._ffi import native
+from dlbind._generated.adapters import Adapter, Export, Import
 from dlbind.conversion import ExplanationKind
-from dlbind.routes import C_DIRECT, ROUTES, Route, make_route
-from dlbind.sources import _PLANS, plan_of
+from dlbind.routes import ROUTES, Route, make_route
+from dlbind.sources import _PLANS, export_plan, plan_of
 
 CUDA = (DeviceType.kDLCUDA, 0)
 
@@ -136,10 +138,11 @@ class Target:
         return dlbind.from_dlpack(producer.__dlpack__(max_version=(1, 3), **kw))
 
 
-def _row(name: str, **facts: Any) -> Adapter:
-    base: dict[str, Any] = {"from_dlpack": f"{name}.from_dlpack", "devices": ("cuda",), "keywords": (),
-                            "immutable": False}  # fmt: skip
-    return Adapter(name=name, import_name=name, array_types=(), verified=True, quirks=(), **{**base, **facts})
+def _row(name: str, export: Export | None = None, immutable: bool = False, **facts: Any) -> Adapter:
+    """A row of the given facts of its import (a CUDA importer of no keywords unless they say), and ``export``."""
+    taken = Import(**{"function": f"{name}.from_dlpack", "devices": ("cuda",), "keywords": (), **facts})
+    return Adapter(name=name, import_name=name, array_types=(), immutable=immutable, verified=True, quirks=(),
+                   import_=taken, export=export or Export())  # fmt: skip
 
 
 _NAMES = itertools.count(1)
@@ -147,13 +150,14 @@ _NAMES = itertools.count(1)
 
 @pytest.fixture
 def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
-    """Make a spy target whose row has the given facts; ``dlbind.convert(x, to=spy.name)`` reaches it. Each has a
-    name of its own: decisions are kept per target name, and a system's row never changes in a process."""
+    """Make a spy target whose row has the given facts of its import; ``dlbind.convert(x, to=spy.name)`` reaches it
+    (``through``: its importer of ``__cuda_array_interface__`` objects). Each has a name of its own: decisions are
+    kept per target name, and a system's row never changes in a process."""
 
-    def make(stream: int | None, interface: Any = None, stream_of: Any = None, **facts: Any) -> Target:
+    def make(stream: int | None, through: Any = None, stream_of: Any = None, **facts: Any) -> Target:
         name = f"spy{next(_NAMES)}"
         spy = Target(name, stream)
-        route: Route = make_route(_row(name, **facts), spy, interface=interface, stream_of=stream_of)
+        route: Route = make_route(_row(name, **facts), spy, interface=through, stream_of=stream_of)
         monkeypatch.setitem(ROUTES, name, route)
         return spy
 
@@ -193,17 +197,35 @@ class CupyLike(Producer):
 def test_a_pair_that_cannot_need_a_bridge_is_handed_over_directly(target: Any, rec: Recording) -> None:
     """torch -> CuPy: torch exports neither read-only data nor negative strides and CuPy takes any layout: the
     producer goes to the target's importer as it is, which asks it on its own stream (one exchange)."""
-    _rowed(TorchLike, devices=("cuda",), export_layout="nonnegative", export_readonly=False, export_devices=("cuda",))
+    _rowed(TorchLike, devices=("cuda",), export=Export(layout="nonnegative", readonly=False, devices=("cuda",)))
     s = user_stream()
     spy = target(s)
     x = TorchLike(dlbind_cuda.asarray(np.arange(4, dtype=np.float32)))
     out = dlbind.convert(x, to=spy.name)
     assert spy.given == [x] and x.calls[-1]["stream"] == s
     assert values(out).tolist() == [0, 1, 2, 3]
-    # the decision is kept: the compiled convert follows it in C from the second call on
-    assert C_DIRECT[spy.name][TorchLike] == (int(DeviceType.kDLCUDA), spy)
-    dlbind.convert(x, to=spy.name)
+    # the decision is kept in the type's plan, and noted as a direct one for CUDA data: the compiled convert
+    # follows it in C from the second call on, without entering Python's convert
+    assert export_plan(TorchLike).direct[spy.name] == {int(DeviceType.kDLCUDA)}
+    entered = _python_calls(lambda: dlbind.convert(x, to=spy.name))
     assert spy.given == [x, x] and x.calls[-1]["stream"] == s
+    assert ("convert" in entered) == (native is None), sorted(entered)
+
+
+def _python_calls(call: Callable[[], Any]) -> set[str]:
+    """The names of the functions of dlbind's own modules that ``call`` enters."""
+    entered: set[str] = set()
+
+    def seen(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and "/dlbind/" in frame.f_code.co_filename.replace("\\", "/"):
+            entered.add(frame.f_code.co_name)
+
+    sys.setprofile(seen)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entered
 
 
 def test_a_relay_asks_the_producer_on_the_targets_stream(target: Any, rec: Recording) -> None:
@@ -266,7 +288,8 @@ def test_unsigned_negative_strides_are_bridged_through_the_array_interface(targe
     """Finding 3 of issue 21: CuPy before 14.3 divides negative byte strides as unsigned (torch aborts on what
     it exports). dlbind refuses such a capsule (its extent overflows) and imports the array through its
     __cuda_array_interface__ instead, where the strides are right; torch's layout rule then copies it."""
-    _rowed(CupyLike, devices=("cuda",), export_negative_strides="unsigned", export_interface="__cuda_array_interface__")
+    unsigned = Export(negative_strides="unsigned", interface="__cuda_array_interface__")
+    _rowed(CupyLike, devices=("cuda",), export=unsigned)
     s = user_stream()
     spy = target(s, layout="nonnegative")
     base = dlbind_cuda.asarray(np.arange(10, dtype=np.float64))
@@ -294,7 +317,7 @@ def test_pinned_and_managed_memory_reach_a_target_through_its_interface(
 
     s = user_stream()
     kinds = ("cuda_host", "cuda_managed")
-    spy = target(s, interface=interface, interface_function="spy.asarray", interface_devices=kinds)
+    spy = target(s, through=interface, interface="spy.asarray", interface_devices=kinds)
     x = dlbind_cuda.asarray(np.arange(4, dtype=np.int32), memory=memory)
     dlbind.convert(x, to=spy.name)
     assert spy.given == [] and len(taken) == 1 and taken[0]["data"][0] == x.data_ptr
@@ -323,7 +346,7 @@ def test_vector_dtypes_reach_only_targets_that_take_lanes(target: Any, rec: Reco
     spy = target(user_stream())
     with pytest.raises(BufferError, match="takes no vector dtypes"):
         dlbind.convert(x, to=spy.name)
-    spy = target(user_stream(), import_lanes=True)
+    spy = target(user_stream(), lanes=True)
     assert dlbind.convert(x, to=spy.name)._lanes == 2
 
 
@@ -364,8 +387,7 @@ def test_each_route_asks_the_producer_once(how: str, target: Any, rec: Recording
     builds: each extra ask would be an extra synchronisation on a GPU."""
     s = user_stream()
     if how == "direct":
-        _rowed(TorchLike, devices=("cuda",), export_layout="nonnegative", export_readonly=False,
-               export_devices=("cuda",))  # fmt: skip
+        _rowed(TorchLike, devices=("cuda",), export=Export(layout="nonnegative", readonly=False, devices=("cuda",)))
         kind: type[Producer] = TorchLike
     else:
         kind = Producer
@@ -401,8 +423,8 @@ class RefusesPerThread(Producer):
 
 def _refuses_per_thread(*refused: str) -> type:
     kind = type(f"RefusesPerThread{next(_NAMES)}", (RefusesPerThread,), {})
-    return _rowed(kind, devices=("cuda",), export_layout="nonnegative", export_readonly=False,
-                  export_devices=("cuda",), export_streams_refused=refused)  # fmt: skip
+    return _rowed(kind, devices=("cuda",), export=Export(layout="nonnegative", readonly=False, devices=("cuda",),
+                                                         streams_refused=refused))  # fmt: skip
 
 
 def test_a_stream_the_producer_refuses_is_asked_on_the_default_and_the_target_waits(
@@ -459,8 +481,8 @@ def test_immutable_memory_in_legacy_capsules_never_reaches_a_target_writable(tar
     """jax -> CuPy on a GPU: JAX's legacy capsules cannot say read-only, and CuPy took its memory writable. dlbind
     stands between (its import of JAX is read-only): a target that honours the flag gets a read-only versioned
     capsule; one that ignores it (CuPy's row since) gets a copy on the device."""
-    _rowed(LegacyImmutable, immutable=True, devices=("cuda",), export_capsules="legacy", export_layout="compact",
-           export_devices=("cuda",))  # fmt: skip
+    _rowed(LegacyImmutable, immutable=True, devices=("cuda",),
+           export=Export(capsules="legacy", layout="compact", devices=("cuda",)))  # fmt: skip
     s = user_stream()
     base = dlbind_cuda.asarray(np.arange(4, dtype=np.float32))
     x = LegacyImmutable(base)
@@ -486,7 +508,7 @@ def test_read_only_data_through_the_interface_is_copied_for_a_target_that_takes_
         return obj
 
     s = user_stream()
-    spy = target(s, interface=interface, interface_function="spy.as_cuda_array", interface_devices=("cuda",),
+    spy = target(s, through=interface, interface="spy.as_cuda_array", interface_devices=("cuda",),
                  readonly="ignored")  # fmt: skip
     base = dlbind_cuda.asarray(np.arange(5, dtype=np.float32))
     x = dlbind.from_pointer(base.data_ptr, (5,), "float32", device=CUDA, readonly=readonly, owner=base)

@@ -211,10 +211,26 @@ def for_release(adapter: Adapter) -> Adapter:
         if version is not None:
             for versions, overrides in adapter.when:
                 if all(_matches(version, part.strip()) for part in versions.split(",")):
-                    found = found._replace(**dict(overrides))
+                    found = _overridden(found, overrides)
         if module is not None:
             _RELEASES[adapter.name] = found
     return found
+
+
+def _overridden(adapter: Adapter, overrides: tuple[tuple[str, Any], ...]) -> Adapter:
+    """``adapter`` with the facts of one ``when`` entry: a row's field, or ``"export.<key>"``/``"import_.<key>"`` of
+    one of its sub-records."""
+    own: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for name, value in overrides:
+        record, dot, key = name.partition(".")
+        if dot:
+            nested.setdefault(record, {})[key] = value
+        else:
+            own[name] = value
+    for record, facts in nested.items():
+        own[record] = getattr(adapter, record)._replace(**facts)
+    return adapter._replace(**own)
 
 
 def _release(text: Any) -> tuple[int, ...] | None:

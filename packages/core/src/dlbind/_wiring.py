@@ -44,7 +44,6 @@ def configure() -> dict[str, Any]:
         target_error=conversion.target_error,
         export_plan=sources.export_plan,
         order=exchange.order,
-        convert_direct=routes.C_DIRECT,
     )
     # the public functions: called in C, read as the Python implementations (help(), inspect.signature())
     python = {"asdlpack": producer.asdlpack, "from_dlpack": consumer.from_dlpack, "convert": conversion.convert}

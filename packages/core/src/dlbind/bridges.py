@@ -79,9 +79,9 @@ def importer(adapter: Adapter) -> Any:
     its importer of arrays of that many dimensions); for ``python -m dlbind check``."""
     route = route_to(adapter.name)  # its importers, resolved for the installed release, its setup run
     adapter, fn = route.adapter, route.importer
-    if adapter.takes == Takes.CAPSULE:
+    if adapter.import_.takes == Takes.CAPSULE:
         return lambda x: fn(_capsule_for(adapter, x))
-    if adapter.takes == Takes.NDARRAY:
+    if adapter.import_.takes == Takes.NDARRAY:
         import numpy
 
         def from_ndarray(x: Any) -> Any:
@@ -123,22 +123,22 @@ def _nd(route: Route, tensor: Tensor) -> bool:
 def _unfit(adapter: Adapter, tensor: Tensor) -> str | None:
     """Why the target takes no array like ``tensor`` whatever is copied: a vector dtype (``import.lanes``), or
     a number of dimensions outside ``import.ndims``; None when it may."""
-    if tensor._lanes != 1 and not adapter.import_lanes:
+    if tensor._lanes != 1 and not adapter.import_.lanes:
         return f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})"
-    if adapter.ndims and not adapter.ndims[0] <= len(tensor.shape) <= adapter.ndims[1]:
-        low, high = adapter.ndims
+    if adapter.import_.ndims and not adapter.import_.ndims[0] <= len(tensor.shape) <= adapter.import_.ndims[1]:
+        low, high = adapter.import_.ndims
         return f"{adapter.name} imports arrays of {low} to {high} dimensions, not {len(tensor.shape)}"
     return None
 
 
 def _packs(adapter: Adapter, tensor: Tensor) -> bool:
     """The target's importer packs ``tensor``'s bool bytes into bits (``import.bool = "packed"``): a copy."""
-    return adapter.import_bool == ImportBool.PACKED and tensor._code == BOOL.code and tensor._bits == 8
+    return adapter.import_.bool_as == ImportBool.PACKED and tensor._code == BOOL.code and tensor._bits == 8
 
 
 def _capsule_for(adapter: Adapter, producer: Any, stream: int | None = None) -> object:
     """The capsule an importer that takes only capsules gets: asked for as its row's ``asks`` says."""
-    if adapter.asks != Asks.VERSIONED:
+    if adapter.import_.asks != Asks.VERSIONED:
         return producer.__dlpack__() if stream is None else producer.__dlpack__(stream=stream)
     return producer.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
 
@@ -149,15 +149,16 @@ _LACKS: dict[tuple[str, int, int, int, bool], bool] = {}  # (system, code, bits,
 def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
     """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns; ``nd``: its importer of
     arrays that are not 1-D, which lacks ``lacks_dtypes_nd`` too), cached per dtype."""
+    imp = adapter.import_  # how it takes DLPack (its row's [import])
     key = (adapter.name, tensor._code, tensor._bits, tensor._lanes, nd)
     found = _LACKS.get(key)
     if found is None:
         name = tensor.dtype.name
         from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
 
-        patterns = adapter.lacks_dtypes + adapter.lacks_dtypes_nd if nd else adapter.lacks_dtypes
+        patterns = imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes
         found = any(fnmatchcase(name, pattern) for pattern in patterns)
-        found = _LACKS[key] = found or (bool(adapter.by_dtype) and name not in dict(adapter.by_dtype))
+        found = _LACKS[key] = found or (bool(imp.by_dtype) and name not in dict(imp.by_dtype))
     return found
 
 
@@ -165,9 +166,9 @@ def importer_name(route: Route, tensor: Tensor) -> str:
     """The dotted name of the target's importer that ``tensor`` goes to (``import.by_dtype``'s of its dtype, or
     ``import.function_nd`` for arrays that are not 1-D, where the row has one), for messages."""
     a = route.adapter
-    if a.by_dtype:
-        return dict(a.by_dtype).get(tensor.dtype.name) or f"{a.name}'s {len(a.by_dtype)} array types"
-    return a.from_dlpack_nd if _nd(route, tensor) else a.from_dlpack
+    if a.import_.by_dtype:
+        return dict(a.import_.by_dtype).get(tensor.dtype.name) or f"{a.name}'s {len(a.import_.by_dtype)} array types"
+    return a.import_.function_nd if _nd(route, tensor) else a.import_.function
 
 
 class _LegacyReadOnly:
@@ -251,8 +252,8 @@ def device_arg(route: Route, dev: DevicePair) -> Any:
             raise BufferError(f"{adapter.name} has no device {device_name(dev[0])}:{dev[1]}")
         return found
     name = device_name(dev[0])
-    name = dict(adapter.device_names).get(name, name)
-    return adapter.device_form.format(name=name, index=dev[1])
+    name = dict(adapter.import_.device_names).get(name, name)
+    return adapter.import_.device.format(name=name, index=dev[1])
 
 
 def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
@@ -268,7 +269,7 @@ def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
     if kind == REFUSED:
         raise BufferError(bridge.why)
     if kind == VIEW:  # a viewer that copies itself (view_copies) is given the data as it is
-        return _view(route, tensor.copy() if bridge.copies and not adapter.view_copies else tensor)
+        return _view(route, tensor.copy() if bridge.copies and not adapter.import_.view_copies else tensor)
     kwargs = dict(p.kwargs) if p.kwargs else {}
     if kind == COPY:
         tensor = tensor.copy()
@@ -278,15 +279,15 @@ def bridged(p: Plan, tensor: Tensor, bridge: Bridge) -> Any:
         # be read-only in numpy<2.1: numpy/numpy#28600)
         return _view(route, tensor)
     producer = _wrapped(route, tensor)
-    if adapter.takes == Takes.CAPSULE:
+    if adapter.import_.takes == Takes.CAPSULE:
         producer = _capsule_for(adapter, producer)
-    elif adapter.takes == Takes.NDARRAY:
+    elif adapter.import_.takes == Takes.NDARRAY:
         import numpy
 
         theirs = route.bits.get(tensor.dtype.name) if route.bits else None
         if theirs is not None:  # its importer cannot read this dtype back: its bits go in, reinterpreted there
             bits = numpy.asarray(tensor).view(f"u{tensor.dtype.itemsize}")
-            method = adapter.import_bits_via.removesuffix("()")
+            method = adapter.import_.bits_via.removesuffix("()")
             return getattr(route.importer(bits, **kwargs), method)(theirs)
         producer = numpy.asarray(tensor)  # a zero-copy view of the Tensor (read-only where it is: numpy says so)
     return _importer_of(route, tensor)(producer, **kwargs)
@@ -297,7 +298,7 @@ def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
     for host data), copied in by the target's own constructor (``import.copy_with``) with the plan's keywords
     (``device=``: the device asked, else the first device it imports from, index 0: :func:`keywords`).
     ``copy=False`` is refused by the Decision (a copy-in copies)."""
-    if route.adapter.copy_takes == Given.NDARRAY:
+    if route.adapter.import_.copy_takes == Given.NDARRAY:
         import numpy
 
         return route.copy_with(numpy.asarray(tensor), **kwargs)
@@ -308,8 +309,8 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
     """``tensor`` as the producer the target's importer is given: bool under the dtype it takes it as, or the
     legacy capsule an immutable legacy consumer may take of read-only data."""
     adapter = route.adapter
-    if adapter.import_bool in (ImportBool.UINT1, ImportBool.UINT8) and tensor.dtype == BOOL:
-        return _BoolAs(tensor, adapter.import_bool)
+    if adapter.import_.bool_as in (ImportBool.UINT1, ImportBool.UINT8) and tensor.dtype == BOOL:
+        return _BoolAs(tensor, adapter.import_.bool_as)
     if route.legacy_only and tensor._flags & _READ_ONLY:
         return _LegacyReadOnly(tensor)  # only targets for which it is safe get here (needs_copy, legacy_safe)
     return tensor
@@ -318,10 +319,10 @@ def _wrapped(route: Route, tensor: Tensor) -> Any:
 def _cannot(route: Route, tensor: Tensor) -> str:
     """The refusal of a dtype the target's importer of ``tensor`` lacks."""
     a = route.adapter
-    if a.by_dtype:  # an importer per dtype: none of this one (another would cast the data silently)
+    if a.import_.by_dtype:  # an importer per dtype: none of this one (another would cast the data silently)
         return (
             f"{a.name} has no array type of {tensor.dtype.name} (its importers of other dtypes would cast the data): "
-            f"cast it to one of {', '.join(name for name, _ in a.by_dtype)} first"
+            f"cast it to one of {', '.join(name for name, _ in a.import_.by_dtype)} first"
         )
     shape = f" of {len(tensor.shape)} dimensions" if _nd(route, tensor) else ""
     lacks = f"{a.name} cannot import {tensor.dtype.name}{shape} ({importer_name(route, tensor)} lacks it)"
@@ -331,12 +332,12 @@ def _cannot(route: Route, tensor: Tensor) -> str:
 def needs_copy(route: Route, tensor: Tensor) -> str | None:
     """Why the target cannot view ``tensor`` as it is (a copy can), or None."""
     adapter = route.adapter
-    layout = (adapter.layout_nd or adapter.layout) if _nd(route, tensor) else adapter.layout
+    layout = (adapter.import_.layout_nd or adapter.import_.layout) if _nd(route, tensor) else adapter.import_.layout
     if layout == "nonnegative" and any(s < 0 for s in tensor.strides):
         return "negative strides"
     if layout == "compact" and not tensor.is_contiguous():
         return "strides that are not compact (row-major)"
-    if not adapter.byte_offset and tensor.byte_offset:
+    if not adapter.import_.byte_offset and tensor.byte_offset:
         return "a byte_offset (it ignores it)"
     if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
         if route.ignores_readonly:
@@ -383,11 +384,12 @@ def bridge_of(
     device asked (a viewer views data where it is); ``on_device``: the data is on a device with streams,
     where copies are made on that device and viewers and packing do not apply."""
     a = route.adapter
+    imp = a.import_  # how it takes DLPack (its row's [import])
     unfit = _unfit(a, tensor)
     if unfit is not None:
         return Bridge(REFUSED, unfit)
     nd = _nd(route, tensor)
-    if (a.lacks_dtypes or a.lacks_dtypes_nd or a.by_dtype) and _lacks(a, tensor, nd):
+    if (imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype) and _lacks(a, tensor, nd):
         lacks = f"{importer_name(route, tensor)} lacks it"
         if on_device:
             return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
@@ -395,17 +397,17 @@ def bridge_of(
             return Bridge(REFUSED, _cannot(route, tensor))
         if device is not None and device != tensor.device:
             where = f"{device_name(device[0])}:{device[1]}"
-            return Bridge(REFUSED, f"{a.view_with} views {tensor.dtype.name} data where it is, not on {where}")
+            return Bridge(REFUSED, f"{imp.view_with} views {tensor.dtype.name} data where it is, not on {where}")
         if tensor.device[0] not in HOST_ACCESSIBLE:
             return Bridge(REFUSED, f"{a.name} views {tensor.dtype.name} data in host memory only")
-        if a.view_copies:
+        if imp.view_copies:
             if copy is False:
-                return Bridge(REFUSED, f"{a.view_with} copies {tensor.dtype.name} ({a.from_dlpack} lacks it), and "
+                return Bridge(REFUSED, f"{imp.view_with} copies {tensor.dtype.name} ({imp.function} lacks it), and "
                               "copy=False forbids it")  # fmt: skip
-            return Bridge(VIEW, f"{a.view_with} copies {tensor.dtype.name} ({a.from_dlpack} lacks it)", True)
-        return Bridge(VIEW, f"{a.view_with} views {tensor.dtype.name} ({a.from_dlpack} lacks it)", bool(copy))
+            return Bridge(VIEW, f"{imp.view_with} copies {tensor.dtype.name} ({imp.function} lacks it)", True)
+        return Bridge(VIEW, f"{imp.view_with} views {tensor.dtype.name} ({imp.function} lacks it)", bool(copy))
     if not on_device and not nd and _packs(a, tensor):
-        packs = f"{a.name} holds bool as bits: {a.from_dlpack} packs the bytes"
+        packs = f"{a.name} holds bool as bits: {imp.function} packs the bytes"
         if copy is False:
             return Bridge(REFUSED, f"{packs} (a copy), and copy=False forbids it")
         return Bridge(PACKS, packs)
@@ -417,16 +419,16 @@ def bridge_of(
             return _TOO_LARGE
         if why is not None:
             return Bridge(COPY, f"{a.name} cannot import {why}")
-        return Bridge(COPY, f"copy=True asked, which {a.from_dlpack} cannot be asked for: dlbind copies")
-    if a.alignment and (tensor.data_ptr + tensor.byte_offset) % a.alignment:
-        aligned = f"{a.name} views only {a.alignment}-byte aligned data"
+        return Bridge(COPY, f"copy=True asked, which {imp.function} cannot be asked for: dlbind copies")
+    if imp.alignment and (tensor.data_ptr + tensor.byte_offset) % imp.alignment:
+        aligned = f"{a.name} views only {imp.alignment}-byte aligned data"
         if on_device:
             return Bridge(COPY, aligned)
         if copy is False:
             return Bridge(REFUSED, f"{aligned}, and copy=False forbids a copy")
-        return Bridge(OWN_COPY, f"{a.name} copies data that is not {a.alignment}-byte aligned (its own import)")
-    if a.copy == Copy.ALWAYS:
-        return Bridge(OWN_COPY, f"{a.from_dlpack} copies on every import")
+        return Bridge(OWN_COPY, f"{a.name} copies data that is not {imp.alignment}-byte aligned (its own import)")
+    if imp.copy == Copy.ALWAYS:
+        return Bridge(OWN_COPY, f"{imp.function} copies on every import")
     if copy and not on_device:
         return Bridge(OWN_COPY, "copy=True asked")
     return _AS_IS
@@ -434,7 +436,7 @@ def bridge_of(
 
 def _view(route: Route, tensor: Tensor) -> Any:
     """The target's array of ``tensor`` made by its ``view_with`` (given the tensor or a numpy view of it)."""
-    if route.adapter.view_takes == Given.NDARRAY:
+    if route.adapter.import_.view_takes == Given.NDARRAY:
         import numpy
 
         return route.viewer(numpy.asarray(tensor))
@@ -557,7 +559,7 @@ def run(p: Plan, tried: bool = False) -> Any:
         return route.importer(x, **kwargs)  # one exchange, asked on the target's stream
     if kind in (DIRECT, RELAY):  # RELAY (or a stream the producer refuses): the target asks the relay, which imports
         relay = Relay(x, p.source, route, here, p.stream, d.copy_here)
-        if route.adapter.takes != Takes.PRODUCER:
+        if route.adapter.import_.takes != Takes.PRODUCER:
             return route.importer(capsule_for_target(route, relay, here[1]), **kwargs)
         return route.importer(relay, **kwargs)
     move = payload if isinstance(payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host routes
@@ -633,15 +635,16 @@ def keywords(d: Decision, route: Route, here: Any, device: DevicePair | None) ->
     """The keywords of the target's importer, as ``d`` says (the device's index is the one thing left); a
     ``BufferError`` where the device asked cannot be given (a device its namespace lacks, or one the importer
     cannot be asked for and the data is not on)."""
+    imp = route.adapter.import_  # how it takes DLPack (its row's [import])
     kwargs: dict[str, Any] = {}
     if isinstance(d.payload, Host) and d.payload.copy_in:  # the target's constructor copies the data in: onto the
         # device asked, else its first one
-        kwargs["device"] = device_arg(route, device if device is not None else parse_device(route.adapter.devices[0]))
+        kwargs["device"] = device_arg(route, device if device is not None else parse_device(imp.devices[0]))
     elif d.device_kw == DEVICE_ARG and device is not None:
         kwargs["device"] = device_arg(route, device)
     elif d.device_kw == DEVICE_HERE and device is not None and device != here:
         raise BufferError(
-            f"{route.adapter.from_dlpack} takes no device= (asked: {device_name(device[0])}:{device[1]}, the data is "
+            f"{imp.function} takes no device= (asked: {device_name(device[0])}:{device[1]}, the data is "
             f"on {device_name(here[0])}:{here[1]}): convert on the source's device"
         )
     if d.copy_kw is not None:

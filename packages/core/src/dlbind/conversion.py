@@ -61,7 +61,6 @@ from dlbind.devices import (
 )
 from dlbind.producer import Exporter, SourceExporter, asdlpack
 from dlbind.routes import (
-    C_DIRECT,
     DEVICE_ARG,
     DIRECT,
     HOST,
@@ -85,7 +84,7 @@ from dlbind.routes import (
     device_count,
     route_to,
 )
-from dlbind.sources import ExportPlan, export_plan, help_for
+from dlbind.sources import ExportPlan, export_plan, exported, help_for
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["Explanation", "compat", "convert", "explain", "plan"]
@@ -119,13 +118,7 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         route = route_to(to)
     try:
         p = _plan(x, route, device, copy, stream)
-        d = p.decision
-        plain = d.copy_kw is None and not d.device_kw and not p.refused
-        # a direct hand-over, unless its target's current stream is read first (in Python)
-        plain = plain and isinstance(d.payload, Direct) and not d.payload.watch_stream
         x = p.producer
-        if plain and type(to) is str and p.source.lasting and type(x) not in C_DIRECT.get(to, ()):
-            C_DIRECT.setdefault(to, {})[type(x)] = (int(p.here[0]), route.importer)  # the compiled convert: C
         return run(p, tried)
     except _PASSED_ON:
         raise
@@ -151,8 +144,8 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
     if source.via is not None and d.kind not in (SAME, REFUSE):
         # a system exporting through a function of its own: where its data is, its export says. That export is
         # the exchange's one; the plan is made for the import it gave, where its data is
-        if source.row is not None and source.row.export_copies:
-            copied_by = f"{source.row.export_via} exports a new copy"
+        if source.row is not None and source.row.export.copies:
+            copied_by = f"{source.row.export.via} exports a new copy"
         try:
             x = imported(x, source, None, own_export=True)
         except BufferError as exc:  # its export refuses this array (awkward's jagged ones): so would convert
@@ -177,9 +170,9 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         if refused:
             return p._replace(refused=refused)
         p = p._replace(untested=untested)
-    a = route.adapter
+    imp = route.adapter.import_  # how it takes DLPack (its row's [import])
     move = d.payload if isinstance(d.payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host
-    lands_on = a.devices[0] if move.copy_in else a.lands_on  # where its arrays are whatever the data's, if anywhere
+    lands_on = imp.devices[0] if move.copy_in else imp.lands_on  # where its arrays are whatever the data's, if anywhere
     lands = (DEVICE_BY_NAME[lands_on], 0) if lands_on else None
     if lands is not None and lands[0] != here[0] and (asked is None or asked == here):
         # its arrays are on a device of its own whatever the data's (dpnp's copy-in, numba's to_device): that one
@@ -192,7 +185,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         return p._replace(refused=d.why)
     if kind == INTERFACE:
         if asked is not None and asked != here:
-            return p._replace(refused=f"{route.adapter.interface_function} takes the data where it is, not on {device}")
+            return p._replace(refused=f"{route.adapter.import_.interface} takes the data where it is, not on {device}")
         return p
     try:  # for data on the host after a host copy, the importer's keywords are for the host
         kwargs = keywords(d, route, _CPU if move.to_host else here, None if kind == HOST_COPY else asked)
@@ -225,17 +218,19 @@ def _decision(
     parsed (None: not given)."""
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
+    if type(x) is PyCapsuleType:
+        x = from_capsule(x)  # a raw capsule: its Tensor
     source = export_plan(type(x))
     device_of = x  # what says where the data is
     if source.via is None and not hasattr(x, "__dlpack__"):
-        # a raw capsule: its Tensor; else dlbind's own producer of it, which knows its device and its stream. The
-        # target's own array without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only) stays itself
-        # where no copy is asked: its device is the one its interface says
-        own = source.library == route.adapter.name and type(x) is not PyCapsuleType
+        # dlbind's own producer of it, which knows its device and its stream (as from_dlpack asks it). The target's
+        # own array without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only) stays itself where no
+        # copy is asked: its device is the one its interface says
+        own = source.library == route.adapter.name
         if not own or not hasattr(x, "__dlpack_device__"):
-            device_of = from_capsule(x) if type(x) is PyCapsuleType else asdlpack(x)
+            device_of, mine = exported(x)
             if not own:
-                x, source = device_of, export_plan(type(device_of))
+                x, source = device_of, mine
     # stream-free host memory, or a system exporting through a function of its own: no device to ask
     here = _CPU if source.host_only or source.via is not None else producer_device(device_of)
     shape = _NO_STREAM if stream is None else _UNSYNCHRONISED if stream == -1 else _STREAM  # routes.key's
@@ -315,10 +310,10 @@ def _rendered(p: Plan) -> Explanation:
     if d.kind == INTERFACE:
         if d.copy_here or not interface_copies(p.route, tensor):
             copies: Said = ExplanationKind.COPY if d.copy_here else ExplanationKind.ZERO_COPY
-            text = f"{copies}: through {a.interface_function} ({d.why}), ready on {_on(p)}"
+            text = f"{copies}: through {a.import_.interface} ({d.why}), ready on {_on(p)}"
             return Explanation(copies, text, d, p)
         text = (
-            f"a copy on {_where(p)}, then through {a.interface_function} ({d.why}; read-only data, which {a.name} "
+            f"a copy on {_where(p)}, then through {a.import_.interface} ({d.why}; read-only data, which {a.name} "
             f"would take writable), ready on {_on(p)}"
         )
         return Explanation(ExplanationKind.COPY, text, d, p)
@@ -342,14 +337,16 @@ def _by_decision(p: Plan) -> Explanation | None:
     """What the plan says without the data: refused, the producer itself, the target's own import, a host
     copy, a copy-in, the producer handed over as it is; None where the data's bridge decides."""
     d, a, kind = p.decision, p.route.adapter, p.decision.kind
+    imp = a.import_  # how it takes DLPack (its row's [import])
     move = d.payload if isinstance(d.payload, Host) else NO_HOST
     if p.refused:
         return Explanation(ExplanationKind.REFUSED, f"refused: {p.refused}", d, p)
     if p.itself:
         return Explanation(ExplanationKind.ITSELF, f"itself: the producer is already a {a.name} array", d, p)
     if kind == SAME:
-        copies: Said = ExplanationKind.COPY if d.copy_kw is True or a.copy == Copy.ALWAYS else ExplanationKind.ZERO_COPY
-        return Explanation(copies, f"{copies}: {a.from_dlpack}{_shown(d)}, {a.name}'s own import", d, p)
+        copied = d.copy_kw is True or imp.copy == Copy.ALWAYS
+        copies: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
+        return Explanation(copies, f"{copies}: {imp.function}{_shown(d)}, {a.name}'s own import", d, p)
     if kind == HOST and move.to_host and p.here[0] in HOST_ACCESSIBLE:
         return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
     if move.to_host:  # HOST_COPY, or HOST with the host asked for
@@ -357,10 +354,10 @@ def _by_decision(p: Plan) -> Explanation | None:
         return Explanation(ExplanationKind.HOST_COPY, text, d, p)
     if move.copy_in:
         return Explanation(
-            ExplanationKind.COPY, f"copy: {a.copy_with} copies the data onto {a.devices[0]} ({d.why})", d, p
+            ExplanationKind.COPY, f"copy: {imp.copy_with} copies the data onto {imp.devices[0]} ({d.why})", d, p
         )
     if isinstance(d.payload, Direct):
-        text = f"zero-copy: {a.from_dlpack}{_shown(d)} of the producer itself, asked on {_on(p)}"
+        text = f"zero-copy: {imp.function}{_shown(d)} of the producer itself, asked on {_on(p)}"
         if d.payload.watch_stream:
             text += (
                 f" (through dlbind's relay, asked on the device's default stream, when {_on(p)} is one that "
@@ -396,11 +393,11 @@ def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
     if c_route and route.table_type is not None:
         how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
     elif c_route:
-        how = f"the producer's DLManagedTensorVersioned is handed to {a.from_dlpack}, in C"
-    elif a.takes == Takes.NDARRAY:
+        how = f"the producer's DLManagedTensorVersioned is handed to {a.import_.function}, in C"
+    elif a.import_.takes == Takes.NDARRAY:
         how = f"{importer_name(route, tensor)} of a numpy view of the data"
     else:
-        how = f"{a.from_dlpack} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
+        how = f"{a.import_.function} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
     return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {how}", d, p, bridge)
 
 

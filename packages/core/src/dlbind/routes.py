@@ -3,8 +3,8 @@ target by :func:`route_to` from its row of ``spec/adapters.toml`` for the instal
 :class:`Decision` for one producer type, target, device type and shape of keywords (:func:`decide`): the
 route's kind (the producer itself, the host routes, hand the producer over directly, stand in between and
 why, ``__cuda_array_interface__``, a host copy first, or refuse with the reason), the importer's keywords,
-the copy dlbind makes. The compiled build's convert reads the same Route records (:data:`ROUTES`) and the direct
-hand-overs decided (:data:`C_DIRECT`).
+the copy dlbind makes. The compiled build's convert reads the same Route records (:data:`ROUTES`) and, for a
+producer type, the direct hand-overs decided (``ExportPlan.direct``, noted by :func:`decide`).
 
 Routes and Decisions are made once and kept (:data:`ROUTES`, the producer's
 :class:`dlbind.sources.ExportPlan`): an exchange runs them and looks no row up on the way
@@ -23,14 +23,24 @@ from typing import Any, NamedTuple
 import dlbind._backends as _backends
 import dlbind.exchange as exchange
 from dlbind._ffi import native
-from dlbind._generated.adapters import ADAPTERS, Adapter, Asks, Capsules, Copy, ImportBool, Layout, Readonly, Takes
+from dlbind._generated.adapters import (
+    ADAPTERS,
+    Adapter,
+    Asks,
+    Capsules,
+    Copy,
+    Import,
+    ImportBool,
+    Layout,
+    Readonly,
+    Takes,
+)
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release, named
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
 from dlbind.sources import ExportPlan
 
 __all__ = [
-    "C_DIRECT",
     "DIRECT",
     "HOST",
     "HOST_COPY",
@@ -56,12 +66,6 @@ __all__ = [
     "resolve",
     "route_to",
 ]
-
-# The direct hand-overs the compiled convert follows in C (dlbind._wiring hands C this dict at import, with
-# ROUTES, whose Route records it reads for the routes of host memory), filled as they are made: to -> {producer
-# type: (device type, the target's importer)}, on devices with streams, of lasting producer types
-# (dlbind.conversion).
-C_DIRECT: dict[str, dict[type, tuple[int, Any]]] = {}
 
 _LAYOUT_PROMISE = {"any": 0, "nonnegative": 1, "compact": 2}  # how much a layout promises
 
@@ -168,8 +172,8 @@ def route_to(to: Any) -> Route:
 def _row_importer(adapter: Adapter) -> Any:
     """The row's ``import.function``, called with ``import.function_keywords`` where it has them (cuda.core's
     ``stream_ptr=-1``)."""
-    fn = dotted(adapter.from_dlpack)
-    return functools.partial(fn, **dict(adapter.function_keywords)) if adapter.function_keywords else fn
+    fn = dotted(adapter.import_.function)
+    return functools.partial(fn, **dict(adapter.import_.function_keywords)) if adapter.import_.function_keywords else fn
 
 
 def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None, stream_of: Any = None) -> Route:
@@ -177,32 +181,27 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     (``importer``, else the row's ``import.function``), array type, what the C routes may do, the keywords its
     installed importer takes, its device forms, current stream and ``__cuda_array_interface__`` importer
     (``interface`` and ``stream_of`` override the row's, for a system under test that no row names)."""
+    imp = adapter.import_  # how it takes DLPack (its row's [import])
     fn = importer if importer is not None else _row_importer(adapter)
-    if adapter.import_setup:
-        dotted(adapter.import_setup)()  # once per route: its importer needs it (warp.init)
-    simple = (
-        adapter.takes == Takes.PRODUCER and adapter.layout != Layout.COMPACT and adapter.byte_offset
-        and adapter.copy == Copy.HONOURED and not adapter.alignment and adapter.import_bool == ImportBool.BOOL
-        and not adapter.copy_from  # data of those devices goes through its own constructor (import.copy_with)
-        and not adapter.ndims  # a shape it refuses is refused by the bridge
-        and not adapter.by_dtype  # its importer is picked by the dtype, by the bridge
-    )  # fmt: skip
-    table_type = _array_type(adapter) if adapter.exchange_api and simple and exchange.AVAILABLE else None
-    legacy_only = adapter.asks != Asks.VERSIONED
+    if imp.setup:
+        dotted(imp.setup)()  # once per route: its importer needs it (warp.init)
+    simple = _simple(imp)
+    table_type = _array_type(adapter) if imp.exchange_api and simple and exchange.AVAILABLE else None
+    legacy_only = imp.asks != Asks.VERSIONED
     # The C handover route (compiled build): the source's struct goes to the target's from_dlpack in a minimal
     # producer whose first versioned __dlpack__ call hands it over; for consumers the tests verified against the
     # installed release that ask for versioned capsules and have no exchange table (that route is faster still).
     verified_simple = simple and adapter.verified and not legacy_only
     handover_type = _array_type(adapter) if table_type is None and verified_simple else None
-    if interface is None and adapter.interface_function:
+    if interface is None and imp.interface:
         try:
-            interface = dotted(adapter.interface_function)
+            interface = dotted(imp.interface)
         except (ImportError, AttributeError):  # absent in this configuration (numba's CUDA simulator)
             interface = None
-    refuse_negative_strides = adapter.layout != Layout.ANY
-    ignores_readonly = adapter.readonly == Readonly.IGNORED
-    viewer = dotted(adapter.view_with) if adapter.lacks_dtypes and adapter.view_with else None
-    bits = {ours: theirs for theirs, ours in adapter.bits} if adapter.import_bits_via else None
+    refuse_negative_strides = imp.layout != Layout.ANY
+    ignores_readonly = imp.readonly == Readonly.IGNORED
+    viewer = dotted(imp.view_with) if imp.lacks_dtypes and imp.view_with else None
+    bits = {ours: theirs for theirs, ours in adapter.export.bits} if imp.bits_via else None
     return Route(
         adapter=adapter,
         importer=fn,
@@ -213,19 +212,19 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         ignores_readonly=ignores_readonly,
         keywords=_keywords(fn, adapter),
         viewer=viewer,
-        devices={} if adapter.device_form == "namespace" else None,
-        imports=_device_types(adapter.devices),
+        devices={} if imp.device == "namespace" else None,
+        imports=_device_types(imp.devices),
         stream_of=stream_of if stream_of is not None else _stream_of(adapter),
         interface=interface,
-        interface_types=_device_types(adapter.interface_devices) if interface is not None else frozenset(),
+        interface_types=_device_types(imp.interface_devices) if interface is not None else frozenset(),
         # every import read-only, or immutable arrays whose exports say read-only: a legacy capsule is safe
-        legacy_safe=adapter.readonly == Readonly.ALWAYS
-        or (adapter.immutable and adapter.export_capsules == Capsules.VERSIONED),
+        legacy_safe=imp.readonly == Readonly.ALWAYS
+        or (adapter.immutable and adapter.export.capsules == Capsules.VERSIONED),
         bits=bits,
-        copy_with=dotted(adapter.copy_with) if adapter.copy_with else None,
-        copy_from=_device_types(adapter.copy_from),
-        importer_nd=dotted(adapter.from_dlpack_nd) if adapter.from_dlpack_nd else None,
-        by_dtype={name: dotted(fn) for name, fn in adapter.by_dtype} if adapter.by_dtype else None,
+        copy_with=dotted(imp.copy_with) if imp.copy_with else None,
+        copy_from=_device_types(imp.copy_from),
+        importer_nd=dotted(imp.function_nd) if imp.function_nd else None,
+        by_dtype={name: dotted(fn) for name, fn in imp.by_dtype} if imp.by_dtype else None,
         bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
         or bits is not None or _bridges(adapter),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
@@ -234,13 +233,26 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     )
 
 
+def _simple(imp: Import) -> bool:
+    """Whether an importer takes what the C routes give it as it is: a producer, of any layout and offset, copies
+    honoured, no alignment, bool as bool, every device's data, shape and dtype through one function."""
+    return (
+        imp.takes == Takes.PRODUCER and imp.layout != Layout.COMPACT and imp.byte_offset
+        and imp.copy == Copy.HONOURED and not imp.alignment and imp.bool_as == ImportBool.BOOL
+        and not imp.copy_from  # data of those devices goes through its own constructor (import.copy_with)
+        and not imp.ndims  # a shape it refuses is refused by the bridge
+        and not imp.by_dtype  # its importer is picked by the dtype, by the bridge
+    )  # fmt: skip
+
+
 def _bridges(adapter: Adapter) -> bool:
     """Whether an array may need a bridge to the row's importer on the host routes for what the row says of the
     importer's layout, byte_offset, what it takes, its dimensions, dtypes, bool and alignment."""
+    imp = adapter.import_  # how it takes DLPack (its row's [import])
     return (
-        adapter.layout == Layout.COMPACT or not adapter.byte_offset or adapter.takes != Takes.PRODUCER
-        or bool(adapter.ndims) or bool(adapter.lacks_dtypes or adapter.lacks_dtypes_nd or adapter.by_dtype)
-        or adapter.import_bool != ImportBool.BOOL or bool(adapter.alignment)
+        imp.layout == Layout.COMPACT or not imp.byte_offset or imp.takes != Takes.PRODUCER
+        or bool(imp.ndims) or bool(imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype)
+        or imp.bool_as != ImportBool.BOOL or bool(imp.alignment)
     )  # fmt: skip
 
 
@@ -262,27 +274,27 @@ def device_count(route: Route, device_type: int) -> tuple[int | None, str]:
 def _count(route: Route, device_type: int) -> tuple[int | None, str]:
     a = route.adapter
     name = _named(device_type)
-    if name not in a.devices:
-        return 0, f"{a.name} holds no {name} arrays (its devices: {', '.join(a.devices)})"
+    if name not in a.import_.devices:
+        return 0, f"{a.name} holds no {name} arrays (its devices: {', '.join(a.import_.devices)})"
     if device_type in STREAM_FREE and device_type in HOST_ACCESSIBLE:
         return 1, "the host"
-    if a.device_form == "namespace":
+    if a.import_.device == "namespace":
         found = namespace_devices(a)
         if route.devices is not None:
             route.devices.update(found)  # its device objects, for device= (dlbind.bridges.device_arg)
         listed = ", ".join(f"{device_name(t)}:{i}" for t, i in found) or "none"
-        return sum(1 for t, _ in found if t == device_type), f"{a.namespace}'s devices here: {listed}"
-    if a.device_count:
+        return sum(1 for t, _ in found if t == device_type), f"{a.import_.namespace}'s devices here: {listed}"
+    if a.import_.device_count:
         try:
-            count_of = dotted(a.device_count)
+            count_of = dotted(a.import_.device_count)
         except (ImportError, AttributeError):  # absent in this release: the machine may still say
             count_of = None
         if count_of is not None:
             try:
                 said = int(count_of())
             except Exception as exc:  # its runtime has no device (CuPy without a driver raises)
-                return 0, f"{a.device_count}() raised {type(exc).__name__}: {exc}"
-            return said, f"{a.device_count}() is {said}"
+                return 0, f"{a.import_.device_count}() raised {type(exc).__name__}: {exc}"
+            return said, f"{a.import_.device_count}() is {said}"
     machine, why = _backends.device_count(device_type)
     if machine is None:
         return None, f"{a.name}'s row names no device count, and {why}"
@@ -292,7 +304,7 @@ def _count(route: Route, device_type: int) -> tuple[int | None, str]:
 def namespace_devices(adapter: Adapter) -> dict[tuple[int, int], Any]:
     """The devices of the target's array API namespace (``import.namespace``) that can hold an array here:
     ``(device type, index)``, each read from an empty array's ``__dlpack_device__``, -> the namespace's device."""
-    namespace = importlib.import_module(adapter.namespace)
+    namespace = importlib.import_module(adapter.import_.namespace)
     found: dict[tuple[int, int], Any] = {}
     for candidate in namespace.__array_namespace_info__().devices():
         if candidate is None:
@@ -313,9 +325,9 @@ def _stream_of(adapter: Adapter) -> Any:
     """The target's current stream on a device of its own as a function of the device index (``import.stream``):
     its stream object's handle, read as a DLPack stream integer (a null handle is the device rule's default
     stream, which the caller applies). None when the row does not say."""
-    if not adapter.stream_call:
+    if not adapter.import_.stream:
         return None
-    call, attribute = adapter.stream_call, adapter.stream_attribute
+    call, attribute = adapter.import_.stream, adapter.import_.stream_attribute
     found: list[Any] = []
 
     def current(index: int) -> int | None:
@@ -334,10 +346,10 @@ def _keywords(fn: Any, adapter: Adapter) -> frozenset[str]:
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # some builtins have no signature
-        return frozenset(adapter.keywords)
+        return frozenset(adapter.import_.keywords)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return frozenset(adapter.keywords)
-    return frozenset(k for k in ("device", "copy") if k in params and k in adapter.keywords)
+        return frozenset(adapter.import_.keywords)
+    return frozenset(k for k in ("device", "copy") if k in params and k in adapter.import_.keywords)
 
 
 # -- decisions -----------------------------------------------------------------------------------------
@@ -489,6 +501,11 @@ def decide(
     found = source.pairs.get(at)
     if found is None:
         found = source.pairs[at] = _decide(source, route, device_type, device, copy, stream)
+        plain = device is None and copy is None and stream == StreamShape.NONE
+        if plain and isinstance(found.payload, Direct) and not found.payload.watch_stream:
+            # the plain call hands the producer straight to the importer: the compiled convert does it in C
+            name = route.adapter.name
+            source.direct[name] = source.direct.get(name, frozenset()) | {int(device_type)}
     return found
 
 
@@ -513,7 +530,8 @@ def _decide(
         device_kw, copy_kw, copy_here = keywords
         if not copy and not stream:
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw, payload=Same(itself=True))
-        if not copy_here and not stream and a.takes == Takes.PRODUCER:  # (an importer of numpy arrays: not its own)
+        # (an importer of numpy arrays: not its own)
+        if not copy_here and not stream and a.import_.takes == Takes.PRODUCER:
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw, payload=Same())
         kind = HOST if here in STREAM_FREE else RELAY
         why = "a copy dlbind makes" if copy_here else "ordered on the stream given"
@@ -529,8 +547,8 @@ def _decide(
         return Decision(HOST_COPY, why, payload=Host(to_host=True))
     if kind == INTERFACE:
         if device is not None and device != here:
-            return _refused(f"{a.interface_function} takes the data where it is, not on {device_name(device)}")
-        if copy is False and a.copy == Copy.ALWAYS:
+            return _refused(f"{a.import_.interface} takes the data where it is, not on {device_name(device)}")
+        if copy is False and a.import_.copy == Copy.ALWAYS:
             return _refused(f"{a.name} copies on every import, and copy=False forbids it")
         on_target = not stream and route.stream_of is not None and here not in HOST_ACCESSIBLE
         return Decision(
@@ -541,6 +559,9 @@ def _decide(
     if isinstance(keywords, Decision):
         return keywords
     device_kw, copy_kw, copy_here = keywords
+    if kind == DIRECT and a.import_.lands_on and DEVICE_BY_NAME[a.import_.lands_on] != here:
+        # its arrays are on a device of their own whatever the data's: the plan checks that device first
+        kind, why = RELAY, f"{a.name}'s arrays are on {a.import_.lands_on}"
     if kind == DIRECT and not copy_here and not stream:
         watch = any(device == here for device, _ in source.refused_streams)
         return Decision(DIRECT, device_kw=device_kw, copy_kw=copy_kw, payload=Direct(watch_stream=watch))
@@ -568,9 +589,9 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
         to_host = not on_host and device in HOST_ACCESSIBLE
         reads_host = device in HOST_ACCESSIBLE and not copy_in  # its importer is handed host data
     else:
-        to_host = reads_host = not copy_in and _named(here) not in a.devices
-    if reads_host and "cpu" not in a.devices:  # a target of device arrays only (CuPy)
-        return _refused(f"{a.name} imports from {', '.join(a.devices)} only")
+        to_host = reads_host = not copy_in and _named(here) not in a.import_.devices
+    if reads_host and "cpu" not in a.import_.devices:  # a target of device arrays only (CuPy)
+        return _refused(f"{a.name} imports from {', '.join(a.import_.devices)} only")
     why = ""
     if to_host:
         if copy is False:
@@ -580,14 +601,14 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
         elif device is not None:
             why = f"device={device_name(device)} asked"
         else:
-            why = f"{a.name} imports from {', '.join(a.devices)} only"
+            why = f"{a.name} imports from {', '.join(a.import_.devices)} only"
         copy_in = False
     elif copy_in:
         copy_in = device is None or device in route.imports
-        why = f"{a.name} holds {', '.join(a.devices)} arrays only: its constructor copies the data in"
+        why = f"{a.name} holds {', '.join(a.import_.devices)} arrays only: its constructor copies the data in"
         if copy_in and copy is False:
             return _refused(
-                f"{a.name} holds {', '.join(a.devices)} memory only: importing {_named(here)} data copies, and "
+                f"{a.name} holds {', '.join(a.import_.devices)} memory only: importing {_named(here)} data copies, and "
                 "copy=False forbids it"
             )
     keywords: tuple[DeviceKeyword, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
@@ -612,13 +633,13 @@ def _keywords_for(
     if device is not None:
         # the importer's own device=; else the device asked must be where the data is (the exchange compares
         # them, and names both when they differ)
-        device_kw = DEVICE_ARG if "device" in route.keywords and a.device_form != "none" else DEVICE_HERE
+        device_kw = DEVICE_ARG if "device" in route.keywords and a.import_.device != "none" else DEVICE_HERE
     copy_kw, copy_here = None, False
-    if copy and not (a.copy == Copy.HONOURED and "copy" in route.keywords) and a.copy != Copy.ALWAYS:
+    if copy and not (a.import_.copy == Copy.HONOURED and "copy" in route.keywords) and a.import_.copy != Copy.ALWAYS:
         copy_here = True  # the importer cannot be asked for a copy: dlbind makes it
-    elif copy is False and a.copy == Copy.ALWAYS:
-        return _refused(f"{a.name} copies on every import ({a.from_dlpack}), and copy=False forbids it")
-    elif copy is not None and "copy" in route.keywords and a.copy == Copy.HONOURED:
+    elif copy is False and a.import_.copy == Copy.ALWAYS:
+        return _refused(f"{a.name} copies on every import ({a.import_.function}), and copy=False forbids it")
+    elif copy is not None and "copy" in route.keywords and a.import_.copy == Copy.HONOURED:
         copy_kw = copy
     return device_kw, copy_kw, copy_here
 
@@ -634,13 +655,13 @@ def _kind(source: ExportPlan, route: Route, device_type: int) -> tuple[int, str]
             f"{a.name} could take its memory (a header bump that names it would)"
         )
     if device_type in route.interface_types:
-        return INTERFACE, f"{a.from_dlpack} refuses {DEVICE_NAMES[device_type]} memory"
+        return INTERFACE, f"{a.import_.function} refuses {DEVICE_NAMES[device_type]} memory"
     if device_type in STREAM_FREE:
         return HOST, ""
     if device_type not in route.imports:
         if any(t in HOST_ACCESSIBLE for t in route.imports) or device_type in HOST_ACCESSIBLE:
-            return HOST_COPY, f"{a.name} imports from {', '.join(a.devices)} only"
-        return REFUSE, f"{a.name} imports from {', '.join(a.devices)} only"
+            return HOST_COPY, f"{a.name} imports from {', '.join(a.import_.devices)} only"
+        return REFUSE, f"{a.name} imports from {', '.join(a.import_.devices)} only"
     why = _between(source, route, device_type)
     return (RELAY, why) if why else (DIRECT, "")
 
@@ -656,15 +677,15 @@ def _between(source: ExportPlan, route: Route, device_type: int) -> str:
     if source.row is None:
         reasons.append("its producer has no row (what it exports is checked on the way)")
     if source.via is not None:
-        reasons.append(f"it exports through {source.row.export_via if source.row else 'a function'}, not __dlpack__")
+        reasons.append(f"it exports through {source.row.export.via if source.row else 'a function'}, not __dlpack__")
     if source.unsigned_strides:
         reasons.append("its capsules carry negative strides as unsigned numbers")
-    if _LAYOUT_PROMISE[source.layout] < _LAYOUT_PROMISE[a.layout]:
-        reasons.append(f"{a.name} imports {a.layout} strides only")
-    if not a.byte_offset:
+    if _LAYOUT_PROMISE[source.layout] < _LAYOUT_PROMISE[a.import_.layout]:
+        reasons.append(f"{a.name} imports {a.import_.layout} strides only")
+    if not a.import_.byte_offset:
         reasons.append(f"{a.name} ignores byte_offset")
-    if a.alignment:
-        reasons.append(f"{a.name} views {a.alignment}-byte aligned data only")
+    if a.import_.alignment:
+        reasons.append(f"{a.name} views {a.import_.alignment}-byte aligned data only")
     if source.readonly and (route.ignores_readonly or (route.legacy_only and not route.legacy_safe)):
         reasons.append(f"{a.name} would take read-only data writable")
     if route.legacy_only and source.readonly:
@@ -673,12 +694,12 @@ def _between(source: ExportPlan, route: Route, device_type: int) -> str:
         reasons.append(
             f"its exports are legacy capsules, which cannot say read-only: {a.name} would take them writable"
         )
-    if a.lacks_dtypes or route.bits:
+    if a.import_.lacks_dtypes or route.bits:
         reasons.append(f"{a.name} lacks some dtypes, or takes them as their bits")
-    if a.import_bool != ImportBool.BOOL or source.python:
+    if a.import_.bool_as != ImportBool.BOOL or source.python:
         reasons.append("bool travels under another dtype")
-    if a.takes != Takes.PRODUCER:
-        reasons.append(f"{a.from_dlpack} takes a {a.takes}, not a producer")
-    if a.ndims:
-        reasons.append(f"{a.name} imports {a.ndims[0]} to {a.ndims[1]} dimensions only")
+    if a.import_.takes != Takes.PRODUCER:
+        reasons.append(f"{a.import_.function} takes a {a.import_.takes}, not a producer")
+    if a.import_.ndims:
+        reasons.append(f"{a.name} imports {a.import_.ndims[0]} to {a.import_.ndims[1]} dimensions only")
     return "; ".join(reasons)

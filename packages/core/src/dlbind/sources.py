@@ -19,7 +19,7 @@ import dlbind.capsule as capsule
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING, TypeCache, dotted, release_row_of_type
-from dlbind.described import buffer_view, describe
+from dlbind.described import Exporter, buffer_view, describe
 from dlbind.devices import stream_free
 from dlbind.dtypes import BOOL, DType, lookup
 from dlbind.validate import contiguous_strides
@@ -68,7 +68,9 @@ class ExportPlan:
     wrapper, whose answer is one instance's), and forgotten when the type's ``__dlpack__`` is replaced;
     ``lasting``: the type lives as long as the process (its plan is kept for good);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
-    (made by :func:`dlbind.routes.decide` once each).
+    (made by :func:`dlbind.routes.decide` once each); ``direct``: the targets whose plain ``convert`` (no keywords)
+    of this type hands the producer straight to their importer, and the device types on which it does (the
+    DIRECT decisions among ``pairs``, noted by ``decide`` as it makes them; the compiled convert reads them).
     """
 
     __slots__ = (
@@ -80,6 +82,7 @@ class ExportPlan:
         "bool_name",
         "capsules",
         "complex_guards",
+        "direct",
         "guards",
         "host",
         "host_only",
@@ -125,6 +128,7 @@ class ExportPlan:
     refuses_copy: bool  # its __dlpack__ refuses copy=True: asked without it, the import is copied instead
     _learned: tuple[int, Any, Any] | None  # (style, weakref to the type, the __dlpack__ it was learned from)
     pairs: dict[tuple[Any, ...], Any]
+    direct: dict[str, frozenset[int]]
 
     def __init__(
         self,
@@ -160,6 +164,7 @@ class ExportPlan:
         object.__setattr__(self, "_learned", None)
         object.__setattr__(self, "lasting", False)
         object.__setattr__(self, "pairs", {})  # dlbind.routes.key(...) -> dlbind.routes.Decision
+        object.__setattr__(self, "direct", {})  # target name -> device types of its plain DIRECT decisions
 
     def __setattr__(self, name: str, value: Any) -> None:
         """A plan is frozen but for what is learned of its type after it is made: how its ``__dlpack__`` takes an
@@ -185,7 +190,7 @@ class ExportPlan:
 
     def refuse(self, x: Any, name: str, is_method: bool, negated: bool = False) -> NoReturn:
         """Raise the BufferError of ``x``, of this plan's type, whose export guard ``name`` holds
-        (``export_guards`` in spec/adapters.toml: truthy, or falsy where ``negated``): its library's own, from its
+        (``export.guards`` in spec/adapters.toml: truthy, or falsy where ``negated``): its library's own, from its
         ``__dlpack__``, or dlbind's when that forgets the check; either ends with what to do instead where the
         plan has ``refusal_help``. The compiled build's exchange calls it too (for a guard it found holding)."""
         try:
@@ -217,34 +222,35 @@ def plan_of(row: Adapter | None) -> ExportPlan:
         return ExportPlan()
     from dlbind._generated.adapters import ExportBool, NegativeStrides, Refusal  # loaded with the row already
 
-    python = row.export_bool == ExportBool.UINT8
-    devices = [DEVICE_BY_NAME.get(name) for name in row.export_devices]
-    bits = row.bits and row.export_bits_via
+    e = row.export  # the row's [export] table
+    python = e.bool_as == ExportBool.UINT8
+    devices = [DEVICE_BY_NAME.get(name) for name in e.devices]
+    bits = e.bits and e.bits_via
     return ExportPlan(
         row=row,
         library=row.name,
-        capsules=row.export_capsules,
-        bits=_Bits(row.bits_of, row.bits) if bits else None,
-        bits_via=row.export_bits_via.removesuffix("()") if bits else "",
-        guards=tuple(_guard(g) for g in row.export_guards),
+        capsules=e.capsules,
+        bits=_Bits(e.bits_of, e.bits) if bits else None,
+        bits_via=e.bits_via.removesuffix("()") if bits else "",
+        guards=tuple(_guard(g) for g in e.guards),
         # truthy for complex arrays only: the compiled exchange reads them after the table says the dtype (the
         # Python path reads every guard before the export: the same answer, as the others are never truthy)
-        complex_guards=frozenset(sys.intern(g.removesuffix("()")) for g in row.export_complex_guards),
-        refusal_help=row.export_refusal_help,
+        complex_guards=frozenset(sys.intern(g.removesuffix("()")) for g in e.complex_guards),
+        refusal_help=e.refusal_help,
         immutable=row.immutable,
-        refusal=TypeError if row.export_refusal == Refusal.TYPE_ERROR else BufferError,
-        via=None if row.export_via == "__dlpack__" else _exporter(row.export_via, row.export_via_keywords),
-        host=row.export_host.removesuffix("()"),
+        refusal=TypeError if e.refusal == Refusal.TYPE_ERROR else BufferError,
+        via=None if e.via == "__dlpack__" else _exporter(e.via, e.via_keywords),
+        host=e.host.removesuffix("()"),
         python=python,
-        bool_method=row.export_dtype.removesuffix("()") if python else "",
-        bool_name=row.export_bool_name if python else "",
+        bool_method=e.dtype.removesuffix("()") if python else "",
+        bool_name=e.bool_name if python else "",
         host_only=bool(devices) and all(d is not None and stream_free(d) for d in devices),
-        layout=row.export_layout,
-        readonly=row.immutable or row.export_readonly,
-        unsigned_strides=row.export_negative_strides == NegativeStrides.UNSIGNED,
-        refused_streams=frozenset(_refused_stream(entry) for entry in row.export_streams_refused),
-        interface=row.export_interface,
-        refuses_copy=row.export_refuses_copy,
+        layout=e.layout,
+        readonly=row.immutable or e.readonly,
+        unsigned_strides=e.negative_strides == NegativeStrides.UNSIGNED,
+        refused_streams=frozenset(_refused_stream(entry) for entry in e.streams_refused),
+        interface=e.interface,
+        refuses_copy=e.refuses_copy,
     )
 
 
@@ -374,7 +380,7 @@ def library_export(x: Any, plan: ExportPlan | None = None) -> Any:
         return via(x)
     except Exception as exc:  # its export refused this array (a dtype it cannot export, ...)
         if not plan.host:
-            name = plan.row.export_via if plan.row is not None else "its exporter"
+            name = plan.row.export.via if plan.row is not None else "its exporter"
             raise BufferError(
                 f"{type(x).__name__} cannot be exported by {name}: {type(exc).__name__}: {exc}{help_for(plan, exc)}"
             ) from exc
@@ -393,7 +399,7 @@ def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> 
     """The BufferError of ``x``, whose system's own export function (``export.via``) gave ``made``, an array
     whose DLPack export refused with ``exc``: naming that function and what ``made`` holds, and ending with what
     to do instead where ``x``'s plan has ``refusal_help``."""
-    name = plan.row.export_via if plan.row is not None else "its export function"
+    name = plan.row.export.via if plan.row is not None else "its export function"
     dtype = getattr(made, "dtype", None)
     held = f"{type(made).__module__}.{type(made).__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
     err = f"{type(x).__name__} exported by {name} as a {held}, which DLPack cannot carry: {exc}{help_for(plan, exc)}"
@@ -410,19 +416,24 @@ def help_for(plan: ExportPlan, exc: BaseException) -> str:
 
 def exported(x: Any) -> tuple[Any, ExportPlan]:
     """The producer to ask and its plan: ``x``, or dlbind's own zero-copy export of an object with a buffer or
-    array interface and no ``__dlpack__`` (nor an export function of its system's)."""
+    array interface and no ``__dlpack__`` (nor an export function of its system's): what ``from_dlpack`` and
+    ``convert`` ask alike."""
     plan = export_plan(type(x))
     if plan.via is not None or hasattr(x, "__dlpack__"):
         return x, plan
-    try:
-        x = describe(x, buffer_view(x))
+    try:  # an Exporter (dlbind.described) of the memory its buffer or array interface describes
+        return describe(x, buffer_view(x)), _exporter_plan()
     except TypeError:
         if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
             raise  # an interface that says something wrong: its own message names what
         values = isinstance(x, list | tuple | int | float | complex | range)  # Python values, no array memory
         raise TypeError(
-            "from_dlpack needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a "
-            f"DLPack capsule or an object with a buffer or array interface, not {type(x).__name__}"
+            "dlbind needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a DLPack capsule "
+            f"or an object with a buffer or array interface, not {type(x).__name__}"
             + (": make an array of it first, e.g. numpy.asarray(x)" if values else "")
         ) from None
-    return x, export_plan(type(x))
+
+
+def _exporter_plan() -> ExportPlan:
+    """The plan of dlbind's own exporter of memory (:class:`dlbind.described.Exporter`)."""
+    return export_plan(Exporter)

@@ -445,29 +445,6 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
     return NULL;
 }
 
-/* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
- * the target asks on its own stream), when dlbind.routes decided it for x's type and the device x is on
- * (convert_direct, filled by dlbind.conversion.convert); NotImplemented (a new reference) otherwise. */
-static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to) {
-    PyObject *by_type = PyDict_GetItemWithError(dlbind_cfg.convert_direct, to);
-    PyObject *entry = by_type != NULL ? PyDict_GetItemWithError(by_type, (PyObject *)Py_TYPE(x)) : NULL;
-    if (entry == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
-    Py_INCREF(entry); /* the producer's code below may change the dicts */
-    DLDevice dev;
-    int found = dlbind_producer_device(x, &dev);
-    if (found < 0) {
-        Py_DECREF(entry);
-        return NULL;
-    }
-    PyObject *out;
-    if (found == 1 && PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)) == (long)dev.device_type)
-        out = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), x);
-    else
-        out = Py_NewRef(Py_NotImplemented);
-    Py_DECREF(entry);
-    return out;
-}
-
 /* The places of the fields of dlbind.routes.Route (a NamedTuple) that the C routes read, found by name in its
  * _fields the first time a Route is seen: the record Python's convert runs is the one read here. */
 static PyTypeObject *dlbind_route_type; /* strong: the Route class these places are of */
@@ -501,6 +478,31 @@ static int dlbind_route_places(PyObject *route) {
     Py_INCREF(Py_TYPE(route));
     Py_XSETREF(dlbind_route_type, Py_TYPE(route));
     return 0;
+}
+
+/* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
+ * the target asks on its own stream), where dlbind.routes.decide made that the plain call's decision for x's
+ * type, `to` and the device x is on (its plan's direct: to -> those device types); NotImplemented (a new
+ * reference) otherwise. */
+static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *route) {
+    dlbind_type_info info;
+    if (dlbind_type_info_of(x, &info) != 0) return NULL;
+    if (info.direct == NULL || !PyDict_Check(info.direct) || PyDict_GET_SIZE(info.direct) == 0)
+        return Py_NewRef(Py_NotImplemented);
+    PyObject *types = PyDict_GetItemWithError(info.direct, to);
+    if (types == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+    Py_INCREF(types); /* the producer's code below may change the plan's dict, or evict the type's entry */
+    DLDevice dev;
+    int direct = dlbind_producer_device(x, &dev); /* -1 error, 0 no device said: Python's route says why */
+    if (direct == 1) {
+        PyObject *kind = PyLong_FromLong((long)dev.device_type);
+        direct = kind != NULL ? PySequence_Contains(types, kind) : -1;
+        Py_XDECREF(kind);
+    }
+    Py_DECREF(types);
+    if (direct <= 0) return direct < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    if (dlbind_route_places(route) < 0) return NULL;
+    return PyObject_CallOneArg(PyTuple_GET_ITEM(route, dlbind_route_importer), x);
 }
 
 /* x converted by the C route of `route` (to's Route record): where it has a target array type with an exchange
@@ -553,14 +555,16 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
             plain = 0;
     }
     if (plain && to != NULL && PyUnicode_CheckExact(to)) {
-        PyObject *out = dlbind_convert_direct(args[0], to);
-        if (out != Py_NotImplemented) return out == NULL ? dlbind_target_error(args[0], to) : out;
-        Py_DECREF(out);
         PyObject *route = PyDict_GetItemWithError(dlbind_cfg.routes, to);
         if (route == NULL && PyErr_Occurred()) return NULL;
         if (route != NULL) {
             Py_INCREF(route); /* the producer's code below may change ROUTES */
-            out = dlbind_convert_route(args[0], to, route);
+            PyObject *out = dlbind_convert_direct(args[0], to, route);
+            if (out == NULL) out = dlbind_target_error(args[0], to);
+            else if (out == Py_NotImplemented) {
+                Py_DECREF(out);
+                out = dlbind_convert_route(args[0], to, route);
+            }
             Py_DECREF(route);
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);

@@ -26,11 +26,11 @@
 static struct {
     PyTypeObject *type; /* compared, never dereferenced: it may be dead */
     unsigned int tag;   /* 0: empty */
-    PyObject *entry;    /* strong: the (capsule or None, guards, bits, plan) tuple of the type */
+    PyObject *entry;    /* strong: the (capsule or None, guards, bits, plan, direct) tuple of the type */
     dlbind_type_info info;
 } dlbind_recent[DLBIND_RECENT_TYPES];
 static unsigned dlbind_recent_next = 0;
-static PyObject *dlbind_tags = NULL; /* tag (int) -> (capsule or None, guards, bits, plan) */
+static PyObject *dlbind_tags = NULL; /* tag (int) -> (capsule or None, guards, bits, plan, direct) */
 static PyObject *dlbind_str_exchange_api = NULL;
 static PyObject *dlbind_uncached = NULL; /* the entry of the last type without a tag */
 
@@ -46,6 +46,7 @@ void dlbind_exchange_clear(void) {
         dlbind_recent[i].info.guards = NULL;
         dlbind_recent[i].info.guard_list = NULL;
         dlbind_recent[i].info.plan = NULL;
+        dlbind_recent[i].info.direct = NULL;
         dlbind_recent[i].info.bits = 0;
         Py_XDECREF(entry);
     }
@@ -227,9 +228,10 @@ static PyObject *dlbind_guards_compiled(PyObject *type, PyObject *guards, PyObje
     return capsule;
 }
 
-/* A new (capsule or None, guards, bits, plan) entry for the type: its table attribute and its
+/* A new (capsule or None, guards, bits, plan, direct) entry for the type: its table attribute and its
  * dlbind.sources.ExportPlan (the same object the Python code follows: export guards, immutable, the
- * bool reading, host-only, how an older __dlpack__ is called). NULL on error. */
+ * bool reading, host-only, how an older __dlpack__ is called, the direct hand-overs decided: the plan's
+ * own dict, which dlbind.routes.decide fills). NULL on error. */
 static PyObject *dlbind_entry_new(PyObject *type) {
     PyObject *cap;
     if (dlbind_cfg.tensor_type != NULL && PyType_IsSubtype((PyTypeObject *)type, dlbind_cfg.tensor_type))
@@ -238,7 +240,7 @@ static PyObject *dlbind_entry_new(PyObject *type) {
     else
         cap = dlbind_table_attr(type);
     if (cap == NULL) return NULL;
-    if (dlbind_cfg.export_plan == NULL) return Py_BuildValue("(NNiO)", cap, PyTuple_New(0), 0, Py_None);
+    if (dlbind_cfg.export_plan == NULL) return Py_BuildValue("(NNiOO)", cap, PyTuple_New(0), 0, Py_None, Py_None);
     PyObject *plan = PyObject_CallOneArg(dlbind_cfg.export_plan, type);
     PyObject *guards = plan != NULL ? PyObject_GetAttr(plan, dlbind_cfg.attr_guards) : NULL;
     if (guards == NULL || !PyTuple_Check(guards)) {
@@ -262,12 +264,18 @@ static PyObject *dlbind_entry_new(PyObject *type) {
     PyObject *complex_only = PyObject_GetAttr(plan, dlbind_cfg.attr_complex_guards);
     Py_SETREF(guards, complex_only == NULL ? NULL : dlbind_guards_compiled(type, guards, complex_only));
     Py_XDECREF(complex_only);
-    if (guards == NULL) {
+    PyObject *direct = guards != NULL ? PyObject_GetAttr(plan, dlbind_cfg.attr_direct) : NULL;
+    if (direct != NULL && !PyDict_Check(direct)) {
+        PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": an ExportPlan's direct must be a dict");
+        Py_CLEAR(direct);
+    }
+    if (direct == NULL) {
+        Py_XDECREF(guards);
         Py_DECREF(plan);
         Py_DECREF(cap);
         return NULL;
     }
-    return Py_BuildValue("(NNiN)", cap, guards, bits, plan);
+    return Py_BuildValue("(NNiNN)", cap, guards, bits, plan, direct);
 }
 
 static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
@@ -278,6 +286,7 @@ static void dlbind_entry_info(PyObject *entry, dlbind_type_info *info) {
                            : NULL;
     info->bits = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 2));
     info->plan = PyTuple_GET_ITEM(entry, 3);
+    info->direct = PyTuple_GET_ITEM(entry, 4);
 }
 
 /* The recent entry of type at version tag (a pointer and tag compare), or NULL. */
@@ -288,7 +297,7 @@ static dlbind_type_info *dlbind_recent_info(PyTypeObject *type, unsigned int tag
     return NULL;
 }
 
-static const dlbind_type_info dlbind_no_info = {NULL, NULL, NULL, NULL, 0};
+static const dlbind_type_info dlbind_no_info = {NULL, NULL, NULL, NULL, NULL, 0};
 
 /* The cached info of a type (a pointer valid until the next lookup), or NULL with an error set. */
 static const dlbind_type_info *dlbind_info_of_type(PyObject *type_obj) {
@@ -376,8 +385,9 @@ void dlbind_type_learn(PyObject *obj) {
     PyObject *key = PyLong_FromUnsignedLong(tag);
     PyObject *entry = key ? PyDict_GetItemWithError(dlbind_tags, key) : NULL;
     if (entry != NULL) {
-        PyObject *marked = Py_BuildValue("(OOlO)", PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1),
-                                         PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) | bits, PyTuple_GET_ITEM(entry, 3));
+        PyObject *marked = Py_BuildValue("(OOlOO)", PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1),
+                                         PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) | bits, PyTuple_GET_ITEM(entry, 3),
+                                         PyTuple_GET_ITEM(entry, 4));
         if (marked == NULL || PyDict_SetItem(dlbind_tags, key, marked) != 0) PyErr_Clear();
         Py_XDECREF(marked);
     }

@@ -113,9 +113,6 @@ typedef struct {
     PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
-    PyObject *convert_direct;    /* dict: to -> {producer type: (device type, the target's importer)}, the direct
-                                    hand-overs dlbind.routes decided (devices with streams), filled by
-                                    dlbind.conversion.convert the first time */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
@@ -126,6 +123,7 @@ typedef struct {
     PyObject *str_dlpack_device; /* "__dlpack_device__", interned */
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
     PyObject *attr_complex_guards;
+    PyObject *attr_direct;       /* ExportPlan.direct: target name -> device types of its plain DIRECT decisions */
     PyObject *attr_refuse;       /* ExportPlan.refuse(x, name, is_method, negated): raises x's BufferError (a guard holds) */
     PyObject *attr_uint8_read_as; /* ExportPlan.uint8_read_as(x): the dtype code a uint8 import of x is read as, or -1 */
 } dlbind_config;
@@ -325,6 +323,7 @@ typedef struct {
     PyObject *guards;             /* borrowed: the capsule of guard_list */
     const dlbind_guards *guard_list; /* the type's export guards, compiled (exchange.c), or NULL */
     PyObject *plan;               /* borrowed: the type's dlbind.sources.ExportPlan (None when not configured) */
+    PyObject *direct;             /* borrowed: its plan's direct (a dict), or None */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */

@@ -42,7 +42,6 @@ static const dlbind_cfg_entry dlbind_cfg_entries[] = {
     {"target_error", &dlbind_cfg.target_error, 'c'},
     {"export_plan", &dlbind_cfg.export_plan, 'c'},
     {"order", &dlbind_cfg.order, 'c'},
-    {"convert_direct", &dlbind_cfg.convert_direct, 'd'},
 };
 #define DLBIND_CFG_ENTRIES ((Py_ssize_t)(sizeof dlbind_cfg_entries / sizeof dlbind_cfg_entries[0]))
 
@@ -108,8 +107,7 @@ static PyMethodDef dlbind_methods[] = {
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "allocate, convert, routes, target_error, export_plan, order, "
-     "convert_direct): the Python pieces the C code uses (dlbind passes them at import)"},
+     "allocate, convert, routes, target_error, export_plan, order): the Python pieces the C code uses (dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
     {"retype", (PyCFunction)(void (*)(void))dlbind_py_retype, METH_FASTCALL,

@@ -210,7 +210,7 @@ def _via(x: Any) -> str | None:
     from dlbind.sources import export_plan
 
     plan = export_plan(type(x))  # the row of its library's installed release, read once per type
-    return None if plan.via is None or plan.row is None else plan.row.export_via
+    return None if plan.via is None or plan.row is None else plan.row.export.via
 
 
 def _no_protocol(x: Any) -> str | None:

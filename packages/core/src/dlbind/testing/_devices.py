@@ -97,10 +97,10 @@ def maker(library: str, device: str) -> Callable[[Any], Any]:
 def device_only(name: str) -> str:
     """Why system ``name`` cannot be checked with host arrays ("" where it can): it holds device arrays only, and
     takes no host data (CuPy: CUDA, ROCm). The checks of it run on its device (``check --device``)."""
-    row = ADAPTERS[name]
-    if "cpu" in row.devices or "cpu" in row.copy_from:
+    imp = ADAPTERS[name].import_  # how it takes DLPack (its row's [import])
+    if "cpu" in imp.devices or "cpu" in imp.copy_from:
         return ""
-    return f"{name} holds {', '.join(row.devices)} arrays only: check it there (python -m dlbind check --device ...)"
+    return f"{name} holds {', '.join(imp.devices)} arrays only: check it there (python -m dlbind check --device ...)"
 
 
 def unusable(library: str, device: str) -> str | None:
