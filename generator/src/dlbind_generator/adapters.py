@@ -130,7 +130,6 @@ SET_NAMES: dict[str, str] = {
 }
 
 
-
 def _sub_record(section: str) -> dict[str, str]:
     """The facts of a row's ``[section]`` table, rendered as a sub-record of ``Adapter``: flat field -> its name
     there, the table's key (``bool`` is ``bool_as``: a field named ``bool`` would hide the type in the record)."""

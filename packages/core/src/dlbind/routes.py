@@ -226,7 +226,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         importer_nd=dotted(imp.function_nd) if imp.function_nd else None,
         by_dtype={name: dotted(fn) for name, fn in imp.by_dtype} if imp.by_dtype else None,
         bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
-        or bits is not None or _bridges(adapter),
+        or bits is not None or _bridges(imp),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
         in_c=(table_type or handover_type) is not None,
@@ -245,10 +245,9 @@ def _simple(imp: Import) -> bool:
     )  # fmt: skip
 
 
-def _bridges(adapter: Adapter) -> bool:
+def _bridges(imp: Import) -> bool:
     """Whether an array may need a bridge to the row's importer on the host routes for what the row says of the
     importer's layout, byte_offset, what it takes, its dimensions, dtypes, bool and alignment."""
-    imp = adapter.import_  # how it takes DLPack (its row's [import])
     return (
         imp.layout == Layout.COMPACT or not imp.byte_offset or imp.takes != Takes.PRODUCER
         or bool(imp.ndims) or bool(imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype)

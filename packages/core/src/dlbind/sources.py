@@ -422,7 +422,7 @@ def exported(x: Any) -> tuple[Any, ExportPlan]:
     if plan.via is not None or hasattr(x, "__dlpack__"):
         return x, plan
     try:  # an Exporter (dlbind.described) of the memory its buffer or array interface describes
-        return describe(x, buffer_view(x)), _exporter_plan()
+        return describe(x, buffer_view(x)), export_plan(Exporter)
     except TypeError:
         if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
             raise  # an interface that says something wrong: its own message names what
@@ -432,8 +432,3 @@ def exported(x: Any) -> tuple[Any, ExportPlan]:
             f"or an object with a buffer or array interface, not {type(x).__name__}"
             + (": make an array of it first, e.g. numpy.asarray(x)" if values else "")
         ) from None
-
-
-def _exporter_plan() -> ExportPlan:
-    """The plan of dlbind's own exporter of memory (:class:`dlbind.described.Exporter`)."""
-    return export_plan(Exporter)

@@ -107,7 +107,8 @@ static PyMethodDef dlbind_methods[] = {
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "allocate, convert, routes, target_error, export_plan, order): the Python pieces the C code uses (dlbind passes them at import)"},
+     "allocate, convert, routes, target_error, export_plan, order): the Python pieces the C code uses "
+     "(dlbind passes them at import)"},
     {"seal", (PyCFunction)dlbind_py_seal, METH_O,
      "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
     {"retype", (PyCFunction)(void (*)(void))dlbind_py_retype, METH_FASTCALL,
