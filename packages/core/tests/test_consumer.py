@@ -400,19 +400,19 @@ def test_the_plan_says_what_a_uint8_import_is_read_as() -> None:
 
 def test_bool_said_as_uint8_is_read_as_bool_in_place() -> None:
     """A producer whose capsules say uint8 for bool (``export.bool = "uint8"``: onnxruntime) is read as bool by
-    the import's finishing (dlbind.tensor.sealed), in place: the same memory, no second capsule."""
+    the import's finishing (``dlbind.tensor.from_capsule`` with its plan), in place: the struct's dtype code is
+    rewritten where it lies, no second capsule."""
     from dlbind.dtypes import BOOL
-    from dlbind.tensor import sealed
+    from dlbind.tensor import from_capsule
 
     plan = _bool_as_uint8_plan()
     a = np.array([0, 1, 1, 0], dtype=np.uint8)
-    t = dlbind.from_dlpack(a)
-    kept = t.data_ptr
-    same = sealed(t, _Said(plan.bool_method, plan.bool_name), plan)
-    assert same is t and same.data_ptr == kept and same.dtype.code == BOOL.code
-    assert np.from_dlpack(same).tolist() == [False, True, True, False]
-    other = dlbind.from_dlpack(a)
-    assert sealed(other, _Said(plan.bool_method, "uint8"), plan).dtype.name == "uint8"  # a real uint8 stays uint8
+    t = from_capsule(a.__dlpack__(), x=_Said(plan.bool_method, plan.bool_name), plan=plan)
+    assert t.data_ptr == a.ctypes.data and t.dtype.code == BOOL.code
+    assert np.from_dlpack(t).tolist() == [False, True, True, False]
+    other = from_capsule(a.__dlpack__(), x=_Said(plan.bool_method, "uint8"), plan=plan)
+    assert other.dtype.name == "uint8"  # a real uint8 stays uint8
+    assert from_capsule(a.__dlpack__()).dtype.name == "uint8"  # no plan: nothing to finish
 
 
 class _RefusesInWords:

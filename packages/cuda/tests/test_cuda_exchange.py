@@ -26,7 +26,7 @@ from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter, Export, Import
 from dlbind.conversion import ExplanationKind
 from dlbind.routes import ROUTES, Route, make_route
-from dlbind.sources import _PLANS, export_plan, plan_of
+from dlbind.sources import PLANS, export_plan, plan_of
 
 CUDA = (DeviceType.kDLCUDA, 0)
 
@@ -167,7 +167,7 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Target]:
 def _rowed(kind: type, **facts: Any) -> type:
     """Give the producer type ``kind`` an export plan from a row with ``facts`` (a library dlbind knows)."""
     plan = plan_of(_row(kind.__name__.lower(), **facts))
-    plan.lasting = _PLANS.put(kind, plan)
+    plan.lasting = PLANS.put(kind, plan)
     return kind
 
 

@@ -34,15 +34,13 @@ def configure() -> dict[str, Any]:
         tensor_type=Tensor,
         cpu_device=(DeviceType.kDLCPU, 0),
         asdlpack=producer.asdlpack,
-        from_dlpack=consumer.from_dlpack,
+        from_dlpack=consumer.resume,  # each entry point's one fall-back, told where the C code stopped
         check_managed=check_managed,
         export_view=export.export_view,
-        after_refusal=consumer.after_refusal,
         allocate=exchange.allocate,
-        convert=conversion.convert,
+        convert=conversion.resume,
         routes=routes.ROUTES,
-        target_error=conversion.target_error,
-        export_plan=sources.export_plan,
+        plans=sources.PLANS,  # read by C, never called: a type without a plan yet is Python's to plan
         order=exchange.order,
     )
     # the public functions: called in C, read as the Python implementations (help(), inspect.signature())

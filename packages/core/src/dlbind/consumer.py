@@ -23,16 +23,24 @@ from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer
 from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export, through_refused
 from dlbind.tensor import Tensor, as_asked, from_capsule, reexported
 
-__all__ = ["from_dlpack", "imported"]
+__all__ = ["from_dlpack", "imported", "resume"]
 
 _IS_COPIED = capsule.IS_COPIED
 _CPU = parse_device("cpu")
 
 
-def after_refusal(x: Any, error: BaseException, older: bool = False) -> Tensor:
-    """Continue the compiled build's plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised
-    ``error`` (``older``: the call its type accepted once ``max_version`` was refused, which is never made
-    twice).
+def resume(refused: tuple[BaseException, bool] | None, /, *args: Any, **keywords: Any) -> Tensor:
+    """The compiled ``from_dlpack``'s one fall-back into Python, told where its C code stopped: ``refused`` None,
+    the whole call ``from_dlpack(*args, **keywords)`` is Python's; else ``(error, older)``, the plain
+    ``from_dlpack(x)`` (``args``) whose ``__dlpack__`` call raised ``error``, continued here without asking again."""
+    if refused is None:
+        return from_dlpack(*args, **keywords)
+    return _after_refusal(args[0], *refused)
+
+
+def _after_refusal(x: Any, error: BaseException, older: bool) -> Tensor:
+    """Continue the plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error`` (``older``: the
+    call its type accepted once ``max_version`` was refused, which is never made twice).
 
     A TypeError: an older producer, asked with fewer keywords (``older``: its own error, or its system's
     refusal type). A BufferError: the producer cannot export this array (numpy before 2.1 refuses
@@ -108,7 +116,7 @@ def imported(
         # back to Python comes through from_dlpack, without a plan
         return cast(Tensor, native.from_dlpack(x))
     if plan is None:  # from_dlpack: a producer whose plan is looked up now
-        x, plan = exported(x)
+        x, plan, _ = exported(x)
     if plan.guards:  # before the table too: a table exports what __dlpack__ refuses (torch)
         check_guards(x, plan)
     of, finish = x, plan  # what it is finished as (sealed, bool read), also where x's system gave another array
@@ -116,7 +124,7 @@ def imported(
     if plan.via is not None and (own_export or not hasattr(x, "__dlpack__")):
         made = library_export(x, plan)  # a system exporting through a function of its own: a capsule or an array
         if made is not None and type(made) is not _capi.PyCapsuleType:
-            (x, plan), here, made = exported(made), None, None
+            (x, plan, _), here, made = exported(made), None, None
     given = made is not None
     fast = exchange.import_object(x) if not given and plain and of is x else None  # its 1.3 exchange table
     if fast is not None:

@@ -220,17 +220,9 @@ def _decision(
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     if type(x) is PyCapsuleType:
         x = from_capsule(x)  # a raw capsule: its Tensor
-    source = export_plan(type(x))
-    device_of = x  # what says where the data is
-    if source.via is None and not hasattr(x, "__dlpack__"):
-        # dlbind's own producer of it, which knows its device and its stream (as from_dlpack asks it). The target's
-        # own array without DLPack (numba's CUDA arrays carry __cuda_array_interface__ only) stays itself where no
-        # copy is asked: its device is the one its interface says
-        own = source.library == route.adapter.name
-        if not own or not hasattr(x, "__dlpack_device__"):
-            device_of, mine = exported(x)
-            if not own:
-                x, source = device_of, mine
+    # dlbind's own producer of an object without DLPack, which knows its device and its stream (as from_dlpack asks
+    # it); the target's own array stays itself (device_of: what says where the data is)
+    x, source, device_of = exported(x, route.adapter.name)
     # stream-free host memory, or a system exporting through a function of its own: no device to ask
     here = _CPU if source.host_only or source.via is not None else producer_device(device_of)
     shape = _NO_STREAM if stream is None else _UNSYNCHRONISED if stream == -1 else _STREAM  # routes.key's
@@ -430,14 +422,24 @@ def _shown(d: Decision) -> str:
 _PASSED_ON = (BufferError, TypeError, ValueError, MemoryError, SystemError)
 
 
+def resume(failed: BaseException | None, /, *args: Any, **keywords: Any) -> Any:
+    """The compiled ``convert``'s one fall-back into Python, told where its C code stopped: ``failed`` None, the
+    whole call ``convert(*args, **keywords)`` is Python's; else the exception that the target's importer raised in
+    its C route of ``convert(x, to)`` (``args``), raised as :func:`convert` raises it (:func:`target_error`)."""
+    if failed is None:
+        return convert(*args, **keywords)
+    x, to = args
+    raise target_error(x, to, failed)
+
+
 def target_error(x: Any, to: str, exc: BaseException, device: Any = None) -> BaseException:
     """The exception :func:`convert` raises when target ``to`` failed to import ``x`` with ``exc``.
 
     A target's own refusal of what it cannot import (a device, dtype or layout it lacks) comes as its
     ``RuntimeError``, ``AssertionError``, ...; the spec's type for it is ``BufferError``, naming the
     target, the device asked for (``device=``, when given: what the user asked, beside where the data is)
-    and keeping the original as ``__cause__``. The spec's own types pass unchanged. Called by the compiled
-    build's convert too (which takes no ``device=``).
+    and keeping the original as ``__cause__``. The spec's own types pass unchanged. Raised by the compiled
+    build's convert too, through :func:`resume` (its C routes take no ``device=``).
     """
     if isinstance(exc, _PASSED_ON) or not isinstance(exc, Exception):
         return exc

@@ -125,6 +125,7 @@ def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
     view = memoryview(obj) if view is None else view
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
+    address = _address(view) if view.c_contiguous else 0
     dtype = _buffer_dtype(view.format)
     shape, byte_strides, itemsize = view.shape or (), view.strides or (), view.itemsize
     if dtype.bits != 8 * itemsize:
@@ -133,7 +134,7 @@ def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
     if not view.c_contiguous and any(s % itemsize for s in byte_strides):
         raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
     if view.c_contiguous:
-        return Memory(_address(view), shape, strides, dtype, CPU, 0, view.readonly, view)
+        return Memory(address, shape, strides, dtype, CPU, 0, view.readonly, view)
     info = _capi.Py_buffer()
     if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
         raise BufferError("the buffer refused a second request")

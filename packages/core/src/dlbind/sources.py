@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BARE",
+    "PLANS",
     "STREAM",
     "ExportPlan",
     "check_guards",
@@ -332,17 +333,19 @@ def _bits_export(x: Any, plan: ExportPlan, via: Any) -> object | None:
     )  # fmt: skip
 
 
-_PLANS = TypeCache()  # type -> its ExportPlan (kept no longer than the type)
+#: type -> its ExportPlan (kept no longer than the type), made by :func:`export_plan`; the compiled build reads it,
+#: and hands a type without one to Python, whose import or convert makes it
+PLANS = TypeCache()
 
 
 def export_plan(kind: type) -> ExportPlan:
     """The :class:`ExportPlan` of producer type ``kind``: made from its row on first use, then kept."""
-    found = _PLANS.lasting.get(kind, MISSING)  # the common case without a method call
+    found = PLANS.lasting.get(kind, MISSING)  # the common case without a method call
     if found is MISSING:
-        found = _PLANS.passing.get(kind, MISSING)
+        found = PLANS.passing.get(kind, MISSING)
         if found is MISSING:
             found = plan_of(release_row_of_type(kind))
-            found.lasting = _PLANS.put(kind, found)  # kept as long as the process: its type will not be freed
+            found.lasting = PLANS.put(kind, found)  # kept as long as the process: its type will not be freed
     return found  # type: ignore[no-any-return]
 
 
@@ -414,15 +417,21 @@ def help_for(plan: ExportPlan, exc: BaseException) -> str:
     return f" ({'; '.join(found)})" if found else ""
 
 
-def exported(x: Any) -> tuple[Any, ExportPlan]:
-    """The producer to ask and its plan: ``x``, or dlbind's own zero-copy export of an object with a buffer or
-    array interface and no ``__dlpack__`` (nor an export function of its system's): what ``from_dlpack`` and
-    ``convert`` ask alike."""
+def exported(x: Any, target: str | None = None) -> tuple[Any, ExportPlan, Any]:
+    """The producer to ask, its plan, and what says where its data is: what ``from_dlpack`` and ``convert`` ask
+    alike. ``x`` itself where it is a producer (it has ``__dlpack__``, or its system exports through a function of
+    its own); else dlbind's own zero-copy producer of the memory its buffer or array interface describes
+    (:mod:`dlbind.described`), which knows its device and its stream. ``target``: the system ``convert`` hands to,
+    whose own arrays without DLPack stay themselves (numba's CUDA arrays carry ``__cuda_array_interface__`` only),
+    their device said by dlbind's producer where they cannot say it."""
     plan = export_plan(type(x))
     if plan.via is not None or hasattr(x, "__dlpack__"):
-        return x, plan
+        return x, plan, x
+    own = target is not None and plan.library == target
+    if own and hasattr(x, "__dlpack_device__"):
+        return x, plan, x
     try:  # an Exporter (dlbind.described) of the memory its buffer or array interface describes
-        return describe(x, buffer_view(x)), export_plan(Exporter)
+        mine = describe(x, buffer_view(x))
     except TypeError:
         if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
             raise  # an interface that says something wrong: its own message names what
@@ -432,3 +441,4 @@ def exported(x: Any) -> tuple[Any, ExportPlan]:
             f"or an object with a buffer or array interface, not {type(x).__name__}"
             + (": make an array of it first, e.g. numpy.asarray(x)" if values else "")
         ) from None
+    return (x, plan, mine) if own else (mine, export_plan(Exporter), mine)

@@ -25,7 +25,7 @@ from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view
 from dlbind.validate import consumed
 
-__all__ = ["Tensor", "as_asked", "from_capsule", "from_managed", "sealed"]
+__all__ = ["Tensor", "as_asked", "from_capsule", "from_managed"]
 
 _new = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
 
@@ -346,14 +346,24 @@ def from_managed(
         return tensor
     if owner is None:
         owner = _capsule.Owner(managed)  # the deleter runs exactly once: on invalid content, or with the Tensor
-    fields = consumed(owner, versioned, allow_vector)
-    return _made(owner, fields, source, ready)
+    return _made((owner, versioned, source), allow_vector, ready)
 
 
-def _made(owner: Any, fields: Any, source: object, ready: tuple[int, int] | None) -> Tensor:
-    """The pure build's Tensor of a validated struct (``fields``: what :func:`dlbind.validate.consumed` read)
-    that ``owner`` owns."""
-    t, shape, strides, version, flags = fields
+def _made(
+    taken: tuple[Any, bool, object], allow_vector: bool, ready: tuple[int, int] | None, x: Any = None, plan: Any = None
+) -> Tensor:
+    """The pure build's Tensor of a taken struct (``taken``: its ``dlbind.capsule.Owner``, whether it is versioned,
+    and the owner of a struct dlbind exported, as ``dlbind.capsule.take_owned`` gives them), checked first by
+    :func:`dlbind.validate.consumed` (naming ``x``), then finished as :func:`from_capsule` says."""
+    owner, versioned, source = taken
+    t, shape, strides, version, flags = consumed(owner, versioned, allow_vector, x)
+    code = int(t.dtype.code)
+    if plan is not None:  # finished as x's plan says, as the compiled build's dlbind_finished (tensor.c)
+        if plan.immutable and not flags & _IS_COPIED:
+            flags |= _READ_ONLY
+        uint8 = code == _UINT8.code and int(t.dtype.bits) == 8 and int(t.dtype.lanes) == 1
+        if uint8 and plan.python and (read := plan.uint8_read_as(x)) >= 0:
+            code = t.dtype.code = read  # in place: the consumer owns the struct from the moment it took the capsule
     tensor = Tensor.__new__(Tensor)
     # the pure core's slots, written once here (Tensor.__setattr__ refuses every later write)
     _set(tensor, "_owner", owner)
@@ -363,7 +373,7 @@ def _made(owner: Any, fields: Any, source: object, ready: tuple[int, int] | None
     _set(tensor, "_flags", flags)
     _set(tensor, "data_ptr", int(ffi.cast("uintptr_t", t.data)))
     _set(tensor, "byte_offset", int(t.byte_offset))
-    _set(tensor, "_code", int(t.dtype.code))
+    _set(tensor, "_code", code)
     _set(tensor, "_bits", int(t.dtype.bits))
     _set(tensor, "_lanes", int(t.dtype.lanes))
     device_type = int(t.device.device_type)
@@ -388,17 +398,14 @@ def from_capsule(
     """Consume a raw DLPack capsule (``"dltensor_versioned"`` or ``"dltensor"``).
 
     ``x`` and ``plan``: the producer that gave it (the validator names it where the tensor's extent is at fault)
-    and its ``dlbind.sources.ExportPlan``, whose facts finish the import (:func:`sealed`); ``ready``:
+    and its ``dlbind.sources.ExportPlan``, whose facts finish the import: read-only when ``x``'s library never
+    writes its arrays (``immutable`` in spec/adapters.toml: a legacy capsule cannot say so, and a writable alias
+    would let a consumer change an immutable array; a copy the producer made for us stays writable), and bool that
+    ``x``'s capsules call uint8 (``export.bool``) read as bool (what ``plan.uint8_read_as(x)`` says). ``ready``:
     ``(device type, stream)``, the stream the data is ready on when the tensor is on that device type."""
-    if native is not None:  # taken and owned in one step, in C: no Python code (a signal's) runs between
-        tensor: Tensor = native.take_wrap(capsule, allow_vector, ready, x)
-    else:
-        owner, versioned, source = _capsule.take_owned(capsule)  # checked, then made: each step in its module
-        fields = consumed(owner, versioned, allow_vector, x)
-        tensor = _made(owner, fields, source, ready)
-    if plan is not None and (plan.immutable or plan.python):
-        tensor = sealed(tensor, x, plan)
-    return tensor
+    if native is not None:  # taken, owned and finished in one step, in C: no Python code (a signal's) runs between
+        return native.take_wrap(capsule, allow_vector, ready, x, plan)  # type: ignore[no-any-return]
+    return _made(_capsule.take_owned(capsule), allow_vector, ready, x, plan)  # taken, checked, made and finished
 
 
 def reexported(
@@ -425,28 +432,4 @@ def as_asked(tensor: Tensor, of: Any, target: Any, copy: bool | None, given: boo
         raise BufferError("copy=False, but the producer made a copy")
     if copy is True and not tensor._flags & _capsule.IS_COPIED:
         tensor = tensor.copy()
-    return tensor
-
-
-def sealed(tensor: Tensor, x: Any, plan: Any) -> Tensor:
-    """``tensor`` imported from ``x``, read-only when ``x``'s library never writes its arrays
-    (``immutable`` in spec/adapters.toml): a legacy capsule cannot say so, and a writable alias would
-    let a consumer change an immutable array. A copy the producer made for us stays writable. Bool that
-    ``x``'s capsules call uint8 (``export.bool``) is read as bool (what ``plan.uint8_read_as(x)`` says).
-    ``plan``: ``x``'s export plan (``dlbind.sources.ExportPlan``). The compiled build's import does the same in C
-    (``dlbind_finished`` in tensor.c), asking the plan its type cache holds the same question."""
-    flags = tensor._flags
-    if not flags & (_READ_ONLY | _IS_COPIED) and plan.immutable:
-        if native is not None:
-            native.seal(tensor)
-        else:  # still being made: the import finishes it before anyone sees it
-            _set(tensor, "_flags", flags | _READ_ONLY)
-    uint8 = tensor._code == _UINT8.code and tensor._bits == 8 and tensor._lanes == 1
-    if uint8 and plan.python and (code := plan.uint8_read_as(x)) >= 0:
-        # read as bool in place: the consumer owns the struct from the moment it took the capsule
-        if native is not None:
-            native.retype(tensor, code)
-        else:
-            _set(tensor, "_code", code)
-            tensor._owner.managed.dl_tensor.dtype.code = code
     return tensor

@@ -1,6 +1,6 @@
 /* What every C file of dlbind._fastpath uses, below them all: the configuration configure() fills (the
  * Python pieces, the interned names), the export and deleter counters, keyword lookup, a type's name for
- * messages, and the hook that turns a target's error into dlbind's. module.c (the top) registers the
+ * messages, and the call of an entry point's one fall-back into Python. module.c (the top) registers the
  * functions and fills the configuration; nothing here calls up into another file. */
 #include "fastpath.h"
 
@@ -50,9 +50,9 @@ int dlbind_intern_all(void) {
     PyObject **attrs[] = {&dlbind_cfg.str_dlpack_device, &dlbind_cfg.attr_guards, &dlbind_cfg.attr_immutable,
                           &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style,
                           &dlbind_cfg.attr_complex_guards, &dlbind_cfg.attr_refuse, &dlbind_cfg.attr_uint8_read_as,
-                          &dlbind_cfg.attr_direct};
+                          &dlbind_cfg.attr_direct, &dlbind_cfg.attr_lasting, &dlbind_cfg.attr_passing};
     const char *names[] = {"__dlpack_device__", "guards", "immutable", "python", "host_only", "call_style",
-                           "complex_guards", "refuse", "uint8_read_as", "direct"};
+                           "complex_guards", "refuse", "uint8_read_as", "direct", "lasting", "passing"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*attrs[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
     return 0;
@@ -86,6 +86,20 @@ int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const cha
         return -1;
     }
     return 0;
+}
+
+/* fn(state, *args, **kwargs) of a vectorcall's arguments: an entry point's one fall-back into Python, told where
+ * the C code stopped (state: None, the whole call is Python's). */
+PyObject *dlbind_resume(PyObject *fn, PyObject *state, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t total = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8], **stack = total < 8 ? small : PyMem_New(PyObject *, (size_t)total + 1);
+    if (stack == NULL) return PyErr_NoMemory();
+    stack[0] = state;
+    for (Py_ssize_t i = 0; i < total; i++) stack[i + 1] = args[i];
+    PyObject *res = PyObject_Vectorcall(fn, stack, (size_t)(nargs + 1), kwnames);
+    if (stack != small) PyMem_Free(stack);
+    return res;
 }
 
 PyObject *dlbind_type_name(PyObject *obj) { return PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__"); }

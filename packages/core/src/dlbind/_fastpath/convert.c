@@ -134,6 +134,7 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
     DLManagedTensorVersioned *m = NULL;
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return -1;
+    if (info.plan == Py_None) return 0; /* a type Python has not planned yet: its route plans it now */
     int taken = dlbind_table_take(x, &info, &m);
     if (taken < 0) return -1;
     if (taken == 0 && !(info.bits & DLBIND_TYPE_HOST_ONLY)) {
@@ -418,9 +419,9 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
 #endif
 }
 
-/* The pending exception of a failed C route to `to` replaced by what dlbind.conversion.target_error(x, to, exc)
- * makes of it (a target's RuntimeError etc. becomes a BufferError naming it); the original stands when that
- * fails or returns it. Always returns NULL. */
+/* The pending exception of a failed C route to `to` handed to convert's fall-back,
+ * dlbind.conversion.resume(exc, x, to), which raises what Python's convert raises for it (a target's RuntimeError
+ * etc. becomes a BufferError naming it). Always returns NULL. */
 static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -430,18 +431,16 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
         return NULL;
     }
     if (tb != NULL) PyException_SetTraceback(value, tb);
-    PyObject *made = PyObject_CallFunctionObjArgs(dlbind_cfg.target_error, x, to, value, NULL);
-    if (made == NULL || made == value || !PyExceptionInstance_Check(made)) {
-        Py_XDECREF(made); /* target_error failed, returned the original or a non-exception: the original stands */
-        PyErr_Clear();
+    PyObject *args[2] = {x, to};
+    PyObject *res = dlbind_resume(dlbind_cfg.convert, value, args, 2, NULL);
+    if (res != NULL) { /* a fall-back that returned said nothing of the failure: the original stands */
+        Py_DECREF(res);
         PyErr_Restore(type, value, tb);
         return NULL;
     }
     Py_XDECREF(type);
     Py_DECREF(value);
     Py_XDECREF(tb);
-    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
-    Py_DECREF(made);
     return NULL;
 }
 
@@ -570,5 +569,5 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
             Py_DECREF(out);
         }
     }
-    return PyObject_Vectorcall(dlbind_cfg.convert, args, nargsf, kwnames);
+    return dlbind_resume(dlbind_cfg.convert, Py_None, args, nargsf, kwnames); /* the one fall-back into Python */
 }

@@ -116,6 +116,13 @@ static int dlbind_plan_flag(PyObject *plan, PyObject *name) {
     return truth;
 }
 
+int dlbind_plan_finish_bits(PyObject *plan) {
+    int immutable = dlbind_plan_flag(plan, dlbind_cfg.attr_immutable);
+    int python = immutable < 0 ? -1 : dlbind_plan_flag(plan, dlbind_cfg.attr_python);
+    if (python < 0) return -1;
+    return (immutable ? DLBIND_TYPE_IMMUTABLE : 0) | (python ? DLBIND_TYPE_PYTHON : 0);
+}
+
 int dlbind_plan_call_bits(PyObject *plan) {
     PyObject *style = PyObject_GetAttr(plan, dlbind_cfg.attr_call_style);
     if (style == NULL) {
@@ -228,10 +235,34 @@ static PyObject *dlbind_guards_compiled(PyObject *type, PyObject *guards, PyObje
     return capsule;
 }
 
+/* The dlbind.sources.ExportPlan that Python made for the type (configure's plans: the dict of the types that live
+ * as long as the process, then the weak mapping of the others), a new reference; None where Python has made none
+ * yet (the call is then Python's, which makes it); NULL on error. Read, never called: no Python code decides
+ * here (but a weak mapping's lookup). */
+static PyObject *dlbind_plan_made(PyObject *type) {
+    if (dlbind_cfg.plans == NULL) Py_RETURN_NONE;
+    PyObject *lasting = PyObject_GetAttr(dlbind_cfg.plans, dlbind_cfg.attr_lasting);
+    if (lasting == NULL) return NULL;
+    PyObject *plan = PyDict_Check(lasting) ? Py_XNewRef(PyDict_GetItemWithError(lasting, type)) : NULL;
+    if (!PyDict_Check(lasting)) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the plans' lasting must be a dict");
+    Py_DECREF(lasting);
+    if (plan != NULL || PyErr_Occurred()) return plan;
+    if (!PyType_HasFeature((PyTypeObject *)type, Py_TPFLAGS_HEAPTYPE)) Py_RETURN_NONE; /* a static type lasts */
+    PyObject *passing = PyObject_GetAttr(dlbind_cfg.plans, dlbind_cfg.attr_passing);
+    plan = passing != NULL ? PyObject_GetItem(passing, type) : NULL;
+    Py_XDECREF(passing);
+    if (plan == NULL && passing != NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return plan;
+}
+
 /* A new (capsule or None, guards, bits, plan, direct) entry for the type: its table attribute and its
  * dlbind.sources.ExportPlan (the same object the Python code follows: export guards, immutable, the
  * bool reading, host-only, how an older __dlpack__ is called, the direct hand-overs decided: the plan's
- * own dict, which dlbind.routes.decide fills). NULL on error. */
+ * own dict, which dlbind.routes.decide fills); plan None where Python has made none yet (a target's type:
+ * its table only). NULL on error. */
 static PyObject *dlbind_entry_new(PyObject *type) {
     PyObject *cap;
     if (dlbind_cfg.tensor_type != NULL && PyType_IsSubtype((PyTypeObject *)type, dlbind_cfg.tensor_type))
@@ -240,8 +271,8 @@ static PyObject *dlbind_entry_new(PyObject *type) {
     else
         cap = dlbind_table_attr(type);
     if (cap == NULL) return NULL;
-    if (dlbind_cfg.export_plan == NULL) return Py_BuildValue("(NNiOO)", cap, PyTuple_New(0), 0, Py_None, Py_None);
-    PyObject *plan = PyObject_CallOneArg(dlbind_cfg.export_plan, type);
+    PyObject *plan = dlbind_plan_made(type);
+    if (plan == Py_None) return Py_BuildValue("(NNiNO)", cap, PyTuple_New(0), 0, plan, Py_None);
     PyObject *guards = plan != NULL ? PyObject_GetAttr(plan, dlbind_cfg.attr_guards) : NULL;
     if (guards == NULL || !PyTuple_Check(guards)) {
         if (guards != NULL) PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": an ExportPlan's guards must be a tuple");
@@ -358,8 +389,33 @@ const dlbind_exchange_api *dlbind_table_of_type(PyObject *type) {
 
 const dlbind_exchange_api *dlbind_table_of(PyObject *obj) { return dlbind_table_of_type((PyObject *)Py_TYPE(obj)); }
 
+/* Forget the type's cached entry (made before Python made its plan). */
+static void dlbind_type_forget(PyTypeObject *type) {
+    unsigned int tag = dlbind_type_tag(type);
+    for (int i = 0; i < DLBIND_RECENT_TYPES; i++)
+        if (dlbind_recent[i].type == type) {
+            dlbind_recent[i].type = NULL;
+            dlbind_recent[i].tag = 0;
+        }
+    PyObject *key = tag != 0 && dlbind_tags != NULL ? PyLong_FromUnsignedLong(tag) : NULL;
+    if (key != NULL && PyDict_DelItem(dlbind_tags, key) != 0) PyErr_Clear();
+    Py_XDECREF(key);
+}
+
+/* The info of a producer's type. An entry made before Python made the type's plan (the type seen as a target
+ * first) is made again once Python has made it; until then info->plan is None: the call is Python's. */
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {
-    const dlbind_type_info *found = dlbind_info_of_type((PyObject *)Py_TYPE(obj));
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    const dlbind_type_info *found = dlbind_info_of_type(type);
+    if (found != NULL && found->plan == Py_None) {
+        PyObject *plan = dlbind_plan_made(type);
+        if (plan == NULL) return -1;
+        if (plan != Py_None) {
+            dlbind_type_forget((PyTypeObject *)type);
+            found = dlbind_info_of_type(type);
+        }
+        Py_DECREF(plan);
+    }
     *info = found == NULL ? dlbind_no_info : *found;
     return found == NULL ? -1 : 0;
 }

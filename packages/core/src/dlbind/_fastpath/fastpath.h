@@ -100,17 +100,16 @@ typedef struct {
     PyTypeObject *tensor_type;   /* dlbind.Tensor (a Python subclass of TensorCore) */
     PyObject *cpu_device;        /* (DeviceType.kDLCPU, 0) */
     PyObject *asdlpack;          /* dlbind.producer.asdlpack */
-    PyObject *from_dlpack;       /* dlbind.consumer.from_dlpack */
+    PyObject *from_dlpack;       /* dlbind.consumer.resume(refused, *args, **kwargs): from_dlpack's one fall-back */
     PyObject *check_managed;     /* dlbind.validate.check_managed(m, versioned, allow_vector, producer): raises the
                                     precise BufferError (naming the producer where its extent is the fault) */
     PyObject *export_view;       /* dlbind.export.export_view */
-    PyObject *after_refusal;     /* dlbind.consumer.after_refusal: a TypeError or BufferError of __dlpack__ */
     PyObject *allocate;          /* dlbind.exchange.allocate: the exchange table's allocator (host memory) */
-    PyObject *convert;           /* dlbind.conversion.convert */
+    PyObject *convert;           /* dlbind.conversion.resume(failed, *args, **kwargs): convert's one fall-back */
     PyObject *routes;            /* dlbind.routes.ROUTES: to -> its Route record (made by route_to), whose
                                     fields convert.c reads by their places in Route._fields */
-    PyObject *target_error;      /* dlbind.conversion.target_error: a target's own refusal -> BufferError */
-    PyObject *export_plan;       /* dlbind.sources.export_plan: type -> its ExportPlan (read once per type, cached) */
+    PyObject *plans;             /* dlbind.sources' ExportPlan of each producer type Python has asked (a TypeCache:
+                                    its lasting dict, its passing weak mapping), read once per type, never called */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
     /* made once, at module init */
@@ -124,6 +123,7 @@ typedef struct {
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
     PyObject *attr_complex_guards;
     PyObject *attr_direct;       /* ExportPlan.direct: target name -> device types of its plain DIRECT decisions */
+    PyObject *attr_lasting, *attr_passing; /* the plans' two maps (TypeCache) */
     PyObject *attr_refuse;       /* ExportPlan.refuse(x, name, is_method, negated): raises x's BufferError (a guard holds) */
     PyObject *attr_uint8_read_as; /* ExportPlan.uint8_read_as(x): the dtype code a uint8 import of x is read as, or -1 */
 } dlbind_config;
@@ -237,6 +237,7 @@ int dlbind_nbytes(int64_t count, DLDataType dtype, int padded, int64_t *out);
 
 /* type(obj).__name__, as the Python side's messages show it (a new reference, NULL on error). */
 PyObject *dlbind_type_name(PyObject *obj);
+PyObject *dlbind_resume(PyObject *fn, PyObject *state, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* export()'s and wrap()'s struct address and versioned flag, checked; -1 with the exception set. */
 int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const char *what, void **address,
                        int *versioned);
@@ -245,6 +246,7 @@ int dlbind_struct_args(PyObject *address_arg, PyObject *versioned_arg, const cha
 int dlbind_producer_device(PyObject *x, DLDevice *out);
 /* The DLBIND_TYPE_* bits of how an ExportPlan's type accepted __dlpack__ once max_version was refused. */
 int dlbind_plan_call_bits(PyObject *plan);
+int dlbind_plan_finish_bits(PyObject *plan); /* the plan's IMMUTABLE and PYTHON bits; -1 on error */
 
 /* ---- capsules.c ----------------------------------------------------------------------------- */
 extern const char DLBIND_NAME_VERSIONED[], DLBIND_NAME_USED_VERSIONED[], DLBIND_NAME_LEGACY[], DLBIND_NAME_USED_LEGACY[];
@@ -303,8 +305,6 @@ PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nar
 void dlbind_tensor_seal(PyObject *tensor);
 /* Record the stream a Tensor's data is ready on (a DLPack stream int; -1: none). */
 int dlbind_tensor_set_stream(PyObject *tensor, long long stream);
-PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor);
-PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- exchange.c, table.c -------------------------------------------------------------------- */
 /* The usable exchange table of a type (cached), or NULL (an error is set only on failure). */
@@ -322,7 +322,7 @@ typedef struct {
     const dlbind_exchange_api *api; /* its usable exchange table, or NULL */
     PyObject *guards;             /* borrowed: the capsule of guard_list */
     const dlbind_guards *guard_list; /* the type's export guards, compiled (exchange.c), or NULL */
-    PyObject *plan;               /* borrowed: the type's dlbind.sources.ExportPlan (None when not configured) */
+    PyObject *plan;               /* borrowed: the type's dlbind.sources.ExportPlan (None: Python made none yet) */
     PyObject *direct;             /* borrowed: its plan's direct (a dict), or None */
     int bits;                     /* DLBIND_TYPE_* */
 } dlbind_type_info;

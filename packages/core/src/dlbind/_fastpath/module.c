@@ -35,12 +35,10 @@ static const dlbind_cfg_entry dlbind_cfg_entries[] = {
     {"from_dlpack", &dlbind_cfg.from_dlpack, 'c'},
     {"check_managed", &dlbind_cfg.check_managed, 'c'},
     {"export_view", &dlbind_cfg.export_view, 'c'},
-    {"after_refusal", &dlbind_cfg.after_refusal, 'c'},
     {"allocate", &dlbind_cfg.allocate, 'c'},
     {"convert", &dlbind_cfg.convert, 'c'},
     {"routes", &dlbind_cfg.routes, 'd'},
-    {"target_error", &dlbind_cfg.target_error, 'c'},
-    {"export_plan", &dlbind_cfg.export_plan, 'c'},
+    {"plans", &dlbind_cfg.plans, 'o'},
     {"order", &dlbind_cfg.order, 'c'},
 };
 #define DLBIND_CFG_ENTRIES ((Py_ssize_t)(sizeof dlbind_cfg_entries / sizeof dlbind_cfg_entries[0]))
@@ -106,13 +104,8 @@ static PyMethodDef dlbind_methods[] = {
     {"set_loader", (PyCFunction)dlbind_py_set_loader, METH_O,
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, after_refusal, "
-     "allocate, convert, routes, target_error, export_plan, order): the Python pieces the C code uses "
-     "(dlbind passes them at import)"},
-    {"seal", (PyCFunction)dlbind_py_seal, METH_O,
-     "seal(tensor): mark a Tensor imported from an immutable library's array read-only"},
-    {"retype", (PyCFunction)(void (*)(void))dlbind_py_retype, METH_FASTCALL,
-     "retype(tensor, code): read a just-imported Tensor's one-byte elements as dtype code `code` (bool as uint8)"},
+     "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, allocate, convert, "
+     "routes, plans, order): the Python pieces the C code uses (dlbind passes them at import)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
     {"ndarray_struct", (PyCFunction)dlbind_py_ndarray_struct, METH_NOARGS,
      "whether asdlpack reads exact numpy.ndarrays from their struct: True, False (its probe disagreed), None (none "
@@ -129,7 +122,7 @@ static PyMethodDef dlbind_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))dlbind_py_wrap, METH_FASTCALL,
      "wrap(address, versioned, allow_vector[, ready]) -> Tensor (owns it)"},
     {"take_wrap", (PyCFunction)(void (*)(void))dlbind_py_take_wrap, METH_FASTCALL,
-     "take_wrap(capsule, allow_vector[, ready[, producer]]) -> Tensor: take and own in one step"},
+     "take_wrap(capsule, allow_vector[, ready[, producer[, plan]]]) -> Tensor: take, own and finish in one step"},
     {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
      "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},

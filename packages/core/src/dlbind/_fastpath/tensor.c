@@ -115,43 +115,9 @@ void dlbind_tensor_seal(PyObject *tensor) {
     ((dlbind_tensor *)tensor)->sealed |= DLBIND_FLAG_READ_ONLY;
 }
 
-PyObject *dlbind_py_seal(PyObject *mod, PyObject *tensor) {
-    (void)mod;
-    if (!PyObject_TypeCheck(tensor, &dlbind_tensor_core_type)) {
-        PyErr_Format(PyExc_TypeError, "seal() takes a " DLBIND_PACKAGE ".Tensor, not %.200s", Py_TYPE(tensor)->tp_name);
-        return NULL;
-    }
-    dlbind_tensor_seal(tensor);
-    Py_RETURN_NONE;
-}
-
-/* retype(tensor, code): read a just-imported tensor's one-byte elements as another dtype code of the same
- * width (bool that a producer's capsule calls uint8: spec/adapters.toml export.bool). The consumer owns the
- * struct from the moment it took the capsule, as for the legacy readings. */
-PyObject *dlbind_py_retype(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    (void)mod;
-    if (nargs != 2 || !PyObject_TypeCheck(args[0], &dlbind_tensor_core_type)) {
-        PyErr_SetString(PyExc_TypeError, "retype(tensor, code) takes a " DLBIND_PACKAGE ".Tensor and a dtype code");
-        return NULL;
-    }
-    long code = PyLong_AsLong(args[1]);
-    if (code == -1 && PyErr_Occurred()) return NULL;
-    if (code < 0 || code > 255) {
-        PyErr_Format(PyExc_ValueError, "retype(): dtype code %ld is not a DLPack code", code);
-        return NULL;
-    }
-    DLTensor *t = ((dlbind_tensor *)args[0])->t;
-    if (t->dtype.bits != 8 || t->dtype.lanes != 1) {
-        PyErr_SetString(PyExc_ValueError, "retype() reads one-byte elements only");
-        return NULL;
-    }
-    t->dtype.code = (uint8_t)code;
-    Py_RETURN_NONE;
-}
-
 /* A tensor imported from x: read-only when x's library never writes its arrays (unless the
  * producer made a copy for us); a uint8 one of a type whose capsules cannot say bool (DLBIND_TYPE_PYTHON) is
- * read as what x's plan says (ExportPlan.uint8_read_as: kDLBool or -1), as dlbind.tensor.sealed does. Steals
+ * read as what x's plan says (ExportPlan.uint8_read_as: kDLBool or -1), as the pure build's dlbind.tensor._made does. Steals
  * and returns tensor. */
 static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_type_info *info) {
     int bits = info->bits;
@@ -169,7 +135,7 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_typ
             Py_DECREF(tensor);
             return NULL;
         }
-        if (code > UINT8_MAX) { /* as retype() refuses it: a DLDataType code is a uint8_t */
+        if (code > UINT8_MAX) { /* a DLDataType code is a uint8_t */
             PyErr_Format(PyExc_ValueError, "ExportPlan.uint8_read_as gave %ld, not a DLPack dtype code", code);
             Py_DECREF(tensor);
             return NULL;
@@ -467,20 +433,32 @@ PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, NULL), ready_type, ready_stream);
 }
 
-/* take_wrap(capsule, allow_vector[, ready[, producer]]): take the capsule and own its struct in one step, with no
- * Python code between (issue 39: a signal handler's exception there leaked the export for good). */
+/* take_wrap(capsule, allow_vector[, ready[, producer[, plan]]]): take the capsule and own its struct in one step,
+ * with no Python code between (issue 39: a signal handler's exception there leaked the export for good), then
+ * finished as the producer's dlbind.sources.ExportPlan says (read-only, bool read), when one is given. */
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     int allow_vector, versioned;
     long long ready_type, ready_stream;
     /* the producer, when given, is named by the validator's refusal of an extent (dlbind_tensor_wrap) */
-    PyObject *producer = nargs == 4 && args[3] != Py_None ? args[3] : NULL;
-    if (dlbind_wrap_args(args, nargs == 4 ? 3 : nargs, 2, "take_wrap(capsule, allow_vector[, ready[, producer]])",
-                         &allow_vector, &ready_type, &ready_stream) != 0)
+    PyObject *producer = nargs >= 4 && args[3] != Py_None ? args[3] : NULL;
+    PyObject *plan = nargs == 5 && args[4] != Py_None ? args[4] : NULL;
+    if (dlbind_wrap_args(args, nargs >= 4 ? 3 : nargs, 2,
+                         "take_wrap(capsule, allow_vector[, ready[, producer[, plan]]])", &allow_vector, &ready_type,
+                         &ready_stream) != 0)
         return NULL;
+    if (nargs > 5 || (plan != NULL && producer == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "take_wrap(capsule, allow_vector[, ready[, producer[, plan]]]): a plan is "
+                                         "the producer's");
+        return NULL;
+    }
+    dlbind_type_info finish = {NULL, NULL, NULL, plan, NULL, 0};
+    if (plan != NULL && (finish.bits = dlbind_plan_finish_bits(plan)) < 0) return NULL; /* before the capsule is taken */
     void *m = dlbind_take(args[0], &versioned);
     if (m == NULL) return NULL;
-    return dlbind_ready(dlbind_tensor_wrap(m, versioned, allow_vector, producer), ready_type, ready_stream);
+    PyObject *tensor = dlbind_tensor_wrap(m, versioned, allow_vector, producer);
+    if (finish.bits != 0) tensor = dlbind_finished(tensor, producer, &finish);
+    return dlbind_ready(tensor, ready_type, ready_stream);
 }
 
 /* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
@@ -600,16 +578,19 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
     return 1;
 }
 
-/* x.__dlpack__'s refusal (the pending TypeError or BufferError) handed to dlbind.consumer.after_refusal: an
- * older producer (asked again with fewer keywords), its system's refusal type, or one whose buffer protocol
- * carries what __dlpack__ refuses; never a second call of the call it accepted before (older). */
+/* x.__dlpack__'s refusal (the pending TypeError or BufferError) handed to from_dlpack's fall-back,
+ * dlbind.consumer.resume((error, older), x): an older producer (asked again with fewer keywords), its system's
+ * refusal type, or one whose buffer protocol carries what __dlpack__ refuses; never a second call of the call it
+ * accepted before (older). */
 static PyObject *dlbind_after_refusal(PyObject *x, int older) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL) PyException_SetTraceback(value, tb);
     int legacy = !older && PyErr_GivenExceptionMatches(value, PyExc_TypeError);
-    PyObject *res = PyObject_CallFunctionObjArgs(dlbind_cfg.after_refusal, x, value, older ? Py_True : Py_False, NULL);
+    PyObject *refused = PyTuple_Pack(2, value, older ? Py_True : Py_False);
+    PyObject *res = refused != NULL ? dlbind_resume(dlbind_cfg.from_dlpack, refused, &x, 1, NULL) : NULL;
+    Py_XDECREF(refused);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
@@ -682,7 +663,7 @@ static PyObject *dlbind_typed_import(PyObject *x, const dlbind_type_info *info, 
 
 /* The plain import in C: a capsule taken, a producer's exchange table, its __dlpack__ on the device's default
  * stream or on none; DLBIND_TO_PYTHON() where Python's rules decide. */
-static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObject *kwnames, int *planless) {
     PyObject *stream_obj = NULL; /* an int stream= (None: NULL) */
     long long stream = -1;
     int plain = dlbind_plain_call(args, nargsf, kwnames, &stream_obj, &stream);
@@ -694,6 +675,8 @@ static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObj
     if (!DLBIND_VERSIONED_CAPSULES || PyCapsule_CheckExact(x)) return DLBIND_TO_PYTHON();
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return NULL;
+    *planless = info.plan == Py_None;
+    if (*planless) return DLBIND_TO_PYTHON(); /* a type Python has not planned yet: it plans it now */
     Py_INCREF(info.plan); /* borrowed from the type's cache entry, which the producer's code below may evict */
     PyObject *res = dlbind_typed_import(x, &info, stream_obj, stream);
     Py_DECREF(info.plan);
@@ -703,8 +686,11 @@ static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObj
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     (void)mod;
     if (!dlbind_configured()) return NULL;
-    PyObject *res = dlbind_plain_import(args, nargsf, kwnames);
+    int planless = 0;
+    PyObject *res = dlbind_plain_import(args, nargsf, kwnames, &planless);
     if (res != Py_NotImplemented) return res;
     Py_DECREF(res); /* the one fall-back into Python: any call the C code does not answer */
-    return PyObject_Vectorcall(dlbind_cfg.from_dlpack, args, nargsf, kwnames);
+    res = dlbind_resume(dlbind_cfg.from_dlpack, Py_None, args, nargsf, kwnames);
+    if (res != NULL && planless) dlbind_type_learn(args[0]); /* how Python asked it, once it planned the type */
+    return res;
 }
