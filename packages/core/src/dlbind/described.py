@@ -13,8 +13,8 @@ import ctypes
 import operator
 import sys
 from abc import ABCMeta
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import dlbind._backends as _backends
 import dlbind._capi as _capi
@@ -117,31 +117,52 @@ def _memory_of(args: tuple[Any, ...]) -> Memory:
 
 
 # -- sources -----------------------------------------------------------------------------------
+# Each way an object describes its memory is read first (a _Way: what it says, nothing checked), then checked
+# in one place (_checked: its dtype, then the validator) before anything reads it.
 
 
-def _from_buffer(obj: Any, view: memoryview | None = None) -> Memory:
-    """The memory of ``obj``'s buffer. A C-contiguous buffer's layout is its shape (CPython's memoryview made
-    its length of it); any other passes the validator (:mod:`dlbind.validate`) with its reach."""
-    view = memoryview(obj) if view is None else view
+class _Way(NamedTuple):
+    """What one way of an object (its buffer, ``__array_interface__``, ``__cuda_array_interface__``) says of its
+    memory, read but not yet checked."""
+
+    what: str  # the way and the object's type, for messages
+    obj: Any  # the object (its numpy ``dtype`` says the typestr's exact dtype)
+    data: int  # the address of element 0 (the offset added)
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None  # in elements (a buffer's); None: from byte_strides and the dtype
+    byte_strides: tuple[int, ...] | None  # None with strides None: row-major
+    kind: Any  # the buffer's format (a str), or the interface's typestr (anything: checked with the dtype)
+    itemsize: int  # the buffer's item size (0: an interface's, from its dtype)
+    device: DevicePair
+    readonly: bool  # as the way says
+    asked: bool | None  # readonly= as the caller asked (None: as the way says)
+    owner: object
+    stream: int | None
+    buffer: tuple[int, int] | None  # (base, length) of a buffer that must hold every element described
+    trusted: bool  # a C-contiguous buffer: CPython made its length of its shape (nothing for the validator)
+    first: bool  # the buffer, tried first: where it is refused, the interface (or __dlpack__) may serve
+
+
+def _buffer_way(obj: Any, view: memoryview, readonly: bool | None) -> _Way:
+    """What ``obj``'s buffer says. A C-contiguous buffer's layout is its shape (CPython made its length of it)."""
     if view.suboffsets:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
-    address = _address(view) if view.c_contiguous else 0
-    dtype = _buffer_dtype(view.format)
+    contiguous = view.c_contiguous
     shape, byte_strides, itemsize = view.shape or (), view.strides or (), view.itemsize
-    if dtype.bits != 8 * itemsize:
-        raise BufferError(f"buffer format {view.format!r} has itemsize {itemsize}, expected {dtype.bits // 8}")
-    strides = _element_strides(byte_strides, itemsize)
-    if not view.c_contiguous and any(s % itemsize for s in byte_strides):
+    if not contiguous and any(s % itemsize for s in byte_strides):
         raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
-    if view.c_contiguous:
-        return Memory(address, shape, strides, dtype, CPU, 0, view.readonly, view)
-    info = _capi.Py_buffer()
-    if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
-        raise BufferError("the buffer refused a second request")
-    data = info.buf or 0
-    _capi.release_buffer(ctypes.byref(info))
-    check_description(f"the buffer of {type(obj).__name__}", data, tuple(shape), tuple(strides), dtype)
-    return Memory(data, tuple(shape), tuple(strides), dtype, CPU, 0, view.readonly, view)
+    if contiguous:
+        data = _address(view)
+    else:
+        info = _capi.Py_buffer()
+        if _capi.get_buffer(view, ctypes.byref(info), _capi.PyBUF_RECORDS_RO) != 0:  # pragma: no cover
+            raise BufferError("the buffer refused a second request")
+        data = info.buf or 0
+        _capi.release_buffer(ctypes.byref(info))
+    strides = _element_strides(byte_strides, itemsize)
+    what = f"the buffer of {type(obj).__name__}"
+    return _Way(what, obj, data, tuple(shape), strides, None, view.format, itemsize, CPU, view.readonly,
+                readonly, view, None, None, contiguous, True)  # fmt: skip
 
 
 def _contiguous_buffer(obj: Any, what: str) -> tuple[int, int, bool, memoryview]:
@@ -193,12 +214,6 @@ _cast, _address_of = ffi.cast, ffi.from_buffer
 _new_exporter = object.__new__
 
 
-def _buffer_dtype(fmt: str) -> DType:
-    """The DType of buffer format ``fmt`` (:func:`dlbind.dtypes.from_format`), remembered for the buffer route."""
-    dtype = _BUFFER_DTYPES[fmt] = from_format(fmt)
-    return dtype
-
-
 def _element_strides(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     """Byte strides in items (floored: a C-contiguous buffer's strides of extent-1 dimensions are free),
     remembered for the buffer route (at most a few hundred; forgotten all at once beyond)."""
@@ -227,34 +242,16 @@ def _address(view: memoryview) -> int:
 _TYPESTR_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
 
 
-def _typestr_dtype(typestr: Any, obj: Any) -> DType:
-    if not isinstance(typestr, str):
-        raise TypeError(f"typestr must be a str such as '<f8', not {type(typestr).__name__}")
-    dt = getattr(obj, "dtype", None)
-    if dt is not None and type(dt).__module__.startswith("numpy"):
-        return from_numpy(dt)
-    if len(typestr) < 3:
-        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
-    order, kind, size = typestr[0], typestr[1], typestr[2:]
-    if order == (">" if sys.byteorder == "little" else "<"):
-        raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
-    name = _TYPESTR_KINDS.get(kind)
-    if name is None or not size.isdigit():
-        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
-    return lookup("bool" if name == "bool" else f"{name}{int(size) * 8}")
-
-
-def _from_interface(
+def _interface_way(
     iface: dict[str, Any], obj: Any, device: DevicePair, readonly: bool | None, what: str = "__array_interface__"
-) -> Memory:
-    """The memory ``iface`` (``__array_interface__`` v3, or the CUDA one) describes, checked by the validator
-    before anything reads it: a tuple's pointer is trusted once its description is consistent; a buffer given
-    as ``data`` (or ``obj``'s own, when ``data`` is None) must hold every element described."""
+) -> _Way:
+    """What ``iface`` (``__array_interface__`` v3, or the CUDA one) says: a tuple's pointer, trusted once the
+    validator finds its description consistent; or a buffer given as ``data`` (``obj``'s own, when ``data`` is
+    None), which must hold every element described."""
     if iface.get("mask") is not None:
         raise BufferError(f"{what} with a mask (a masked array) cannot be exported as DLPack")
     shape = _integers(_field(iface, "shape", what), what, "shape")
-    dtype = _typestr_dtype(_field(iface, "typestr", what), obj)
-    item = dtype.itemsize
+    typestr = _field(iface, "typestr", what)
     data = iface.get("data")
     offset = _integer(iface.get("offset", 0), what, "offset")
     owner: object = obj
@@ -267,30 +264,16 @@ def _from_interface(
         base, length, ro, view = _contiguous_buffer(obj if data is None else data, what)
         buffer, owner = (base, length), (view if data is None else (obj, view))
         ptr = base
-    ptr += offset
     raw_strides = iface.get("strides")
-    if raw_strides is None:  # row-major; past int64 (a huge zero-size shape) refused, as the import refuses it
-        strides = contiguous_strides(shape)
-    else:
-        byte_strides = _integers(raw_strides, what, "strides")
-        if any(s % item for s in byte_strides):
-            raise BufferError(f"{what}: strides {byte_strides} are not multiples of the item size {item}")
-        strides = tuple(s // item for s in byte_strides)
-    # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
-    flags = SUBBYTE_PADDED if dtype.bits * dtype.lanes % 8 else 0
-    if dtype.bits * dtype.lanes % 8 and not SUBBYTE_PADDED:
-        raise BufferError(
-            f"{dtype.name} data stored one element per byte needs the IS_SUBBYTE_TYPE_PADDED flag of DLPack 1.2, "
-            f"which DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this runtime's header) lacks"
-        )
-    check_description(f"{what} of {type(obj).__name__}", ptr, shape, strides, dtype, padded=bool(flags), buffer=buffer)
+    byte_strides = None if raw_strides is None else _integers(raw_strides, what, "strides")
     stream = iface.get("stream")
-    return Memory(ptr, shape, strides, dtype, device, 0, ro, owner, flags, None if stream is None else int(stream))
+    return _Way(f"{what} of {type(obj).__name__}", obj, ptr + offset, shape, None, byte_strides, typestr, 0, device,
+                ro, readonly, owner, None if stream is None else int(stream), buffer, False, False)  # fmt: skip
 
 
-def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -> Memory:
-    """``__cuda_array_interface__`` (v3): its ``stream`` is kept for the export's synchronisation, the device
-    is ``device_id`` when given, else the CUDA backend's answer for the pointer (never assumed 0)."""
+def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bool | None = None) -> _Way:
+    """What ``__cuda_array_interface__`` (v3) says: its ``stream`` is kept for the export's synchronisation, the
+    device is ``device_id`` when given, else the CUDA backend's answer for the pointer (never assumed 0)."""
     what = "__cuda_array_interface__"
     data = _field(cai, "data", what)
     if not (isinstance(data, tuple) and len(data) == 2):
@@ -314,15 +297,66 @@ def _from_cuda_interface(cai: dict[str, Any], obj: Any, device_id: int | None) -
             device = _backends.for_device(_CUDA, need).device_of(pointer)
         except BufferError as exc:
             raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
-    return _from_interface(cai, obj, device, None, what)
+    return _interface_way(cai, obj, device, readonly, what)
 
 
-def _readonly(mem: Memory, readonly: bool | None) -> Memory:
-    if readonly is None or readonly == mem.readonly:
-        return mem
-    if readonly is False:
-        raise BufferError("readonly=False asked for, but the memory is read-only")
-    return mem._replace(readonly=True)
+def _checked(way: _Way) -> Memory:
+    """The memory ``way`` describes, checked before anything reads it: its dtype (a buffer's format, an
+    interface's typestr), strides in whole elements, then the validator (:mod:`dlbind.validate`: the extent in
+    the address space, and in the buffer that must hold it), and the read-only asked for."""
+    dtype = _dtype_of(way)
+    strides = way.strides
+    if strides is None:
+        item = dtype.itemsize
+        if way.byte_strides is None:  # row-major; past int64 (a huge zero-size shape) refused, as the import refuses
+            strides = contiguous_strides(way.shape)
+        elif any(s % item for s in way.byte_strides):
+            raise BufferError(f"{way.what}: strides {way.byte_strides} are not multiples of the item size {item}")
+        else:
+            strides = tuple(s // item for s in way.byte_strides)
+    # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
+    flags = SUBBYTE_PADDED if dtype.bits * dtype.lanes % 8 else 0
+    if dtype.bits * dtype.lanes % 8 and not SUBBYTE_PADDED:
+        raise BufferError(
+            f"{dtype.name} data stored one element per byte needs the IS_SUBBYTE_TYPE_PADDED flag of DLPack 1.2, "
+            f"which DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this runtime's header) lacks"
+        )
+    if not way.trusted:
+        check_description(way.what, way.data, way.shape, strides, dtype, padded=bool(flags), buffer=way.buffer)
+    readonly = way.readonly
+    if way.asked is not None and way.asked != readonly:
+        if not way.asked:
+            raise BufferError("readonly=False asked for, but the memory is read-only")
+        readonly = True
+    return Memory(way.data, way.shape, strides, dtype, way.device, 0, readonly, way.owner, flags, way.stream)
+
+
+def _dtype_of(way: _Way) -> DType:
+    """The DType of what ``way`` says: a buffer's format (:func:`dlbind.dtypes.from_format`, remembered for the
+    buffer route), or an interface's typestr (the exact dtype of a numpy array, whose typestr cannot tell
+    ml_dtypes' kinds apart)."""
+    if way.itemsize:
+        dtype = _BUFFER_DTYPES[way.kind] = from_format(way.kind)
+        if dtype.bits != 8 * way.itemsize:
+            raise BufferError(
+                f"buffer format {way.kind!r} has itemsize {way.itemsize}, expected {dtype.bits // 8}"
+            )
+        return dtype
+    typestr = way.kind
+    if not isinstance(typestr, str):
+        raise TypeError(f"typestr must be a str such as '<f8', not {type(typestr).__name__}")
+    dt = getattr(way.obj, "dtype", None)
+    if dt is not None and type(dt).__module__.startswith("numpy"):
+        return from_numpy(dt)
+    if len(typestr) < 3:
+        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
+    order, kind, size = typestr[0], typestr[1], typestr[2:]
+    if order == (">" if sys.byteorder == "little" else "<"):
+        raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
+    name = _TYPESTR_KINDS.get(kind)
+    if name is None or not size.isdigit():
+        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
+    return lookup("bool" if name == "bool" else f"{name}{int(size) * 8}")
 
 
 def buffer_view(obj: Any) -> memoryview | None:
@@ -332,6 +366,71 @@ def buffer_view(obj: Any) -> memoryview | None:
         return memoryview(obj)
     except (TypeError, ValueError, BufferError):
         return None
+
+
+def _ways(
+    obj: Any, view: memoryview | None, readonly: bool | None, device_id: int | None,
+    source: Callable[[Any], Exporter] | None, host: bool,
+) -> Iterator[_Way | Exporter | BufferError]:  # fmt: skip
+    """Each way ``obj`` describes its memory, in :func:`dlbind.asdlpack`'s order, read as the caller asks for it:
+    its buffer (``view``; where it cannot be read, its BufferError, and the next way only where ``obj`` has
+    ``__array_interface__`` or ``__dlpack__``), ``__array_interface__``, then (not ``host``) its ``__dlpack__``
+    (``source(obj)``, an Exporter: :mod:`dlbind.producer`'s re-export; TypeError without one) and
+    ``__cuda_array_interface__``. TypeError where it has none of them."""
+    if view is not None:
+        try:
+            yield _buffer_way(obj, view, readonly)
+        except BufferError as exc:
+            yield exc
+        if not hasattr(obj, "__array_interface__") and (host or not hasattr(obj, "__dlpack__")):
+            return
+    iface = getattr(obj, "__array_interface__", None)
+    if isinstance(iface, dict):
+        yield _interface_way(iface, obj, CPU, readonly)
+        return
+    if host:
+        if view is None:
+            raise TypeError(f"{type(obj).__name__} has no buffer protocol or __array_interface__")
+        return
+    if hasattr(obj, "__dlpack__"):
+        if readonly is not None:
+            raise TypeError("readonly= is decided by the producer for objects exported through __dlpack__")
+        if source is None:
+            raise TypeError(f"{type(obj).__name__} has __dlpack__: ask it, or dlbind.asdlpack it")
+        yield source(obj)
+        return
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(cai, dict):
+        yield _cuda_way(cai, obj, device_id, readonly)
+    elif view is None:
+        raise TypeError(
+            f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
+            f"__dlpack__ or __cuda_array_interface__ ({_way_out(obj)})"
+        )
+
+
+def _exporter(ways: Iterator[_Way | Exporter | BufferError]) -> Exporter:
+    """The exporter of the first of ``ways`` that passes its checks; the buffer's refusal where no later way
+    serves."""
+    refused: BufferError | None = None
+    for way in ways:
+        if isinstance(way, BufferError):
+            refused = way
+        elif not isinstance(way, _Way):
+            return way  # source(obj): the re-export of its __dlpack__
+        else:
+            try:
+                return Exporter(_checked(way))
+            except BufferError as exc:
+                if not way.first:
+                    raise
+                refused = exc
+    if refused is None:  # pragma: no cover (every way ends in an exporter, a refusal or a TypeError)
+        raise TypeError("no way of describing memory was found")
+    try:
+        raise refused
+    finally:
+        del refused  # no cycle: the traceback holds this frame
 
 
 def describe(
@@ -350,28 +449,8 @@ def describe(
         kind = type(obj)
         if kind is _BUFFER_EXPORTER or Exporter in kind.__mro__:
             return obj  # type: ignore[no-any-return]
-    else:
-        try:
-            return Exporter(_readonly(_from_buffer(obj, view), readonly))
-        except BufferError:
-            if not hasattr(obj, "__array_interface__") and not hasattr(obj, "__dlpack__"):
-                raise
-    iface = getattr(obj, "__array_interface__", None)
-    if isinstance(iface, dict):
-        return Exporter(_readonly(_from_interface(iface, obj, CPU, readonly), readonly))
-    if hasattr(obj, "__dlpack__"):
-        if readonly is not None:
-            raise TypeError("readonly= is decided by the producer for objects exported through __dlpack__")
-        if source is None:
-            raise TypeError(f"{type(obj).__name__} has __dlpack__: ask it, or dlbind.asdlpack it")
-        return source(obj)
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if isinstance(cai, dict):
-        return Exporter(_readonly(_from_cuda_interface(cai, obj, device_id), readonly))
-    raise TypeError(
-        f"cannot export {type(obj).__name__} as DLPack: it has no buffer protocol, __array_interface__, "
-        f"__dlpack__ or __cuda_array_interface__ ({_way_out(obj)})"
-    )
+    ways = _ways(obj, view, readonly, device_id, source, False)  # read lazily, each checked before the next
+    return _exporter(ways)
 
 
 #: Python values that hold no array memory: the way out is an array made of them.
@@ -397,7 +476,7 @@ def through_interface(obj: Any, interface: str) -> Exporter:
     cai = getattr(obj, interface, None)
     if not isinstance(cai, dict):
         raise TypeError(f"{type(obj).__name__} has no {interface}")
-    return Exporter(_from_cuda_interface(cai, obj, None))
+    return Exporter(_checked(_cuda_way(cai, obj, None)))
 
 
 def export_host(obj: Any) -> Exporter:
@@ -406,14 +485,5 @@ def export_host(obj: Any) -> Exporter:
     What :func:`dlbind.from_dlpack` falls back to when a host producer's ``__dlpack__`` refuses an
     array its buffer protocol carries. TypeError when ``obj`` has neither.
     """
-    view = buffer_view(obj)
-    if view is not None:
-        try:
-            return Exporter(_from_buffer(obj, view))
-        except BufferError:
-            if not hasattr(obj, "__array_interface__"):
-                raise
-    iface = getattr(obj, "__array_interface__", None)
-    if isinstance(iface, dict):
-        return Exporter(_from_interface(iface, obj, CPU, None))
-    raise TypeError(f"{type(obj).__name__} has no buffer protocol or __array_interface__")
+    ways = _ways(obj, buffer_view(obj), None, None, None, True)
+    return _exporter(ways)

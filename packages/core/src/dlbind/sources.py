@@ -430,8 +430,9 @@ def exported(x: Any, target: str | None = None) -> tuple[Any, ExportPlan, Any]:
     own = target is not None and plan.library == target
     if own and hasattr(x, "__dlpack_device__"):
         return x, plan, x
+    view = buffer_view(x)
     try:  # an Exporter (dlbind.described) of the memory its buffer or array interface describes
-        mine = describe(x, buffer_view(x))
+        mine = describe(x, view)
     except TypeError:
         if hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__"):
             raise  # an interface that says something wrong: its own message names what
