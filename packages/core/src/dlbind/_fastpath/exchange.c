@@ -281,17 +281,15 @@ static PyObject *dlbind_entry_new(PyObject *type) {
         Py_DECREF(cap);
         return NULL;
     }
-    int immutable = dlbind_plan_flag(plan, dlbind_cfg.attr_immutable);
-    int python = immutable < 0 ? -1 : dlbind_plan_flag(plan, dlbind_cfg.attr_python);
-    int host_only = python < 0 ? -1 : dlbind_plan_flag(plan, dlbind_cfg.attr_host_only);
+    int finish = dlbind_plan_finish_bits(plan); /* as take_wrap reads a plan it is given */
+    int host_only = finish < 0 ? -1 : dlbind_plan_flag(plan, dlbind_cfg.attr_host_only);
     if (host_only < 0) {
         Py_DECREF(guards);
         Py_DECREF(plan);
         Py_DECREF(cap);
         return NULL;
     }
-    int bits = (immutable ? DLBIND_TYPE_IMMUTABLE : 0) | (python ? DLBIND_TYPE_PYTHON : 0) |
-               (host_only ? DLBIND_TYPE_HOST_ONLY : 0) | dlbind_plan_call_bits(plan);
+    int bits = finish | (host_only ? DLBIND_TYPE_HOST_ONLY : 0) | dlbind_plan_call_bits(plan);
     PyObject *complex_only = PyObject_GetAttr(plan, dlbind_cfg.attr_complex_guards);
     Py_SETREF(guards, complex_only == NULL ? NULL : dlbind_guards_compiled(type, guards, complex_only));
     Py_XDECREF(complex_only);
