@@ -59,14 +59,21 @@ CAUSES: dict[tuple[str, str], str] = {
         "strides and re-exports): two exchanges and their stream work, in Python, where torch's own import makes "
         "one (and aborts on a reversed array)"
     ),
+    ("compiled", "dlbind.convert(torch_cuda, 'cupy')"): (
+        "CuPy's own import is the hand-over itself (15.8 µs timed apart on an H200 the same day, 11.6 of them "
+        "torch's `__dlpack__(stream=...)`); dlbind adds the plan of a device producer, made in Python (4.8 µs: "
+        "the tensor's device, the keywords), where the host routes make theirs in C, and the check of CuPy's "
+        "current stream against those torch refuses (0.3 µs). The row read 1.00x on 2026-11-28, when CuPy's "
+        "import took 23.0 µs on another H200 and dlbind's path 22.9"
+    ),
     ("pure", "dlbind.from_dlpack(torch_cuda, stream=-1)"): (
-        "the pure build's import (cffi's ABI mode, ctypes capsules, a Python deleter) costs about 20 µs "
+        "the pure build's import (cffi's ABI mode, ctypes capsules, a Python deleter) costs 20 to 28 µs "
         "whatever the producer; torch's unsynchronised import costs about 4 µs, so no ratio under 2x is reachable "
         "there (the compiled build: 0.1x)"
     ),
     ("pure", "dlbind.from_dlpack(torch_cuda)"): (
-        "the same 20 µs of the pure build's import beside torch's synchronised one (its event work, 18-23 µs): "
-        "at the target's edge, 1.96x and 2.13x in two runs on the same card"
+        "the same 20 to 28 µs of the pure build's import beside torch's synchronised one (its event work, "
+        "17-23 µs): 1.96x and 2.13x in two runs on one card, 2.53x on another"
     ),
     ("pure", "dlbind.convert(cupy_array, 'torch')"): (
         "the relay of the compiled row (CuPy's unsigned negative strides), run by the pure build's import"

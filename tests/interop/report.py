@@ -271,7 +271,8 @@ def gpu_section() -> list[str]:
         again = {
             name: f"{line} (rerun)" for name, line in _steps(rerun).items() if "(not in DLBIND_GPU_STEPS)" not in line
         }
-        steps = {name: again.get(name, line) for name, line in steps.items() if name != "total"}
+        steps = {name: again.get(name, line) for name, line in steps.items()}
+    steps.pop("total", None)  # the run's own time and where it left its logs: not a step
     lines = [
         "## On a GPU",
         "",
