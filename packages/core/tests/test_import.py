@@ -87,7 +87,7 @@ def test_a_module_imported_on_its_own_gets_the_runtime(pure: str) -> None:
     Tensor type carries the exchange table."""
     code = (
         "import dlbind.consumer as c; t = c.from_dlpack(memoryview(b'abcd')); "
-        "print(t.shape, type(c.exported(memoryview(b'ab'))[0]).__name__ == 'Exporter', "
+        "print(t.shape, type(c.to_ask(memoryview(b'ab'), None).producer).__name__ == 'Exporter', "
         "hasattr(type(t), '__dlpack_c_exchange_api__') == c.exchange.AVAILABLE)"
     )
     assert run(code, pure).split() == ["(4,)", "True", "True"]

@@ -6,8 +6,9 @@ are the device and the stream it is asked for (:mod:`dlbind.devices`). Here: the
 with a 0.x consumer's call of its time; the way the type took an older call, learned once and kept in its plan
 (:func:`learn`, read by :func:`style_for` and by the C fast path through ``call_style``); a system's refusal
 raised as TypeError turned into the spec's BufferError (:func:`refusal_of`); a host array whose ``__dlpack__``
-refuses, exported from its buffer or array interface instead (:func:`host_export`); and the one call the
-import makes (:func:`asked_capsule`).
+refuses, exported from its buffer or array interface instead (:func:`host_export`); the refusal of an array
+that a system's own export function gave, said with that function's name (:func:`through_refused`); and the one
+call the import makes (:func:`asked_capsule`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.described import export_host
 from dlbind.devices import device_name
-from dlbind.sources import BARE, STREAM, ExportPlan, help_for
+from dlbind.sources import BARE, STREAM, Ask, ExportPlan, help_for
 from dlbind.validate import type_name
 
-__all__ = ["asked_capsule", "call_dlpack", "host_export", "learn", "refusal_of", "style_for"]
+__all__ = ["asked_capsule", "call_dlpack", "host_export", "learn", "refusal_of", "style_for", "through_refused"]
 
 
 def _keyword_refused(exc: TypeError) -> bool:
@@ -198,13 +199,38 @@ def host_export(x: Any) -> Any:
 
 
 def asked_capsule(
-    x: Any, plan: ExportPlan, here: Any, asked: int | None, dl_device: Any, copy: bool | None, *, device: Any,
+    ask: Ask, here: Any, asked: int | None, dl_device: Any, copy: bool | None, *, device: Any, stream: int | None,
+    by_backend: bool,
+) -> object:  # fmt: skip
+    """The capsule ``ask.producer.__dlpack__`` gives asked on stream ``asked`` for ``dl_device`` and ``copy``
+    (``by_backend``: a plain import, which the device's backend then copies to the host); where it refuses a host
+    array that it may export plainly, dlbind's own export of its buffer or array interface; a refused device said
+    with what was asked of whom (``device``: as the caller gave it). Where the producer is what the array's system
+    gave for it (:class:`dlbind.sources.Ask`), its refusal names that system's export (:func:`through_refused`)."""
+    try:
+        return _capsule_of(ask.producer, ask.plan, here, asked, dl_device, copy, device, stream, by_backend)
+    except BufferError as exc:
+        if ask.producer is ask.array:
+            raise
+        raise through_refused(ask.array, ask.array_plan, ask.producer, exc) from exc
+
+
+def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> BufferError:
+    """The BufferError of ``x``, whose system's own export function (``export.via``) gave ``made``, an array
+    whose DLPack export refused with ``exc``: naming that function and what ``made`` holds, and ending with what
+    to do instead where ``x``'s plan has ``refusal_help``."""
+    name = plan.row.export.via if plan.row is not None else "its export function"
+    dtype = getattr(made, "dtype", None)
+    held = f"{type(made).__module__}.{type(made).__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
+    err = f"{type(x).__name__} exported by {name} as a {held}, which DLPack cannot carry: {exc}{help_for(plan, exc)}"
+    return BufferError(err)
+
+
+def _capsule_of(
+    x: Any, plan: ExportPlan, here: Any, asked: int | None, dl_device: Any, copy: bool | None, device: Any,
     stream: int | None, by_backend: bool,
 ) -> object:  # fmt: skip
-    """The capsule of ``x.__dlpack__`` asked on stream ``asked`` for ``dl_device`` and ``copy`` (``by_backend``: a
-    plain import, which the device's backend then copies to the host); where it refuses a host array that it
-    may export plainly, dlbind's own export of its buffer or array interface; a refused device said with what
-    was asked of whom (``device``: as the caller gave it)."""
+    """:func:`asked_capsule` of the producer ``x`` of plan ``plan``."""
     asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
     if asked_copy and plan.refuses_copy:  # its __dlpack__ refuses copy=True (export.refuses_copy): from_dlpack copies
         asked_copy = None

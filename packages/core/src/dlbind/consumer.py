@@ -20,8 +20,8 @@ from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of
 from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
-from dlbind.sources import ExportPlan, check_guards, export_plan, exported, library_export, through_refused
-from dlbind.tensor import Tensor, as_asked, from_capsule, reexported
+from dlbind.sources import ExportPlan, export_plan, to_ask
+from dlbind.tensor import Tensor, from_capsule, received
 
 __all__ = ["from_dlpack", "imported", "resume"]
 
@@ -115,21 +115,14 @@ def imported(
         # convert's plain import, in C: its from_dlpack reads the same plan (and checks its guards); a call it hands
         # back to Python comes through from_dlpack, without a plan
         return cast(Tensor, native.from_dlpack(x))
-    if plan is None:  # from_dlpack: a producer whose plan is looked up now
-        x, plan, _ = exported(x)
-    if plan.guards:  # before the table too: a table exports what __dlpack__ refuses (torch)
-        check_guards(x, plan)
-    of, finish = x, plan  # what it is finished as (sealed, bool read), also where x's system gave another array
-    made = None
-    if plan.via is not None and (own_export or not hasattr(x, "__dlpack__")):
-        made = library_export(x, plan)  # a system exporting through a function of its own: a capsule or an array
-        if made is not None and type(made) is not _capi.PyCapsuleType:
-            (x, plan, _), here, made = exported(made), None, None
+    ask = to_ask(x, plan, own_export)  # the producer (or the capsule its system gave), its guards checked
+    x, plan, made = ask.producer, ask.plan, ask.capsule
     given = made is not None
-    fast = exchange.import_object(x) if not given and plain and of is x else None  # its 1.3 exchange table
-    if fast is not None:
-        return fast
-    if here is None:
+    if not given and plain and ask.array is x:
+        fast = exchange.import_object(x)  # its 1.3 exchange table
+        if fast is not None:
+            return fast
+    if here is None or x is not ask.array:  # where its data is (another array its system gave: that one's)
         here = _CPU if given or plan.host_only else producer_device(x)  # host-only: no device to ask
     target = None if device is None else parse_device(device)
     asked, wanted = streams(here[0], stream, plan.refused_streams)
@@ -138,20 +131,9 @@ def imported(
     # a host copy of device data: by the device's backend from a plain import (pinned memory), else the producer's
     by_backend = to_host and copy is not False and _backends.serving(here[0]) is not None
     ready = (int(here[0]), asked) if asked is not None and not given else None  # its work is ordered before it
-    try:
-        if made is None:
-            made = asked_capsule(
-                x, plan, here, asked, dl_device, copy, device=device, stream=stream, by_backend=by_backend
-            )
-    except BufferError as exc:
-        if of is x:
-            raise
-        raise through_refused(of, finish, x, exc) from exc  # what its system's own export gave, refused
-    tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=finish, ready=ready)
-    if wanted is not None and wanted != asked and tensor._stream == asked:
-        tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
-    if by_backend:
-        return reexported(tensor, None, dl_device=dl_device, copy=True)
-    if target is None and (copy is None or copy == bool(tensor._flags & _IS_COPIED)):
-        return tensor  # as asked: nothing to check
-    return as_asked(tensor, of, target, copy, given)
+    if made is None:
+        made = asked_capsule(ask, here, asked, dl_device, copy, device=device, stream=stream, by_backend=by_backend)
+    return received(
+        made, ask.array, ask.array_plan, ready, (asked, wanted), allow_vector=allow_vector,
+        to_host=dl_device if by_backend else None, target=target, copy=copy, given=given,
+    )  # fmt: skip

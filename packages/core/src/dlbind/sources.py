@@ -13,8 +13,9 @@ still across repeated exchanges).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn
 
+import dlbind._capi as _capi
 import dlbind.capsule as capsule
 from dlbind._generated.enums import DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME
@@ -31,6 +32,7 @@ __all__ = [
     "BARE",
     "PLANS",
     "STREAM",
+    "Ask",
     "ExportPlan",
     "check_guards",
     "export_plan",
@@ -38,7 +40,7 @@ __all__ = [
     "help_for",
     "library_export",
     "plan_of",
-    "through_refused",
+    "to_ask",
     "truthy_guard",
 ]
 
@@ -398,17 +400,6 @@ def check_guards(x: Any, plan: ExportPlan) -> None:
         plan.refuse(x, name, call, negated)
 
 
-def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> BufferError:
-    """The BufferError of ``x``, whose system's own export function (``export.via``) gave ``made``, an array
-    whose DLPack export refused with ``exc``: naming that function and what ``made`` holds, and ending with what
-    to do instead where ``x``'s plan has ``refusal_help``."""
-    name = plan.row.export.via if plan.row is not None else "its export function"
-    dtype = getattr(made, "dtype", None)
-    held = f"{type(made).__module__}.{type(made).__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
-    err = f"{type(x).__name__} exported by {name} as a {held}, which DLPack cannot carry: {exc}{help_for(plan, exc)}"
-    return BufferError(err)
-
-
 def help_for(plan: ExportPlan, exc: BaseException) -> str:
     """What the user can do instead of an export ``exc`` refused (``export.refusal_help``), as the end of a
     message ("": nothing said)."""
@@ -443,3 +434,35 @@ def exported(x: Any, target: str | None = None) -> tuple[Any, ExportPlan, Any]:
             + (": make an array of it first, e.g. numpy.asarray(x)" if values else "")
         ) from None
     return (x, plan, mine) if own else (mine, export_plan(Exporter), mine)
+
+
+class Ask(NamedTuple):
+    """What an import asks, found by :func:`to_ask`: ``producer`` and its ``plan``; the ``array`` given and its
+    ``array_plan``, what the import is finished as (the same two, unless the array's system exports through a
+    function of its own that gave another array); ``capsule``, the capsule such a function gave (None: ask
+    ``producer``)."""
+
+    producer: Any
+    plan: ExportPlan
+    array: Any
+    array_plan: ExportPlan
+    capsule: object | None = None
+
+
+def to_ask(x: Any, plan: ExportPlan | None, own_export: bool = False) -> Ask:
+    """What importing ``x`` asks (``plan`` None: ``x`` may be anything :func:`dlbind.from_dlpack` takes, and its
+    plan is looked up now): ``x`` refused where an export guard of its plan holds (before a DLPack 1.3 exchange
+    table too, which exports what ``__dlpack__`` refuses: torch's); the export function of a system exporting
+    through one (``own_export``: even where ``x`` has ``__dlpack__``, as ``convert`` asks it), whose capsule is
+    taken as it is and whose array is asked in turn."""
+    if plan is None:
+        x, plan, _ = exported(x)
+    if plan.guards:
+        check_guards(x, plan)
+    if plan.via is None or not (own_export or not hasattr(x, "__dlpack__")):
+        return Ask(x, plan, x, plan)
+    made = library_export(x, plan)  # a capsule, or an array
+    if made is None or type(made) is _capi.PyCapsuleType:
+        return Ask(x, plan, x, plan, made)
+    producer, made_plan, _ = exported(made)
+    return Ask(producer, made_plan, x, plan)

@@ -25,7 +25,7 @@ from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view
 from dlbind.validate import consumed
 
-__all__ = ["Tensor", "as_asked", "from_capsule", "from_managed"]
+__all__ = ["Tensor", "as_asked", "from_capsule", "from_managed", "received"]
 
 _new = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
 
@@ -418,6 +418,27 @@ def reexported(
     made = export_view(tensor, stream=stream, max_version=DLPACK_VERSION, dl_device=dl_device, copy=copy, own=own)
     on_host = dl_device is not None
     return from_capsule(made, ready=None if stream is None or on_host else (tensor._device_type, stream))
+
+
+def received(
+    made: object, of: Any, plan: Any, ready: tuple[int, int] | None, streams: tuple[int | None, int | None], *,
+    allow_vector: bool, to_host: Any, target: Any, copy: bool | None, given: bool,
+) -> Tensor:  # fmt: skip
+    """The Tensor an import asked of ``of`` (its plan ``plan``) for, from the capsule ``made`` it gave: made and
+    finished (:func:`from_capsule`; ``ready``: the ``(device type, stream)`` its data is ready on); for
+    ``streams``, the stream it was asked on and the one wanted (``dlbind.devices.streams``), a view for the one
+    wanted where that is another (it waits for the one asked); the host copy of the device ``to_host`` (None:
+    none), made by the device's backend; else held to ``target`` and ``copy`` (:func:`as_asked`; ``given``:
+    ``of``'s system gave the capsule through a function of its own)."""
+    tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=plan, ready=ready)
+    asked, wanted = streams
+    if wanted is not None and wanted != asked and tensor._stream == asked:
+        tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
+    if to_host is not None:
+        return reexported(tensor, None, dl_device=to_host, copy=True)
+    if target is None and (copy is None or copy == bool(tensor._flags & _capsule.IS_COPIED)):
+        return tensor  # as asked: nothing to check
+    return as_asked(tensor, of, target, copy, given)
 
 
 def as_asked(tensor: Tensor, of: Any, target: Any, copy: bool | None, given: bool) -> Tensor:
