@@ -24,7 +24,16 @@ from dlbind.devices import device_name
 from dlbind.sources import BARE, STREAM, Ask, ExportPlan, help_for
 from dlbind.validate import type_name
 
-__all__ = ["asked_capsule", "call_dlpack", "host_export", "learn", "refusal_of", "style_for", "through_refused"]
+__all__ = [
+    "asked_capsule",
+    "call_dlpack",
+    "device_refused",
+    "host_export",
+    "learn",
+    "refusal_of",
+    "style_for",
+    "through_refused",
+]
 
 
 def _keyword_refused(exc: TypeError) -> bool:
@@ -204,15 +213,42 @@ def asked_capsule(
 ) -> object:  # fmt: skip
     """The capsule ``ask.producer.__dlpack__`` gives asked on stream ``asked`` for ``dl_device`` and ``copy``
     (``by_backend``: a plain import, which the device's backend then copies to the host); where it refuses a host
-    array that it may export plainly, dlbind's own export of its buffer or array interface; a refused device said
-    with what was asked of whom (``device``: as the caller gave it). Where the producer is what the array's system
-    gave for it (:class:`dlbind.sources.Ask`), its refusal names that system's export (:func:`through_refused`)."""
+    array that it may export plainly, dlbind's own export of its buffer or array interface. A refusal is said with
+    what was asked of whom (a device: ``device``, as the caller gave it), and where the producer is what the array's
+    system gave for it (:class:`dlbind.sources.Ask`), as that system's export's (:func:`through_refused`)."""
+    x, plan = ask.producer, ask.plan
+    asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
+    if asked_copy and plan.refuses_copy:  # its __dlpack__ refuses copy=True (export.refuses_copy): from_dlpack copies
+        asked_copy = None
     try:
-        return _capsule_of(ask.producer, ask.plan, here, asked, dl_device, copy, device, stream, by_backend)
-    except BufferError as exc:
-        if ask.producer is ask.array:
+        return call_dlpack(
+            x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None
+        )
+    except (BufferError, ValueError) as e:
+        if isinstance(e, ValueError) and dl_device is None:
             raise
-        raise through_refused(ask.array, ask.array_plan, ask.producer, exc) from exc
+        refusal = e if dl_device is None else device_refused(x, here, dl_device, copy, device, e)
+        if x is not ask.array:  # an array its system's own export gave: refused as that export's
+            refusal = through_refused(ask.array, ask.array_plan, x, refusal)
+        fallback = host_export(x) if stream is None and copy is not False and dl_device is None else None
+        if fallback is not None:
+            return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
+        try:
+            if refusal is e:
+                raise
+            raise refusal from e
+        finally:  # no cycle refusal -> traceback -> this frame -> refusal
+            del refusal
+
+
+def device_refused(x: Any, here: Any, dl_device: Any, copy: bool | None, device: Any, e: BaseException) -> BufferError:
+    """The BufferError of ``x`` (on ``here``) refusing to export to ``dl_device`` (``device``: as the caller gave it),
+    with ``e``, the producer's own words: those alone ("unsupported device requested") name neither; numpy before
+    2.3 refuses a device with ValueError, the spec says BufferError."""
+    return BufferError(
+        f"from_dlpack(device={device!r}): {type_name(x)} on {device_name(here[0])}:{here[1]} cannot export to "
+        f"{device_name(dl_device[0])}:{dl_device[1]}{' with copy=False' if copy is False else ''}: {e}"
+    )
 
 
 def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> BufferError:
@@ -224,32 +260,3 @@ def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> 
     held = f"{type(made).__module__}.{type(made).__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
     err = f"{type(x).__name__} exported by {name} as a {held}, which DLPack cannot carry: {exc}{help_for(plan, exc)}"
     return BufferError(err)
-
-
-def _capsule_of(
-    x: Any, plan: ExportPlan, here: Any, asked: int | None, dl_device: Any, copy: bool | None, device: Any,
-    stream: int | None, by_backend: bool,
-) -> object:  # fmt: skip
-    """:func:`asked_capsule` of the producer ``x`` of plan ``plan``."""
-    asked_device, asked_copy = (None, None) if by_backend else (dl_device, copy)
-    if asked_copy and plan.refuses_copy:  # its __dlpack__ refuses copy=True (export.refuses_copy): from_dlpack copies
-        asked_copy = None
-    try:
-        return call_dlpack(
-            x, stream=asked, dl_device=asked_device, copy=asked_copy, plan=plan, explicit=stream is not None
-        )
-    except (BufferError, ValueError) as e:
-        if isinstance(e, ValueError) and dl_device is None:
-            raise
-        fallback = host_export(x) if stream is None and copy is not False and dl_device is None else None
-        if fallback is None and dl_device is not None:
-            # the producer's own message alone ("unsupported device requested") names neither; numpy before 2.3
-            # refuses a device with ValueError, the spec says BufferError
-            raise BufferError(
-                f"from_dlpack(device={device!r}): {type_name(x)} on "
-                f"{device_name(here[0])}:{here[1]} cannot export to {device_name(dl_device[0])}:{dl_device[1]}"
-                f"{' with copy=False' if copy is False else ''}: {e}"
-            ) from e
-        if fallback is None:
-            raise
-        return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
