@@ -134,6 +134,29 @@ def test_finding4_pinned_and_managed_to_cupy(memory: str) -> None:
     assert np.array_equal(cupy.asnumpy(y), a)
 
 
+# -- a producer handed over as it is: its export guards first -------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["cupy", "jax", "dlbind"])
+def test_a_negative_bit_cuda_tensor_is_refused_not_handed_over(target: str) -> None:
+    """torch's __dlpack__ exports a negative-bit view without the bit (the values negated): dlbind refuses it on
+    every route, also where a plain convert hands the tensor itself to the target's importer (CuPy's), in Python
+    the first time and in C after; a tensor without the bit still crosses with its values (to torch itself the
+    tensor is its own answer, bit and all)."""
+    torch = gpulibs.library("torch")
+    if target != "dlbind":
+        gpulibs.library(target)
+    negated = torch._neg_view(torch.arange(6.0, device="cuda"))
+    for _ in range(2):
+        with pytest.raises(BufferError, match=r"is_neg\(\) is true"):
+            dlbind.from_dlpack(negated) if target == "dlbind" else dlbind.convert(negated, to=target)
+    if target == "dlbind":
+        return
+    plain = torch.arange(6.0, device="cuda")
+    y = dlbind.convert(plain, to=target)
+    assert np.array_equal(gpulibs.read(target, y, np.dtype(np.float32)), np.arange(6.0, dtype=np.float32))
+
+
 # -- finding 6: streams dlbind passes and refuses ----------------------------------------------------------------------
 
 MISSING = "<not passed>"

@@ -14,6 +14,7 @@ from dlbind import DeviceType
 from dlbind._generated.adapters import Layout
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import installed, row_lookups
+from dlbind.conversion import ExplanationKind
 from dlbind.routes import DIRECT, HOST, HOST_COPY, INTERFACE, REFUSE, RELAY, SAME, decide, route_to
 from dlbind.sources import export_plan
 
@@ -107,6 +108,63 @@ def test_cupy_rows_decide_direct_relay_and_interface() -> None:
     assert decide(plan_of(ADAPTERS["numpy"]), to_cupy, CUDA_HOST).kind == INTERFACE
     why = decide(plan_of(cupy_row), route_to("torch"), CUDA).why
     assert "negative strides as unsigned numbers" in why and "nonnegative" in why
+
+
+def _on_cuda_route(monkeypatch: pytest.MonkeyPatch, stream: int | None) -> tuple[Any, list[Any]]:
+    """torch's tensor type saying it is on CUDA (a subclass: no CUDA memory is read, the hand-over is decided and
+    made as on a GPU), and ``to="cupy"`` made a system under test with CuPy's row: its importer records what it is
+    handed, and its current stream is ``stream``."""
+    torch = pytest.importorskip("torch")
+    from dlbind import routes
+    from dlbind._generated.adapters import ADAPTERS
+    from dlbind._libraries import for_release
+
+    class OnCuda(torch.Tensor):
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (CUDA, 0)
+
+    handed: list[Any] = []
+
+    def importer(x: Any) -> str:
+        handed.append(x)
+        return "imported"
+
+    route = routes.make_route(for_release(ADAPTERS["cupy"]), importer=importer, stream_of=lambda index: stream)
+    monkeypatch.setitem(routes.ROUTES, "cupy", route)
+    return OnCuda, handed
+
+
+def test_a_producer_handed_over_as_it_is_is_held_to_its_export_guards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DIRECT decision hands the producer itself to the target's importer: torch's __dlpack__ drops the negative
+    bit (wrong values), so its export guards are checked first, by Python's plan (explain says so too) and by the
+    compiled convert, which reads the decision once Python has made it."""
+    torch = pytest.importorskip("torch")
+    on_cuda, handed = _on_cuda_route(monkeypatch, stream=None)
+    plain = torch.arange(3.0).as_subclass(on_cuda)
+    negated = torch._neg_view(torch.arange(3.0)).as_subclass(on_cuda)
+    for _ in range(2):  # the decision made in Python, then read (compiled build) by C
+        assert dlbind.convert(plain, "cupy") == "imported" and handed[-1] is plain
+        with pytest.raises(BufferError, match=r"is_neg\(\) is true"):
+            dlbind.convert(negated, "cupy")
+        said = dlbind.explain(negated, "cupy")
+        assert said.kind == ExplanationKind.REFUSED and "is_neg() is true" in said.text
+    assert handed == [plain, plain]
+
+
+def test_a_stream_the_producer_refuses_sends_the_hand_over_through_the_relay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch refuses CUDA's per-thread default stream (2): where the target's current stream is that one, the
+    target is handed dlbind's relay (which asks torch on the default stream), in both builds; on another stream,
+    the tensor itself."""
+    torch = pytest.importorskip("torch")
+    on_cuda, handed = _on_cuda_route(monkeypatch, stream=2)
+    x = torch.arange(3.0).as_subclass(on_cuda)
+    for _ in range(2):
+        assert dlbind.convert(x, "cupy") == "imported"
+        assert handed[-1] is not x and type(handed[-1]).__name__ == "Relay"
+    on_cuda, handed = _on_cuda_route(monkeypatch, stream=7)
+    x = torch.arange(3.0).as_subclass(on_cuda)
+    for _ in range(2):
+        assert dlbind.convert(x, "cupy") == "imported" and handed[-1] is x
 
 
 class _Sliced:

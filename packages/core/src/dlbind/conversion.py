@@ -84,7 +84,7 @@ from dlbind.routes import (
     device_count,
     route_to,
 )
-from dlbind.sources import ExportPlan, export_plan, exported, help_for
+from dlbind.sources import ExportPlan, check_guards, export_plan, exported, help_for
 from dlbind.tensor import Tensor, from_capsule
 
 __all__ = ["Explanation", "compat", "convert", "explain", "plan"]
@@ -163,6 +163,11 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         describe = isinstance(d.payload, Refused) and d.payload.describe
         why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if describe else d.why
         return p._replace(refused=why)
+    if kind == DIRECT and source.guards:  # the producer itself handed over: its export guards first (torch's neg bit)
+        try:
+            check_guards(x, source)
+        except BufferError as exc:
+            return p._replace(refused=str(exc))
     if isinstance(d.payload, Same) and d.payload.itself and (asked is None or asked == here):
         return p._replace(itself=True)
     if asked is not None and asked != here:

@@ -501,10 +501,11 @@ def decide(
     if found is None:
         found = source.pairs[at] = _decide(source, route, device_type, device, copy, stream)
         plain = device is None and copy is None and stream == StreamShape.NONE
-        if plain and isinstance(found.payload, Direct) and not found.payload.watch_stream:
-            # the plain call hands the producer straight to the importer: the compiled convert does it in C
+        if plain and isinstance(found.payload, Direct):
+            # the plain call hands the producer straight to the importer (after reading the target's current
+            # stream, where the producer refuses some: watch_stream): the compiled convert does it in C
             name = route.adapter.name
-            source.direct[name] = source.direct.get(name, frozenset()) | {int(device_type)}
+            source.direct[name] = {**source.direct.get(name, {}), int(device_type): found.payload.watch_stream}
     return found
 
 

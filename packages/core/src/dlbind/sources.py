@@ -72,8 +72,10 @@ class ExportPlan:
     ``lasting``: the type lives as long as the process (its plan is kept for good);
     ``pairs``: the decisions of ``dlbind.convert`` for this type, per target, device type and keyword shape
     (made by :func:`dlbind.routes.decide` once each); ``direct``: the targets whose plain ``convert`` (no keywords)
-    of this type hands the producer straight to their importer, and the device types on which it does (the
-    DIRECT decisions among ``pairs``, noted by ``decide`` as it makes them; the compiled convert reads them).
+    of this type hands the producer straight to their importer, and the device types on which it does, each
+    with whether the target's current stream is read first (``Direct.watch_stream``: the producer refuses some
+    streams, and is then relayed): the DIRECT decisions among ``pairs``, noted by ``decide`` as it makes them;
+    the compiled convert reads them.
     """
 
     __slots__ = (
@@ -131,7 +133,7 @@ class ExportPlan:
     refuses_copy: bool  # its __dlpack__ refuses copy=True: asked without it, the import is copied instead
     _learned: tuple[int, Any, Any] | None  # (style, weakref to the type, the __dlpack__ it was learned from)
     pairs: dict[tuple[Any, ...], Any]
-    direct: dict[str, frozenset[int]]
+    direct: dict[str, dict[int, bool]]
 
     def __init__(
         self,
@@ -167,7 +169,7 @@ class ExportPlan:
         object.__setattr__(self, "_learned", None)
         object.__setattr__(self, "lasting", False)
         object.__setattr__(self, "pairs", {})  # dlbind.routes.key(...) -> dlbind.routes.Decision
-        object.__setattr__(self, "direct", {})  # target name -> device types of its plain DIRECT decisions
+        object.__setattr__(self, "direct", {})  # target name -> {device type: watch_stream} of plain DIRECT decisions
 
     def __setattr__(self, name: str, value: Any) -> None:
         """A plan is frozen but for what is learned of its type after it is made: how its ``__dlpack__`` takes an

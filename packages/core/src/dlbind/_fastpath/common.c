@@ -50,9 +50,11 @@ int dlbind_intern_all(void) {
     PyObject **attrs[] = {&dlbind_cfg.str_dlpack_device, &dlbind_cfg.attr_guards, &dlbind_cfg.attr_immutable,
                           &dlbind_cfg.attr_python, &dlbind_cfg.attr_host_only, &dlbind_cfg.attr_call_style,
                           &dlbind_cfg.attr_complex_guards, &dlbind_cfg.attr_refuse, &dlbind_cfg.attr_uint8_read_as,
-                          &dlbind_cfg.attr_direct, &dlbind_cfg.attr_lasting, &dlbind_cfg.attr_passing};
+                          &dlbind_cfg.attr_direct, &dlbind_cfg.attr_lasting, &dlbind_cfg.attr_passing,
+                          &dlbind_cfg.attr_refused_streams};
     const char *names[] = {"__dlpack_device__", "guards", "immutable", "python", "host_only", "call_style",
-                           "complex_guards", "refuse", "uint8_read_as", "direct", "lasting", "passing"};
+                           "complex_guards", "refuse", "uint8_read_as", "direct", "lasting", "passing",
+                           "refused_streams"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*attrs[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
     return 0;

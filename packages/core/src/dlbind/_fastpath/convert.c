@@ -447,7 +447,8 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
 /* The places of the fields of dlbind.routes.Route (a NamedTuple) that the C routes read, found by name in its
  * _fields the first time a Route is seen: the record Python's convert runs is the one read here. */
 static PyTypeObject *dlbind_route_type; /* strong: the Route class these places are of */
-static Py_ssize_t dlbind_route_importer, dlbind_route_table, dlbind_route_handover, dlbind_route_refuse;
+static Py_ssize_t dlbind_route_importer, dlbind_route_table, dlbind_route_handover, dlbind_route_refuse,
+    dlbind_route_stream_of;
 
 static int dlbind_route_places(PyObject *route) {
     if (Py_TYPE(route) == dlbind_route_type) return 0;
@@ -457,9 +458,9 @@ static int dlbind_route_places(PyObject *route) {
     }
     PyObject *fields = PyObject_GetAttrString((PyObject *)Py_TYPE(route), "_fields");
     if (fields == NULL) return -1;
-    const char *names[4] = {"importer", "table_type", "handover_type", "refuse"};
-    Py_ssize_t found[4];
-    for (int i = 0; i < 4; i++) {
+    const char *names[5] = {"importer", "table_type", "handover_type", "refuse", "stream_of"};
+    Py_ssize_t found[5];
+    for (int i = 0; i < 5; i++) {
         PyObject *name = PyUnicode_FromString(names[i]);
         found[i] = name != NULL ? PySequence_Index(fields, name) : -1;
         Py_XDECREF(name);
@@ -473,16 +474,33 @@ static int dlbind_route_places(PyObject *route) {
     }
     Py_DECREF(fields);
     dlbind_route_importer = found[0], dlbind_route_table = found[1];
-    dlbind_route_handover = found[2], dlbind_route_refuse = found[3];
+    dlbind_route_handover = found[2], dlbind_route_refuse = found[3], dlbind_route_stream_of = found[4];
     Py_INCREF(Py_TYPE(route));
     Py_XSETREF(dlbind_route_type, Py_TYPE(route));
     return 0;
 }
 
+/* Whether the target's current stream on device `dev` (route.stream_of(index)) is one the producer refuses
+ * (plan.refused_streams): 1 yes (Python's relay asks on the device's default), 0 no, -1 error. */
+static int dlbind_stream_refused(PyObject *route, PyObject *plan, DLDevice dev) {
+    PyObject *stream_of = PyTuple_GET_ITEM(route, dlbind_route_stream_of);
+    if (stream_of == Py_None) return 0;
+    PyObject *refused = PyObject_GetAttr(plan, dlbind_cfg.attr_refused_streams);
+    PyObject *stream = refused != NULL ? PyObject_CallFunction(stream_of, "i", (int)dev.device_id) : NULL;
+    PyObject *pair = stream != NULL ? Py_BuildValue("(iO)", (int)dev.device_type, stream) : NULL;
+    int found = pair != NULL ? PySequence_Contains(refused, pair) : -1;
+    Py_XDECREF(pair);
+    Py_XDECREF(stream);
+    Py_XDECREF(refused);
+    return found;
+}
+
 /* The direct hand-over of a producer on a device with streams to the target's importer (one exchange, which
  * the target asks on its own stream), where dlbind.routes.decide made that the plain call's decision for x's
- * type, `to` and the device x is on (its plan's direct: to -> those device types); NotImplemented (a new
- * reference) otherwise. */
+ * type, `to` and the device x is on (its plan's direct: to -> {device type: watch_stream}); x's export guards
+ * first, as Python's plan checks them; where the decision watches the stream, the target's current stream is
+ * read and one the producer refuses left to Python's relay. NotImplemented (a new reference) where C does not
+ * hand over. */
 static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *route) {
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return NULL;
@@ -490,18 +508,27 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *rout
         return Py_NewRef(Py_NotImplemented);
     PyObject *types = PyDict_GetItemWithError(info.direct, to);
     if (types == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
-    Py_INCREF(types); /* the producer's code below may change the plan's dict, or evict the type's entry */
+    if (dlbind_route_places(route) < 0) return NULL;
+    /* the producer's code below may change the plan's dict, or evict the type's entry that lends these */
+    PyObject *held[3] = {Py_NewRef(types), Py_NewRef(info.guards), Py_NewRef(info.plan)}, *out = NULL;
     DLDevice dev;
+    PyObject *watch = NULL;
     int direct = dlbind_producer_device(x, &dev); /* -1 error, 0 no device said: Python's route says why */
     if (direct == 1) {
         PyObject *kind = PyLong_FromLong((long)dev.device_type);
-        direct = kind != NULL ? PySequence_Contains(types, kind) : -1;
+        watch = kind != NULL && PyDict_Check(types) ? PyDict_GetItemWithError(types, kind) : NULL;
+        direct = watch != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
         Py_XDECREF(kind);
     }
-    Py_DECREF(types);
-    if (direct <= 0) return direct < 0 ? NULL : Py_NewRef(Py_NotImplemented);
-    if (dlbind_route_places(route) < 0) return NULL;
-    return PyObject_CallOneArg(PyTuple_GET_ITEM(route, dlbind_route_importer), x);
+    if (direct == 1 && dlbind_guards_pass(x, &info, DLBIND_GUARDS_ALL) != 0) direct = -1;
+    if (direct == 1 && watch == Py_True) {
+        int refused = dlbind_stream_refused(route, info.plan, dev);
+        direct = refused < 0 ? -1 : !refused;
+    }
+    if (direct == 1) out = PyObject_CallOneArg(PyTuple_GET_ITEM(route, dlbind_route_importer), x);
+    else if (direct == 0) out = Py_NewRef(Py_NotImplemented);
+    for (int i = 0; i < 3; i++) Py_DECREF(held[i]);
+    return out;
 }
 
 /* x converted by the C route of `route` (to's Route record): where it has a target array type with an exchange

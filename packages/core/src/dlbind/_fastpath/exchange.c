@@ -450,7 +450,6 @@ void dlbind_type_learn(PyObject *obj) {
 }
 
 /* Which guards a pass reads: those any array can make truthy, the complex-only ones, or all. */
-enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 };
 
 /* A guard's value: through its compiled C function as CPython's descriptor calls run it after the checks
  * that dlbind_guards_compiled settled, or its descriptor, or by name. */
@@ -495,9 +494,7 @@ static const dlbind_guard *dlbind_truthy_guard(PyObject *obj, const dlbind_guard
     return NULL;
 }
 
-/* 0 when none of the guards `which` names is truthy for obj; else -1 with its refusal (the library's
- * own BufferError, or dlbind's) or another error set. */
-static int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int which) {
+int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int which) {
     const dlbind_guards *list = info->guard_list;
     if (list == NULL || list->n == 0) return 0;
     /* a guard runs Python code, which may evict the cache entry that lends these */

@@ -122,7 +122,9 @@ typedef struct {
     PyObject *str_dlpack_device; /* "__dlpack_device__", interned */
     PyObject *attr_guards, *attr_immutable, *attr_python, *attr_host_only, *attr_call_style; /* ExportPlan's */
     PyObject *attr_complex_guards;
-    PyObject *attr_direct;       /* ExportPlan.direct: target name -> device types of its plain DIRECT decisions */
+    PyObject *attr_direct;       /* ExportPlan.direct: target name -> {device type: watch_stream} of its plain
+                                    DIRECT decisions */
+    PyObject *attr_refused_streams; /* ExportPlan.refused_streams: the (device type, stream) pairs it refuses */
     PyObject *attr_lasting, *attr_passing; /* the plans' two maps (TypeCache) */
     PyObject *attr_refuse;       /* ExportPlan.refuse(x, name, is_method, negated): raises x's BufferError (a guard holds) */
     PyObject *attr_uint8_read_as; /* ExportPlan.uint8_read_as(x): the dtype code a uint8 import of x is read as, or -1 */
@@ -328,6 +330,11 @@ typedef struct {
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info);
+enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 }; /* which guards apply */
+/* 0 when none of the export guards `which` names is truthy for obj; else -1 with its refusal (the library's
+ * own BufferError, or dlbind's, raised by its plan's refuse) or another error set. Runs Python code: info's
+ * guards and plan must be held by the caller where its cache entry may go meanwhile. */
+int dlbind_guards_pass(PyObject *obj, const dlbind_type_info *info, int which);
 /* The call type(obj)'s __dlpack__ took (its ExportPlan's call_style), kept on the cached entry of the type's
  * version the plan read it at (no error: a type not cached, or changed meanwhile, stays unmarked). */
 void dlbind_type_learn(PyObject *obj);
