@@ -206,7 +206,7 @@ def test_a_pair_that_cannot_need_a_bridge_is_handed_over_directly(target: Any, r
     assert values(out).tolist() == [0, 1, 2, 3]
     # the decision is kept in the type's plan, and noted as a direct one for CUDA data: the compiled convert
     # follows it in C from the second call on, without entering Python's convert
-    assert export_plan(TorchLike).direct[spy.name] == {int(DeviceType.kDLCUDA)}
+    assert export_plan(TorchLike).direct[spy.name] == {int(DeviceType.kDLCUDA): False}  # no stream read first
     entered = _python_calls(lambda: dlbind.convert(x, to=spy.name))
     assert spy.given == [x, x] and x.calls[-1]["stream"] == s
     assert ("convert" in entered) == (native is None), sorted(entered)
