@@ -14,7 +14,6 @@ from typing import Any, cast
 
 import dlbind._backends as _backends
 import dlbind._capi as _capi
-import dlbind.capsule as capsule
 import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
@@ -25,7 +24,6 @@ from dlbind.tensor import Tensor, from_capsule, received
 
 __all__ = ["from_dlpack", "imported", "resume"]
 
-_IS_COPIED = capsule.IS_COPIED
 _CPU = parse_device("cpu")
 
 
