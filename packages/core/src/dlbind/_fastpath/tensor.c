@@ -461,8 +461,7 @@ PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t n
     return dlbind_ready(tensor, ready_type, ready_stream);
 }
 
-/* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
- * producer or capsule in C; any other call (and every error to explain) in Python. */
+/* x.__dlpack_device__() as (device type, id) (fastpath.h). */
 int dlbind_producer_device(PyObject *x, DLDevice *out) {
     PyObject *dev = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
     if (dev == NULL) {
@@ -683,6 +682,8 @@ static PyObject *dlbind_plain_import(PyObject *const *args, size_t nargsf, PyObj
     return res;
 }
 
+/* from_dlpack(x, *, device=None, copy=None, stream=None, allow_vector=False): the plain call of a
+ * producer or capsule in C; any other call (and every error to explain) in Python. */
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     (void)mod;
     if (!dlbind_configured()) return NULL;
