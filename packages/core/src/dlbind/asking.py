@@ -256,7 +256,10 @@ def through_refused(x: Any, plan: ExportPlan, made: Any, exc: BaseException) -> 
     whose DLPack export refused with ``exc``: naming that function and what ``made`` holds, and ending with what
     to do instead where ``x``'s plan has ``refusal_help``."""
     name = plan.row.export.via if plan.row is not None else "its export function"
-    dtype = getattr(made, "dtype", None)
+    try:  # said before dlbind's own export of the array is tried: its wording must not fail the import
+        dtype = getattr(made, "dtype", None)
+    except Exception:
+        dtype = None
     held = f"{type(made).__module__}.{type(made).__qualname__}" + ("" if dtype is None else f" of dtype {dtype}")
     err = f"{type(x).__name__} exported by {name} as a {held}, which DLPack cannot carry: {exc}{help_for(plan, exc)}"
     return BufferError(err)

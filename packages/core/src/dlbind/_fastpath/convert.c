@@ -483,6 +483,7 @@ static int dlbind_route_places(PyObject *route) {
 /* Whether the target's current stream on device `dev` (route.stream_of(index)) is one the producer refuses
  * (plan.refused_streams): 1 yes (Python's relay asks on the device's default), 0 no, -1 error. */
 static int dlbind_stream_refused(PyObject *route, PyObject *plan, DLDevice dev) {
+    if (dlbind_route_places(route) < 0) return -1; /* again: Python code ran since (a Route of another class?) */
     PyObject *stream_of = PyTuple_GET_ITEM(route, dlbind_route_stream_of);
     if (stream_of == Py_None) return 0;
     PyObject *refused = PyObject_GetAttr(plan, dlbind_cfg.attr_refused_streams);
@@ -503,12 +504,11 @@ static int dlbind_stream_refused(PyObject *route, PyObject *plan, DLDevice dev) 
  * hand over. */
 static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *route) {
     dlbind_type_info info;
-    if (dlbind_type_info_of(x, &info) != 0) return NULL;
+    if (dlbind_route_places(route) < 0 || dlbind_type_info_of(x, &info) != 0) return NULL;
     if (info.direct == NULL || !PyDict_Check(info.direct) || PyDict_GET_SIZE(info.direct) == 0)
         return Py_NewRef(Py_NotImplemented);
     PyObject *types = PyDict_GetItemWithError(info.direct, to);
     if (types == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
-    if (dlbind_route_places(route) < 0) return NULL;
     /* the producer's code below may change the plan's dict, or evict the type's entry that lends these */
     PyObject *held[3] = {Py_NewRef(types), Py_NewRef(info.guards), Py_NewRef(info.plan)}, *out = NULL;
     DLDevice dev;
@@ -525,6 +525,7 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *rout
         int refused = dlbind_stream_refused(route, info.plan, dev);
         direct = refused < 0 ? -1 : !refused;
     }
+    if (direct == 1 && dlbind_route_places(route) < 0) direct = -1; /* again, as above */
     if (direct == 1) out = PyObject_CallOneArg(PyTuple_GET_ITEM(route, dlbind_route_importer), x);
     else if (direct == 0) out = Py_NewRef(Py_NotImplemented);
     for (int i = 0; i < 3; i++) Py_DECREF(held[i]);
