@@ -461,7 +461,7 @@ def to_ask(x: Any, plan: ExportPlan | None, own_export: bool = False) -> Ask:
         x, plan, _ = exported(x)
     if plan.guards:
         check_guards(x, plan)
-    if plan.via is None or not (own_export or not hasattr(x, "__dlpack__")):
+    if plan.via is None or (hasattr(x, "__dlpack__") and not own_export):
         return Ask(x, plan, x, plan)
     made = library_export(x, plan)  # a capsule, or an array
     if made is None or type(made) is _capi.PyCapsuleType:

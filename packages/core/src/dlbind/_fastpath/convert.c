@@ -483,7 +483,7 @@ static int dlbind_route_places(PyObject *route) {
 /* Whether the target's current stream on device `dev` (route.stream_of(index)) is one the producer refuses
  * (plan.refused_streams): 1 yes (Python's relay asks on the device's default), 0 no, -1 error. */
 static int dlbind_stream_refused(PyObject *route, PyObject *plan, DLDevice dev) {
-    if (dlbind_route_places(route) < 0) return -1; /* again: Python code ran since (a Route of another class?) */
+    if (dlbind_route_places(route) < 0) return -1; /* found here: Python code ran since the route was read */
     PyObject *stream_of = PyTuple_GET_ITEM(route, dlbind_route_stream_of);
     if (stream_of == Py_None) return 0;
     PyObject *refused = PyObject_GetAttr(plan, dlbind_cfg.attr_refused_streams);
@@ -504,7 +504,7 @@ static int dlbind_stream_refused(PyObject *route, PyObject *plan, DLDevice dev) 
  * hand over. */
 static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *route) {
     dlbind_type_info info;
-    if (dlbind_route_places(route) < 0 || dlbind_type_info_of(x, &info) != 0) return NULL;
+    if (dlbind_type_info_of(x, &info) != 0) return NULL;
     if (info.direct == NULL || !PyDict_Check(info.direct) || PyDict_GET_SIZE(info.direct) == 0)
         return Py_NewRef(Py_NotImplemented);
     PyObject *types = PyDict_GetItemWithError(info.direct, to);
@@ -525,7 +525,7 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *rout
         int refused = dlbind_stream_refused(route, info.plan, dev);
         direct = refused < 0 ? -1 : !refused;
     }
-    if (direct == 1 && dlbind_route_places(route) < 0) direct = -1; /* again, as above */
+    if (direct == 1 && dlbind_route_places(route) < 0) direct = -1; /* found here, after Python code ran */
     if (direct == 1) out = PyObject_CallOneArg(PyTuple_GET_ITEM(route, dlbind_route_importer), x);
     else if (direct == 0) out = Py_NewRef(Py_NotImplemented);
     for (int i = 0; i < 3; i++) Py_DECREF(held[i]);

@@ -449,8 +449,6 @@ void dlbind_type_learn(PyObject *obj) {
     if (PyErr_Occurred()) PyErr_Clear(); /* a cache that cannot learn only costs a call */
 }
 
-/* Which guards a pass reads: those any array can make truthy, the complex-only ones, or all. */
-
 /* A guard's value: through its compiled C function as CPython's descriptor calls run it after the checks
  * that dlbind_guards_compiled settled, or its descriptor, or by name. */
 static PyObject *dlbind_guard_value(PyObject *obj, const dlbind_guard *g) {

@@ -330,7 +330,8 @@ typedef struct {
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info);
-enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 }; /* which guards apply */
+/* Which guards a pass reads: those any array can make truthy, the complex-only ones, or all. */
+enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 };
 /* 0 when none of the export guards `which` names is truthy for obj; else -1 with its refusal (the library's
  * own BufferError, or dlbind's, raised by its plan's refuse) or another error set. Runs Python code: info's
  * guards and plan must be held by the caller where its cache entry may go meanwhile. */
