@@ -154,6 +154,20 @@ def test_capsule_already_used() -> None:
     assert counter.calls == 1
 
 
+@pytest.mark.parametrize("keywords", [{"device": "cpu"}, {"copy": True}, {"stream": 1}, {"stream": -1}])
+def test_a_raw_capsule_refuses_what_only_its_producer_could_do(keywords: dict[str, Any]) -> None:
+    """A capsule was exported already: a device, a copy or a stream is what its producer's ``__dlpack__`` is asked
+    with, so each is refused before the capsule is taken, which a plain import then still takes."""
+    capsule, counter = make_capsule()
+    with pytest.raises(BufferError, match=f"{next(iter(keywords))}=.*pass the producer instead"):
+        dlbind.from_dlpack(capsule, **keywords)
+    t = dlbind.from_dlpack(capsule, copy=False)
+    assert t.shape == (4,) and counter.calls == 0
+    del t
+    gc.collect()
+    assert counter.calls == 1
+
+
 def test_a_consumed_capsule_says_to_ask_the_producer_again() -> None:
     """The way out is a new capsule from the producer, in the same words in both builds (the compiled one's
     message is written in C)."""

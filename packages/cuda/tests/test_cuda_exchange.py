@@ -469,6 +469,25 @@ def test_from_dlpack_on_a_stream_the_producer_refuses_waits_for_the_default(rec:
         dlbind.from_dlpack(plain(dlbind_cuda.asarray(np.arange(3, dtype=np.float32))), stream=2)
 
 
+def test_a_copy_asked_on_a_stream_the_producer_refuses_is_made_once(rec: Recording) -> None:
+    """``from_dlpack(x, stream=2, copy=True)`` of a producer refusing stream 2: asked on the default stream, it
+    copies (its capsule says so); the view made for stream 2 keeps that, so no second copy is made, and ``copy=False``
+    of a producer that copied anyway is refused on that path too."""
+    x = _refuses_per_thread("cuda:2")(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)))
+    rec.clear()
+    t = dlbind.from_dlpack(x, stream=2, copy=True)
+    assert x.calls[-1]["stream"] == 1 and x.calls[-1]["copy"] is True
+    assert [c for c in rec.calls() if c.startswith("cudaMemcpy")] == [
+        "cudaMemcpyAsync(D1+0, D0+0, 12, DeviceToDevice, legacy)"
+    ], rec.calls()
+    assert t.stream == 2 and t.data_ptr != x.tensor.data_ptr and values(t).tolist() == [0, 1, 2]
+
+    copies_anyway = _refuses_per_thread("cuda:2")
+    copies_anyway.__dlpack__ = lambda self, **kw: RefusesPerThread.__dlpack__(self, **{**kw, "copy": True})
+    with pytest.raises(BufferError, match="copy=False, but the producer made a copy"):
+        dlbind.from_dlpack(copies_anyway(x.tensor), stream=2, copy=False)
+
+
 class LegacyImmutable(Producer):
     """JAX's arrays: immutable, and __dlpack__ answers a legacy capsule (unmarked) whatever it is asked."""
 

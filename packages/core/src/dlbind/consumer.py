@@ -18,7 +18,7 @@ import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of
-from dlbind.devices import HOST_ACCESSIBLE, check_stream, parse_device, producer_device, streams
+from dlbind.devices import HOST_ACCESSIBLE, parse_device, producer_device, streams
 from dlbind.sources import ExportPlan, export_plan, to_ask
 from dlbind.tensor import Tensor, from_capsule, received
 
@@ -82,19 +82,20 @@ def from_dlpack(
     ``allow_vector``: accept dtypes with ``lanes > 1`` (refused by default, as most consumers do).
 
     Raises ``BufferError`` where the producer cannot export as asked or gives a tensor dlbind refuses (an invalid
-    one, a device or copy it cannot make), saying why; ``TypeError`` for an object that is no producer and for
+    one, a device or copy it cannot make), and for a raw capsule with ``device``, ``copy=True`` or ``stream``
+    (what only its producer could be asked), saying why; ``TypeError`` for an object that is no producer and for
     a ``copy`` that is not a bool.
     """
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
     if type(x) is not _capi.PyCapsuleType:
         return imported(x, None, None, device=device, copy=copy, stream=stream, allow_vector=allow_vector)
-    if device is not None or copy:
-        raise BufferError("a raw capsule cannot be moved or copied on import: pass the producer instead")
-    tensor = from_capsule(x, allow_vector=allow_vector)
-    if stream is not None:  # the consumer's stream, checked against the device the capsule says
-        check_stream(tensor._device_type, stream)
-    return tensor
+    if device is not None or copy or stream is not None:  # what the producer's __dlpack__ is asked with
+        raise BufferError(
+            "a raw capsule was exported already: it cannot be moved, copied or made on a stream on import "
+            "(device=, copy=True, stream=): pass the producer instead"
+        )
+    return from_capsule(x, allow_vector=allow_vector)
 
 
 def imported(
