@@ -437,14 +437,15 @@ def received(
     tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=plan, ready=ready)
     stream, own = None, False  # the export again: on that stream, as dlbind's own copy (neither: the host copy)
     if to_host is None:
-        copied = bool(tensor._flags & _capsule.IS_COPIED)
         if target is not None and tensor.device != target:
             if given:
                 raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")
             raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
-        if copy is False and copied and not given:
-            raise BufferError("copy=False, but the producer made a copy")
-        own = copy is True and not copied  # a legacy producer could not say whether it copied
+        if copy is not None:
+            copied = bool(tensor._flags & _capsule.IS_COPIED)
+            if not copy and copied and not given:
+                raise BufferError("copy=False, but the producer made a copy")
+            own = copy and not copied  # a legacy producer could not say whether it copied
         asked, wanted = streams
         if wanted is not None and wanted != asked and tensor._stream == asked:
             stream = wanted
