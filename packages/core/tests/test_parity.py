@@ -158,7 +158,7 @@ CASES: dict[str, tuple[str, str | None]] = {
     "from_dlpack capsule": ("dlbind.from_dlpack(capsule())", "ok"),
     "from_dlpack capsule copy": ("dlbind.from_dlpack(capsule(), copy=True)", "BufferError"),
     "from_dlpack capsule copy False": ("dlbind.from_dlpack(capsule(), copy=False)", "ok"),
-    "from_dlpack capsule stream": ("dlbind.from_dlpack(capsule(), stream=1)", "BufferError"),
+    "from_dlpack capsule stream": ("dlbind.from_dlpack(capsule(device_type=2), stream=1)", "BufferError"),
     "from_dlpack used capsule": (
         "(lambda c: (dlbind.from_dlpack(c), dlbind.from_dlpack(c)))(capsule())",
         "BufferError",

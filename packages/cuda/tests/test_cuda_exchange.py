@@ -471,8 +471,8 @@ def test_from_dlpack_on_a_stream_the_producer_refuses_waits_for_the_default(rec:
 
 def test_a_copy_asked_on_a_stream_the_producer_refuses_is_made_once(rec: Recording) -> None:
     """``from_dlpack(x, stream=2, copy=True)`` of a producer refusing stream 2: asked on the default stream, it
-    copies (its capsule says so); the view made for stream 2 keeps that, so no second copy is made, and ``copy=False``
-    of a producer that copied anyway is refused on that path too."""
+    copies (its capsule says so); that is read before the view for stream 2 is made, so no second copy is made and
+    the view says it is a copy, and ``copy=False`` of a producer that copied anyway is refused on that path too."""
     x = _refuses_per_thread("cuda:2")(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)))
     rec.clear()
     t = dlbind.from_dlpack(x, stream=2, copy=True)
@@ -480,12 +480,30 @@ def test_a_copy_asked_on_a_stream_the_producer_refuses_is_made_once(rec: Recordi
     assert [c for c in rec.calls() if c.startswith("cudaMemcpy")] == [
         "cudaMemcpyAsync(D1+0, D0+0, 12, DeviceToDevice, legacy)"
     ], rec.calls()
-    assert t.stream == 2 and t.data_ptr != x.tensor.data_ptr and values(t).tolist() == [0, 1, 2]
-
+    assert t.stream == 2 and t.flags & Flags.IS_COPIED and t.data_ptr != x.tensor.data_ptr
+    assert values(t).tolist() == [0, 1, 2]
     copies_anyway = _refuses_per_thread("cuda:2")
     copies_anyway.__dlpack__ = lambda self, **kw: RefusesPerThread.__dlpack__(self, **{**kw, "copy": True})
     with pytest.raises(BufferError, match="copy=False, but the producer made a copy"):
         dlbind.from_dlpack(copies_anyway(x.tensor), stream=2, copy=False)
+
+
+def test_a_legacy_producer_on_a_refused_stream_is_copied_on_the_stream_wanted(rec: Recording) -> None:
+    """Its legacy capsule cannot say it copied: ``copy=True`` copies what it gave, once, on stream 2 (which waits
+    for the default stream the producer was asked on), and the copy is ready on stream 2."""
+    kind = _refuses_per_thread("cuda:2")
+    kind.__dlpack__ = lambda self, **kw: RefusesPerThread.__dlpack__(self, stream=kw.get("stream"))  # legacy
+    x = kind(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)))
+    rec.clear()
+    t = dlbind.from_dlpack(x, stream=2, copy=True)
+    assert x.calls[-1] == {"stream": 1}
+    assert rec.calls() == [
+        *event_wait("legacy", "per-thread"),  # stream 2 waits for the one the producer was asked on, then copies
+        "cudaGetDevice() -> 0", "cudaMalloc(12) -> D1 on device 0", "cudaGetDevice() -> 0",
+        "cudaMemcpyAsync(D1+0, D0+0, 12, DeviceToDevice, per-thread)",
+    ]  # fmt: skip
+    assert t.stream == 2 and t.flags & Flags.IS_COPIED and t.data_ptr != x.tensor.data_ptr
+    assert values(t).tolist() == [0, 1, 2]
 
 
 class LegacyImmutable(Producer):

@@ -25,7 +25,7 @@ from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view
 from dlbind.validate import consumed
 
-__all__ = ["Tensor", "from_capsule", "from_managed", "received"]
+__all__ = ["Tensor", "as_asked", "from_capsule", "from_managed", "received"]
 
 _new = tuple.__new__  # a Device of a checked pair, without NamedTuple's Python-level __new__
 
@@ -412,10 +412,13 @@ def reexported(
     tensor: Tensor, stream: int | None, *, dl_device: Any = None, copy: bool | None = None, own: bool = False
 ) -> Tensor:
     """``tensor`` exported again and imported (:func:`dlbind.export.export_view`), ready on ``stream`` (None: where
-    the export leaves it): a view for another stream (which waits for the one ``tensor`` is ready on), or with
-    ``copy=True`` a compact copy dlbind owns (``own``) or the one ``dl_device`` asks, made by the device's
-    backend."""
-    made = export_view(tensor, stream=stream, max_version=DLPACK_VERSION, dl_device=dl_device, copy=copy, own=own)
+    the export leaves it): a view for another stream (which waits for the one ``tensor`` is ready on, and says it
+    is a copy where ``tensor`` does), or with ``copy=True`` a compact copy dlbind owns (``own``) or the one
+    ``dl_device`` asks, made by the device's backend."""
+    copied = copy is None and bool(tensor._flags & _capsule.IS_COPIED)  # a view of a copy is one
+    made = export_view(
+        tensor, stream=stream, max_version=DLPACK_VERSION, dl_device=dl_device, copy=copy, own=own, copied=copied
+    )
     on_host = dl_device is not None
     return from_capsule(made, ready=None if stream is None or on_host else (tensor._device_type, stream))
 
@@ -425,36 +428,32 @@ def received(
     allow_vector: bool, to_host: Any, target: Any, copy: bool | None, given: bool,
 ) -> Tensor:  # fmt: skip
     """The Tensor an import asked of ``of`` (its plan ``plan``) for, from the capsule ``made`` it gave: made and
-    finished (:func:`from_capsule`; ``ready``: the ``(device type, stream)`` its data is ready on); the host copy
-    of the device ``to_host`` (None: none), made by the device's backend; else held to the device ``target`` and
-    the ``copy`` asked (BufferError where it is not on ``target``, or is a copy ``copy=False`` forbids; ``given``:
-    ``of``'s system gave the capsule through a function of its own, which takes neither keyword).
-
-    Exported again (:func:`dlbind.export.export_view`) at most once, for what the producer could not give: the
-    host copy; a copy where a legacy producer could not say whether it copied; a view on the stream wanted where
-    that is not the one asked (``streams``: the stream asked and the one wanted, ``dlbind.devices.streams``),
-    which waits for the one asked, as a copy made there does."""
+    finished (:func:`from_capsule`; ``ready``: the ``(device type, stream)`` its data is ready on); for
+    ``streams``, the stream it was asked on and the one wanted (``dlbind.devices.streams``), a view for the one
+    wanted where that is another (it waits for the one asked); the host copy of the device ``to_host`` (None:
+    none), made by the device's backend; else held to ``target`` and ``copy`` (:func:`as_asked`; ``given``:
+    ``of``'s system gave the capsule through a function of its own)."""
     tensor = from_capsule(made, allow_vector=allow_vector, x=of, plan=plan, ready=ready)
-    stream, own = None, False  # the export again: on that stream, as dlbind's own copy (neither: the host copy)
-    if to_host is None:
-        if target is not None and tensor.device != target:
-            if given:
-                raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")
-            raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
-        if copy is not None:
-            copied = bool(tensor._flags & _capsule.IS_COPIED)
-            if not copy and copied and not given:
-                raise BufferError("copy=False, but the producer made a copy")
-            own = copy and not copied  # a legacy producer could not say whether it copied
-        asked, wanted = streams
-        if wanted is not None and wanted != asked and tensor._stream == asked:
-            stream = wanted
-        elif own:
-            stream = tensor._stream
-        if stream is None and not own:
-            return tensor  # as asked
-    again = export_view(
-        tensor, stream=stream, max_version=DLPACK_VERSION, dl_device=to_host,
-        copy=True if own or to_host is not None else None, own=own,
-    )  # fmt: skip
-    return from_capsule(again, ready=None if stream is None else (tensor._device_type, stream))
+    asked, wanted = streams
+    if wanted is not None and wanted != asked and tensor._stream == asked:
+        tensor = reexported(tensor, wanted)  # the stream wanted waits for the one asked: a view for it orders that
+    if to_host is not None:
+        return reexported(tensor, None, dl_device=to_host, copy=True)
+    if target is None and (copy is None or copy == bool(tensor._flags & _capsule.IS_COPIED)):
+        return tensor  # as asked: nothing to check
+    return as_asked(tensor, of, target, copy, given)
+
+
+def as_asked(tensor: Tensor, of: Any, target: Any, copy: bool | None, given: bool) -> Tensor:
+    """The imported ``tensor`` held to the device and ``copy`` asked (``given``: ``of``'s system exported it
+    through a function of its own, which takes neither): refused where it cannot be, copied where a legacy
+    producer could not say whether it copied."""
+    if target is not None and tensor.device != target:
+        if given:
+            raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")
+        raise BufferError(f"the producer returned a tensor on {tensor.device}, not on {target}")
+    if copy is False and tensor._flags & _capsule.IS_COPIED and not given:
+        raise BufferError("copy=False, but the producer made a copy")
+    if copy is True and not tensor._flags & _capsule.IS_COPIED:
+        tensor = tensor.copy()
+    return tensor
