@@ -471,8 +471,8 @@ def test_from_dlpack_on_a_stream_the_producer_refuses_waits_for_the_default(rec:
 
 def test_a_copy_asked_on_a_stream_the_producer_refuses_is_made_once(rec: Recording) -> None:
     """``from_dlpack(x, stream=2, copy=True)`` of a producer refusing stream 2: asked on the default stream, it
-    copies (its capsule says so); that is read before the view for stream 2 is made, so no second copy is made and
-    the view says it is a copy, and ``copy=False`` of a producer that copied anyway is refused on that path too."""
+    copies (its capsule says so), and the view made for stream 2 says so too: no second copy is made, and
+    ``copy=False`` of a producer that copied anyway is refused on that path too."""
     x = _refuses_per_thread("cuda:2")(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)))
     rec.clear()
     t = dlbind.from_dlpack(x, stream=2, copy=True)
