@@ -91,10 +91,11 @@ def from_dlpack(
     if type(x) is not _capi.PyCapsuleType:
         return imported(x, None, None, device=device, copy=copy, stream=stream, allow_vector=allow_vector)
     if device is not None or copy or stream is not None:  # what the producer's __dlpack__ is asked with
-        given = (f"{name}={value!r}" for name, value in (("device", device), ("copy", copy), ("stream", stream)))
+        keywords = (("device", device), ("copy", copy), ("stream", stream))
+        given = ", ".join(f"{name}={value!r}" for name, value in keywords if value is not None and value is not False)
         raise BufferError(
-            f"from_dlpack({', '.join(g for g in given if not g.endswith(('=None', '=False')))}) of a raw capsule: "
-            "it was exported already, so it cannot be moved, copied or put on a stream; pass the producer instead"
+            f"from_dlpack({given}) of a raw capsule: it was exported already, so it cannot be moved, copied or put "
+            "on a stream; pass the producer instead"
         )
     return from_capsule(x, allow_vector=allow_vector)
 
