@@ -72,10 +72,16 @@ def test_data_must_be_a_pair() -> None:
         dlbind.asdlpack(Cai(data=4096), device_id=0)
 
 
-def test_offset_and_device_id() -> None:
-    e = dlbind.asdlpack(Cai(stream=None, offset=8), device_id=2)
+def test_device_id_names_the_gpu_and_an_offset_is_refused() -> None:
+    e = dlbind.asdlpack(Cai(stream=None), device_id=2)
     t = dlbind.from_dlpack(e.__dlpack__(max_version=NEWEST))
-    assert t.device == (DeviceType.kDLCUDA, 2) and t.data_ptr == 4104
+    assert t.device == (DeviceType.kDLCUDA, 2) and t.data_ptr == 4096
+    # v3 has no offset, and numpy drops one beside a pointer: never added to the pointer, which it may take to NULL
+    for offset, pointer in ((8, 4096), (4096, 0)):
+        with pytest.raises(BufferError, match=f"gives offset {offset} with a pointer in data"):
+            dlbind.asdlpack(Cai(stream=None, offset=offset, data=(pointer, False)), device_id=2)
+    with pytest.raises(BufferError, match="invalid device id -1"):
+        dlbind.asdlpack(Cai(stream=None), device_id=-1)
 
 
 def test_zero_size_needs_no_device_look_up() -> None:

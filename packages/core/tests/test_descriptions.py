@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -68,6 +69,21 @@ CASES = {
     "too few strides": ("Lying(shape=(3, 2), strides=(8,), data=(ADDRESS, False))", "1 strides (1,)"),
     "offset past the buffer": ("Lying(shape=(3,), data=bytearray(24), offset=8)", "of a 24-byte buffer"),
     "strides past the buffer": ("Lying(shape=(3,), strides=(16,), data=bytearray(24))", "of a 24-byte buffer"),
+    # numpy applies offset to a buffer only (it reads [0, 1] here): added to the pointer, it read [3, 4]
+    "offset beside a pointer": ("Lying(shape=(2,), typestr='|u1', data=(ADDRESS, False), offset=3)",
+                                "offset 3 with a pointer in data"),
+    # NULL plus an offset passed the NULL check, and the copy read address 0x1000 (a crash)
+    "offset beside a NULL pointer": ("Lying(shape=(2,), typestr='|u1', data=(0, False), offset=4096)",
+                                     "offset 4096 with a pointer in data"),
+    # read as 1-byte bool: [True, False] from the 4-byte [1, 1]; numpy refuses '|b4'
+    "a bool of 4 bytes": ("Lying(shape=(2,), typestr='|b4', data=(ADDRESS, False))", "'|b4' has no DLPack dtype"),
+    # the object's dtype took the typestr's place: 64 bytes read from a description of 8
+    "a dtype wider than the typestr": (
+        "type('Wide', (Lying,), {'dtype': np.dtype('f8')})(shape=(8,), typestr='|u1', data=(ADDRESS, False))",
+        "says 1-byte elements, its dtype float64 8-byte"),
+    "no such byte order": ("Lying(shape=(2,), typestr='xf8', data=(ADDRESS, False))", "'xf8' is not one"),
+    "a size of zero": ("Lying(shape=(2,), typestr='|u0', data=(ADDRESS, False))", "'|u0' is not one"),
+    "a size in other digits": ("Lying(shape=(2,), typestr='|f\u00b2', data=(ADDRESS, False))", "is not one"),
 }
 
 
@@ -147,6 +163,50 @@ def test_from_pointer_refuses_what_the_import_would(args: tuple[str, ...], kind:
     call = f"dlbind.from_pointer({ptr}, {shape}, 'float64'{', ' + rest[0] if rest else ''})"
     with pytest.raises(kind, match=words):
         eval(call, {"dlbind": dlbind})
+
+
+@pytest.mark.parametrize(
+    ("dtype", "device", "words"),
+    [
+        ("dlbind.DType(1, 0)", "'cpu'", "kDLUInt:0 (code=1, bits=0) is not defined by DLPack"),
+        ("dlbind.DType(6, 1)", "'cpu'", "this code takes bits 8"),
+        ("dlbind.DType(2, 32, 0)", "'cpu'", "lanes=0"),
+        ("dlbind.DType(300, 8)", "'cpu'", "DLDataType holds a code and bits of 0 to 255"),
+        ("dlbind.DType(2, 32, 70000)", "'cpu'", "lanes of 0 to 65535"),
+        ("'float32'", "(2, -1)", "invalid device id -1"),
+        ("'float32'", "(1, 2**31)", "invalid device id 2147483648"),
+        ("'float32'", "(2**31, 0)", "invalid device type 2147483648"),
+    ],
+)
+def test_from_pointer_refuses_a_dtype_or_device_dlpack_has_not(dtype: str, device: str, words: str) -> None:
+    """What the import refuses is never exported: no capsule for numpy or torch to take, and no OverflowError or
+    struct.error when a field outgrows its C type."""
+    import ctypes
+
+    store = (ctypes.c_char * 64)()
+    with pytest.raises(BufferError, match=re.escape(words)):
+        eval(f"dlbind.from_pointer({ctypes.addressof(store)}, (4,), {dtype}, device={device})", {"dlbind": dlbind})
+
+
+@pytest.mark.parametrize("kind", ["ndarray", "memoryview"])
+@pytest.mark.parametrize("stride", [2**62, -(2**62)])
+def test_a_strided_buffer_is_checked_before_it_is_exported(kind: str, stride: int) -> None:
+    """The compiled build reads a buffer (and an exact ndarray) itself: the validator's extent rule holds there
+    too, so both builds refuse what reaches past int64 or either end of the address space, in the same words."""
+    base = np.zeros(4, np.uint8)
+    strided = np.lib.stride_tricks.as_strided(base, shape=(3,), strides=(stride,))
+    x = strided if kind == "ndarray" else memoryview(strided)
+    with pytest.raises(BufferError, match=r"the elements of shape \(3,\) with strides"):
+        np.from_dlpack(dlbind.asdlpack(x))
+    with pytest.raises(BufferError, match=r"the elements of shape \(3,\) with strides"):
+        dlbind.from_dlpack(x)
+
+
+def test_a_buffer_of_more_dimensions_than_dlpack_allows_is_not_exported() -> None:
+    testbuffer = pytest.importorskip("_testbuffer", reason="CPython's _testbuffer (its test package) is not here")
+    many = testbuffer.ndarray([0], shape=[1] * 70, format="B")  # memoryview() refuses over 64 dimensions
+    with pytest.raises(TypeError, match="cannot export ndarray as DLPack"):
+        dlbind.asdlpack(many)
 
 
 def test_a_cuda_array_interface_passes_the_same_validator() -> None:

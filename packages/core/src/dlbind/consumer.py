@@ -79,7 +79,8 @@ def from_dlpack(
     ``device``: where the result must live (None: where ``x`` is); ``copy``: True always copies,
     False never does (``BufferError`` if one is needed), None copies only when needed; ``stream``:
     the consumer's stream, passed to the producer for synchronisation (CUDA/ROCm rules);
-    ``allow_vector``: accept dtypes with ``lanes > 1`` (refused by default, as most consumers do).
+    ``allow_vector``: kept for code written against earlier releases (dtypes with ``lanes > 1`` are carried
+    either way, and refused where a policy needs what they lack).
 
     Raises ``BufferError`` where the producer cannot export as asked or gives a tensor dlbind refuses (an invalid
     one, a device or copy it cannot make), and for a raw capsule with ``device``, ``copy=True`` or ``stream``

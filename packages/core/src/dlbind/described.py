@@ -240,6 +240,7 @@ def _address(view: memoryview) -> int:
 
 
 _TYPESTR_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
+_TYPESTR_ORDERS = frozenset("<>|=")  # little, big, not applicable, native
 
 
 def _interface_way(
@@ -259,15 +260,20 @@ def _interface_way(
     if isinstance(data, tuple):
         if len(data) != 2:
             raise BufferError(f"{what} data must be (pointer, read_only), not a {len(data)}-tuple")
+        if offset:  # numpy reads the pointer and drops the offset: no reading of both would be the same
+            raise BufferError(
+                f"{what} gives offset {offset} with a pointer in data: the interface offsets a buffer only (numpy "
+                "ignores it here); give the pointer with the offset added"
+            )
         ptr, ro = _integer(data[0], what, "data pointer"), bool(data[1])
     else:  # a buffer object, or (None) the object's own buffer
         base, length, ro, view = _contiguous_buffer(obj if data is None else data, what)
         buffer, owner = (base, length), (view if data is None else (obj, view))
-        ptr = base
+        ptr = base + offset
     raw_strides = iface.get("strides")
     byte_strides = None if raw_strides is None else _integers(raw_strides, what, "strides")
     stream = iface.get("stream")
-    return _Way(f"{what} of {type(obj).__name__}", obj, ptr + offset, shape, None, byte_strides, typestr, 0, device,
+    return _Way(f"{what} of {type(obj).__name__}", obj, ptr, shape, None, byte_strides, typestr, 0, device,
                 ro, readonly, owner, None if stream is None else int(stream), buffer, False, False)  # fmt: skip
 
 
@@ -285,7 +291,7 @@ def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bo
             f"__cuda_array_interface__ stream {stream!r} is not valid: None (no synchronisation), 1 (legacy default), "
             "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"
         )
-    pointer = _integer(data[0], what, "data pointer") + _integer(cai.get("offset", 0), what, "offset")
+    pointer = _integer(data[0], what, "data pointer")
     device: DevicePair
     if device_id is not None:
         device = (_CUDA, int(device_id))
@@ -322,7 +328,9 @@ def _checked(way: _Way) -> Memory:
             f"which DLPack {DLPACK_VERSION[0]}.{DLPACK_VERSION[1]} (this runtime's header) lacks"
         )
     if not way.trusted:
-        check_description(way.what, way.data, way.shape, strides, dtype, padded=bool(flags), buffer=way.buffer)
+        check_description(
+            way.what, way.data, way.shape, strides, dtype, padded=bool(flags), buffer=way.buffer, device=way.device
+        )
     readonly = way.readonly
     if way.asked is not None and way.asked != readonly:
         if not way.asked:
@@ -345,18 +353,24 @@ def _dtype_of(way: _Way) -> DType:
     typestr = way.kind
     if not isinstance(typestr, str):
         raise TypeError(f"typestr must be a str such as '<f8', not {type(typestr).__name__}")
-    dt = getattr(way.obj, "dtype", None)
-    if dt is not None and type(dt).__module__.startswith("numpy"):
-        return from_numpy(dt)
-    if len(typestr) < 3:
-        raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
-    order, kind, size = typestr[0], typestr[1], typestr[2:]
+    order, kind, size = typestr[:1], typestr[1:2], typestr[2:]
+    if order not in _TYPESTR_ORDERS or not (size.isascii() and size.isdigit()) or int(size) < 1:
+        raise BufferError(f"typestr {typestr!r} is not one: a byte order of <>|=, a kind and a size in bytes")
     if order == (">" if sys.byteorder == "little" else "<"):
         raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
+    dt = getattr(way.obj, "dtype", None)
+    if dt is not None and type(dt).__module__.startswith("numpy"):  # the exact dtype (ml_dtypes' kinds), same size
+        exact = from_numpy(dt)
+        if exact.itemsize != int(size):
+            raise BufferError(f"typestr {typestr!r} says {size}-byte elements, its dtype {dt} {exact.itemsize}-byte")
+        return exact
     name = _TYPESTR_KINDS.get(kind)
-    if name is None or not size.isdigit():
+    if name is None or (name == "bool" and size != "1"):
         raise BufferError(f"typestr {typestr!r} has no DLPack dtype")
-    return lookup("bool" if name == "bool" else f"{name}{int(size) * 8}")
+    try:
+        return lookup("bool" if name == "bool" else f"{name}{int(size) * 8}")
+    except (KeyError, ValueError):
+        raise BufferError(f"typestr {typestr!r} has no DLPack dtype") from None
 
 
 def buffer_view(obj: Any) -> memoryview | None:

@@ -158,5 +158,6 @@ def from_pointer(
     byte_size(shape_t, dt)  # BufferError beyond int64 (before the NULL pointer's ValueError, as ever)
     if not ptr and math.prod(shape_t) != 0:
         raise ValueError("a NULL pointer can only describe an empty tensor")
-    check_description("from_pointer", ptr, shape_t, strides_t, dt, byte_offset)
-    return Exporter(Memory(ptr, shape_t, strides_t, dt, parse_device(device), byte_offset, readonly, owner))
+    where = parse_device(device)
+    check_description("from_pointer", ptr, shape_t, strides_t, dt, byte_offset, device=where)
+    return Exporter(Memory(ptr, shape_t, strides_t, dt, where, byte_offset, readonly, owner))

@@ -6,6 +6,7 @@ here before anything reads, copies or exports it; a consumed capsule's struct is
 on import, before the Tensor is made (:func:`consumed`, :func:`check_managed`; ``dlbind_valid`` in the compiled
 build), so ``asdlpack`` never exports what ``from_dlpack`` refuses:
 
+- a dtype DLPack defines (:func:`check_dtype`) on a device it can name (:func:`check_device`);
 - at most :data:`MAX_NDIM` dimensions, each >= 0, with as many strides as dimensions;
 - the element count, the byte size and every stride within int64;
 - a data pointer in the address space, and not NULL where there are elements;
@@ -35,6 +36,8 @@ __all__ = [
     "ExtentError",
     "byte_size",
     "check_description",
+    "check_device",
+    "check_dtype",
     "check_managed",
     "check_reach",
     "consumed",
@@ -51,6 +54,7 @@ PACKAGE = __name__.rpartition(".")[0]
 MAX_NDIM = 64
 
 INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
 MAX_ADDRESS = 2 ** (8 * struct.calcsize("P")) - 1  # the address space's last byte
 
 
@@ -130,6 +134,36 @@ def check_reach(shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType, 
         _reach(shape, strides, dtype.bits * dtype.lanes, padded, start)
 
 
+def check_dtype(code: int, bits: int, lanes: int, what: str = "") -> None:
+    """BufferError unless ``(code, bits, lanes)`` is a DLPack dtype: each field within its C type (``uint8``,
+    ``uint8``, ``uint16``), a lane or more, and a width its code takes (spec/dtypes.toml; a code newer than this
+    runtime's header is carried at any width). ``what``: the description, named first in the message."""
+    prefix = f"{what}: " if what else ""
+    if not (0 <= code <= 0xFF and 0 <= bits <= 0xFF and 0 <= lanes <= 0xFFFF):
+        raise BufferError(
+            f"{prefix}invalid dtype (code={code}, bits={bits}, lanes={lanes}): DLDataType holds a code and bits of "
+            "0 to 255 and lanes of 0 to 65535"
+        )
+    if lanes < 1:
+        raise BufferError(f"{prefix}invalid dtype: lanes={lanes} (a DLPack dtype has at least one lane)")
+    widths = DTYPE_ACCEPTED_WIDTHS.get(code) if code in KNOWN_DTYPE_CODES else None
+    if bits == 0 or (widths is not None and bits not in widths):
+        raise BufferError(
+            f"{prefix}invalid dtype: {DType(code, bits)} (code={code}, bits={bits}) is not defined by DLPack"
+            + (f"; this code takes bits {', '.join(map(str, sorted(widths)))}" if widths else "")
+        )
+
+
+def check_device(device_type: int, device_id: int, what: str = "") -> None:
+    """BufferError unless ``(device_type, device_id)`` is a DLPack device: both ``int32_t`` values >= 0 (a type
+    newer than this runtime's header is carried; policy refuses it where needed)."""
+    prefix = f"{what}: " if what else ""
+    if not 0 <= device_type <= INT32_MAX:
+        raise BufferError(f"{prefix}invalid device type {device_type}: DLPack device types are 0 to {INT32_MAX}")
+    if not 0 <= device_id <= INT32_MAX:
+        raise BufferError(f"{prefix}invalid device id {device_id}: device ids are 0 to {INT32_MAX}")
+
+
 def check_description(
     what: str,
     data: int,
@@ -140,10 +174,13 @@ def check_description(
     *,
     padded: bool = False,
     buffer: tuple[int, int] | None = None,
+    device: tuple[int, int] = (1, 0),
 ) -> None:
-    """BufferError unless the memory ``what`` describes is consistent (the module's rules): ``data`` its
-    pointer, ``shape``/``strides`` (elements) its layout, ``padded`` sub-byte elements one per byte;
-    ``buffer``: ``(address, length)`` of the buffer that holds it, when one is given."""
+    """BufferError unless the memory ``what`` describes is consistent (the module's rules): ``data`` its pointer,
+    ``shape``/``strides`` (elements) its layout, ``padded`` sub-byte elements one per byte, ``dtype`` and ``device``
+    DLPack's; ``buffer``: ``(address, length)`` of the buffer that holds it, when one is given."""
+    check_dtype(int(dtype.code), int(dtype.bits), int(dtype.lanes), what)
+    check_device(int(device[0]), int(device[1]), what)
     ndim = len(shape)
     if ndim > MAX_NDIM:
         raise BufferError(f"{what}: {ndim} dimensions (at most {MAX_NDIM})")
@@ -166,12 +203,21 @@ def check_description(
         raise BufferError(f"{what}: data pointer {data:#x} is outside the address space")
     if start > MAX_ADDRESS:
         raise BufferError(f"{what}: byte_offset {byte_offset} takes the data pointer past the address space")
+    _check_extent(what, data, start, shape, strides, dtype.bits * dtype.lanes, padded, buffer)
+
+
+def _check_extent(
+    what: str, data: int, start: int, shape: tuple[int, ...], strides: tuple[int, ...], bits: int, padded: bool,
+    buffer: tuple[int, int] | None,
+) -> None:  # fmt: skip
+    """The bytes a description's elements reach from ``start`` (``data`` + its byte offset): inside the address
+    space, and inside ``buffer`` where one holds them (:func:`check_description`)."""
     size = math.prod(shape)
     if not size:
         return  # no element is addressed: nothing to reach
     if not data:
         raise BufferError(f"{what}: a NULL data pointer with {size} elements")
-    reach = reach_bytes(shape, strides, dtype.bits * dtype.lanes, padded)
+    reach = reach_bytes(shape, strides, bits, padded)
     if isinstance(reach, str):
         raise BufferError(f"{what}: the elements of shape {shape} with strides {strides} reach {reach}")
     low, high = reach
@@ -248,22 +294,11 @@ def check_managed(
     if not 0 <= ndim <= MAX_NDIM:
         raise BufferError(f"invalid ndim {ndim} in the DLPack tensor")
     code, bits, lanes = int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)
-    # a code newer than this runtime's header (same major version) is carried: any width, named by its number
-    if lanes < 1:
-        raise BufferError(f"invalid dtype: lanes={lanes} (a DLPack dtype has at least one lane)")
-    widths = DTYPE_ACCEPTED_WIDTHS.get(code) if code in KNOWN_DTYPE_CODES else None
-    if bits == 0 or (widths is not None and bits not in widths):
-        raise BufferError(
-            f"invalid dtype: {DType(code, bits)} (code={code}, bits={bits}) is not defined by DLPack"
-            + (f"; this code takes bits {', '.join(map(str, sorted(widths)))}" if widths else "")
-        )
+    check_dtype(code, bits, lanes)  # a code newer than this runtime's header is carried, named by its number
     device_type = int(t.device.device_type)
-    if device_type >= 2**31:  # an int32 enum (cffi reads it unsigned): negative
+    if device_type > INT32_MAX:  # an int32 enum (cffi reads it unsigned): negative
         device_type -= 2**32
-    if device_type < 0:  # a type newer than this runtime's header is carried; policy refuses it where needed
-        raise BufferError(f"invalid device type {device_type}: DLPack device types are >= 0")
-    if int(t.device.device_id) < 0:
-        raise BufferError(f"invalid device id {int(t.device.device_id)}: device ids are >= 0")
+    check_device(device_type, int(t.device.device_id))
     if ndim and t.shape == ffi.NULL:
         raise BufferError(f"the DLPack tensor has ndim={ndim} but a NULL shape")
     shape = tuple(ffi.unpack(t.shape, ndim)) if ndim else ()

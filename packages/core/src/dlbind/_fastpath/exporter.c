@@ -146,7 +146,9 @@ static int dlbind_np_dims(const dlbind_np_array *a, DLDataType dtype, int64_t *d
 /* Read an exact ndarray from its struct (the probe agreed). 1: read; 0: not one this path reads. */
 static int dlbind_exporter_from_ndarray(dlbind_exporter *self, PyObject *obj, int force_readonly) {
     const dlbind_np_array *a = (const dlbind_np_array *)obj;
-    if (!dlbind_np_dtype((const dlbind_np_descr *)a->descr, &self->dtype) || !dlbind_np_dims(a, self->dtype, self->dims)) return 0;
+    if (!dlbind_np_dtype((const dlbind_np_descr *)a->descr, &self->dtype) || !dlbind_np_dims(a, self->dtype, self->dims) ||
+        !dlbind_description_ok(a->data, a->nd, self->dims, self->dims + a->nd, self->dtype))
+        return 0; /* as_strided's arrays may reach anywhere: the buffer path, then Python, says what is wrong */
     self->ndim = a->nd;
     self->readonly = !(a->flags & DLBIND_NP_WRITEABLE) || force_readonly;
     self->held = 1;
@@ -238,6 +240,8 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
             }
         }
     }
+    /* a strided buffer may describe memory beyond int64 or the address space: Python's validator names it */
+    if (!dlbind_description_ok(v->buf, v->ndim, self->dims, self->dims + v->ndim, self->dtype)) goto refuse;
     dlbind_ndarray_probe(self, obj);
     PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;

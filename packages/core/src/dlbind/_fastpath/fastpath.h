@@ -232,6 +232,10 @@ int dlbind_format_dtype(const char *format, DLDataType *out);
 /* Quick validity check of a consumed struct (the checks of dlbind.validate.check_managed, without the
  * messages); 0: Python's check_managed raises the precise error. */
 int dlbind_valid(void *managed, int versioned, int allow_vector);
+/* 1 where a host description the exporter reads itself (a buffer, an ndarray) passes dlbind.validate's checks
+ * (at most DLBIND_MAX_NDIM dimensions; count, bytes and the elements' reach within int64 and the address space);
+ * 0: Python reads it, and the validator says what is wrong. */
+int dlbind_description_ok(void *data, int ndim, int64_t *shape, int64_t *strides, DLDataType dtype);
 /* Elements of shape[0..ndim): 0 on success, -1 when the count does not fit in int64. */
 int dlbind_count(const int64_t *shape, int ndim, int64_t *out);
 /* Bytes that count elements of dtype take (sub-byte types packed unless padded); -1 on overflow. */

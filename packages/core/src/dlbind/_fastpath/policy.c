@@ -175,6 +175,22 @@ static int dlbind_extent_ok(const DLTensor *t, const int64_t *strides, int padde
     return 1;
 }
 
+int dlbind_description_ok(void *data, int ndim, int64_t *shape, int64_t *strides, DLDataType dtype) {
+    int64_t count, nbytes;
+    if (ndim < 0 || ndim > DLBIND_MAX_NDIM) return 0;
+    if (dlbind_count(shape, ndim, &count) != 0 || dlbind_nbytes(count, dtype, 0, &nbytes) != 0) return 0;
+    if (count == 0) return 1; /* no element is addressed */
+    if (data == NULL) return 0;
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.ndim = ndim;
+    t.shape = shape;
+    t.strides = strides;
+    t.dtype = dtype;
+    return dlbind_extent_ok(&t, strides, 0);
+}
+
 /* The checks of dlbind.validate.check_managed, without the messages: 0 sends the struct to Python,
  * which raises the precise BufferError. */
 int dlbind_valid(void *managed, int versioned, int allow_vector) {
