@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
 try:
     import tomllib
@@ -209,4 +210,53 @@ def test_install_hints_follow_the_one_switch() -> None:
                 wrong.append(f"{page}:{lines[m.start()]}: {m.group(0)} (not published: say the path in a clone)")
         if PUBLISHED and "once published" in flat:
             wrong.append(f"{page}: says 'once published', and dlbind._backends.PUBLISHED says they are")
+    assert not wrong, wrong
+
+
+def _targets(listed: str) -> set[str]:
+    """The systems a list in a page names (``jax, tvm-ffi and numba``; ``Dr.Jit (drjit)``), by their rows' names;
+    a word that names no row fails, so a list cannot hide a name the rows do not know."""
+    from dlbind._generated.adapters import ADAPTERS
+
+    names = set()
+    for word in re.split(r",\s*|\s+and\s+|\s+or\s+", listed.strip()):
+        name = re.sub(r"^.*\((\w+)\)$", r"\1", word.strip()).replace("-", "_")
+        assert name in ADAPTERS, f"{word!r} (in {listed!r}) is no system of spec/adapters.toml"
+        names.add(name)
+    return names
+
+
+def test_lists_of_targets_are_the_rows_that_say_so() -> None:
+    """Where a page lists the targets a rule of their rows applies to (those that drop ``byte_offset``, ignore the
+    read-only flag, take compact strides only), the list is every row that says so: a row changed or added in
+    spec/adapters.toml makes the page wrong, and this test says which list and which systems."""
+    from dlbind._generated.adapters import ADAPTERS, Layout, Readonly
+
+    def having(test: Any) -> set[str]:
+        return {name for name, row in ADAPTERS.items() if test(row.import_)}
+
+    compact = having(lambda i: i.layout == Layout.COMPACT)
+    nonnegative = having(lambda i: i.layout == Layout.NONNEGATIVE)
+    writable = having(lambda i: i.readonly == Readonly.IGNORED)
+    no_offset = having(lambda i: not i.byte_offset)
+    rules = [  # a pattern whose groups are lists, and the rows each must name
+        (r"anything but compact row-major strides \(([^)]*)\)", [compact]),
+        (r"the target would import it writable \(([^)]*)\)", [writable]),
+        (r"`byte_offset` that the target drops \(([^)]*)\)", [no_offset]),
+        (r"\| ([^|]*) / ([^|]*) \| strides other than compact / negative strides", [compact, nonnegative]),
+        (r"\| ([^|]*) \| a nonzero `byte_offset`", [no_offset]),
+        (r"\| ([^|]*) \| read-only data, imported writable", [writable]),
+        (r"in the target's row of `spec/adapters.toml`: ([^)]*)\)", [writable]),
+    ]
+    wrong = []
+    for pattern, wants in rules:
+        found = _stated(pattern)
+        assert found, f"no page says {pattern!r} any more: update this test"
+        for page, line, m in found:
+            for listed, want in zip(m.groups(), wants, strict=True):
+                named = _targets(listed)
+                if named != want:
+                    says = [f"lacks {', '.join(sorted(want - named))}"] if want - named else []
+                    says += [f"wrongly names {', '.join(sorted(named - want))}"] if named - want else []
+                    wrong.append(f"{page}:{line}: {listed!r} {' and '.join(says)}")
     assert not wrong, wrong
