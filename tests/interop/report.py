@@ -123,6 +123,10 @@ def _dtype_rules(f: dict[str, Any]) -> list[str]:
     if f["lacks_dtypes_nd"]:
         lacks = ", ".join(f["lacks_dtypes_nd"])
         rules.append(f"refused by `{f['from_dlpack_nd']}` (BufferError naming the dtype): {lacks}")
+    if f["narrows"]:
+        into = ", ".join(f"{ours} to {theirs}" for ours, theirs in f["narrows"])
+        unless = f" while `{f['narrows_unless']}` is off" if f["narrows_unless"] else ""
+        rules.append(f"copy: its importer narrows {into}{unless} (`copy=False` refused)")
     return rules
 
 

@@ -19,6 +19,7 @@ Only the cases :data:`ONLY_BY_TRYING` names may leave the outcome to the target 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,13 @@ from dlbind.sources import export_plan
 # the systems installed here whose importer dlbind can reach (the cell's, and whatever else its venv has)
 SYSTEMS = sorted(name for name, row in ADAPTERS.items() if installed(row.import_name))
 
-DTYPES = ALL_DTYPES  # every dtype numpy shares with DLPack
+try:  # the dtypes numpy holds through ml_dtypes, which some targets lack (numpy's own DLPack import among them)
+    import ml_dtypes
+
+    EXTRA_DTYPES: dict[str, Any] = {"bfloat16": ml_dtypes.bfloat16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
+except ImportError:
+    EXTRA_DTYPES = {}
+DTYPES = (*ALL_DTYPES, *EXTRA_DTYPES)  # every dtype numpy shares with DLPack
 COPIES = (None, True, False)
 # device= as users write it: the host in each form, an index the host lacks, and devices this machine may lack
 DEVICES: tuple[Any, ...] = ("cpu", "cpu:0", (1, 0), "cpu:1", "cuda", "cuda:1", "rocm", "vulkan:0", "metal", "oneapi")
@@ -55,7 +62,7 @@ pytestmark = [
 
 def _array(dtype: str, layout: str) -> np.ndarray:
     base = np.arange(60).reshape(6, 10)
-    a = (base % 2 == 1) if dtype == "bool" else base.astype(dtype)
+    a = (base % 2 == 1) if dtype == "bool" else base.astype(EXTRA_DTYPES.get(dtype, dtype))
     if layout == "read-only":
         a = a[1:, :]
         a.flags.writeable = False
@@ -156,14 +163,13 @@ def _own(system: str, a: np.ndarray) -> Any:
         return None
 
 
-@pytest.fixture(autouse=True)
-def _as_checked(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The system's row's check setup first, as ``python -m dlbind check`` runs it (jax's 64-bit dtypes: off by
-    default, its import narrows int64 and float64 to 32 bits, a copy no plan can see), and the setting it
-    changed put back afterwards, so that no later test depends on this one having run."""
-    system = getattr(request.node, "callspec", None) and request.node.callspec.params.get("system")
+@contextmanager
+def _as_checked(systems: list[str]) -> Iterator[None]:
+    """The systems' rows' check setups, as ``python -m dlbind check`` runs them (jax's 64-bit dtypes, off by
+    default: its import narrows int64 and float64 to 32 bits, which its row's ``import.narrows`` says), and each
+    setting put back afterwards, so that no later test depends on this one having run."""
     undo = []
-    for name in [system] if system else SYSTEMS:
+    for name in systems:
         row = ADAPTERS[name]
         if not row.check_setup:
             continue
@@ -173,9 +179,28 @@ def _as_checked(request: pytest.FixtureRequest) -> Iterator[None]:
             option = row.check_setup_args[0]
             undo.append((setup, option, getattr(config, option)))
         setup(*row.check_setup_args)
-    yield
-    for setup, option, value in undo:
-        setup(option, value)
+    try:
+        yield
+    finally:
+        for setup, option, value in undo:
+            setup(option, value)
+
+
+# each test runs as its users run the system (its defaults), then as the checker sets it up (where the row says)
+SETTINGS = ("as installed", "as checked")
+
+
+@pytest.fixture(autouse=True, params=SETTINGS)
+def _setting(request: pytest.FixtureRequest) -> Iterator[None]:
+    system = getattr(request.node, "callspec", None) and request.node.callspec.params.get("system")
+    systems = [system] if system else SYSTEMS
+    if request.param == "as checked" and not any(ADAPTERS[name].check_setup for name in systems):
+        pytest.skip("the row has no check setup: as installed is as checked")
+    if request.param == "as installed":
+        yield
+        return
+    with _as_checked(systems):
+        yield
 
 
 def test_systems_are_found() -> None:
@@ -215,6 +240,40 @@ def test_explain_says_what_convert_does_with_the_systems_own_arrays(system: str)
     if not made:
         pytest.skip(f"{system} holds none of the table's arrays on this machine")
     assert not wrong, f"{len(wrong)} cases where explain and convert disagree:\n" + "\n".join(wrong[:40])
+
+
+def _refused_by_their_export(system: str) -> dict[str, Any]:
+    """Arrays of ``system`` (made by its own API) that its DLPack export refuses or its importer lacks, by name:
+    what its own importer, asked for a copy, meets in that export."""
+    if system == "torch":
+        import torch
+
+        eye = torch.eye(3)
+        return {
+            "requires_grad": torch.ones(3, requires_grad=True), "conj": torch.ones(3, dtype=torch.complex64).conj(),
+            "neg": torch._neg_view(torch.ones(3)), "sparse coo": eye.to_sparse(), "sparse csc": eye.to_sparse_csc(),
+            "quantized": torch.quantize_per_tensor(eye, 0.1, 0, torch.qint8),
+        }  # fmt: skip
+    if system == "numpy":
+        made = {"structured": np.zeros(3, "f4,i4"), "datetime": np.zeros(3, "M8[s]"), "big-endian": np.zeros(3, ">f8")}
+        made.update({name: np.zeros(3, kind) for name, kind in EXTRA_DTYPES.items()})
+        return made
+    return {}
+
+
+@pytest.mark.parametrize("system", [s for s in SYSTEMS if s in ("torch", "numpy")])
+def test_explain_says_what_the_systems_own_importer_meets_in_its_export(system: str) -> None:
+    """Handed to its own importer with ``copy=True`` (or ``device=``), an array is exported by its own library, which
+    refuses some (torch's sparse layouts and ``requires_grad``, numpy's structured arrays): explain says that
+    refusal, in convert's words; an array of a dtype that importer lacks (numpy's bfloat16) goes through dlbind's
+    import, which views it, as explain says."""
+    wrong = []
+    for name, x in _refused_by_their_export(system).items():
+        for kw in ({"copy": True}, {"copy": True, "device": "cpu"}, {"copy": False}, {}):
+            found = _mismatch(x, system, **kw)
+            if found:
+                wrong.append(f"{name}: {found}")
+    assert not wrong, f"{len(wrong)} cases where explain and convert disagree:\n" + "\n".join(wrong)
 
 
 def test_an_unknown_device_is_refused_alike() -> None:

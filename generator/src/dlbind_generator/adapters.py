@@ -71,6 +71,8 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "copy"): ("copy", str, frozenset({"honoured", "always", "ignored"}), "honoured"),
     ("import", "alignment"): ("alignment", int, None, 0),
     ("import", "lacks_dtypes"): ("lacks_dtypes", list, None, ()),
+    ("import", "narrows"): ("narrows", dict, None, ()),
+    ("import", "narrows_unless"): ("narrows_unless", str, None, ""),
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
     ("import", "view_copies"): ("view_copies", bool, None, False),
@@ -381,6 +383,8 @@ def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | No
         )
     if facts["lands_on"] and facts["lands_on"] not in facts["devices"]:
         raise GeneratorError(f"{where}: import.lands_on names one of its import.devices, not {facts['lands_on']!r}")
+    if facts["narrows_unless"] and not (facts["narrows"] and "." in facts["narrows_unless"]):
+        raise GeneratorError(f"{where}: import.narrows_unless is the dotted setting that turns import.narrows off")
     if facts["view_copies"] and not facts["view_with"]:
         raise GeneratorError(f"{where}: import.view_copies says what its view_with does: it needs view_with")
     if facts["device_count"] and facts["devices"] == ("cpu",):

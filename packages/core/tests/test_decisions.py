@@ -173,6 +173,34 @@ def test_the_compiled_convert_follows_the_route_record_convert_runs(
     assert len(seen) == 2 and seen[1] != "Handover", seen
 
 
+@pytest.mark.skipif(dlbind._ffi.native is None, reason="the pure build has no C routes")
+@pytest.mark.parametrize(
+    "make",
+    [bytes, bytearray, memoryview, lambda b: dlbind.asdlpack(b)],
+    ids=["bytes", "bytearray", "memoryview", "Exporter"],
+)
+def test_explain_says_in_c_where_convert_takes_the_c_route(
+    make: Callable[[bytes], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where explain says the exchange is made in C, convert makes no Python import of it: also for an object that
+    only describes its memory (a buffer), whose producer is dlbind's own Exporter, which the C route takes."""
+    from dlbind import bridges
+
+    imports: list[object] = []
+    real = bridges.import_for
+
+    def counted(p: Any, **kw: Any) -> Any:
+        imports.append(p.producer)
+        return real(p, **kw)
+
+    x = make(bytes(range(6)))
+    said = dlbind.explain(x, "numpy")
+    assert said.text.endswith(", in C"), said
+    monkeypatch.setattr(bridges, "import_for", counted)
+    assert dlbind.convert(x, "numpy").tolist() == list(range(6))
+    assert imports == [], f"explain said {said.text!r}, and convert imported {imports} in Python"
+
+
 # -- dlbind.explain, held to what convert does ---------------------------------------------------------------
 
 

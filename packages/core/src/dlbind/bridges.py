@@ -19,6 +19,7 @@ from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
+from dlbind.crossing import dtype as read_dtype
 from dlbind.described import through_interface
 from dlbind.devices import HOST_ACCESSIBLE, DevicePair, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
@@ -65,6 +66,7 @@ __all__ = [
     "importer",
     "importer_name",
     "keywords",
+    "lacks_own",
     "on_device",
     "run",
 ]
@@ -160,6 +162,49 @@ def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
         found = any(fnmatchcase(name, pattern) for pattern in patterns)
         found = _LACKS[key] = found or (bool(imp.by_dtype) and name not in dict(imp.by_dtype))
     return found
+
+
+_LACKED: dict[tuple[str, Any], bool] = {}  # (target, its array's dtype object) -> lacks_own
+
+
+def lacks_own(route: Route, x: Any) -> bool:
+    """``x``, the target's own array handed to its own importer, has a dtype that importer lacks (which its export
+    refuses too: numpy's bfloat16), or none DLPack has; cached per dtype object."""
+    lacks = route.adapter.import_.lacks_dtypes
+    if not lacks:
+        return False
+    kind = getattr(x, "dtype", None)
+    at: tuple[str, Any] | None = (route.adapter.name, kind)
+    try:
+        return _LACKED[at]  # type: ignore[index]
+    except KeyError:
+        pass
+    except TypeError:  # a dtype object that cannot be a key: read each time
+        at = None
+    try:
+        name = read_dtype(kind).name
+    except (TypeError, ValueError):  # no dtype DLPack has (numpy's structured and object arrays)
+        found = True
+    else:
+        from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
+
+        found = any(fnmatchcase(name, pattern) for pattern in lacks)
+    if at is not None:
+        _LACKED[at] = found
+    return found
+
+
+def _narrows(route: Route, tensor: Tensor) -> str | None:
+    """How the target's importer narrows ``tensor``'s dtype (``import.narrows``: into a narrower copy of its own),
+    in words, or None where it keeps it (its setting, ``import.narrows_unless``, is on)."""
+    if route.narrowing is None:
+        return None
+    imp = route.adapter.import_
+    into = dict(imp.narrows).get(tensor.dtype.name) if tensor._lanes == 1 else None
+    if into is None or not route.narrowing():
+        return None
+    unless = f" while {imp.narrows_unless} is off" if imp.narrows_unless else ""
+    return f"{imp.function} narrows {tensor.dtype.name} to {into}{unless}"
 
 
 def importer_name(route: Route, tensor: Tensor) -> str:
@@ -390,22 +435,10 @@ def bridge_of(
         return Bridge(REFUSED, unfit)
     nd = _nd(route, tensor)
     if (imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype) and _lacks(a, tensor, nd):
-        lacks = f"{importer_name(route, tensor)} lacks it"
-        if on_device:
-            return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
-        if route.viewer is None:
-            return Bridge(REFUSED, _cannot(route, tensor))
-        if device is not None and device != tensor.device:
-            where = f"{device_name(device[0])}:{device[1]}"
-            return Bridge(REFUSED, f"{imp.view_with} views {tensor.dtype.name} data where it is, not on {where}")
-        if tensor.device[0] not in HOST_ACCESSIBLE:
-            return Bridge(REFUSED, f"{a.name} views {tensor.dtype.name} data in host memory only")
-        if imp.view_copies:
-            if copy is False:
-                return Bridge(REFUSED, f"{imp.view_with} copies {tensor.dtype.name} ({imp.function} lacks it), and "
-                              "copy=False forbids it")  # fmt: skip
-            return Bridge(VIEW, f"{imp.view_with} copies {tensor.dtype.name} ({imp.function} lacks it)", True)
-        return Bridge(VIEW, f"{imp.view_with} views {tensor.dtype.name} ({imp.function} lacks it)", bool(copy))
+        return _lacked_bridge(route, tensor, copy, device, on_device)
+    narrows = _narrows(route, tensor)
+    if narrows is not None and copy is False:
+        return Bridge(REFUSED, f"{narrows}, a copy, and copy=False forbids it")
     if not on_device and not nd and _packs(a, tensor):
         packs = f"{a.name} holds bool as bits: {imp.function} packs the bytes"
         if copy is False:
@@ -417,9 +450,12 @@ def bridge_of(
     if why is not None or copy_here:  # a copy dlbind makes, or its refusal where no address space could hold it
         if tensor.nbytes > _LARGEST_COPY:  # a broadcast view of 2**62 bytes: the C copy refuses it in these words
             return _TOO_LARGE
+        then = "" if narrows is None else f"; then {narrows} (its own copy)"
         if why is not None:
-            return Bridge(COPY, f"{a.name} cannot import {why}")
-        return Bridge(COPY, f"copy=True asked, which {imp.function} cannot be asked for: dlbind copies")
+            return Bridge(COPY, f"{a.name} cannot import {why}{then}")
+        return Bridge(COPY, f"copy=True asked, which {imp.function} cannot be asked for: dlbind copies{then}")
+    if narrows is not None:
+        return Bridge(OWN_COPY, narrows)
     if imp.alignment and (tensor.data_ptr + tensor.byte_offset) % imp.alignment:
         aligned = f"{a.name} views only {imp.alignment}-byte aligned data"
         if on_device:
@@ -432,6 +468,29 @@ def bridge_of(
     if copy and not on_device:
         return Bridge(OWN_COPY, "copy=True asked")
     return _AS_IS
+
+
+def _lacked_bridge(route: Route, tensor: Tensor, copy: bool | None, device: Any, on_device: bool) -> Bridge:
+    """The bridge of a dtype the target's importer lacks: viewed by its ``view_with`` where it has one (on the host,
+    where the data is), else refused (:func:`bridge_of`)."""
+    a = route.adapter
+    imp = a.import_
+    lacks = f"{importer_name(route, tensor)} lacks it"
+    if on_device:
+        return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
+    if route.viewer is None:
+        return Bridge(REFUSED, _cannot(route, tensor))
+    if device is not None and device != tensor.device:
+        where = f"{device_name(device[0])}:{device[1]}"
+        return Bridge(REFUSED, f"{imp.view_with} views {tensor.dtype.name} data where it is, not on {where}")
+    if tensor.device[0] not in HOST_ACCESSIBLE:
+        return Bridge(REFUSED, f"{a.name} views {tensor.dtype.name} data in host memory only")
+    if imp.view_copies:
+        if copy is False:
+            return Bridge(REFUSED, f"{imp.view_with} copies {tensor.dtype.name} ({imp.function} lacks it), and "
+                          "copy=False forbids it")  # fmt: skip
+        return Bridge(VIEW, f"{imp.view_with} copies {tensor.dtype.name} ({imp.function} lacks it)", True)
+    return Bridge(VIEW, f"{imp.view_with} views {tensor.dtype.name} ({imp.function} lacks it)", bool(copy))
 
 
 def _view(route: Route, tensor: Tensor) -> Any:

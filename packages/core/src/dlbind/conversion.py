@@ -48,6 +48,7 @@ from dlbind.bridges import (
     importer_name,
     interface_copies,
     keywords,
+    lacks_own,
     run,
 )
 from dlbind.consumer import imported
@@ -118,6 +119,9 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
         route = route_to(to)
     try:
         p = _plan(x, route, device, copy, stream)
+        # the C route asked x itself: not dlbind's producer of what x describes (a buffer), nor the array a system's
+        # own export function gave, which it may take now
+        tried = tried and p.producer is x
         x = p.producer
         return run(p, tried)
     except _PASSED_ON:
@@ -163,13 +167,14 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
         describe = isinstance(d.payload, Refused) and d.payload.describe
         why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if describe else d.why
         return p._replace(refused=why)
-    if kind == DIRECT and source.guards:  # the producer itself handed over: its export guards first (torch's neg bit)
+    if isinstance(d.payload, Same) and d.payload.itself and (asked is None or asked == here):
+        return p._replace(itself=True)
+    if kind in (DIRECT, SAME) and source.guards:
+        # the producer itself handed to the importer, which asks its export: its guards first (torch's neg bit)
         try:
             check_guards(x, source)
         except BufferError as exc:
             return p._replace(refused=str(exc))
-    if isinstance(d.payload, Same) and d.payload.itself and (asked is None or asked == here):
-        return p._replace(itself=True)
     if asked is not None and asked != here:
         refused, untested = _device_asked(route, asked, device)
         if refused:
@@ -236,6 +241,8 @@ def _decision(
     found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # routes.key: made once, then read
     if found is None:
         found = decide(source, route, here[0], dev, copy, shape)
+    if isinstance(found.payload, Same) and not found.payload.itself and not found.why and lacks_own(route, x):
+        found = decide(source, route, here[0], dev, copy, shape, lacked=True)  # through dlbind's import and bridge
     return x, source, here, found, asked
 
 
@@ -296,14 +303,9 @@ def _rendered(p: Plan) -> Explanation:
         return said
     d, a = p.decision, p.route.adapter
     # INTERFACE, HOST and RELAY: the bridge this array's data needs, read from the plan's import where it is
-    try:
-        tensor = import_for(p, metadata=True)
-    except BufferError as exc:  # the producer refuses this array (Arrow's nulls): so would the exchange
-        return Explanation(ExplanationKind.REFUSED, f"refused: {exc}", d, p)
-    except _PASSED_ON:
-        raise
-    except Exception as exc:  # what convert would raise of it: the same BufferError
-        return Explanation(ExplanationKind.REFUSED, f"refused: {target_error(p.producer, a.name, exc, p.device)}", d, p)
+    tensor = _read(p)
+    if isinstance(tensor, Explanation):
+        return tensor
     if d.kind == INTERFACE:
         if d.copy_here or not interface_copies(p.route, tensor):
             copies: Said = ExplanationKind.COPY if d.copy_here else ExplanationKind.ZERO_COPY
@@ -315,6 +317,20 @@ def _rendered(p: Plan) -> Explanation:
         )
         return Explanation(ExplanationKind.COPY, text, d, p)
     return _by_bridge(p, tensor)
+
+
+def _read(p: Plan) -> Tensor | Explanation:
+    """The plan's one import, where the data is (the facts of its data); or the refusal convert meets where the
+    producer's export refuses this array (Arrow's nulls, torch's sparse layouts), in convert's words."""
+    try:
+        return import_for(p, metadata=True)
+    except BufferError as exc:  # the producer refuses this array: so would the exchange
+        return Explanation(ExplanationKind.REFUSED, f"refused: {exc}", p.decision, p)
+    except _PASSED_ON:
+        raise
+    except Exception as exc:  # what convert would raise of it: the same BufferError
+        why = target_error(p.producer, p.route.adapter.name, exc, p.device)
+        return Explanation(ExplanationKind.REFUSED, f"refused: {why}", p.decision, p)
 
 
 def _where(p: Plan) -> str:
@@ -340,7 +356,10 @@ def _by_decision(p: Plan) -> Explanation | None:
         return Explanation(ExplanationKind.REFUSED, f"refused: {p.refused}", d, p)
     if p.itself:
         return Explanation(ExplanationKind.ITSELF, f"itself: the producer is already a {a.name} array", d, p)
-    if kind == SAME:
+    if kind == SAME:  # its own importer asks the producer's export: where that refuses this array, so does convert
+        read = _read(p)
+        if isinstance(read, Explanation):
+            return read
         copied = d.copy_kw is True or imp.copy == Copy.ALWAYS
         copies: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
         return Explanation(copies, f"{copies}: {imp.function}{_shown(d)}, {a.name}'s own import", d, p)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from collections.abc import Callable
 from enum import IntEnum
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -125,6 +126,9 @@ class Route(NamedTuple):
     # the compiled convert may answer for this target itself (table_type or handover_type): what the compiled
     # build tries before calling the Python convert
     in_c: bool = False
+    # whether its importer narrows the dtypes of import.narrows now (their setting, import.narrows_unless, read
+    # as each array is bridged: it may change while the process runs); None: it narrows none
+    narrowing: Callable[[], bool] | None = None
 
 
 # its route by the name or module convert's to= gave (an id for anything else), made once; convert looks to= up
@@ -230,7 +234,18 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
         in_c=(table_type or handover_type) is not None,
+        narrowing=_narrowing(imp) if imp.narrows else None,
     )
+
+
+def _narrowing(imp: Import) -> Callable[[], bool]:
+    """Whether the importer narrows ``import.narrows`` now: always, or while its setting (``import.narrows_unless``,
+    a dotted attribute: ``jax.config.jax_enable_x64``) is false, read at each call."""
+    if not imp.narrows_unless:
+        return lambda: True
+    holder, _, name = imp.narrows_unless.rpartition(".")
+    settings = dotted(holder)
+    return lambda: not getattr(settings, name)
 
 
 def _simple(imp: Import) -> bool:
@@ -242,6 +257,7 @@ def _simple(imp: Import) -> bool:
         and not imp.copy_from  # data of those devices goes through its own constructor (import.copy_with)
         and not imp.ndims  # a shape it refuses is refused by the bridge
         and not imp.by_dtype  # its importer is picked by the dtype, by the bridge
+        and not imp.narrows  # its importer copies some dtypes into narrower ones: the bridge says so
     )  # fmt: skip
 
 
@@ -251,7 +267,7 @@ def _bridges(imp: Import) -> bool:
     return (
         imp.layout == Layout.COMPACT or not imp.byte_offset or imp.takes != Takes.PRODUCER
         or bool(imp.ndims) or bool(imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype)
-        or imp.bool_as != ImportBool.BOOL or bool(imp.alignment)
+        or imp.bool_as != ImportBool.BOOL or bool(imp.alignment) or bool(imp.narrows)
     )  # fmt: skip
 
 
@@ -491,15 +507,17 @@ def decide(
     device: int | None = None,
     copy: bool | None = None,
     stream: StreamShape = StreamShape.NONE,
+    lacked: bool = False,
 ) -> Decision:
     """The decision for arrays of ``source``'s type on ``device_type`` converted to ``route``'s system, with
     ``device=`` a device of type ``device`` (None: not given), ``copy=`` ``copy`` and ``stream=`` of shape
     ``stream`` (:class:`StreamShape`): made once per (type, target, device type, keyword shape) and
-    kept in the producer's plan (``ExportPlan.pairs``, under :func:`key`)."""
-    at = key(route, device_type, device, copy, stream)
+    kept in the producer's plan (``ExportPlan.pairs``, under :func:`key`). ``lacked``: the target's own array,
+    of a dtype its own importer lacks (asked only where the first decision hands such an array to that importer)."""
+    at = key(route, device_type, device, copy, stream, lacked)
     found = source.pairs.get(at)
     if found is None:
-        found = source.pairs[at] = _decide(source, route, device_type, device, copy, stream)
+        found = source.pairs[at] = _decide(source, route, device_type, device, copy, stream, lacked)
         plain = device is None and copy is None and stream == StreamShape.NONE
         if plain and isinstance(found.payload, Direct):
             # the plain call hands the producer straight to the importer (after reading the target's current
@@ -509,9 +527,13 @@ def decide(
     return found
 
 
-def key(route: Route, device_type: int, device: int | None, copy: bool | None, stream: StreamShape) -> tuple[Any, ...]:
-    """A Decision's key in its producer's plan: (target, device type, device= type, copy=, stream= shape)."""
-    return (route.adapter.name, device_type, device, copy, stream)
+def key(
+    route: Route, device_type: int, device: int | None, copy: bool | None, stream: StreamShape, lacked: bool = False
+) -> tuple[Any, ...]:
+    """A Decision's key in its producer's plan: (target, device type, device= type, copy=, stream= shape), and
+    ``True`` after them for the target's own array of a dtype its importer lacks."""
+    plain = (route.adapter.name, device_type, device, copy, stream)
+    return (*plain, True) if lacked else plain
 
 
 def _refused(why: str, describe: bool = False) -> Decision:
@@ -519,8 +541,9 @@ def _refused(why: str, describe: bool = False) -> Decision:
 
 
 def _decide(
-    source: ExportPlan, route: Route, here: int, device: int | None, copy: bool | None, stream: StreamShape
-) -> Decision:
+    source: ExportPlan, route: Route, here: int, device: int | None, copy: bool | None, stream: StreamShape,
+    lacked: bool = False,
+) -> Decision:  # fmt: skip
     kind, why = _kind(source, route, here)
     a = route.adapter
     if kind == SAME:  # the target's own array: itself, or what the target's own importer makes of it
@@ -530,8 +553,9 @@ def _decide(
         device_kw, copy_kw, copy_here = keywords
         if not copy and not stream:
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw, payload=Same(itself=True))
-        # (an importer of numpy arrays: not its own)
-        if not copy_here and not stream and a.import_.takes == Takes.PRODUCER:
+        # (an importer of numpy arrays: not its own; an array of a dtype its own importer lacks, which its export
+        # refuses too, such as numpy's bfloat16: through dlbind's import, whose bridge views it)
+        if not copy_here and not stream and a.import_.takes == Takes.PRODUCER and not lacked:
             return Decision(SAME, device_kw=device_kw, copy_kw=copy_kw, payload=Same())
         kind = HOST if here in STREAM_FREE else RELAY
         why = "a copy dlbind makes" if copy_here else "ordered on the stream given"
@@ -696,6 +720,8 @@ def _between(source: ExportPlan, route: Route, device_type: int) -> str:
         )
     if a.import_.lacks_dtypes or route.bits:
         reasons.append(f"{a.name} lacks some dtypes, or takes them as their bits")
+    if a.import_.narrows:
+        reasons.append(f"{a.name} narrows {', '.join(ours for ours, _ in a.import_.narrows)}")
     if a.import_.bool_as != ImportBool.BOOL or source.python:
         reasons.append("bool travels under another dtype")
     if a.import_.takes != Takes.PRODUCER:
