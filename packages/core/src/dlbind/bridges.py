@@ -19,7 +19,6 @@ from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
-from dlbind.crossing import dtype as read_dtype
 from dlbind.described import through_interface
 from dlbind.devices import HOST_ACCESSIBLE, DevicePair, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
@@ -66,7 +65,6 @@ __all__ = [
     "importer",
     "importer_name",
     "keywords",
-    "lacks_own",
     "on_device",
     "run",
 ]
@@ -161,36 +159,6 @@ def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
         patterns = imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes
         found = any(fnmatchcase(name, pattern) for pattern in patterns)
         found = _LACKS[key] = found or (bool(imp.by_dtype) and name not in dict(imp.by_dtype))
-    return found
-
-
-_LACKED: dict[tuple[str, Any], bool] = {}  # (target, its array's dtype object) -> lacks_own
-
-
-def lacks_own(route: Route, x: Any) -> bool:
-    """``x``, the target's own array handed to its own importer, has a dtype that importer lacks (which its export
-    refuses too: numpy's bfloat16), or none DLPack has; cached per dtype object."""
-    lacks = route.adapter.import_.lacks_dtypes
-    if not lacks:
-        return False
-    kind = getattr(x, "dtype", None)
-    at: tuple[str, Any] | None = (route.adapter.name, kind)
-    try:
-        return _LACKED[at]  # type: ignore[index]
-    except KeyError:
-        pass
-    except TypeError:  # a dtype object that cannot be a key: read each time
-        at = None
-    try:
-        name = read_dtype(kind).name
-    except (TypeError, ValueError):  # no dtype DLPack has (numpy's structured and object arrays)
-        found = True
-    else:
-        from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
-
-        found = any(fnmatchcase(name, pattern) for pattern in lacks)
-    if at is not None:
-        _LACKED[at] = found
     return found
 
 

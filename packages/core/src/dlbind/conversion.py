@@ -48,10 +48,10 @@ from dlbind.bridges import (
     importer_name,
     interface_copies,
     keywords,
-    lacks_own,
     run,
 )
 from dlbind.consumer import imported
+from dlbind.crossing import lacks_own
 from dlbind.devices import (
     HOST_ACCESSIBLE,
     check_stream,
@@ -241,7 +241,8 @@ def _decision(
     found = source.pairs.get((route.adapter.name, here[0], dev, copy, shape))  # routes.key: made once, then read
     if found is None:
         found = decide(source, route, here[0], dev, copy, shape)
-    if isinstance(found.payload, Same) and not found.payload.itself and not found.why and lacks_own(route, x):
+    own = isinstance(found.payload, Same) and not found.payload.itself and not found.why  # to its own importer
+    if own and lacks_own(route.adapter, x):
         found = decide(source, route, here[0], dev, copy, shape, lacked=True)  # through dlbind's import and bridge
     return x, source, here, found, asked
 

@@ -25,7 +25,7 @@ from dlbind._names import suggestion
 from dlbind.devices import parse_device
 from dlbind.dtypes import DType, from_numpy, lookup
 
-__all__ = ["device", "dtype"]
+__all__ = ["device", "dtype", "lacks_own"]
 
 # what numpy reads as a dtype but names none (None and float are float64 there, float32 in torch): refused (by
 # identity: numpy's dtypes equal the Python types)
@@ -315,3 +315,34 @@ def device(obj: Any, to: Any = None) -> Any:
         return made[found.device_id] if adapter.device_pick else made
     except Exception as exc:  # its own refusal (jax has no such device here, an unknown name)
         raise ValueError(f"{adapter.name} cannot make a device {found}: {type(exc).__name__}: {exc}") from exc
+
+
+_LACKED: dict[tuple[str, Any], bool] = {}  # (target, its array's dtype object) -> lacks_own
+
+
+def lacks_own(adapter: Adapter, x: Any) -> bool:
+    """``x``, an array of the system ``adapter`` is the row of, handed to that system's own importer, has a dtype
+    the importer lacks (which its export refuses too: numpy's bfloat16), or none DLPack has; cached per dtype
+    object (``convert`` reads it to route such an array through dlbind's import)."""
+    lacks = adapter.import_.lacks_dtypes
+    if not lacks:
+        return False
+    kind = getattr(x, "dtype", None)
+    at: tuple[str, Any] | None = (adapter.name, kind)
+    try:
+        return _LACKED[at]  # type: ignore[index]
+    except KeyError:
+        pass
+    except TypeError:  # a dtype object that cannot be a key: read each time
+        at = None
+    try:
+        name = dtype(kind).name
+    except (TypeError, ValueError):  # no dtype DLPack has (numpy's structured and object arrays)
+        found = True
+    else:
+        from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
+
+        found = any(fnmatchcase(name, pattern) for pattern in lacks)
+    if at is not None:
+        _LACKED[at] = found
+    return found
