@@ -39,7 +39,9 @@ SYSTEMS = sorted(name for name, row in ADAPTERS.items() if installed(row.import_
 try:  # the dtypes numpy holds through ml_dtypes, which some targets lack (numpy's own DLPack import among them)
     import ml_dtypes
 
-    EXTRA_DTYPES: dict[str, Any] = {"bfloat16": ml_dtypes.bfloat16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
+    EXTRA_DTYPES: dict[str, Any] = {  # float4: one element per byte, which no legacy capsule can say
+        "bfloat16": ml_dtypes.bfloat16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float4_e2m1fn": ml_dtypes.float4_e2m1fn
+    }
 except ImportError:
     EXTRA_DTYPES = {}
 DTYPES = (*ALL_DTYPES, *EXTRA_DTYPES)  # every dtype numpy shares with DLPack

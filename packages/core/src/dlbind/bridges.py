@@ -404,6 +404,10 @@ def bridge_of(
     nd = _nd(route, tensor)
     if (imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype) and _lacks(a, tensor, nd):
         return _lacked_bridge(route, tensor, copy, device, on_device)
+    if route.legacy_only and imp.takes != Takes.NDARRAY:  # a legacy capsule has no flag for padded sub-byte data
+        legacy = tensor.dtype.legacy_refusal(padded=bool(tensor._flags & SUBBYTE_PADDED))
+        if legacy is not None:
+            return Bridge(REFUSED, legacy)
     narrows = _narrows(route, tensor)
     if narrows is not None and copy is False:
         return Bridge(REFUSED, f"{narrows}, a copy, and copy=False forbids it")
