@@ -239,6 +239,9 @@ def test_lists_of_targets_are_the_rows_that_say_so() -> None:
     nonnegative = having(lambda i: i.layout == Layout.NONNEGATIVE)
     writable = having(lambda i: i.readonly == Readonly.IGNORED)
     no_offset = having(lambda i: not i.byte_offset)
+    viewed = having(lambda i: bool(i.lacks_dtypes and i.view_with))
+    lacking = having(lambda i: bool(i.lacks_dtypes and not i.view_with))
+    narrowing = having(lambda i: bool(i.narrows))
     rules = [  # a pattern whose groups are lists, and the rows each must name
         (r"anything but compact row-major strides \(([^)]*)\)", [compact]),
         (r"the target would import it writable \(([^)]*)\)", [writable]),
@@ -247,6 +250,8 @@ def test_lists_of_targets_are_the_rows_that_say_so() -> None:
         (r"\| ([^|]*) \| a nonzero `byte_offset`", [no_offset]),
         (r"\| ([^|]*) \| read-only data, imported writable", [writable]),
         (r"in the target's row of `spec/adapters.toml`: ([^)]*)\)", [writable]),
+        (r"\| ([^|]*) / ([^|]*) \| some dtypes \(`lacks_dtypes`", [viewed, lacking]),
+        (r"\| ([^|]*) \| 64-bit dtypes, narrowed", [narrowing]),
     ]
     wrong = []
     for pattern, wants in rules:
