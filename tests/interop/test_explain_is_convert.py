@@ -40,7 +40,9 @@ try:  # the dtypes numpy holds through ml_dtypes, which some targets lack (numpy
     import ml_dtypes
 
     EXTRA_DTYPES: dict[str, Any] = {  # float4: one element per byte, which no legacy capsule can say
-        "bfloat16": ml_dtypes.bfloat16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float4_e2m1fn": ml_dtypes.float4_e2m1fn
+        "bfloat16": ml_dtypes.bfloat16,
+        "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+        "float4_e2m1fn": ml_dtypes.float4_e2m1fn,
     }
 except ImportError:
     EXTRA_DTYPES = {}
