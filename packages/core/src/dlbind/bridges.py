@@ -57,6 +57,7 @@ __all__ = [
     "bridge_of",
     "bridged",
     "copied_in",
+    "copy_in_refusal",
     "data_bridge",
     "described",
     "device_arg",
@@ -310,12 +311,23 @@ def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
     """Data on a device the target holds no arrays of (``import.copy_from``: dpnp's importer answers numpy arrays
     for host data), copied in by the target's own constructor (``import.copy_with``) with the plan's keywords
     (``device=``: the device asked, else the first device it imports from, index 0: :func:`keywords`).
-    ``copy=False`` is refused by the Decision (a copy-in copies)."""
+    ``copy=False`` is refused by the Decision (a copy-in copies); a dtype the target lacks, here (its words:
+    :func:`copy_in_refusal`)."""
+    refused = copy_in_refusal(route, tensor)
+    if refused is not None:
+        raise BufferError(refused)
     if route.adapter.import_.copy_takes == Given.NDARRAY:
         import numpy
 
         return route.copy_with(numpy.asarray(tensor), **kwargs)
     return route.copy_with(tensor, **kwargs)
+
+
+def copy_in_refusal(route: Route, tensor: Tensor) -> str | None:
+    """Why the target's own constructor cannot copy ``tensor`` in (a dtype its row lacks: dpnp's arrays hold no
+    bfloat16), or None; what :func:`copied_in` raises and ``dlbind.explain`` says."""
+    lacks = route.adapter.import_.lacks_dtypes
+    return _cannot(route, tensor) if lacks and _lacks(route.adapter, tensor) else None
 
 
 def _wrapped(route: Route, tensor: Tensor) -> Any:

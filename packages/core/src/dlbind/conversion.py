@@ -42,6 +42,7 @@ from dlbind.bridges import (
     REFUSED,
     VIEW,
     Bridge,
+    copy_in_refusal,
     data_bridge,
     described,
     import_for,
@@ -370,6 +371,13 @@ def _by_decision(p: Plan) -> Explanation | None:
         text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
         return Explanation(ExplanationKind.HOST_COPY, text, d, p)
     if move.copy_in:
+        if imp.lacks_dtypes:  # its constructor lacks some dtypes: this array's, read where it is
+            read = _read(p)
+            refused = read if isinstance(read, Explanation) else copy_in_refusal(p.route, read)
+            if refused is not None:
+                return refused if isinstance(refused, Explanation) else Explanation(
+                    ExplanationKind.REFUSED, f"refused: {refused}", d, p
+                )
         return Explanation(
             ExplanationKind.COPY, f"copy: {imp.copy_with} copies the data onto {imp.devices[0]} ({d.why})", d, p
         )

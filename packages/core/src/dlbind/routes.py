@@ -244,8 +244,8 @@ def _narrowing(imp: Import) -> Callable[[], bool]:
     if not imp.narrows_unless:
         return lambda: True
     holder, _, name = imp.narrows_unless.rpartition(".")
-    settings = dotted(holder)
-    return lambda: not getattr(settings, name)
+    # read where an array is bridged, never where the route is made: its importer may be absent until called
+    return lambda: not getattr(dotted(holder), name)
 
 
 def _simple(imp: Import) -> bool:
