@@ -373,11 +373,11 @@ def _by_decision(p: Plan) -> Explanation | None:
     if move.copy_in:
         if imp.lacks_dtypes:  # its constructor lacks some dtypes: this array's, read where it is
             read = _read(p)
-            refused = read if isinstance(read, Explanation) else copy_in_refusal(p.route, read)
+            if isinstance(read, Explanation):
+                return read
+            refused = copy_in_refusal(p.route, read)
             if refused is not None:
-                return refused if isinstance(refused, Explanation) else Explanation(
-                    ExplanationKind.REFUSED, f"refused: {refused}", d, p
-                )
+                return Explanation(ExplanationKind.REFUSED, f"refused: {refused}", d, p)
         return Explanation(
             ExplanationKind.COPY, f"copy: {imp.copy_with} copies the data onto {imp.devices[0]} ({d.why})", d, p
         )

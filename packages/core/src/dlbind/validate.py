@@ -174,7 +174,7 @@ def check_description(
     *,
     padded: bool = False,
     buffer: tuple[int, int] | None = None,
-    device: tuple[int, int] = (1, 0),
+    device: tuple[int, int],
 ) -> None:
     """BufferError unless the memory ``what`` describes is consistent (the module's rules): ``data`` its pointer,
     ``shape``/``strides`` (elements) its layout, ``padded`` sub-byte elements one per byte, ``dtype`` and ``device``
