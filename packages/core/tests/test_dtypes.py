@@ -175,3 +175,33 @@ def test_the_validator_counts_bytes_as_a_dtype_does(bits: int, lanes: int, padde
     dtype = DType(DataTypeCode.kDLUInt, bits, lanes)
     for count in (0, 1, 3, 7, 8, 9, 15, 16, 17, 1000):
         assert validate.element_bytes(count, bits * lanes, padded) == dtype.nbytes(count, padded=padded)
+
+
+class _Described:
+    """Memory said only by an ``__array_interface__`` (kept beside what owns it)."""
+
+    def __init__(self, interface: dict[str, object], owner: object) -> None:
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
+@pytest.mark.parametrize("code_bits", sorted(dtypes.DTYPE_FORMATS), ids=lambda cb: DType(*cb).name)
+def test_tensor_array_interface_typestr_is_v3(code_bits: tuple[int, int]) -> None:
+    """A Tensor's ``__array_interface__`` says its dtype as the protocol's v3 typestr (byte order, kind, size in
+    bytes), for every dtype the header's model gives a buffer format: dlbind's own validator takes it (``asdlpack``
+    of a Tensor of a pure build before Python 3.12 goes that way), and numpy reads the same elements through it."""
+    dt = DType(*code_bits)
+    a = (np.arange(12) % 2).astype(dt.to_numpy()).reshape(3, 4)[:, ::2]  # strided: no contiguous shortcut
+    t = dlbind.from_dlpack(a)
+    typestr = t.__array_interface__["typestr"]
+    assert typestr == dt.typestr and typestr[0] in "<>|" and int(typestr[2:]) == dt.itemsize, typestr
+    assert np.dtype(typestr) == a.dtype
+    again = dlbind.from_dlpack(_Described(t.__array_interface__, t))
+    assert again.dtype == dt and np.array_equal(np.asarray(again), a)
+    assert np.array_equal(np.from_dlpack(dlbind.asdlpack(t)), a)
+
+
+def test_typestr_refused_where_no_buffer_format_names_the_dtype() -> None:
+    for dt, name in ((DType(DataTypeCode.kDLBfloat, 16), "bfloat16"), (DType(DataTypeCode.kDLFloat, 32, 4), "x4")):
+        with pytest.raises(ValueError, match=name):
+            assert dt.typestr is None

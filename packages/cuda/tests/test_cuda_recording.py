@@ -193,6 +193,19 @@ def test_copy_false_to_the_host_is_refused(rec: Recording) -> None:
         np.asarray(t)
 
 
+def test_a_device_tensor_has_no_array_interface_and_asdlpack_wraps_its_dlpack(rec: Recording) -> None:
+    """Device memory has no ``__array_interface__`` (``hasattr`` is False, as for ``__cuda_array_interface__``
+    elsewhere), so ``asdlpack`` takes the Tensor's ``__dlpack__``; numpy's own read still says why it cannot."""
+    t = dlbind_cuda.asarray(np.arange(3.0))
+    assert not hasattr(t, "__array_interface__")
+    wrapped = dlbind.asdlpack(t)
+    assert wrapped.__dlpack_device__() == t.__dlpack_device__()
+    again = dlbind.from_dlpack(wrapped)
+    assert (again.data_ptr, again.shape, again.dtype) == (t.data_ptr, t.shape, t.dtype)
+    with pytest.raises(BufferError, match="numpy needs host memory; this tensor is on cuda"):
+        np.asarray(t)
+
+
 def test_pinned_memory_is_read_by_numpy_without_a_copy(rec: Recording) -> None:
     a = np.arange(5, dtype=np.int64)
     t = dlbind_cuda.asarray(a, memory="host")

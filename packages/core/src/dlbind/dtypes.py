@@ -40,6 +40,9 @@ _C = DataTypeCode
 SUBBYTE_PADDED: int = int(getattr(Flags, "IS_SUBBYTE_TYPE_PADDED", 0))
 _PACKAGE = __name__.rpartition(".")[0]  # dlbind, or a vendored copy's package
 _NATIVE = "<" if sys.byteorder == "little" else ">"
+# a buffer-protocol format -> the array interface's kind (DType.typestr; complex formats are Z + a float's)
+_TYPESTR_KINDS = {"?": "b", "b": "i", "h": "i", "i": "i", "l": "i", "q": "i", "B": "u", "H": "u", "I": "u",
+                  "L": "u", "Q": "u", "e": "f", "f": "f", "d": "f"}  # fmt: skip
 # numpy's dtype.kind -> DLPack code for the builtin kinds
 # (the kinds whose code the header has: DLPack 0.4 has no kDLBool, 0.8 added it)
 _NUMPY_KINDS: dict[str, int] = {
@@ -107,6 +110,15 @@ class DType(NamedTuple):
         if fmt is None or self.lanes != 1:
             raise ValueError(f"{self.name} has no buffer-protocol format")
         return fmt
+
+    @property
+    def typestr(self) -> str:
+        """The array interface's typestr (v3: byte order, kind, size in bytes: ``"<f4"``, ``"|b1"``); ValueError
+        for types it cannot express (those without a buffer-protocol :attr:`format`)."""
+        fmt = self.format
+        kind = "c" if fmt[0] == "Z" else _TYPESTR_KINDS[fmt]  # Zf, Zd: complex of two floats
+        size = self.bits // 8
+        return f"{'|' if size == 1 else _NATIVE}{kind}{size}"
 
     def to_numpy(self) -> Any:
         """The numpy dtype (``ml_dtypes`` supplies bfloat16 and the fp8/fp6/fp4 types)."""

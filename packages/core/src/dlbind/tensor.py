@@ -10,8 +10,6 @@ numpy (``np.asarray``, ``np.from_dlpack``), torch (``torch.from_dlpack``), ctype
 from __future__ import annotations
 
 import math
-import re
-import sys
 from typing import Any
 
 import dlbind.capsule as _capsule
@@ -37,9 +35,6 @@ _READ_ONLY = _capsule.READ_ONLY
 _IS_COPIED = _capsule.IS_COPIED
 _NO_FLAGS = not list(Flags)  # a DLPack 0.x header: no flags (an IntFlag without members cannot be made)
 _PACKAGE = _capsule.PACKAGE
-_NATIVE = "<" if sys.byteorder == "little" else ">"
-_TYPESTR = re.compile(r"(bool|int|uint|float|complex)(?:8|16|32|64|128)?")  # dtypes numpy's typestr can name
-_TYPESTR_KINDS = {"bool": "b", "int": "i", "uint": "u", "float": "f", "complex": "c"}
 
 
 class _PureCore:
@@ -262,13 +257,17 @@ class Tensor(_Core):  # type: ignore[misc]
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
-        """numpy's array interface (v3) for dtypes a typestr can name; others go through ``__array__``."""
+        """numpy's array interface (v3) of host memory, for dtypes a typestr can name; others go through
+        ``__array__`` (which says why numpy cannot read device memory). A tensor elsewhere has no such attribute
+        (``hasattr`` is False), as it has no ``__cuda_array_interface__`` outside CUDA memory."""
+        if self._device_type not in HOST_ACCESSIBLE:
+            kind = self._device_type
+            raise AttributeError(f"__array_interface__: this tensor is on {device_name(kind)}, not in host memory")
         try:
-            fmt = self.dtype.format
+            typestr = self.dtype.typestr
         except ValueError:
             # bfloat16, fp8, ...: a typestr cannot name them. AttributeError makes numpy use __array__.
             raise AttributeError("__array_interface__") from None
-        typestr = {"?": "|b1", "Zf": "<c8", "Zd": "<c16"}.get(fmt) or f"={fmt}"
         return self._interface(typestr, self.dtype.itemsize)
 
     @property
@@ -285,11 +284,11 @@ class Tensor(_Core):  # type: ignore[misc]
                 f"__cuda_array_interface__: this tensor is on {device_name(self._device_type)}, not in CUDA memory"
             )
         dtype = self.dtype
-        kind = _TYPESTR.fullmatch(dtype.name) if dtype.lanes == 1 else None
-        if kind is None:
-            raise AttributeError(f"__cuda_array_interface__: no typestr names {dtype.name} (use __dlpack__)")
+        try:
+            typestr = dtype.typestr
+        except ValueError:
+            raise AttributeError(f"__cuda_array_interface__: no typestr names {dtype.name} (use __dlpack__)") from None
         item = dtype.itemsize
-        typestr = f"{'|' if item == 1 else _NATIVE}{_TYPESTR_KINDS[kind.group(1)]}{item}"
         return {
             "version": 3,
             "shape": self.shape,
