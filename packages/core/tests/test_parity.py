@@ -116,7 +116,7 @@ CASES: dict[str, tuple[str, str | None]] = {
     "exporter copy 0": ("dlbind.asdlpack(b'abc').__dlpack__(copy=0, max_version=(1, 3))", "TypeError"),
     "exporter dl_device cpu": ("dlbind.asdlpack(b'abc').__dlpack__(dl_device=(1, 0), max_version=(1, 3))", "ok"),
     "exporter dl_device cuda": ("dlbind.asdlpack(b'abc').__dlpack__(dl_device=(2, 0), max_version=(1, 3))", None),
-    "exporter max_version list": ("dlbind.asdlpack(b'abc').__dlpack__(max_version=[1, 3])", "ok"),
+    "exporter max_version list": ("dlbind.asdlpack(b'abc').__dlpack__(max_version=[1, 3])", "TypeError"),
     "exporter legacy writable": ("dlbind.asdlpack(bytearray(b'abc')).__dlpack__()", "ok"),
     "exporter max_version 0.8": ("dlbind.asdlpack(bytearray(b'abc')).__dlpack__(max_version=(0, 8))", "ok"),
     "exporter unknown keyword": ("dlbind.asdlpack(b'abc').__dlpack__(bogus=1)", "TypeError"),
@@ -263,7 +263,7 @@ CASES: dict[str, tuple[str, str | None]] = {
     "tensor __dlpack__ max_version None": ("tensor().__dlpack__(max_version=None)", "ok"),
     "tensor __dlpack__ max_version 0.8": ("tensor().__dlpack__(max_version=(0, 8))", "ok"),
     "tensor __dlpack__ max_version 2.0": ("tensor().__dlpack__(max_version=(2, 0))", "ok"),
-    "tensor __dlpack__ max_version list": ("tensor().__dlpack__(max_version=[1, 3])", "ok"),
+    "tensor __dlpack__ max_version list": ("tensor().__dlpack__(max_version=[1, 3])", "TypeError"),  # a tuple
     "tensor __dlpack__ max_version str": ("tensor().__dlpack__(max_version='x')", "TypeError"),
     "tensor __dlpack__ max_version int": ("tensor().__dlpack__(max_version=1)", "TypeError"),
     "tensor __dlpack__ stream None": ("tensor().__dlpack__(stream=None, max_version=(1, 3))", "ok"),

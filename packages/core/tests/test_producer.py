@@ -310,10 +310,11 @@ def test_device_id_is_never_ignored(make: typing.Any) -> None:
 
 
 # The pure build's exchange of a buffer, np.from_dlpack(asdlpack(x)), in Python frames: asdlpack (the buffer's
-# export arguments made at once), Exporter.__dlpack__, capsule.export_args, and the four that the capsule's
-# destructor and the deleter cost (their callbacks, and the __del__ of the entries they drop: see capsule.py).
-# It was 14 (Memory, _from_buffer, from_format, ... on every call); the compiled build runs none.
-FRAMES_PER_EXCHANGE = 7
+# export arguments made at once), Exporter.__dlpack__, the check of its max_version (export.versioned_asked),
+# capsule.export_args, and the four that the capsule's destructor and the deleter cost (their callbacks, and the
+# __del__ of the entries they drop: see capsule.py). It was 14 (Memory, _from_buffer, from_format, ... on every
+# call); the compiled build runs none.
+FRAMES_PER_EXCHANGE = 8
 
 
 @pytest.mark.skipif(dlbind.ffi_build() != "pure", reason="the compiled build exchanges buffers in C")

@@ -193,6 +193,19 @@ def test_copy_false_to_the_host_is_refused(rec: Recording) -> None:
         np.asarray(t)
 
 
+@pytest.mark.parametrize("stream", [5, 2, 1, -1])
+def test_an_export_to_the_cpu_takes_no_stream(rec: Recording, stream: int) -> None:
+    """The array API's ``__dlpack__``: a stream belongs to the device exported to, and the CPU takes None only;
+    the export on stream=None waits for the tensor's work and copies (the producer synchronises)."""
+    t = dlbind_cuda.asarray(np.arange(3.0))
+    rec.clear()
+    with pytest.raises(BufferError, match=f"stream must be None for an export to cpu \\(got {stream}\\)"):
+        t.__dlpack__(max_version=(1, 3), dl_device=(DeviceType.kDLCPU, 0), stream=stream)
+    assert not any("Memcpy" in call for call in rec.calls()), rec.calls()  # refused before any copy
+    host = dlbind.from_dlpack(t.__dlpack__(max_version=(1, 3), dl_device=(DeviceType.kDLCPU, 0)))
+    assert host.device == (DeviceType.kDLCPU, 0) and np.array_equal(np.asarray(host), np.arange(3.0))
+
+
 def test_a_device_tensor_has_no_array_interface_and_asdlpack_wraps_its_dlpack(rec: Recording) -> None:
     """Device memory has no ``__array_interface__`` (``hasattr`` is False, as for ``__cuda_array_interface__``
     elsewhere), so ``asdlpack`` takes the Tensor's ``__dlpack__``; numpy's own read still says why it cannot."""

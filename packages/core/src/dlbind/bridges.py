@@ -16,13 +16,12 @@ import dlbind.capsule as capsule
 from dlbind._ffi import native
 from dlbind._generated.adapters import Adapter, Asks, Copy, Given, ImportBool, Takes
 from dlbind._generated.enums import DLPACK_VERSION
-from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
 from dlbind.described import through_interface
 from dlbind.devices import HOST_ACCESSIBLE, DevicePair, default_stream, device_name, parse_device, stream_free
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
-from dlbind.export import export_view, wait_for
+from dlbind.export import export_view, versioned_asked, wait_for
 from dlbind.routes import (
     DEVICE_ARG,
     DEVICE_HERE,
@@ -240,7 +239,7 @@ class _BoolAs:
         self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
     ) -> object:
         t = self.tensor
-        versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= 1
+        versioned = versioned_asked(max_version)
         if (
             dl_device is not None
             or copy

@@ -18,7 +18,7 @@ import dlbind.exchange as exchange
 from dlbind._ffi import native
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of
-from dlbind.devices import HOST_ACCESSIBLE, parse_device, producer_device, streams
+from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, parse_device, producer_device, streams
 from dlbind.sources import ExportPlan, export_plan, to_ask
 from dlbind.tensor import Tensor, from_capsule, received
 
@@ -132,6 +132,8 @@ def imported(
     to_host = dl_device is not None and dl_device[0] in HOST_ACCESSIBLE and here[0] not in HOST_ACCESSIBLE
     # a host copy of device data: by the device's backend from a plain import (pinned memory), else the producer's
     by_backend = to_host and copy is not False and _backends.serving(here[0]) is not None
+    if dl_device is not None and dl_device[0] in STREAM_FREE and not by_backend:
+        asked = wanted = None  # the producer is asked for host data on no stream (DLPack's rule), and synchronises
     ready = (int(here[0]), asked) if asked is not None and not given else None  # its work is ordered before it
     if made is None:
         made = asked_capsule(ask, here, asked, dl_device, copy, device=device, stream=stream, by_backend=by_backend)

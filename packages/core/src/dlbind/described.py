@@ -24,7 +24,7 @@ from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind.devices import DevicePair, device_name
 from dlbind.dtypes import SUBBYTE_PADDED, DType, from_format, from_numpy, lookup
-from dlbind.export import CPU, Memory, export_memory
+from dlbind.export import CPU, Memory, export_memory, versioned_asked
 from dlbind.validate import check_description, contiguous_strides
 
 __all__ = ["Exporter", "describe", "export_host", "through_interface"]
@@ -74,7 +74,7 @@ class Exporter(metaclass=ABCMeta):
         copy: bool | None = None,
     ) -> object:
         plain = stream is None and dl_device is None and copy is None
-        if self._fast is not None and plain and max_version and max_version[0] >= DLPACK_VERSION[0]:
+        if self._fast is not None and plain and versioned_asked(max_version):
             return capsule.export_args(self._fast)
         return self._export(stream, max_version, dl_device, copy)
 

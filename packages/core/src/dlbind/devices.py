@@ -118,12 +118,25 @@ def parse_device(device: Any) -> Device:
         kind, index = device
         if isinstance(kind, str):
             return parse_device(f"{kind}:{index}")
-        number, at = int(kind), int(index)
+        number, at = _whole(kind, device), _whole(index, device)
         if number < 0:
             raise BufferError(f"invalid DLPack device type {number}: device types are >= 0")
+        if at < 0:
+            raise BufferError(f"invalid device id {at} in {device!r}: device ids are >= 0")
         # a type newer than this runtime's header is carried as its number (policy refuses it where needed)
         return _made(Device, (MEMBERS.get(number, number), at))
     return _device_object(device)
+
+
+def _whole(value: Any, device: Any) -> int:
+    """A device tuple's type or index as an int (an int, or what ``operator.index`` takes: numpy's integers);
+    TypeError for anything else (a float, a bool), which ``int()`` would have truncated."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"a device tuple is (device_type, device_id), two ints, not {device!r}")
 
 
 def _own_spelling(text: str) -> str:

@@ -19,19 +19,49 @@ import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind.devices import HOST_ACCESSIBLE, DevicePair, check_stream, default_stream, device_name, parse_device
+from dlbind.devices import (
+    HOST_ACCESSIBLE,
+    STREAM_FREE,
+    DevicePair,
+    check_stream,
+    default_stream,
+    device_name,
+    parse_device,
+)
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.validate import INT64_MAX, contiguous_strides
 
 __all__ = [
     "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "export_memory",
-    "export_view", "wait_for",
+    "export_view", "versioned_asked", "wait_for",
 ]  # fmt: skip
 
 CPU: DevicePair = (DeviceType.kDLCPU, 0)
 _READ_ONLY = capsule.READ_ONLY  # plain ints on the hot path: IntFlag arithmetic is slow
 _PACKAGE = capsule.PACKAGE
+
+
+def versioned_asked(max_version: Any) -> bool:
+    """Whether ``__dlpack__(max_version=...)`` asks for a ``"dltensor_versioned"`` capsule: ``max_version`` is None
+    (a legacy one) or ``(major, minor)``, two non-negative ints (``TypeError`` or ``ValueError`` naming it
+    otherwise); major 1 or more asks for a versioned one, unless this copy's header predates them (DLPack 0.x
+    answers legacily whatever it says)."""
+    if max_version is None:
+        return False
+    if type(max_version) is tuple and len(max_version) == 2:
+        major, minor = max_version
+        if type(major) is int and type(minor) is int and major >= 0 and minor >= 0:  # the common call: no more
+            return VERSIONED_CAPSULES and major >= DLPACK_VERSION[0]
+        if _is_int(major) and _is_int(minor):  # int subclasses (numpy's integers)
+            if major < 0 or minor < 0:
+                raise ValueError(f"max_version must be a (major, minor) version, not {max_version!r}")
+            return VERSIONED_CAPSULES and major >= DLPACK_VERSION[0]
+    raise TypeError(f"max_version must be None or a (major, minor) tuple of two ints, not {max_version!r}")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 class Memory(NamedTuple):
@@ -232,19 +262,19 @@ def export_memory(
     plain = stream is None and dl_device is None and copy is None and mem.stream is None
     if not VERSIONED_CAPSULES and not own:
         _legacy_keywords(mem, dl_device, copy)
-    if VERSIONED_CAPSULES and plain and max_version is not None and max_version[0] >= DLPACK_VERSION[0]:
-        # the common call, straight to the capsule
+    versioned = versioned_asked(max_version)
+    if versioned and plain:  # the common call, straight to the capsule
         return capsule.export(
             mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
             mem.byte_offset, mem.owner, versioned=True, flags=mem.flags | (_READ_ONLY if mem.readonly else 0),
         )  # fmt: skip
-    if stream is not None:  # None is every device's (devices.check_stream)
-        check_stream(mem.device[0], stream)
+    target = mem.device if dl_device is None else parse_device(dl_device)
+    if stream is not None:  # None is every device's (devices.check_stream); a stream is the device exported to's
+        _check_stream_to(mem.device, target, stream)
     if mem.stream is not None:  # the producer's work may still be queued on mem.stream
         wait_for(mem.stream, stream, mem.device)
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, not {copy!r}")
-    target = mem.device if dl_device is None else parse_device(dl_device)
     if target != mem.device:
         host_view = target == CPU and mem.device[0] in HOST_ACCESSIBLE
         if copy is False and not host_view:
@@ -259,7 +289,6 @@ def export_memory(
         mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem)
     elif copy:
         mem = copy_device(mem, stream) if mem.device[0] not in HOST_ACCESSIBLE else copy_host(mem)
-    versioned = VERSIONED_CAPSULES and max_version is not None and max_version[0] >= DLPACK_VERSION[0]
     if not versioned and mem.readonly:
         raise BufferError(
             "read-only data cannot be exported in a legacy 'dltensor' capsule (it has no read-only flag); "
@@ -275,6 +304,20 @@ def export_memory(
         mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
         mem.byte_offset, mem.owner, versioned=versioned, flags=flags,
     )  # fmt: skip
+
+
+def _check_stream_to(here: DevicePair, target: DevicePair, stream: object) -> None:
+    """Refuse ``stream`` for an export from ``here`` to ``target``: the array API's ``__dlpack__`` takes a stream of
+    the device exported to, so an export to a device without streams (the CPU) takes None only (and synchronises
+    the data's own work itself)."""
+    if target[0] != here[0] and target[0] in STREAM_FREE:
+        if isinstance(stream, bool) or not isinstance(stream, int):
+            raise TypeError(f"stream must be None or an int, not {type(stream).__name__}")
+        raise BufferError(
+            f"stream must be None for an export to {device_name(target[0])} (got {stream}): a stream names where "
+            f"the consumer uses the data, and {device_name(target[0])} has none"
+        )
+    check_stream(here[0], stream)
 
 
 def _legacy_keywords(mem: Memory, dl_device: Any, copy: bool | None) -> None:

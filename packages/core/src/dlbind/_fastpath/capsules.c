@@ -476,14 +476,18 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
             }
         } else if (kw == DLBIND_KW_MAX_VERSION) {
             if (value == Py_None) continue;
-            if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0))) {
+            /* anything but (major, minor), two non-negative ints: Python says what is wrong with it */
+            if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) ||
+                !PyLong_CheckExact(PyTuple_GET_ITEM(value, 1))) {
                 fast = 0;
                 continue;
             }
-            int overflow = 0;
+            int overflow = 0, minor_overflow = 0;
             long long major = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 0), &overflow);
             if (major == -1 && PyErr_Occurred()) return -1;
-            if (overflow) fast = 0;
+            long long minor = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 1), &minor_overflow);
+            if (minor == -1 && PyErr_Occurred()) return -1;
+            if (overflow || major < 0 || minor < 0 || minor_overflow < 0) fast = 0;
             /* a DLPack 0.x copy answers legacily whatever max_version says (dlbind.export.export_memory) */
             out->versioned = DLBIND_VERSIONED_CAPSULES && (overflow > 0 || major >= DLPACK_MAJOR_VERSION);
         } else if (kw == DLBIND_KW_DL_DEVICE) {
