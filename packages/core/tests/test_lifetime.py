@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import resource
 import subprocess
@@ -14,7 +15,8 @@ import pytest
 
 import dlbind
 from dlbind import capsule
-from dlbind._ffi import BUILD
+from dlbind._ffi import BUILD, ffi
+from faulty import PY310_PURE, PY310_PURE_REASON, make_capsule
 
 
 def _alive() -> int:
@@ -97,3 +99,55 @@ def test_tensor_reexport_keeps_producer_alive() -> None:
     assert out.tolist() == [1, 2, 3, 4] and _alive() > start
     del out
     assert _alive() == start
+
+
+_CTYPES_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _Forged:
+    """A producer of pinned host memory (kDLCUDAHost) whose capsules are foreign structs with a ctypes deleter
+    (Python, run as a plain C callback: nothing sets a pending exception aside for it) that records its calls;
+    dlbind refuses them, or a CPU-only torch does after it took the struct."""
+
+    def __init__(self, **fields: int) -> None:
+        self.fields = fields
+        self.made: list[int] = []
+        self.deleted: list[int] = []
+        self.callback = _CTYPES_DELETER(self.deleted.append)
+        self.keep: list[object] = []
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self.fields.get("device_type", 1), 0)
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        capsule, counter = make_capsule(**self.fields)
+        managed = counter.keep[3]
+        address = ctypes.cast(self.callback, ctypes.c_void_p).value
+        managed.deleter = ffi.cast("void (*)(DLManagedTensorVersioned *)", address)
+        self.made.append(int(ffi.cast("uintptr_t", managed)))
+        self.keep.append(counter)
+        return capsule
+
+
+@pytest.mark.skipif(PY310_PURE, reason=PY310_PURE_REASON)
+@pytest.mark.parametrize("fields", [{"device_type": 3}, {"code": 200, "bits": 8}], ids=["cuda_host", "code 200"])
+def test_a_foreign_deleter_runs_its_python_while_a_refusal_is_handed_on(fields: dict[str, int]) -> None:
+    """convert refuses these (dlbind, or torch after it took the struct) with a BufferError; the producer's deleter
+    runs before that exception reaches the caller, with it set aside: its Python body runs (once per struct),
+    nothing is reported as ignored, and the refusal reaches the caller unchanged."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA: it imports pinned memory")
+    unraisable: list[object] = []
+    old = sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        x = _Forged(**fields)
+        for _ in range(3):
+            with pytest.raises(BufferError):
+                dlbind.convert(x, "torch")
+        gc.collect()
+    finally:
+        sys.unraisablehook = old
+    assert unraisable == []
+    assert x.made and sorted(x.deleted) == sorted(x.made), (x.made, x.deleted)

@@ -238,6 +238,11 @@ PyObject *dlbind_managed_owner(void *managed, int versioned) {
 }
 
 void dlbind_call_deleter(void *managed, int versioned) {
+    /* A deleter may run Python (a ctypes or cffi callback, a __del__ it triggers): an exception pending here (a
+     * target's refusal being handed on) is set aside, or that Python would fail before it releases anything. */
+    int python = dlbind_holds_gil();
+    dlbind_error_kept kept = {NULL, NULL, NULL, 0};
+    if (python) dlbind_error_aside(&kept);
     if (versioned) {
         DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)managed;
         if (m->deleter) m->deleter(m);
@@ -245,6 +250,7 @@ void dlbind_call_deleter(void *managed, int versioned) {
         DLManagedTensor *m = (DLManagedTensor *)managed;
         if (m->deleter) m->deleter(m);
     }
+    if (python) dlbind_error_back(&kept);
 }
 
 /* export(keepalive, address, versioned) -> capsule: the struct the Python side laid out at address
