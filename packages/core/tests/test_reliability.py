@@ -657,6 +657,51 @@ def test_a_consumer_that_deletes_without_renaming_is_survived() -> None:
         assert 1 <= pinned <= 2, proc.stdout
 
 
+_STALE_CAPSULE = """
+import gc, sys, weakref
+sys.path.insert(0, {here!r})
+import numpy as np, dlbind, torch
+from test_reliability import Struct
+s = Struct((1, 81, 4354022882241638462, 3, 0), strides=(-2, 2**62, 6, -(2**31), -1))
+t = dlbind.from_dlpack(s.capsule())
+stale = []
+for _ in range(3):  # torch takes each struct, fails, runs its deleter and leaves the capsule unrenamed
+    cap = t.__dlpack__(max_version=(1, 3))
+    try:
+        torch.from_dlpack(cap)
+    except RuntimeError:
+        stale.append(cap)
+for i in range(3):  # later exports (their blocks may be the stale capsules')
+    b = np.full((2, 8), float(i))
+    kept = weakref.ref(b)
+    cap = dlbind.asdlpack(b).__dlpack__(max_version=(1, 3))
+    del b
+    for old in stale:
+        try:
+            dlbind.from_dlpack(old)
+            raise SystemExit("a stale capsule was imported")
+        except BufferError as exc:
+            assert "already released" in str(exc), exc
+    if i == 2:
+        del stale[:]  # their destructors run: they must not release the live export
+        gc.collect()
+    assert kept() is not None, "a live export's owner was freed"
+    assert np.asarray(dlbind.from_dlpack(cap))[0, 0] == i
+print("survived")
+"""
+
+
+def test_a_stale_capsule_neither_imports_nor_releases_another_export() -> None:
+    """After torch ran the deleter of a capsule it left unrenamed (above), its struct's memory may serve a later
+    export: the stale capsule is refused by dlbind's import (never another export's tensor), and its destructor
+    leaves the later export alone (the pure build released that one's owner, a use after free)."""
+    pytest.importorskip("torch")
+    code = _STALE_CAPSULE.format(here=os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, DLBIND_PURE="1" if PURE else "0")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and "survived" in proc.stdout, (proc.stdout, proc.stderr[-2000:])
+
+
 @pytest.mark.skipif(not COMPILED, reason="pinned blocks are the compiled build's export blocks")
 def test_capsules_consumed_without_their_destructor_reuse_pinned_blocks() -> None:
     # tvm-ffi takes a capsule by clearing its destructor and renaming it; while the capsule object

@@ -36,6 +36,11 @@ LEGACY = b"dltensor"
 USED_LEGACY = b"used_dltensor"
 #: The way out of a consumed capsule, said by both builds (``_fastpath/capsules.c`` spells it out the same).
 CONSUMED_HINT = ": a capsule is consumed once; ask the producer for a new one (call its __dlpack__ again)"
+#: A capsule of dlbind's whose tensor a consumer released without renaming it (both builds say it alike).
+STALE = (
+    "this DLPack capsule's tensor was already released: a consumer ran its deleter without renaming the capsule "
+    "(torch does when its import fails)" + CONSUMED_HINT
+)
 
 # Export accounting: how many capsules were made, how many of our deleters ran (the compiled
 # build counts deleter calls in C).
@@ -222,6 +227,7 @@ def export(
 def export_args(args: tuple[Any, ...]) -> object:
     """:func:`export` with its arguments in one tuple (what the pure build's hot path keeps ready)."""
     data, shape, strides, dtype, device, byte_offset, owner, versioned, flags = args
+    serial = _COUNTS["exports"] = _COUNTS["exports"] + 1  # names this export in its entry and its capsule's
     if _PACKED:
         # one allocation, one pack: the struct, then shape and strides
         ndim = len(shape)
@@ -249,7 +255,7 @@ def export_args(args: tuple[Any, ...]) -> object:
                 device[0], device[1], ndim, dtype[0], dtype[1], dtype[2], dims_at, strides_at, byte_offset,
             ))  # fmt: skip
             packer.pack_into(block[2], 0, *values, *shape, *strides)
-        _LIVE[address] = _Export((block, owner))
+        _LIVE[address] = _Export((block, owner, serial))
     else:
         managed, dims = _layout(args)
         address = int(ffi.cast("uintptr_t", managed))
@@ -257,11 +263,10 @@ def export_args(args: tuple[Any, ...]) -> object:
             return native.export((managed, dims, owner), address, versioned)
         pointer_type = "void (*)(DLManagedTensorVersioned *)" if versioned else "void (*)(DLManagedTensor *)"
         managed.deleter = ffi.cast(pointer_type, _DELETER_V)
-        _LIVE[address] = _Export(((managed, dims), owner))
-    _COUNTS["exports"] += 1
+        _LIVE[address] = _Export(((managed, dims), owner, serial))
     made = _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
     key = id(made)
-    _CAPSULES[key] = _Capsule((key, address))
+    _CAPSULES[key] = _Capsule((key, address, serial))
     return made
 
 
@@ -282,7 +287,8 @@ def export_args(args: tuple[Any, ...]) -> object:
 
 
 class _Export(list):  # type: ignore[type-arg]
-    """[block, owner] of one export, alive until its deleter runs; ``__del__`` does the accounting.
+    """[block, owner, serial] of one export, alive until its deleter runs; ``__del__`` does the accounting.
+    ``serial`` tells this export from a later one of the same block (its capsule's :class:`_Capsule` says it).
 
     A list, not a tuple: :func:`adopt` moves the owner out (``owner`` becomes None) when a dlbind
     Tensor takes the struct, leaving the entry only the block to release.
@@ -347,7 +353,9 @@ _CAPSULES: dict[int, _Capsule] = {}
 
 
 class _Capsule(tuple):  # type: ignore[type-arg]
-    """(capsule address, struct address) of one capsule we made, alive as long as the capsule."""
+    """(capsule address, struct address, serial of its export) of one capsule we made, alive as long as the
+    capsule. A consumer may run the deleter and leave the capsule unrenamed (torch, when its import fails: issue 8,
+    defect 16); the block may then serve a later export, which the serial tells apart."""
 
     __slots__ = ()
 
@@ -365,7 +373,9 @@ class _Capsule(tuple):  # type: ignore[type-arg]
             # capsule died without its destructor (a consumer removed it): the consumer owns the tensor.
             return
         if _get_name(self[0]) in _ours:  # not consumed: nobody else will call the deleter
-            _live.pop(self[1], None)
+            entry = _live.get(self[1])
+            if entry is not None and entry[2] == self[2]:  # still its export's (its deleter has not run)
+                del _live[self[1]]
 
 
 def _capsule_destructor(address: int, _capsules: dict[int, _Capsule] = _CAPSULES) -> None:
@@ -434,6 +444,11 @@ def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
         ) from None
     if not address:
         raise BufferError("the DLPack capsule holds a NULL pointer")
+    made = _CAPSULES.get(id(capsule))
+    if made is not None and made[1] == address:  # one of ours: its export must be alive (read nothing of it first)
+        entry = _LIVE.get(address)
+        if entry is None or entry[2] != made[2]:
+            raise BufferError(STALE)
     managed = ffi.cast(ctype, address)
     if owner is not None:  # it knows the capsule until renamed: it deletes the struct only if the renaming happened
         owner.managed, owner.capsule = managed, capsule

@@ -13,6 +13,10 @@ const char DLBIND_NAME_LEGACY[] = "dltensor";
 const char DLBIND_NAME_USED_LEGACY[] = "used_dltensor";
 /* The way out of a consumed capsule: dlbind.capsule.CONSUMED_HINT, the same words in the pure build. */
 #define DLBIND_CONSUMED_HINT ": a capsule is consumed once; ask the producer for a new one (call its __dlpack__ again)"
+/* dlbind.capsule.STALE, in the same words */
+#define DLBIND_STALE                                                                                              \
+    "this DLPack capsule's tensor was already released: a consumer ran its deleter without renaming the capsule " \
+    "(torch does when its import fails)" DLBIND_CONSUMED_HINT
 
 static int dlbind_finalizing(void) {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -222,6 +226,15 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
 
 unsigned long long dlbind_blocks_pinned(void) { return dlbind_pinned_count; }
 
+/* Whether `capsule`, named unconsumed and pointing at `pointer`, is one of dlbind's whose tensor was released: a
+ * consumer ran the deleter and left the capsule unrenamed (torch, when its import fails), so the block is pinned,
+ * and may since serve another export with another capsule. Such a block is never freed, so reading it is safe. */
+static int dlbind_block_stale(PyObject *capsule, void *pointer, int versioned) {
+    dlbind_block *b = (dlbind_block *)pointer;
+    int ours = b->m.v.deleter == dlbind_block_deleter_v || b->m.l.deleter == dlbind_block_deleter_l;
+    return ours && (b->capsule != capsule || !b->live || b->versioned != versioned);
+}
+
 /* The Python owner a struct holds through manager_ctx when its deleter is one of ours (export and
  * make_capsule: one reference, dropped by the deleter), else NULL: a foreign struct's context is
  * opaque. Borrowed; for tp_traverse of the objects that own such a struct. */
@@ -404,6 +417,10 @@ void *dlbind_take(PyObject *capsule, int *versioned) {
     if (pointer == NULL) {
         PyErr_Clear();
         PyErr_SetString(PyExc_BufferError, "the DLPack capsule holds a NULL pointer");
+        return NULL;
+    }
+    if (dlbind_block_stale(capsule, pointer, *versioned)) {
+        PyErr_SetString(PyExc_BufferError, DLBIND_STALE);
         return NULL;
     }
     if (PyCapsule_SetName(capsule, used) != 0) return NULL;
