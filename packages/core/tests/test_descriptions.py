@@ -231,6 +231,20 @@ def test_a_tensor_is_immutable(name: str) -> None:
     assert np.asarray(t).sum() == 3.0
 
 
+@pytest.mark.parametrize("name", ["shape", "strides", "data_ptr", "byte_offset", "version"])
+def test_what_a_tensor_says_of_its_memory_is_read_only_even_to_object_setattr(name: str) -> None:
+    """``object.__setattr__`` passes ``Tensor.__setattr__`` by: the pure build's attributes refuse it as the
+    compiled build's C members do (``AttributeError``), so no Python code can make a Tensor describe other memory."""
+    t = dlbind.from_dlpack(np.arange(3.0))
+    before = getattr(t, name)
+    with pytest.raises(AttributeError, match=name):
+        object.__setattr__(t, name, (1 << 28,) if name in ("shape", "strides") else 5)
+    with pytest.raises(AttributeError, match=name):
+        object.__delattr__(t, name)
+    assert getattr(t, name) == before
+    assert np.asarray(t).sum() == 3.0
+
+
 RACE = textwrap.dedent(
     """
     import sys, threading

@@ -260,6 +260,11 @@ CASES: dict[str, tuple[str, str | None]] = {
     # -- Tensor methods ------------------------------------------------------------------------------
     "tensor __dlpack__": ("tensor().__dlpack__()", "ok"),
     "tensor __dlpack__ versioned": ("tensor().__dlpack__(max_version=(1, 3))", "ok"),
+    "tensor constructor": ("dlbind.Tensor()", "TypeError"),  # only an import makes one
+    "tensor subclass constructor": ("type('Sub', (dlbind.Tensor,), {})()", "TypeError"),
+    "tensor copy.copy": ("__import__('copy').copy(tensor())", "TypeError"),  # a view: Tensor.copy() copies data
+    "tensor copy.deepcopy": ("__import__('copy').deepcopy(tensor())", "TypeError"),
+    "tensor pickle": ("__import__('pickle').dumps(tensor())", "TypeError"),
     "tensor __dlpack__ max_version None": ("tensor().__dlpack__(max_version=None)", "ok"),
     "tensor __dlpack__ max_version 0.8": ("tensor().__dlpack__(max_version=(0, 8))", "ok"),
     "tensor __dlpack__ max_version 2.0": ("tensor().__dlpack__(max_version=(2, 0))", "ok"),

@@ -10,6 +10,7 @@ numpy (``np.asarray``, ``np.from_dlpack``), torch (``torch.from_dlpack``), ctype
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import dlbind.capsule as _capsule
@@ -43,21 +44,36 @@ class _PureCore:
     __slots__ = (
         "__weakref__",
         "_bits",
+        "_byte_offset",
         "_code",
+        "_data_ptr",
         "_device_id",
         "_device_type",
         "_flags",
         "_lanes",
         "_owner",
+        "_shape",
         "_source",
         "_stream",
-        "byte_offset",
-        "data_ptr",
-        "shape",
-        "strides",
-        "version",
+        "_strides",
+        "_version",
     )
-    shape: tuple[int, ...]
+    # Read-only, as the C TensorCore's members are: even object.__setattr__ cannot change what a Tensor says of
+    # its memory (attrgetter: read in C, no Python frame)
+    byte_offset = property(operator.attrgetter("_byte_offset"))
+    data_ptr = property(operator.attrgetter("_data_ptr"))
+    shape = property(operator.attrgetter("_shape"))
+    strides = property(operator.attrgetter("_strides"))
+    version = property(operator.attrgetter("_version"))
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """A Tensor is made by an import only (:func:`dlbind.from_dlpack`), as in the compiled build."""
+        raise TypeError(f"cannot create '{cls.__name__}' instances")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Neither pickled nor copied by :mod:`copy` (a Tensor is a view of memory it does not own): as the compiled
+        build's. ``Tensor.copy()`` copies the data."""
+        raise TypeError(f"cannot pickle '{type(self).__name__}' object")
 
     @property
     def ndim(self) -> int:
@@ -363,15 +379,15 @@ def _made(
         uint8 = code == _UINT8.code and int(t.dtype.bits) == 8 and int(t.dtype.lanes) == 1
         if uint8 and plan.python and (read := plan.uint8_read_as(x)) >= 0:
             code = t.dtype.code = read  # in place: the consumer owns the struct from the moment it took the capsule
-    tensor = Tensor.__new__(Tensor)
+    tensor = object.__new__(Tensor)  # Tensor() itself refuses: only an import makes one
     # the pure core's slots, written once here (Tensor.__setattr__ refuses every later write)
     _set(tensor, "_owner", owner)
-    _set(tensor, "shape", shape)
-    _set(tensor, "strides", strides)
-    _set(tensor, "version", version)
+    _set(tensor, "_shape", shape)
+    _set(tensor, "_strides", strides)
+    _set(tensor, "_version", version)
     _set(tensor, "_flags", flags)
-    _set(tensor, "data_ptr", int(ffi.cast("uintptr_t", t.data)))
-    _set(tensor, "byte_offset", int(t.byte_offset))
+    _set(tensor, "_data_ptr", int(ffi.cast("uintptr_t", t.data)))
+    _set(tensor, "_byte_offset", int(t.byte_offset))
     _set(tensor, "_code", code)
     _set(tensor, "_bits", int(t.dtype.bits))
     _set(tensor, "_lanes", int(t.dtype.lanes))
