@@ -71,8 +71,8 @@ class _PureCore:
         raise TypeError(f"cannot create '{cls.__name__}' instances")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        """Neither pickled nor copied by :mod:`copy` (a Tensor is a view of memory it does not own): as the compiled
-        build's. ``Tensor.copy()`` copies the data."""
+        """Neither pickled nor copied by the ``copy`` module (a Tensor is a view of memory it does not own): as the
+        compiled build's. ``Tensor.copy()`` copies the data."""
         raise TypeError(f"cannot pickle '{type(self).__name__}' object")
 
     @property
