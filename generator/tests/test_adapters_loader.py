@@ -203,3 +203,29 @@ def test_bad_keyword_refusals_are_errors(tmp_path: Path, text: str, message: str
     path.write_text(text)
     with pytest.raises(GeneratorError, match=message):
         load_keyword_refusals(path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("immutable = false", 'immutable = "no"', r"\[lib\] immutable: expected a boolean \(true or false\), not 'no'"),
+        ("verified = false", "verified = 0", r"\[lib\] verified: expected a boolean \(true or false\), not 0"),
+        ('module = "lib"', "module = 3", r"\[lib\] module: expected a string, not 3"),
+        ('module = "lib"', 'module = ""', r"\[lib\] module: expected the module's dotted name, not ''"),
+        ('array_types = ["lib.Array"]', 'array_types = "lib.Array"',
+         r"\[lib\] array_types: expected a list of strings, not 'lib.Array'"),
+        ('array_types = ["lib.Array"]', "array_types = [1]", r"\[lib\] array_types: expected a list of strings"),
+        ("verified = false", 'verified = false\nquirk = "odd"', r"\[lib\] quirk: expected an array of tables"),
+        ("verified = false", "verified = false\nwhen = { versions = '<2' }",
+         r"\[lib\] when: expected an array of tables \(\[\[lib.when\]\]\)"),
+        ("verified = false", 'verified = false\n[[lib.quirk]]\nid = 1\ntext = "t"\nref = "r"',
+         r"\[lib\] quirk\[0\] id: expected a string, not 1"),
+        ("verified = false", "verified = false\n[[lib.when]]\nversions = '<2'\nimmutable = 'yes'",
+         r"\[lib\] when\[0\] immutable: expected a boolean"),
+    ],
+)  # fmt: skip
+def test_top_level_values_of_the_wrong_type_are_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
+    """A row's own facts are checked as its tables' are: ``immutable = "no"`` is no True, ``module = 3`` no "3"."""
+    assert old in ROW
+    with pytest.raises(GeneratorError, match=r"^adapters\.toml " + message):
+        _load(tmp_path, ROW.replace(old, new))

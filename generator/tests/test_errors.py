@@ -181,3 +181,46 @@ def test_history_contradicting_headers_is_refused(tmp_path: Path, root: Path, he
         "since DLDataTypeCode.kDLBfloat = 0.6 contradicts the fetched headers (must be no later than 0.4)"
         in proc.stderr
     )
+
+
+def _cached_header(tree: Path, headers: dict) -> tuple[Path, str]:
+    """One cached header of the tree and its listed sha256."""
+    cached = tree / ".cache/headers" / headers[min(headers)].name
+    return cached, hashlib.sha256(cached.read_bytes()).hexdigest()
+
+
+def test_offline_cached_header_with_another_sha256_names_both_digests(
+    tmp_path: Path, root: Path, headers: dict
+) -> None:
+    """Offline, a cached header whose bytes changed is a sha256 mismatch (not "not cached"), as online."""
+    tree = _tree(tmp_path, root, headers)
+    cached, listed = _cached_header(tree, headers)
+    cached.write_bytes(cached.read_bytes() + b"/* edited */\n")
+    proc = _generate(tree, "--check")
+    actual = hashlib.sha256(cached.read_bytes()).hexdigest()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.splitlines()[-1:]
+    assert line.startswith("error: sha256 mismatch for dlpack ") and f"from {cached}:" in line, line
+    assert f"expected {listed}, got {actual}" in line and "without --offline" in line, line
+
+
+def test_a_folder_in_place_of_a_cached_header_is_one_line(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    cached, _ = _cached_header(tree, headers)
+    cached.unlink()
+    cached.mkdir()
+    proc = _generate(tree, "--check")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1].endswith(f"the cached header {cached} is not a file: remove it and fetch again")
+
+
+@pytest.mark.parametrize(("out", "why"), [("missing/dlpack.h", "No such file or directory"), (".", "Is a directory")])
+def test_rehearsal_header_to_an_unwritable_file(tmp_path: Path, root: Path, headers: dict, out: str, why: str) -> None:
+    tree = _tree(tmp_path, root, headers)
+    target = tmp_path / out
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlbind_generator", "rehearsal-header", str(target), "--root", str(tree)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr == f"error: {target}: cannot write the rehearsal header: {why}\n"

@@ -190,7 +190,10 @@ def _rehearsal_header(paths: Paths, out: Path, kind: str, *, policy: bool = Fals
 
         model = replace(model, post=canonical.post)
     made = derive(header.read_text(encoding="utf-8"), model, kind)
-    out.write_text(made.text, encoding="utf-8")
+    try:
+        out.write_text(made.text, encoding="utf-8")
+    except OSError as exc:
+        raise GeneratorError(f"cannot write the rehearsal header: {exc.strerror}", file=str(out)) from None
     added = [f"DLDeviceType.{n} = {v}" for n, v in made.devices] + [f"DLDataTypeCode.{n} = {v}" for n, v in made.dtypes]
     what = "version macros kept: a bump records a post-release" if kind == "drift" else "DLPACK_MINOR_VERSION raised"
     whose = "upstream's additions after v1.3" if made.upstream else f"of the rehearsal's own: {', '.join(made.own)}"

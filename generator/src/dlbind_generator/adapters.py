@@ -234,6 +234,9 @@ class AdapterSpec:
         return tuple((versions, tuple((shown(f), v) for f, v in over)) for versions, over in self.when)
 
 
+_KIND_NAMES = {bool: "a boolean (true or false)", str: "a string"}
+
+
 def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> Any:
     if kind == "keywords":
         if not isinstance(raw, dict) or not all(isinstance(v, str | bool | int) for v in raw.values()):
@@ -254,7 +257,7 @@ def _value(raw: Any, kind: Any, allowed: frozenset[str] | None, where: str) -> A
     if kind is int and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 0):
         raise GeneratorError(f"{where}: expected a non-negative integer, not {raw!r}")
     if kind is not int and not isinstance(raw, kind):
-        raise GeneratorError(f"{where}: expected {kind.__name__}, not {raw!r}")
+        raise GeneratorError(f"{where}: expected {_KIND_NAMES.get(kind, kind.__name__)}, not {raw!r}")
     if allowed is not None and raw not in allowed:
         raise GeneratorError(f"{where}: {raw!r} is not one of {sorted(allowed)}")
     return raw
@@ -501,13 +504,48 @@ def _finish(
     if facts["from_dlpack"] is None:
         raise GeneratorError(f"{where}: import.function is required")
     _check(name, facts, where, device_names)
+    module = _value(raw["module"], str, None, f"{where} module")
+    if not module.strip():
+        raise GeneratorError(f"{where} module: expected the module's dotted name, not {module!r}")
+    return AdapterSpec(
+        name=name,
+        import_name=module,
+        array_types=_value(raw["array_types"], list, None, f"{where} array_types"),
+        immutable=_value(raw["immutable"], bool, None, f"{where} immutable"),
+        verified=_value(raw["verified"], bool, None, f"{where} verified"),
+        quirks=_quirks(name, raw, where),
+        facts=facts,
+        when=_when(name, raw, facts, where, device_names),
+    )
+
+
+def _entries(name: str, raw: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """The ``[[name.key]]`` entries of a row (none if it has none): an array of tables, else an error."""
+    entries = raw.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise GeneratorError(f"{where} {key}: expected an array of tables ([[{name}.{key}]]), not {entries!r}")
+    return entries
+
+
+def _quirks(name: str, raw: dict[str, Any], where: str) -> tuple[Quirk, ...]:
+    """The row's ``[[quirk]]`` entries: exactly ``id``, ``text`` and ``ref``, each a string."""
     quirks = []
-    for q in raw.get("quirk", []):
+    for i, q in enumerate(_entries(name, raw, "quirk", where)):
+        w = f"{where} quirk[{i}]"
         if set(q) != _QUIRK_KEYS:
-            raise GeneratorError(f"{where} quirk: needs exactly {sorted(_QUIRK_KEYS)}")
-        quirks.append(Quirk(str(q["id"]), str(q["text"]), str(q["ref"])))
+            raise GeneratorError(f"{w}: needs exactly {sorted(_QUIRK_KEYS)}")
+        for key in sorted(_QUIRK_KEYS):
+            _value(q[key], str, None, f"{w} {key}")
+        quirks.append(Quirk(q["id"], q["text"], q["ref"]))
+    return tuple(quirks)
+
+
+def _when(
+    name: str, raw: dict[str, Any], facts: dict[str, Any], where: str, device_names: set[str] | None
+) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """The row's ``[[when]]`` entries: a range of releases and the facts it overrides, each checked with the rest."""
     when = []
-    for i, entry in enumerate(raw.get("when", [])):
+    for i, entry in enumerate(_entries(name, raw, "when", where)):
         w = f"{where} when[{i}]"
         versions = entry.get("versions")
         if not isinstance(versions, str) or not all(_VERSIONS.match(p.strip()) for p in versions.split(",")):
@@ -525,13 +563,4 @@ def _finish(
         merged = dict(facts, **dict(overrides))
         _check(name, merged, w, device_names)
         when.append((versions, tuple(overrides)))
-    return AdapterSpec(
-        name=name,
-        import_name=str(raw["module"]),
-        array_types=tuple(str(t) for t in raw["array_types"]),
-        immutable=bool(raw["immutable"]),
-        verified=bool(raw["verified"]),
-        quirks=tuple(quirks),
-        facts=facts,
-        when=tuple(when),
-    )
+    return tuple(when)

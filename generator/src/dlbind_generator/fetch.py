@@ -265,6 +265,27 @@ def _extract(src: HeaderSource, archive: bytes) -> bytes:
         raise GeneratorError(f"{src.label}: {src.file} is not a readable archive ({exc})") from None
 
 
+def _cached(src: HeaderSource, dest: Path, *, offline: bool) -> bool:
+    """Whether ``dest`` holds ``src``'s header; offline, a missing or different one is an error (online, the
+    header is fetched again and replaces it)."""
+    if dest.exists() and not dest.is_file():
+        raise GeneratorError(f"{src.label}: the cached header {dest} is not a file: remove it and fetch again")
+    if not dest.exists():
+        if offline:
+            raise GeneratorError(f"{src.label}: not cached in {dest.parent} and offline mode is on")
+        return False
+    try:
+        actual = sha256(dest.read_bytes())
+    except OSError as exc:
+        raise GeneratorError(f"{src.label}: cannot read the cached header {dest}: {exc.strerror}") from None
+    if actual != src.sha256 and offline:
+        raise GeneratorError(
+            f"sha256 mismatch for {src.label} from {dest}: expected {src.sha256}, got {actual}; fetch it again "
+            "without --offline (`python -m dlbind_generator fetch`), which replaces the cached file"
+        )
+    return actual == src.sha256
+
+
 def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline: bool = False) -> Path:
     """Return the cached, verified header for ``src``, downloading it if needed."""
     if src.local:  # a header made on this machine is read where it is, never cached
@@ -274,10 +295,8 @@ def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline
         _verify(src, local.read_bytes(), src.local)
         return local
     dest = cache_path(cache_dir, src.release)
-    if dest.exists() and sha256(dest.read_bytes()) == src.sha256:
+    if _cached(src, dest, offline=offline):
         return dest
-    if offline:
-        raise GeneratorError(f"{src.label}: not cached in {cache_dir} and offline mode is on")
     progress(f"fetching {src.label}")
     if src.url:
         data = download_url(src.url, progress)
@@ -286,10 +305,13 @@ def fetch_one(src: HeaderSource, cache_dir: Path, progress: Progress, *, offline
         data = _extract(src, _download_archive(src, progress))
         _verify(src, data, src.file)
     progress(f"  sha256 ok ({src.sha256[:12]}...)")
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(dest)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(dest)
+    except OSError as exc:
+        raise GeneratorError(f"{src.label}: cannot cache the header as {dest}: {exc}") from None
     return dest
 
 

@@ -94,24 +94,52 @@ class History:
     renamed: dict[str, tuple[str, tuple[int, int]]]
 
 
+_HISTORY_KEYS = ("releases", "since", "removed", "renamed")
+
+
+def _version(value: object, where: str) -> tuple[int, int]:
+    """A ``"M.m"`` string of history.toml: ``0.1`` unquoted (a float) is an error, never release 0.1."""
+    if not isinstance(value, str):
+        raise GeneratorError(f'{where}: expected a version string such as "0.4" (in quotes), not {value!r}')
+    return parse_version(value, where=where)
+
+
+def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise GeneratorError(f"{where}: [{key}] must be a table, not {table!r}")
+    return table
+
+
+def _renamed(data: dict[str, Any], where: str) -> dict[str, tuple[str, tuple[int, int]]]:
+    """``[renamed]``: new name -> ``{ from = NAME, in = VERSION }``, both strings."""
+    renamed = {}
+    for k, v in _table(data, "renamed", where).items():
+        if not isinstance(v, dict) or set(v) != {"from", "in"} or not isinstance(v["from"], str):
+            raise GeneratorError(f"{where} [renamed] {k}: each entry is {{ from = NAME, in = VERSION }}, not {v!r}")
+        renamed[k] = (v["from"], _version(v["in"], f"{where} [renamed] {k}"))
+    return renamed
+
+
 def load_history(path: Path) -> History:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
     where = path.name
-    try:
-        renamed = {
-            k: (str(v["from"]), parse_version(str(v["in"]), where=f"{where} [renamed] {k}"))
-            for k, v in data.get("renamed", {}).items()
-        }
-    except (KeyError, TypeError):
-        raise GeneratorError(f"{where} [renamed]: each entry is {{ from = NAME, in = VERSION }}") from None
+    unknown = sorted(set(data) - set(_HISTORY_KEYS))
+    if unknown:
+        raise GeneratorError(
+            f"{where}: unknown key(s) or table(s) {', '.join(unknown)}; known: {', '.join(_HISTORY_KEYS)}"
+        )
+    releases = data.get("releases", [])
+    if not isinstance(releases, list):
+        raise GeneratorError(f"{where}: releases must be a list of versions, not {releases!r}")
     return History(
-        releases=tuple(parse_version(str(v), where=f"{where} releases") for v in data.get("releases", [])),
-        since={k: parse_version(str(v), where=f"{where} [since] {k}") for k, v in data.get("since", {}).items()},
-        removed={k: parse_version(str(v), where=f"{where} [removed] {k}") for k, v in data.get("removed", {}).items()},
-        renamed=renamed,
+        releases=tuple(_version(v, f"{where} releases") for v in releases),
+        since={k: _version(v, f"{where} [since] {k}") for k, v in _table(data, "since", where).items()},
+        removed={k: _version(v, f"{where} [removed] {k}") for k, v in _table(data, "removed", where).items()},
+        renamed=_renamed(data, where),
     )
 
 

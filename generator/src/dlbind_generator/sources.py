@@ -120,6 +120,7 @@ class Sources:
 _REQUIRED = ("version", "sha256")
 _REGISTRY = ("package", "package_version", "file", "path")
 _OTHER = ("local", "url", "date")
+_TOP = ("canonical", "header")
 
 
 def _date(value: object, where: str) -> str:
@@ -128,52 +129,80 @@ def _date(value: object, where: str) -> str:
     if isinstance(value, datetime.date):
         return value.isoformat()
     try:
-        return datetime.date.fromisoformat(str(value)).isoformat()
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return datetime.date.fromisoformat(value).isoformat()
     except ValueError:
         raise GeneratorError(f"{where}: date must be a date (YYYY-MM-DD), not {value!r}") from None
 
 
-def load_sources(path: Path) -> Sources:
+def _string(raw: dict[str, object], key: str, where: str) -> str:
+    """``raw[key]`` (``""`` where it is absent), which must be a string: ``version = 1.10`` (a float) is an error,
+    never release 1.1."""
+    value = raw.get(key, "")
+    if not isinstance(value, str):
+        raise GeneratorError(f"{where}: {key} must be a string (in quotes), not {value!r}")
+    return value
+
+
+def _entry(raw: object, where: str) -> HeaderSource:
+    """One ``[[header]]`` entry, every key known and of its type."""
+    if not isinstance(raw, dict):
+        raise GeneratorError(f"{where}: expected a table, not {raw!r}")
+    missing = [k for k in _REQUIRED if k not in raw]
+    kinds = [f"`{k}`" for k in ("local", "url") if raw.get(k)]
+    kinds += ["a registry archive"] if any(k in raw for k in _REGISTRY) else []
+    if len(kinds) > 1:
+        raise GeneratorError(f"{where}: one source per header: a registry archive, `url` or `local`, "
+                             f"not {' and '.join(kinds)}")  # fmt: skip
+    if not raw.get("local") and not raw.get("url"):
+        missing += [k for k in _REGISTRY if k not in raw]
+    if missing:
+        raise GeneratorError(f"{where}: missing {', '.join(missing)}")
+    unknown = set(raw) - set(_REQUIRED) - set(_REGISTRY) - set(_OTHER)
+    if unknown:
+        raise GeneratorError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+    text = {k: _string(raw, k, where) for k in (*_REQUIRED, *_REGISTRY, "local", "url")}
+    sha = text["sha256"].lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise GeneratorError(f"{where}: sha256 must be 64 hex digits")
+    url = text["url"]
+    if url and not re.match(r"^(https?|file)://", url):
+        raise GeneratorError(f"{where}: url must be an http(s):// or file:// URL, not {url!r}")
+    release = parse_release(text["version"], where=where)
+    post = post_of(release)
+    if post and "date" not in raw:
+        raise GeneratorError(f"{where}: a post-release ({format_version(release)}) needs the date it was recorded")
+    return HeaderSource(
+        version=base_of(release),
+        sha256=sha,
+        **{k: text[k] for k in (*_REGISTRY, "local")},
+        url=url,
+        post=post,
+        date=_date(raw["date"], where) if "date" in raw else "",
+    )
+
+
+def _read(path: Path) -> tuple[object, list[object]]:
+    """``path``'s ``canonical`` and its ``[[header]]`` entries, its only top-level keys (a typo drops no entry)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise GeneratorError(f"cannot read: {exc}", file=str(path)) from None
-    entries = []
-    for i, raw in enumerate(data.get("header", [])):
-        where = f"{path.name} [[header]] #{i + 1}"
-        missing = [k for k in _REQUIRED if k not in raw]
-        kinds = [f"`{k}`" for k in ("local", "url") if raw.get(k)]
-        kinds += ["a registry archive"] if any(k in raw for k in _REGISTRY) else []
-        if len(kinds) > 1:
-            raise GeneratorError(f"{where}: one source per header: a registry archive, `url` or `local`, "
-                                 f"not {' and '.join(kinds)}")  # fmt: skip
-        if not raw.get("local") and not raw.get("url"):
-            missing += [k for k in _REGISTRY if k not in raw]
-        if missing:
-            raise GeneratorError(f"{where}: missing {', '.join(missing)}")
-        unknown = set(raw) - set(_REQUIRED) - set(_REGISTRY) - set(_OTHER)
-        if unknown:
-            raise GeneratorError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
-        sha = str(raw["sha256"]).lower()
-        if not re.fullmatch(r"[0-9a-f]{64}", sha):
-            raise GeneratorError(f"{where}: sha256 must be 64 hex digits")
-        url = str(raw.get("url", ""))
-        if url and not re.match(r"^(https?|file)://", url):
-            raise GeneratorError(f"{where}: url must be an http(s):// or file:// URL, not {url!r}")
-        release = parse_release(str(raw["version"]), where=where)
-        post = post_of(release)
-        if post and "date" not in raw:
-            raise GeneratorError(f"{where}: a post-release ({format_version(release)}) needs the date it was recorded")
-        entries.append(
-            HeaderSource(
-                version=base_of(release),
-                sha256=sha,
-                **{k: str(raw.get(k, "")) for k in (*_REGISTRY, "local")},
-                url=url,
-                post=post,
-                date=_date(raw["date"], where) if "date" in raw else "",
-            )
+    unknown = sorted(set(data) - set(_TOP))
+    if unknown:
+        raise GeneratorError(
+            f"unknown key(s) {', '.join(unknown)}; known: `canonical` and the [[header]] entries", file=str(path)
         )
+    raws = data.get("header", [])
+    if not isinstance(raws, list):
+        raise GeneratorError("`header` must be an array of tables ([[header]] entries)", file=str(path))
+    return data.get("canonical", ""), raws
+
+
+def load_sources(path: Path) -> Sources:
+    canonical, raws = _read(path)
+    entries = [_entry(raw, f"{path.name} [[header]] #{i + 1}") for i, raw in enumerate(raws)]
     if not entries:
         raise GeneratorError("no [[header]] entries", file=str(path))
     releases = [e.release for e in entries]
@@ -186,7 +215,9 @@ def load_sources(path: Path) -> Sources:
                 "[[header]] entry (the released header stays listed)",
                 file=str(path),
             )
-    canonical = parse_release(str(data.get("canonical", "")), where=f"{path.name} canonical")
-    if canonical not in releases:
-        raise GeneratorError(f"canonical {format_version(canonical)} has no [[header]] entry", file=str(path))
-    return Sources(canonical=canonical, headers=tuple(sorted(entries, key=lambda e: e.release)))
+    if not isinstance(canonical, str):
+        raise GeneratorError(f"canonical must be a string (in quotes), not {canonical!r}", file=str(path))
+    release = parse_release(canonical, where=f"{path.name} canonical")
+    if release not in releases:
+        raise GeneratorError(f"canonical {format_version(release)} has no [[header]] entry", file=str(path))
+    return Sources(canonical=release, headers=tuple(sorted(entries, key=lambda e: e.release)))

@@ -114,13 +114,23 @@ def check(args: argparse.Namespace) -> int:
         return 2
     matrix = matrix_check.run(libs, device=device)
     sys.stdout.write(matrix_check.render(matrix, details=args.details))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(matrix_check.as_json(matrix), f, indent=2)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(matrix_check.render(matrix, markdown=True))
+    if args.json and not _write(args.json, json.dumps(matrix_check.as_json(matrix), indent=2)):
+        return 2
+    if args.markdown and not _write(args.markdown, matrix_check.render(matrix, markdown=True)):
+        return 2
     return 0
+
+
+def _write(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` (checked by argparse before the run: ``_output``), or say in one line why not
+    (the disk can still fill up)."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as exc:
+        print(f"cannot write {path}: {exc.strerror}", file=sys.stderr)
+        return False
+    return True
 
 
 def explain(args: argparse.Namespace) -> int:
@@ -174,8 +184,11 @@ MAX_ELEMENTS = 1 << 20
 
 def _shape(text: str) -> tuple[int, ...]:
     """``--shape``: comma-separated sizes, each a whole number >= 0 (``2,3``; empty: a 0-d array)."""
+    sizes = text.split(",") if text.strip() else []
+    if any(not n.strip() for n in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty size (sizes are separated by one comma, such as 2,3)")
     try:
-        shape = tuple(int(n) for n in text.split(",") if n.strip())
+        shape = tuple(int(n) for n in sizes)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of sizes, such as 2,3") from None
     if any(n < 0 for n in shape):
@@ -185,6 +198,19 @@ def _shape(text: str) -> tuple[int, ...]:
             f"{text!r}: {math.prod(shape)} elements, more than explain makes ({MAX_ELEMENTS})"
         )
     return shape
+
+
+def _output(text: str) -> str:
+    """``check --json`` / ``--markdown``: a file that can be written, checked before the suite runs (a folder,
+    or one whose folder is missing or read-only, is refused then, not after the whole run)."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text!r}: no such folder {folder!r}")
+    if not os.access(text if os.path.exists(text) else folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: cannot be written here (permission denied)")
+    return text
 
 
 def _dtype(text: str) -> object:
@@ -251,8 +277,8 @@ def _parser() -> argparse.ArgumentParser:
         "--libs", nargs="+", metavar="NAME", type=_libraries,
         help="library names, space- or comma-separated (default: every installed one dlbind knows)",
     )  # fmt: skip
-    p_check.add_argument("--json", help="also write the results as JSON")
-    p_check.add_argument("--markdown", help="also write the matrix as a Markdown page")
+    p_check.add_argument("--json", type=_output, metavar="FILE", help="also write the results as JSON")
+    p_check.add_argument("--markdown", type=_output, metavar="FILE", help="also write the matrix as a Markdown page")
     p_check.add_argument("--details", action="store_true", help="list every finding with its reason")
     p_check.add_argument(
         "--device", choices=["cpu", "cuda"], default=None,
