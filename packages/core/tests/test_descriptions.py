@@ -245,6 +245,23 @@ def test_what_a_tensor_says_of_its_memory_is_read_only_even_to_object_setattr(na
     assert np.asarray(t).sum() == 3.0
 
 
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (2, 0)])
+def test_numpy_views_an_empty_tensor_of_a_null_pointer_as_it_is(shape: tuple[int, ...]) -> None:
+    """A tensor of no element may point at NULL (a copy of an empty tensor, an empty Arrow array): numpy's view of
+    it keeps its read-only flag and its strides in both builds (given NULL, numpy made a writable array of its own:
+    the compiled build's buffer now points at an aligned address nothing reads, as the pure build's interface)."""
+
+    class Described:
+        def __init__(self) -> None:
+            self.__array_interface__ = {"shape": shape, "typestr": "<f4", "data": (0, True), "version": 3}
+
+    t = dlbind.from_dlpack(dlbind.asdlpack(Described()))
+    assert t.data_ptr == 0 and t.readonly
+    a = np.asarray(t)
+    assert a.shape == shape and not a.flags.writeable
+    assert a.strides == tuple(s * 4 for s in t.strides), (a.strides, t.strides)
+
+
 RACE = textwrap.dedent(
     """
     import sys, threading

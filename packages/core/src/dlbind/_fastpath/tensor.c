@@ -337,8 +337,11 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
         PyErr_SetString(PyExc_BufferError, "this DLPack tensor is not contiguous: ask for strides");
         return -1;
     }
-    /* dlbind_valid checked that data + byte_offset does not wrap */
-    view->buf = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
+    /* dlbind_valid checked that data + byte_offset does not wrap. No element: an aligned address that nothing
+     * reads, as the pure build's __array_interface__ gives (the producer's may be NULL, and numpy allocates a
+     * writable array of its own for a NULL buffer, read-only tensor or not) */
+    static _Alignas(64) char empty[64];
+    view->buf = count == 0 ? (void *)empty : (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     view->obj = (PyObject *)self;
     Py_INCREF(self);
     view->len = (Py_ssize_t)len;
