@@ -298,3 +298,21 @@ def test_python_m_dlbind_explain() -> None:
     with redirect_stdout(io.StringIO()):
         assert main(["explain", "numpy", "no-such-library"]) == 2
         assert main(["explain", "numpy", "numpy", "--device", "vulkan:0"]) == 1  # refused: convert would raise
+
+
+def test_the_targets_own_array_that_cannot_say_where_it_is_is_itself_on_every_call() -> None:
+    """torch's meta tensors raise from ``__dlpack_device__``. Asked plainly for torch, one is itself (no device is
+    needed for that), on the first call as on every later one and in both builds (the compiled convert answered
+    the first call with torch's ValueError and the later ones with the tensor); explain says so. A call that needs
+    its device still raises torch's error."""
+    torch = pytest.importorskip("torch")
+    x = torch.ones(2, device="meta")
+    for _ in range(3):
+        assert dlbind.convert(x, "torch") is x
+    said = dlbind.explain(x, "torch")
+    assert said.kind == ExplanationKind.ITSELF, said
+    for kwargs in ({"copy": True}, {"device": "cpu"}, {"stream": 1}):
+        with pytest.raises(ValueError, match="meta"):
+            dlbind.convert(x, "torch", **kwargs)
+    with pytest.raises(ValueError, match="meta"):
+        dlbind.convert(x, "numpy")

@@ -235,7 +235,11 @@ def _decision(
     # it); the target's own array stays itself (device_of: what says where the data is)
     x, source, device_of = exported(x, route.adapter.name)
     # stream-free host memory, or a system exporting through a function of its own: no device to ask
-    here = _CPU if source.host_only or source.via is not None else producer_device(device_of)
+    here: Any = _CPU
+    if not (source.host_only or source.via is not None):
+        here = _where_is(device_of, source, route, device, copy, stream)
+    if here is None:  # the target's own array asked plainly, which cannot say where it is: itself all the same
+        return x, source, None, _ITSELF, None
     shape = _NO_STREAM if stream is None else _UNSYNCHRONISED if stream == -1 else _STREAM  # routes.key's
     asked = None if device is None else parse_device(device)
     dev = None if asked is None else asked[0]
@@ -246,6 +250,22 @@ def _decision(
     if own and lacks_own(route.adapter, x):
         found = decide(source, route, here[0], dev, copy, shape, lacked=True)  # through dlbind's import and bridge
     return x, source, here, found, asked
+
+
+#: the Decision of the target's own array asked plainly (routes: SAME, itself, wherever the array is)
+_ITSELF = Decision(SAME, payload=Same(itself=True))
+
+
+def _where_is(x: Any, source: ExportPlan, route: Route, device: Any, copy: bool | None, stream: int | None) -> Any:
+    """Where ``x``'s data is (``__dlpack_device__``); None where it cannot say (torch's meta tensors raise) and the
+    call needs no device: the target's own array, with no ``copy=True`` or ``stream`` (``device=`` None), is itself
+    wherever it is (the compiled build's convert answers it so before asking)."""
+    try:
+        return producer_device(x)
+    except Exception:
+        if source.library != route.adapter.name or device is not None or copy or stream is not None:
+            raise
+        return None
 
 
 Said = Literal["itself", "zero-copy", "copy", "host copy", "refused"]  # an Explanation's kind
