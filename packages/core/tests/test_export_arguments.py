@@ -93,3 +93,27 @@ def test_a_negative_device_id_is_refused_as_a_negative_device_type_is() -> None:
     with pytest.raises(BufferError, match=r"invalid device id -1 in \(1, -1\): device ids are >= 0"):
         dlbind.from_dlpack(np.arange(3.0), device=(1, -1))
     assert dlbind.from_dlpack(np.arange(3.0), device=(np.int64(1), np.int32(0))).device == (DeviceType.kDLCPU, 0)
+
+
+class _RefusingOnADevice:
+    """A producer on CUDA whose ``__dlpack__`` refuses every export (a BufferError), counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (DeviceType.kDLCUDA, 0)
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        self.calls += 1
+        raise BufferError("this producer refuses")
+
+
+def test_a_refusal_on_a_device_with_streams_is_asked_once() -> None:
+    """from_dlpack asks the producer once: its refusal is the answer (no host buffer carries the data), in both
+    builds and on every call (the compiled build's plain import asked again in Python)."""
+    for _ in range(3):  # the first call plans the type, the later ones take the compiled build's plain import
+        x = _RefusingOnADevice()
+        with pytest.raises(BufferError, match="this producer refuses"):
+            dlbind.from_dlpack(x)
+        assert x.calls == 1

@@ -538,6 +538,8 @@ static PyObject *dlbind_from_table(PyObject *x, const dlbind_type_info *info, DL
     return tensor;
 }
 
+static PyObject *dlbind_after_refusal(PyObject *x, int older);
+
 /* A producer that may be on a device with streams: None names the device's default stream, which it is asked
  * for explicitly (as torch and CuPy ask), and the Tensor is ready there. 1: answered in *res (NULL: an error),
  * 0: its device is stream-free, asked as any host producer is. */
@@ -560,11 +562,14 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
     PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                   dlbind_cfg.kwnames_dlpack);
     Py_DECREF(consumer_obj);
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_BufferError)) {
+        *res = dlbind_after_refusal(x, 0); /* a refusal: continued by Python without asking again */
+        return 1;
+    }
     if (capsule == NULL || !PyCapsule_CheckExact(capsule)) {
-        /* an older producer, a refusal, not a capsule: Python's rules (it asks again the way the producer
-         * accepts); any other error stands */
-        if (capsule == NULL && !PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
-            return 1;
+        /* an older producer, not a capsule: Python's rules (it asks again the way the producer accepts); any
+         * other error stands */
+        if (capsule == NULL && !PyErr_ExceptionMatches(PyExc_TypeError)) return 1;
         PyErr_Clear();
         Py_XDECREF(capsule);
         *res = DLBIND_TO_PYTHON();
