@@ -5,6 +5,7 @@ Python's, once. Each test runs in both builds; what only the compiled build has 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -132,3 +133,69 @@ def test_a_refusal_is_continued_by_the_fall_back_without_asking_again() -> None:
     entered = dlbind_frames(lambda: dlbind.from_dlpack(Older()))
     assert (asked, entered) == ([{"stream": None}], [])  # learned: C asks it the older way
 
+
+
+class _NoCopyKeyword:
+    """A producer whose ``__dlpack__`` takes ``stream`` and ``max_version`` only (an older signature), recording
+    the ``max_version`` of each call."""
+
+    def __init__(self) -> None:
+        self.array = np.arange(3.0)
+        self.asked: list[object] = []
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None) -> object:
+        self.asked.append(max_version)
+        return self.array.__dlpack__(max_version=max_version)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def test_a_call_style_learned_later_is_the_compiled_plain_imports_too() -> None:
+    """The plain import made in C reads how the type's ``__dlpack__`` takes an older call, also where Python
+    learned it after the C code had read the type (here: its refusal of ``copy=``): both builds then ask it the
+    same way, and the tensors say the same version."""
+    x = _NoCopyKeyword()
+    dlbind.from_dlpack(x)  # planned, and read by the C code in the compiled build
+    dlbind.from_dlpack(x)
+    dlbind.from_dlpack(x, copy=True)  # refuses copy=: its type's call style is learned
+    learned = export_plan(_NoCopyKeyword).call_style
+    assert learned != 0
+    x.asked.clear()
+    t = dlbind.from_dlpack(x)
+    assert x.asked == [None] and t.version is None, (x.asked, t.version)  # asked the learned way, as Python asks
+
+
+class _Plain:
+    """A producer of every keyword, with nothing but ``__dlpack__`` (asdlpack wraps it: re-asked per export)."""
+
+    def __init__(self) -> None:
+        self.array = np.arange(3.0)
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class _BareOnADevice:
+    """An older producer whose ``__dlpack__`` takes no keyword at all, saying it is on CUDA (its data is not)."""
+
+    def __dlpack__(self) -> object:
+        return np.arange(3.0).__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, 0)
+
+
+def test_no_call_style_is_learned_for_dlbinds_own_exporters() -> None:
+    """``asdlpack`` of an older producer raises the producer's TypeError through dlbind's Exporter, which takes
+    every keyword: that is no style of the Exporter's type, or every later exporter would be asked legacily (the
+    pure build's imports of asdlpack(torch tensors) then said version None)."""
+    before = dlbind.from_dlpack(dlbind.asdlpack(_Plain())).version
+    assert before == dlbind.DLPACK_VERSION
+    for _ in range(2):
+        with contextlib.suppress(BufferError, TypeError):  # what it answers does not matter here
+            dlbind.from_dlpack(dlbind.asdlpack(_BareOnADevice()))
+    assert dlbind.from_dlpack(dlbind.asdlpack(_Plain())).version == before

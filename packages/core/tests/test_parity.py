@@ -36,6 +36,8 @@ CASES: dict[str, tuple[str, str | None]] = {
     "asdlpack readonly=None": ("dlbind.asdlpack(b'abc', readonly=None)", "ok"),
     "asdlpack device_id": ("dlbind.asdlpack(bytearray(b'abc'), device_id=0)", "ok"),
     "asdlpack device_id None": ("dlbind.asdlpack(bytearray(b'abc'), device_id=None)", "ok"),
+    # named "Exporter" in both builds (the compiled one's C class has a name of its own)
+    "asdlpack of an Exporter, device_id 1": ("dlbind.asdlpack(dlbind.asdlpack(b'ab'), device_id=1)", "ValueError"),
     "asdlpack unknown keyword": ("dlbind.asdlpack(b'abc', bogus=1)", "TypeError"),
     "asdlpack no argument": ("dlbind.asdlpack()", "TypeError"),
     "asdlpack object": ("dlbind.asdlpack(object())", "TypeError"),

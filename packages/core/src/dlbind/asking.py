@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import dlbind._capi as _capi
+from dlbind._ffi import native
 from dlbind._generated.adapters import KEYWORD_REFUSALS
 from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._generated.tables import VERSIONED_CAPSULES
-from dlbind.described import export_host
+from dlbind.described import Exporter, export_host
 from dlbind.devices import device_name
 from dlbind.sources import BARE, STREAM, Ask, ExportPlan, help_for
 from dlbind.validate import type_name
@@ -76,6 +77,8 @@ def learn(plan: ExportPlan, x: Any, style: int, called: Any) -> None:
     import weakref
 
     kind = type(x)
+    if issubclass(kind, Exporter):  # dlbind's own takes every keyword: a TypeError is its source's, asked per export
+        return
     method = getattr(called, "__func__", None) or getattr(kind, "__dlpack__", None)  # a builtin's: its type's
     try:
         parameters = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
@@ -84,6 +87,8 @@ def learn(plan: ExportPlan, x: Any, style: int, called: Any) -> None:
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return
     plan._learned = (style, weakref.ref(kind), method)  # one record: read and replaced whole
+    if native is not None:  # the compiled fast path's entry for the type read the style before: made again
+        native.forget_type(kind)
 
 
 def call_dlpack(

@@ -74,6 +74,12 @@ class SourceExporter(Exporter):
         return f"{_PACKAGE}.Exporter(of {type(self._source).__name__}.__dlpack__)"
 
 
+def _shown(obj: Any) -> str:
+    """``obj``'s type by name, dlbind's own exporters as ``Exporter`` in both builds (the compiled build's C classes
+    have names of their own)."""
+    return "Exporter" if isinstance(obj, Exporter) else type(obj).__name__
+
+
 def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = None) -> Exporter:
     """Wrap ``obj`` as a DLPack producer (an object with ``__dlpack__`` and ``__dlpack_device__``).
 
@@ -117,7 +123,7 @@ def asdlpack(obj: Any, *, readonly: bool | None = None, device_id: int | None = 
         kind, index = exporter.__dlpack_device__()
         if index != device_id:
             raise ValueError(
-                f"asdlpack(device_id={device_id!r}): this {type(obj).__name__} is on {device_name(kind)}:{index}; "
+                f"asdlpack(device_id={device_id!r}): this {_shown(obj)} is on {device_name(kind)}:{index}; "
                 "device_id names the GPU of a __cuda_array_interface__ export, it does not move memory "
                 "(copy it there with its own library first)"
             )

@@ -400,6 +400,18 @@ static void dlbind_type_forget(PyTypeObject *type) {
     Py_XDECREF(key);
 }
 
+/* forget_type(type): the type's cached entry dropped, made again from its plan at the next lookup (Python learned
+ * how its __dlpack__ takes an older call: the C fast path asks it that way too). */
+PyObject *dlbind_py_forget_type(PyObject *mod, PyObject *type) {
+    (void)mod;
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "forget_type(type)");
+        return NULL;
+    }
+    dlbind_type_forget((PyTypeObject *)type);
+    Py_RETURN_NONE;
+}
+
 /* The info of a producer's type. An entry made before Python made the type's plan (the type seen as a target
  * first) is made again once Python has made it; until then info->plan is None: the call is Python's. */
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info) {

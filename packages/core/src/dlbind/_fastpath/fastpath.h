@@ -258,6 +258,7 @@ int dlbind_plan_finish_bits(PyObject *plan); /* the plan's IMMUTABLE and PYTHON 
 extern const char DLBIND_NAME_VERSIONED[], DLBIND_NAME_USED_VERSIONED[], DLBIND_NAME_LEGACY[], DLBIND_NAME_USED_LEGACY[];
 PyObject *dlbind_py_export(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_take(PyObject *mod, PyObject *capsule);
+PyObject *dlbind_py_forget_type(PyObject *mod, PyObject *type);
 /* take without the tuple: the struct pointer (NULL with take's error set) and *versioned. */
 void *dlbind_take(PyObject *capsule, int *versioned);
 /* __dlpack__ the way an older producer accepted it (tensor.c); NULL with no error: its class replaced the method

@@ -114,6 +114,8 @@ static PyMethodDef dlbind_methods[] = {
      "export blocks ever pinned (deleted while their capsule may live; kept for reuse, never freed)"},
     {"export", (PyCFunction)(void (*)(void))dlbind_py_export, METH_FASTCALL, "export(keepalive, address, versioned) -> capsule"},
     {"take", (PyCFunction)dlbind_py_take, METH_O, "take(capsule) -> (address, versioned)"},
+    {"forget_type", (PyCFunction)dlbind_py_forget_type, METH_O,
+     "forget_type(type): drop the type's cached entry (its plan learned a call style): made again when next read"},
     {"asdlpack", (PyCFunction)(void (*)(void))dlbind_py_asdlpack, METH_FASTCALL | METH_KEYWORDS,
      "asdlpack($module, /, obj, *, readonly=None, device_id=None)\n--\n\nsee dlbind.producer.asdlpack"},
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbind_py_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
