@@ -4,6 +4,7 @@ naming the file, the entry and the key, never an entry silently dropped or a val
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,10 +40,24 @@ releases = ["0.1", "1.3"]
 """
 
 
-def _sources(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "headers.toml"
+def _written(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
     path.write_text(text)
     return path
+
+
+def _sources(tmp_path: Path, text: str) -> Path:
+    return _written(tmp_path, "headers.toml", text)
+
+
+def _changed(text: str, old: str, new: str) -> str:
+    assert old in text  # the case still edits what it means to
+    return text.replace(old, new, 1)
+
+
+def _refused(load: Callable[[], object], message: str) -> None:
+    with pytest.raises(GeneratorError, match=message):
+        load()
 
 
 def test_a_well_formed_headers_toml_loads(tmp_path: Path) -> None:
@@ -63,9 +78,7 @@ def test_a_well_formed_headers_toml_loads(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_bad_headers_toml_is_an_error(tmp_path: Path, old: str, new: str, message: str) -> None:
-    assert old in HEADERS
-    with pytest.raises(GeneratorError, match=message):
-        load_sources(_sources(tmp_path, HEADERS.replace(old, new, 1)))
+    _refused(lambda: load_sources(_sources(tmp_path, _changed(HEADERS, old, new))), message)
 
 
 def test_a_header_key_that_is_no_array_of_tables_is_an_error(tmp_path: Path) -> None:
@@ -82,9 +95,7 @@ def test_a_post_release_date_is_a_date_or_its_iso_string(tmp_path: Path) -> None
 
 
 def _history(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "history.toml"
-    path.write_text(text)
-    return path
+    return _written(tmp_path, "history.toml", text)
 
 
 def test_a_well_formed_history_toml_loads(tmp_path: Path) -> None:
@@ -109,9 +120,7 @@ def test_a_well_formed_history_toml_loads(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_bad_history_toml_is_an_error(tmp_path: Path, old: str, new: str, message: str) -> None:
-    assert old in HISTORY
-    with pytest.raises(GeneratorError, match=message):
-        load_history(_history(tmp_path, HISTORY.replace(old, new, 1)))
+    _refused(lambda: load_history(_history(tmp_path, _changed(HISTORY, old, new))), message)
 
 
 def test_a_history_table_that_is_no_table_is_an_error(tmp_path: Path) -> None:
