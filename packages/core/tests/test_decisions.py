@@ -201,6 +201,57 @@ def test_explain_says_in_c_where_convert_takes_the_c_route(
     assert imports == [], f"explain said {said.text!r}, and convert imported {imports} in Python"
 
 
+class _RefusingProducer:
+    """A producer whose ``__dlpack__`` refuses every export, and whose memory its array interface describes (as
+    numpy's ``__dlpack__`` refuses an ml_dtypes dtype): dlbind exports that interface itself."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.__array_interface__ = array.__array_interface__
+        self.array = array
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        raise BufferError("this producer exports nothing")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def _bfloat16_of_numpy() -> tuple[Any, str]:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    pytest.importorskip("torch")
+    return np.arange(6.0).astype(ml_dtypes.bfloat16), "torch"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [lambda: (_RefusingProducer(np.arange(6.0)), "numpy"), _bfloat16_of_numpy],
+    ids=["refusing-producer", "numpy-bfloat16-to-torch"],
+)
+def test_explain_says_where_the_producers_own_export_refuses(
+    case: Callable[[], tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the producer's own ``__dlpack__`` refuses the array, dlbind exports its memory itself, and the compiled
+    convert's C route hands the call to Python: explain says so (not "in C"), from its one import, and convert
+    imports in Python, giving the same data."""
+    from dlbind import bridges
+
+    x, to = case()
+    said = dlbind.explain(x, to)
+    assert said.kind == ExplanationKind.ZERO_COPY and "in C" not in said.text, said
+    assert f"{type(x).__name__}.__dlpack__ refuses it, so dlbind exports its memory" in said.text, said
+    imports: list[object] = []
+    real = bridges.import_for
+
+    def counted(p: Any, **kw: Any) -> Any:
+        imports.append(p.producer)
+        return real(p, **kw)
+
+    monkeypatch.setattr(bridges, "import_for", counted)
+    out = dlbind.convert(x, to)
+    assert imports, f"explain said {said.text!r}, and convert made no Python import"
+    assert np.asarray(dlbind.from_dlpack(out)).tobytes() == np.asarray(dlbind.from_dlpack(x)).tobytes()
+
+
 # -- dlbind.explain, held to what convert does ---------------------------------------------------------------
 
 

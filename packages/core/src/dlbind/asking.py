@@ -13,6 +13,7 @@ call the import makes (:func:`asked_capsule`).
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 import dlbind._capi as _capi
@@ -26,6 +27,7 @@ from dlbind.sources import BARE, STREAM, Ask, ExportPlan, help_for
 from dlbind.validate import type_name
 
 __all__ = [
+    "FELL_BACK",
     "asked_capsule",
     "call_dlpack",
     "device_refused",
@@ -203,13 +205,23 @@ def _older_call(
     return result
 
 
+#: The producers whose refusal an import answered with dlbind's own export of their memory (:func:`host_export`),
+#: kept while a caller watches (a list; None: nobody does). :func:`dlbind.explain` watches its one import: where
+#: the producer's own export refused, the compiled convert's C route hands the call to Python.
+FELL_BACK: ContextVar[list[Any] | None] = ContextVar("dlbind_fell_back", default=None)
+
+
 def host_export(x: Any) -> Any:
     """``x`` exported through its buffer protocol or array interface (:func:`dlbind.described.export_host`), or
-    None."""
+    None: what an import falls back to where ``x``'s ``__dlpack__`` refused (kept in :data:`FELL_BACK`)."""
     try:
-        return export_host(x)
+        made = export_host(x)
     except (TypeError, ValueError, BufferError):
         return None
+    watching = FELL_BACK.get()
+    if watching is not None:
+        watching.append(x)
+    return made
 
 
 def asked_capsule(

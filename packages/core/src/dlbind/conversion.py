@@ -34,6 +34,7 @@ from dlbind._capi import PyCapsuleType
 from dlbind._generated.adapters import ADAPTERS, Copy, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME
 from dlbind._libraries import MISSING
+from dlbind.asking import FELL_BACK
 from dlbind.bridges import (
     AS_IS,
     COPY,
@@ -325,9 +326,10 @@ def _rendered(p: Plan) -> Explanation:
         return said
     d, a = p.decision, p.route.adapter
     # INTERFACE, HOST and RELAY: the bridge this array's data needs, read from the plan's import where it is
-    tensor = _read(p)
-    if isinstance(tensor, Explanation):
-        return tensor
+    read = _read(p)
+    if isinstance(read, Explanation):
+        return read
+    tensor, fell_back = read
     if d.kind == INTERFACE:
         if d.copy_here or not interface_copies(p.route, tensor):
             copies: Said = ExplanationKind.COPY if d.copy_here else ExplanationKind.ZERO_COPY
@@ -338,14 +340,17 @@ def _rendered(p: Plan) -> Explanation:
             f"would take writable), ready on {_on(p)}"
         )
         return Explanation(ExplanationKind.COPY, text, d, p)
-    return _by_bridge(p, tensor)
+    return _by_bridge(p, tensor, fell_back)
 
 
-def _read(p: Plan) -> Tensor | Explanation:
-    """The plan's one import, where the data is (the facts of its data); or the refusal convert meets where the
+def _read(p: Plan) -> tuple[Tensor, bool] | Explanation:
+    """The plan's one import, where the data is (the facts of its data), and whether the producer's own export
+    refused it (then dlbind exported its buffer or array interface itself); or the refusal convert meets where the
     producer's export refuses this array (Arrow's nulls, torch's sparse layouts), in convert's words."""
+    watching: list[Any] = []
+    token = FELL_BACK.set(watching)
     try:
-        return import_for(p, metadata=True)
+        return import_for(p, metadata=True), any(x is p.producer for x in watching)
     except BufferError as exc:  # the producer refuses this array: so would the exchange
         return Explanation(ExplanationKind.REFUSED, f"refused: {exc}", p.decision, p)
     except _PASSED_ON:
@@ -353,6 +358,8 @@ def _read(p: Plan) -> Tensor | Explanation:
     except Exception as exc:  # what convert would raise of it: the same BufferError
         why = target_error(p.producer, p.route.adapter.name, exc, p.device)
         return Explanation(ExplanationKind.REFUSED, f"refused: {why}", p.decision, p)
+    finally:
+        FELL_BACK.reset(token)
 
 
 def _where(p: Plan) -> str:
@@ -395,7 +402,7 @@ def _by_decision(p: Plan) -> Explanation | None:
             read = _read(p)
             if isinstance(read, Explanation):
                 return read
-            refused = copy_in_refusal(p.route, read)
+            refused = copy_in_refusal(p.route, read[0])
             if refused is not None:
                 return Explanation(ExplanationKind.REFUSED, f"refused: {refused}", d, p)
         return Explanation(
@@ -412,9 +419,10 @@ def _by_decision(p: Plan) -> Explanation | None:
     return None
 
 
-def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
+def _by_bridge(p: Plan, tensor: Tensor, fell_back: bool = False) -> Explanation:
     """What the data's bridge adds on a host route or the relay: refused, a copy (and where, and its size), a
-    viewer, or the producer as it is (in C where the plan says)."""
+    viewer, or the producer as it is (in C where the plan says, unless the producer's own export refused it:
+    ``fell_back``, dlbind exported its memory, on Python's route)."""
     d, route = p.decision, p.route
     a = route.adapter
     bridge = data_bridge(p, tensor)
@@ -434,7 +442,7 @@ def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
         said: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
         return Explanation(said, f"{said}: {why}", d, p, bridge)
     assert b == AS_IS
-    c_route = isinstance(d.payload, Host) and d.payload.c_route
+    c_route = isinstance(d.payload, Host) and d.payload.c_route and not fell_back
     if c_route and route.table_type is not None:
         how = f"the producer's DLManagedTensorVersioned goes to {a.name}'s DLPack 1.3 exchange table, in C"
     elif c_route:
@@ -443,6 +451,8 @@ def _by_bridge(p: Plan, tensor: Tensor) -> Explanation:
         how = f"{importer_name(route, tensor)} of a numpy view of the data"
     else:
         how = f"{a.import_.function} of a dlbind.Tensor ({'legacy' if route.legacy_only else 'versioned'} capsule)"
+    if fell_back:
+        how = f"{type(p.producer).__name__}.__dlpack__ refuses it, so dlbind exports its memory; {how}"
     return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {how}", d, p, bridge)
 
 
