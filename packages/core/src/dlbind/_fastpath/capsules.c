@@ -459,6 +459,20 @@ PyObject *dlbind_versioned_refused(void) {
     return NULL;
 }
 
+/* A tuple of two exact ints that fit in long long, read into *a and *b: 1; 0 for anything else (a list, a bool, a
+ * float, an int too large); -1 with an error set. */
+static int dlbind_int_pair(PyObject *value, long long *a, long long *b) {
+    if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(value, 1)))
+        return 0;
+    int over_a = 0, over_b = 0;
+    *a = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 0), &over_a);
+    if (*a == -1 && PyErr_Occurred()) return -1;
+    *b = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 1), &over_b);
+    if (*b == -1 && PyErr_Occurred()) return -1;
+    return !over_a && !over_b;
+}
+
 /* The fast case of __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): no
  * stream, no copy, dl_device None or where the data is. Anything else (or a value this parser
  * does not read) goes to Python, which owns the rules and the messages. `owner` names the method's
@@ -499,32 +513,21 @@ int dlbind_parse_dlpack(const char *owner, PyObject *const *args, Py_ssize_t nar
             }
         } else if (kw == DLBIND_KW_MAX_VERSION) {
             if (value == Py_None) continue;
-            /* anything but (major, minor), two non-negative ints: Python says what is wrong with it */
-            if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) ||
-                !PyLong_CheckExact(PyTuple_GET_ITEM(value, 1))) {
+            long long major, minor; /* anything but two non-negative ints: Python says what is wrong with it */
+            int pair = dlbind_int_pair(value, &major, &minor);
+            if (pair < 0) return -1;
+            if (pair == 0 || major < 0 || minor < 0) {
                 fast = 0;
                 continue;
             }
-            int overflow = 0, minor_overflow = 0;
-            long long major = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 0), &overflow);
-            if (major == -1 && PyErr_Occurred()) return -1;
-            long long minor = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 1), &minor_overflow);
-            if (minor == -1 && PyErr_Occurred()) return -1;
-            if (overflow || major < 0 || minor < 0 || minor_overflow < 0) fast = 0;
             /* a DLPack 0.x copy answers legacily whatever max_version says (dlbind.export.export_memory) */
-            out->versioned = DLBIND_VERSIONED_CAPSULES && (overflow > 0 || major >= DLPACK_MAJOR_VERSION);
+            out->versioned = DLBIND_VERSIONED_CAPSULES && major >= DLPACK_MAJOR_VERSION;
         } else if (kw == DLBIND_KW_DL_DEVICE) {
             if (value == Py_None) continue;
-            if (!PyTuple_CheckExact(value) || PyTuple_GET_SIZE(value) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(value, 0)) ||
-                !PyLong_CheckExact(PyTuple_GET_ITEM(value, 1))) {
-                fast = 0;
-                continue;
-            }
-            int o1 = 0, o2 = 0;
-            long long kind = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 0), &o1);
-            long long index = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(value, 1), &o2);
-            if ((kind == -1 || index == -1) && PyErr_Occurred()) return -1;
-            if (o1 || o2 || kind != (long long)here.device_type || index != (long long)here.device_id) fast = 0;
+            long long kind, index;
+            int pair = dlbind_int_pair(value, &kind, &index);
+            if (pair < 0) return -1;
+            if (pair == 0 || kind != (long long)here.device_type || index != (long long)here.device_id) fast = 0;
         } else if (kw == DLBIND_KW_COPY) {
             if (value != Py_None && value != Py_False) fast = 0;
         } else {
