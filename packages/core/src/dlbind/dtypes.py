@@ -40,9 +40,6 @@ _C = DataTypeCode
 SUBBYTE_PADDED: int = int(getattr(Flags, "IS_SUBBYTE_TYPE_PADDED", 0))
 _PACKAGE = __name__.rpartition(".")[0]  # dlbind, or a vendored copy's package
 _NATIVE = "<" if sys.byteorder == "little" else ">"
-# a buffer-protocol format -> the array interface's kind (DType.typestr; complex formats are Z + a float's)
-_TYPESTR_KINDS = {"?": "b", "b": "i", "h": "i", "i": "i", "l": "i", "q": "i", "B": "u", "H": "u", "I": "u",
-                  "L": "u", "Q": "u", "e": "f", "f": "f", "d": "f"}  # fmt: skip
 # numpy's dtype.kind -> DLPack code for the builtin kinds
 # (the kinds whose code the header has: DLPack 0.4 has no kDLBool, 0.8 added it)
 _NUMPY_KINDS: dict[str, int] = {
@@ -50,6 +47,7 @@ _NUMPY_KINDS: dict[str, int] = {
     for kind, member in (("b", "kDLBool"), ("i", "kDLInt"), ("u", "kDLUInt"), ("f", "kDLFloat"), ("c", "kDLComplex"))
     if hasattr(_C, member)
 }
+_KIND_OF_CODE = {code: kind for kind, code in _NUMPY_KINDS.items()}  # the array interface's typestr kind too
 
 
 class DType(NamedTuple):
@@ -115,10 +113,9 @@ class DType(NamedTuple):
     def typestr(self) -> str:
         """The array interface's typestr (v3: byte order, kind, size in bytes: ``"<f4"``, ``"|b1"``); ValueError
         for types it cannot express (those without a buffer-protocol :attr:`format`)."""
-        fmt = self.format
-        kind = "c" if fmt[0] == "Z" else _TYPESTR_KINDS[fmt]  # Zf, Zd: complex of two floats
+        self.format  # noqa: B018 (its ValueError: no format, no typestr)
         size = self.bits // 8
-        return f"{'|' if size == 1 else _NATIVE}{kind}{size}"
+        return f"{'|' if size == 1 else _NATIVE}{_KIND_OF_CODE[self.code]}{size}"
 
     def to_numpy(self) -> Any:
         """The numpy dtype (``ml_dtypes`` supplies bfloat16 and the fp8/fp6/fp4 types)."""

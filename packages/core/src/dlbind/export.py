@@ -51,17 +51,12 @@ def versioned_asked(max_version: Any) -> bool:
         return False
     if type(max_version) is tuple and len(max_version) == 2:
         major, minor = max_version
-        if type(major) is int and type(minor) is int and major >= 0 and minor >= 0:  # the common call: no more
-            return VERSIONED_CAPSULES and major >= DLPACK_VERSION[0]
-        if _is_int(major) and _is_int(minor):  # int subclasses (numpy's integers)
+        whole = isinstance(major, int) and isinstance(minor, int)  # numpy's integers too
+        if whole and type(major) is not bool and type(minor) is not bool:
             if major < 0 or minor < 0:
                 raise ValueError(f"max_version must be a (major, minor) version, not {max_version!r}")
             return VERSIONED_CAPSULES and major >= DLPACK_VERSION[0]
     raise TypeError(f"max_version must be None or a (major, minor) tuple of two ints, not {max_version!r}")
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 class Memory(NamedTuple):
