@@ -52,3 +52,39 @@ def test_the_producer_is_asked_once(route: str) -> None:
         assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"
         got = out.numpy() if type(out).__module__.startswith("torch") else np.asarray(out)
         np.testing.assert_array_equal(got, values)
+
+
+class Invalid:
+    """A producer of structs that no import may read (``faulty.make_capsule``'s ``fields``), counting the times
+    it is asked."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields, self.asked, self.keep = fields, 0, []
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        from faulty import make_capsule
+
+        self.asked += 1
+        capsule, counter = make_capsule(**self.fields)
+        self.keep.append(counter)
+        return capsule
+
+    def __dlpack_device__(self) -> Any:
+        return (1, 0)
+
+
+@pytest.mark.parametrize("to", ["numpy", "torch"])
+@pytest.mark.parametrize(
+    "fields",
+    [{"bits": 128}, {"shape": (-4,)}, {"versioned": False, "name": b"dltensor", "bits": 128}],
+    ids=["dtype", "negative dimension", "legacy dtype"],
+)
+def test_a_struct_that_is_not_valid_is_refused_on_its_one_ask(to: str, fields: dict[str, Any]) -> None:
+    """convert refuses it with its validator's BufferError after one ask (the compiled build's C route had handed
+    it back, and Python's route then asked the producer again); its deleter runs once."""
+    pytest.importorskip(to)
+    producer = Invalid(**fields)
+    with pytest.raises(BufferError, match=r"invalid|negative"):
+        dlbind.convert(producer, to=to)
+    assert producer.asked == 1
+    assert [counter.calls for counter in producer.keep] == [1]

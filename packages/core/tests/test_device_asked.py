@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 import dlbind
+from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS
+from dlbind._generated.enums import DeviceType
 from dlbind.conversion import ExplanationKind
+from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE
 from dlbind.routes import ROUTES, make_route
 
 TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.import_.keywords)
@@ -70,3 +73,68 @@ def test_an_index_beyond_the_targets_devices_is_refused() -> None:
         assert said.kind == ExplanationKind.REFUSED and "it has 1 cpu device here" in said.text, said
         with pytest.raises(BufferError, match="it has 1 cpu device here"):
             dlbind.convert(np.arange(3.0), to=system, device="cpu:1")
+
+
+# host memory of a device runtime (pinned) that the host reads, on devices without a stream rule: what a
+# producer may say its data is on where the CPU reads it in place
+_PINNED = sorted(HOST_ACCESSIBLE & STREAM_FREE - {int(DeviceType.kDLCPU)})
+
+
+class _Pinned:
+    """A producer of numpy's memory that says it is on ``device_type`` (pinned host memory): it honours
+    ``dl_device`` (exports as the device asked) or, as older producers do, ignores it. Records what it was asked."""
+
+    def __init__(self, device_type: int, honours: bool) -> None:
+        self.array = np.arange(6, dtype=np.float32).reshape(2, 3)
+        self.device_type, self.honours, self.asked = device_type, honours, []
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device_type, 0
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> Any:
+        self.asked.append(dl_device)
+        a = self.array
+        device = (self.device_type, 0)
+        if self.honours and dl_device is not None:
+            device = (int(dl_device[0]), int(dl_device[1]))
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        strides = tuple(s // a.itemsize for s in a.strides)
+        return capsule.export(a.ctypes.data, a.shape, strides, (2, 32, 1), device, 0, a, versioned=versioned)
+
+
+def test_some_device_has_pinned_host_memory() -> None:
+    assert _PINNED  # what the tests below walk (cuda_host, rocm_host in today's header)
+
+
+@pytest.mark.parametrize("honours", [True, False], ids=["honours", "ignores"])
+@pytest.mark.parametrize("device_type", _PINNED)
+@pytest.mark.parametrize("system", ["numpy", "torch"])
+def test_pinned_host_memory_converts_in_place_as_explained(system: str, device_type: int, honours: bool) -> None:
+    """Data the host reads where it is (pinned memory) reaches a CPU target zero-copy, as ``explain`` says, in
+    both builds alike: the producer is asked once, for the CPU, and a producer that ignores ``dl_device`` (it
+    exports where its data is) is read as the CPU's, as dlbind's own export of that memory would be (the compiled
+    build's C route had asked it with no device and the pure build had refused it)."""
+    target = pytest.importorskip(system)
+    p = _Pinned(device_type, honours)
+    said = dlbind.explain(p, system)
+    assert said.kind == ExplanationKind.ZERO_COPY, said
+    p.asked.clear()
+    out = dlbind.convert(p, system)
+    assert p.asked == [(int(DeviceType.kDLCPU), 0)]
+    values = np.asarray(out) if system == "numpy" else out.numpy()
+    assert np.shares_memory(values, p.array) and values.tolist() == p.array.tolist()
+    assert system != "torch" or out.device == target.device("cpu")
+
+
+@pytest.mark.parametrize("honours", [True, False], ids=["honours", "ignores"])
+@pytest.mark.parametrize("device_type", _PINNED)
+def test_pinned_host_memory_imports_on_the_cpu_asked(device_type: int, honours: bool) -> None:
+    """``from_dlpack(x, device="cpu")`` of pinned memory: a view on the CPU, whether or not the producer honours
+    ``dl_device``; asked without ``device=``, the tensor is where the producer says its data is."""
+    p = _Pinned(device_type, honours)
+    t = dlbind.from_dlpack(p, device="cpu")
+    assert t.device == (int(DeviceType.kDLCPU), 0) and t.data_ptr == p.array.ctypes.data
+    assert np.asarray(t).tolist() == p.array.tolist()
+    assert dlbind.from_dlpack(p).device == (device_type, 0)

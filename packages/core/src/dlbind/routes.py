@@ -133,7 +133,7 @@ class Route(NamedTuple):
 
 # its route by the name or module convert's to= gave (an id for anything else), made once; convert looks to= up
 # here before calling plan, and so does the compiled convert, which reads a Route's fields by their places in
-# Route._fields (table_type, handover_type, refuse, importer)
+# Route._fields (table_type, handover_type, refuse, importer, stream_of, imports)
 ROUTES: dict[Any, Route] = {}
 ROUTES_BY_TYPE = TypeCache()  # array type -> its route (kept no longer than the type)
 
@@ -607,7 +607,6 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     a = route.adapter
     plain = device is None and copy is None and not stream
     on_host = here in HOST_ACCESSIBLE
-    c_route = plain and on_host and native is not None and route.in_c
     copy_in = here in route.copy_from and here not in route.imports
     if device is not None:
         to_host = not on_host and device in HOST_ACCESSIBLE
@@ -635,6 +634,9 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
                 f"{a.name} holds {', '.join(a.import_.devices)} memory only: importing {_named(here)} data copies, and "
                 "copy=False forbids it"
             )
+    # C where the producer is asked as Python asks it: a plain call of data the target imports where it is (host
+    # memory the host is asked for, pinned or managed, is asked for on the CPU, in Python)
+    c_route = plain and on_host and not to_host and native is not None and route.in_c
     keywords: tuple[DeviceKeyword, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
     if not copy_in:  # the importer's, for data where it is given it (on the host after a host copy)
         found = _keywords_for(route, DEVICE_BY_NAME["cpu"] if to_host else here, device, None if to_host else copy)

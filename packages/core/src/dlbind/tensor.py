@@ -461,8 +461,12 @@ def received(
 
 def as_asked(tensor: Tensor, of: Any, target: Any, copy: bool | None, given: bool) -> Tensor:
     """The imported ``tensor`` held to the device and ``copy`` asked (``given``: ``of``'s system exported it
-    through a function of its own, which takes neither): refused where it cannot be, copied where a legacy
-    producer could not say whether it copied."""
+    through a function of its own, which takes neither): host-readable memory (pinned, managed) where the CPU was
+    asked read there in place, as a producer that honours ``dl_device`` exports it; refused where it cannot be
+    held so, copied where a legacy producer could not say whether it copied."""
+    pinned = target is not None and target[0] == DeviceType.kDLCPU and tensor._device_type in HOST_ACCESSIBLE
+    if pinned and tensor.device != target:  # pinned or managed memory: read in place as the CPU's, as dlbind's
+        tensor = reexported(tensor, None, dl_device=target)  # own export reads it when the CPU is asked
     if target is not None and tensor.device != target:
         if given:
             raise BufferError(f"{type(of).__name__} exports on {tensor.device} only; import it there and move it")

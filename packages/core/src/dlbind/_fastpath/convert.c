@@ -123,14 +123,36 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
     return &c->v;
 }
 
+/* Whether a target whose importer takes the device types `imports` (a frozenset of ints; NULL: taken as
+ * checked) takes data on `device_type` where it is: 1 yes, 0 no, -1 error. */
+static int dlbind_imports_type(PyObject *imports, int64_t device_type) {
+    if (imports == NULL) return 1;
+    PyObject *kind = PyLong_FromLongLong((long long)device_type);
+    int found = kind != NULL ? PySet_Contains(imports, kind) : -1;
+    Py_XDECREF(kind);
+    return found;
+}
+
+/* A struct taken from x that is not valid: refused as Python's import refuses it (its validator's BufferError,
+ * naming x), not handed back, for Python's route would ask x again. -1; 0 only where the struct is valid once
+ * read as its version says (a legacy dtype): handed back then, for Python's route to import. */
+static int dlbind_invalid_struct(void *managed, int versioned, PyObject *x) {
+    PyObject *tensor = dlbind_tensor_wrap(managed, versioned, 0, x); /* its deleter runs on failure */
+    if (tensor == NULL) return -1;
+    Py_DECREF(tensor); /* the struct released */
+    return 0;
+}
+
 /* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
  * x.__dlpack__(stream=None, max_version=(1, 3)) (or the call an older producer accepted; a legacy capsule
  * becomes a versioned view, read-only when x's library never writes its arrays). 1 with *out set; 0 (no error set) when the C
  * route does not apply and Python's general route must say what is wrong; -1 on error. The struct
- * is handed back (its deleter run) unless it is host-readable now (stream-free device), valid, and
- * passes the refuse bits (1 negative strides, 2 read-only): those cases are Python's to copy,
- * synchronise or explain. */
-static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVersioned **out) {
+ * is refused where it is not valid (dlbind_invalid_struct); else handed back (its deleter run) unless it is
+ * host-readable now (stream-free device) and passes the refuse bits (1 negative strides, 2 read-only): those
+ * cases are Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes (Route.imports), or NULL
+ * where Python's plan already chose this route: data elsewhere (pinned host memory, which Python's route
+ * asks for on the CPU) is Python's, as dlbind.routes decides it. */
+static int dlbind_import_for_convert(PyObject *x, long refuse, PyObject *imports, DLManagedTensorVersioned **out) {
     DLManagedTensorVersioned *m = NULL;
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return -1;
@@ -146,6 +168,8 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         if (found < 0) return -1;
         if (found == 0 || !dlbind_device_stream_free(dev.device_type) || !dlbind_device_host(dev.device_type))
             return 0;
+        int here = dlbind_imports_type(imports, dev.device_type);
+        if (here <= 0) return here;
     }
     if (taken == 0) {
         int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
@@ -175,9 +199,8 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         if (taken_struct == NULL) return -1;
         if (versioned) {
             m = (DLManagedTensorVersioned *)taken_struct;
-        } else if (!dlbind_valid(taken_struct, 0, 0)) { /* Python's route says what is wrong with it */
-            dlbind_call_deleter(taken_struct, 0);
-            return 0;
+        } else if (!dlbind_valid(taken_struct, 0, 0)) {
+            return dlbind_invalid_struct(taken_struct, 0, x);
         } else if ((m = dlbind_versioned_of_legacy((DLManagedTensor *)taken_struct)) == NULL) {
             dlbind_call_deleter(taken_struct, 0);
             PyErr_NoMemory();
@@ -186,10 +209,16 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, DLManagedTensorVe
         if ((info.bits & DLBIND_TYPE_IMMUTABLE) && !(m->flags & DLBIND_FLAG_IS_COPIED))
             m->flags |= DLBIND_FLAG_READ_ONLY; /* its library never writes it: nor may the target */
     }
+    if (!dlbind_valid(m, 1, 0)) return dlbind_invalid_struct(m, 1, x);
     DLTensor *t = &m->dl_tensor;
-    int hand_back = !dlbind_valid(m, 1, 0) || !dlbind_device_stream_free(t->device.device_type);
-    if ((info.bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1)
-        hand_back = 1; /* uint8 that may be bool (export.bool = "uint8"): Python reads the array's dtype */
+    int hand_back = !dlbind_device_stream_free(t->device.device_type);
+    int here = hand_back ? 1 : dlbind_imports_type(imports, t->device.device_type);
+    /* uint8 that may be bool (export.bool = "uint8"): read as the plan reads the array's dtype, as Python's */
+    if (here < 0 || (!hand_back && here && dlbind_uint8_reading(&info, x, t) != 0)) {
+        dlbind_call_deleter(m, 1);
+        return -1;
+    }
+    hand_back = hand_back || !here;
     int copy = 0; /* what the target cannot view (refuse: 1 negative strides, 2 read-only) is copied here */
     if (!hand_back && (refuse & 1) && t->strides != NULL)
         for (int i = 0; i < t->ndim; i++)
@@ -341,9 +370,9 @@ static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
 /* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
  * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
  * library's own error for the same call, so both builds raise the same. */
-static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse) {
+static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, PyObject *imports) {
     DLManagedTensorVersioned *m = NULL;
-    int found = dlbind_import_for_convert(x, refuse, &m);
+    int found = dlbind_import_for_convert(x, refuse, imports, &m);
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NOTIMPLEMENTED;
     void *out = NULL;
@@ -373,9 +402,9 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
 /* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
  * there hands back to Python (NotImplemented), whose general route then gives that library's own
  * error for the same call. */
-static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse) {
+static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, PyObject *imports) {
     DLManagedTensorVersioned *m = NULL;
-    int found = dlbind_import_for_convert(x, refuse, &m);
+    int found = dlbind_import_for_convert(x, refuse, imports, &m);
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NOTIMPLEMENTED;
     PyObject *producer = dlbind_handover_new(m);
@@ -406,14 +435,14 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     if (refuse == -1 && PyErr_Occurred()) return NULL;
     /* a DLPack 0.x copy: both C routes carry a versioned struct; the Python route imports legacily */
     if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NOTIMPLEMENTED;
-    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse);
+    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse, NULL);
 #if DLBIND_HEADER_HAS_EXCHANGE_API
     const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
     if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return dlbind_convert_table(args[0], target, refuse);
+    return dlbind_convert_table(args[0], target, refuse, NULL);
 #else
     Py_RETURN_NOTIMPLEMENTED; /* no exchange tables: the Python route */
 #endif
@@ -448,7 +477,7 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
  * _fields the first time a Route is seen: the record Python's convert runs is the one read here. */
 static PyTypeObject *dlbind_route_type; /* strong: the Route class these places are of */
 static Py_ssize_t dlbind_route_importer, dlbind_route_table, dlbind_route_handover, dlbind_route_refuse,
-    dlbind_route_stream_of;
+    dlbind_route_stream_of, dlbind_route_imports;
 
 static int dlbind_route_places(PyObject *route) {
     if (Py_TYPE(route) == dlbind_route_type) return 0;
@@ -458,9 +487,9 @@ static int dlbind_route_places(PyObject *route) {
     }
     PyObject *fields = PyObject_GetAttrString((PyObject *)Py_TYPE(route), "_fields");
     if (fields == NULL) return -1;
-    const char *names[5] = {"importer", "table_type", "handover_type", "refuse", "stream_of"};
-    Py_ssize_t found[5];
-    for (int i = 0; i < 5; i++) {
+    const char *names[6] = {"importer", "table_type", "handover_type", "refuse", "stream_of", "imports"};
+    Py_ssize_t found[6];
+    for (int i = 0; i < 6; i++) {
         PyObject *name = PyUnicode_FromString(names[i]);
         found[i] = name != NULL ? PySequence_Index(fields, name) : -1;
         Py_XDECREF(name);
@@ -475,6 +504,7 @@ static int dlbind_route_places(PyObject *route) {
     Py_DECREF(fields);
     dlbind_route_importer = found[0], dlbind_route_table = found[1];
     dlbind_route_handover = found[2], dlbind_route_refuse = found[3], dlbind_route_stream_of = found[4];
+    dlbind_route_imports = found[5];
     Py_INCREF(Py_TYPE(route));
     Py_XSETREF(dlbind_route_type, Py_TYPE(route));
     return 0;
@@ -546,14 +576,15 @@ static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route
     if (PyObject_TypeCheck(x, (PyTypeObject *)target_type)) return Py_NewRef(x); /* already there */
     long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, dlbind_route_refuse));
     if (refuse == -1 && PyErr_Occurred()) return NULL;
+    PyObject *imports = PyTuple_GET_ITEM(route, dlbind_route_imports); /* borrowed: the route is held */
     PyObject *out;
     if (from_dlpack != Py_None) {
-        out = dlbind_convert_handover(x, from_dlpack, refuse);
+        out = dlbind_convert_handover(x, from_dlpack, refuse, imports);
     } else {
 #if DLBIND_HEADER_HAS_EXCHANGE_API
         const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
         if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
-            out = dlbind_convert_table(x, target, refuse);
+            out = dlbind_convert_table(x, target, refuse, imports);
         else if (PyErr_Occurred())
             return NULL;
         else

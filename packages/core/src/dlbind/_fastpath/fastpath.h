@@ -335,6 +335,10 @@ typedef struct {
 } dlbind_type_info;
 /* Fills *info for type(obj); 0, or -1 with an error set. */
 int dlbind_type_info_of(PyObject *obj, dlbind_type_info *info);
+/* tensor.c: a uint8 struct of a type whose uint8 may be bool (DLBIND_TYPE_PYTHON) read as its plan says
+ * (ExportPlan.uint8_read_as(x)), in place, as dlbind.tensor._made reads it: 0, or -1 with an error set (Python code
+ * runs: info's plan must be held by the caller, and info is not read after it). */
+int dlbind_uint8_reading(const dlbind_type_info *info, PyObject *x, DLTensor *t);
 /* Which guards a pass reads: those any array can make truthy, the complex-only ones, or all. */
 enum { DLBIND_GUARDS_ANY = 1, DLBIND_GUARDS_COMPLEX = 2, DLBIND_GUARDS_ALL = 3 };
 /* 0 when none of the export guards `which` names is truthy for obj; else -1 with its refusal (the library's

@@ -124,25 +124,28 @@ static PyObject *dlbind_finished(PyObject *tensor, PyObject *x, const dlbind_typ
     if (tensor == NULL) return NULL;
     if ((bits & DLBIND_TYPE_IMMUTABLE) && !(dlbind_tensor_flags((dlbind_tensor *)tensor) & DLBIND_FLAG_IS_COPIED))
         dlbind_tensor_seal(tensor);
-    DLTensor *t = ((dlbind_tensor *)tensor)->t;
-    if ((bits & DLBIND_TYPE_PYTHON) && t->dtype.code == kDLUInt && t->dtype.bits == 8 && t->dtype.lanes == 1) {
-        /* uint8 that may be bool (export.bool = "uint8"): the plan reads the array's dtype (Python code: the
-         * call holds the plan, which it may evict from the type cache; info is not read after it) */
-        PyObject *said = PyObject_CallMethodOneArg(info->plan, dlbind_cfg.attr_uint8_read_as, x);
-        long code = said != NULL ? PyLong_AsLong(said) : -1;
-        Py_XDECREF(said);
-        if (said == NULL || (code == -1 && PyErr_Occurred())) {
-            Py_DECREF(tensor);
-            return NULL;
-        }
-        if (code > UINT8_MAX) { /* a DLDataType code is a uint8_t */
-            PyErr_Format(PyExc_ValueError, "ExportPlan.uint8_read_as gave %ld, not a DLPack dtype code", code);
-            Py_DECREF(tensor);
-            return NULL;
-        }
-        if (code >= 0) t->dtype.code = (uint8_t)code; /* in place: the consumer owns the struct */
+    if (dlbind_uint8_reading(info, x, ((dlbind_tensor *)tensor)->t) != 0) {
+        Py_DECREF(tensor);
+        return NULL;
     }
     return tensor;
+}
+
+int dlbind_uint8_reading(const dlbind_type_info *info, PyObject *x, DLTensor *t) {
+    if (!(info->bits & DLBIND_TYPE_PYTHON) || t->dtype.code != kDLUInt || t->dtype.bits != 8 || t->dtype.lanes != 1)
+        return 0;
+    /* uint8 that may be bool (export.bool = "uint8"): the plan reads the array's dtype (Python code: the call
+     * holds the plan, which it may evict from the type cache; info is not read after it) */
+    PyObject *said = PyObject_CallMethodOneArg(info->plan, dlbind_cfg.attr_uint8_read_as, x);
+    long code = said != NULL ? PyLong_AsLong(said) : -1;
+    Py_XDECREF(said);
+    if (said == NULL || (code == -1 && PyErr_Occurred())) return -1;
+    if (code > UINT8_MAX) { /* a DLDataType code is a uint8_t */
+        PyErr_Format(PyExc_ValueError, "ExportPlan.uint8_read_as gave %ld, not a DLPack dtype code", code);
+        return -1;
+    }
+    if (code >= 0) t->dtype.code = (uint8_t)code; /* in place: the consumer owns the struct */
+    return 0;
 }
 
 int dlbind_tensor_set_stream(PyObject *tensor, long long stream) {
