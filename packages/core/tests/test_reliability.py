@@ -7,6 +7,7 @@ it starts failing (XPASS) the moment the runtime is fixed, and the mark must the
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import os
 import struct
@@ -803,6 +804,50 @@ def test_memoryview_of_a_tensor_matches_numpy(case: str) -> None:
 def test_the_pure_buffer_protocol_refuses_what_it_cannot_give(make: Any, message: str) -> None:
     with pytest.raises(BufferError, match=message):
         memoryview(dlbind.from_dlpack(make()))
+
+
+# the buffer flags of the CPython C API (its pybuffer header), as inspect.BufferFlags names them on 3.12
+_BUFFER_FLAGS = {"ND": 0x8, "STRIDES": 0x18, "C_CONTIGUOUS": 0x38, "F_CONTIGUOUS": 0x58, "ANY_CONTIGUOUS": 0x98}
+_LAYOUTS = {
+    "row-major": lambda: np.arange(6.0).reshape(2, 3),
+    "column-major": lambda: np.arange(6.0).reshape(2, 3).T,
+    "every other column": lambda: np.arange(12.0).reshape(3, 4)[:, ::2],
+    "reversed": lambda: np.arange(5.0)[::-1],
+    "size-1 rows": lambda: np.arange(8.0).reshape(4, 2)[:1],
+    "empty": lambda: np.zeros((0, 3)),
+}
+
+
+def _buffer_refusal(obj: object, flags: int) -> type[BaseException] | None:
+    """The type of the exception ``obj``'s buffer protocol raises when asked with ``flags`` (PyObject_GetBuffer),
+    None where it gives the buffer (numpy refuses with ValueError, dlbind with BufferError)."""
+    view = ctypes.create_string_buffer(128)  # a Py_buffer (80 bytes on 64-bit platforms)
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes, get.restype = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int], ctypes.c_int
+    try:
+        get(obj, view, flags)
+    except (BufferError, ValueError) as exc:
+        return type(exc)
+    release = ctypes.pythonapi.PyBuffer_Release
+    release.argtypes, release.restype = [ctypes.c_void_p], None
+    release(view)
+    return None
+
+
+@pytest.mark.skipif(_NO_PURE_BUFFER, reason="the pure build's buffer protocol needs Python 3.12 (PEP 688)")
+@pytest.mark.parametrize("flags", list(_BUFFER_FLAGS))
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_a_buffer_asked_contiguous_is_given_as_numpy_gives_it(layout: str, flags: str) -> None:
+    """A consumer asking for C-, Fortran- or any contiguous memory reads ``len`` bytes from ``buf``: a tensor
+    gives such a buffer where numpy gives one of the same array, and refuses it (BufferError) where numpy does
+    (the compiled build gave every layout whatever was asked)."""
+    a = _LAYOUTS[layout]()
+    t = dlbind.from_dlpack(a)
+    if PURE and _buffer_refusal(t, _BUFFER_FLAGS["STRIDES"]) is not None:
+        pytest.skip("a layout the pure build's buffer protocol does not give")
+    refused = _buffer_refusal(t, _BUFFER_FLAGS[flags])
+    assert (refused is None) == (_buffer_refusal(a, _BUFFER_FLAGS[flags]) is None)
+    assert refused in (None, BufferError)
 
 
 @pytest.mark.parametrize("case", ["null shape", "negative dimension", "ndim too large"])

@@ -329,15 +329,26 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
         dims[i] = (Py_ssize_t)t->shape[i];
         dims[ndim + i] = (Py_ssize_t)byte_stride;
     }
-    int contiguous = 1;
-    Py_ssize_t expected = itemsize;
+    int contiguous = 1, fortran = 1; /* row-major, column-major (size-1 dimensions' strides say nothing) */
+    Py_ssize_t expected = itemsize, expected_f = itemsize;
     for (Py_ssize_t i = ndim - 1; i >= 0 && count > 0; i--) {
         if (dims[i] != 1 && dims[ndim + i] != expected) contiguous = 0;
+        if (dims[ndim - 1 - i] != 1 && dims[2 * ndim - 1 - i] != expected_f) fortran = 0;
         expected *= dims[i]; /* bounded by len */
+        expected_f *= dims[ndim - 1 - i];
     }
-    if (!contiguous && (flags & PyBUF_STRIDES) != PyBUF_STRIDES) {
+    const char *lacks = NULL; /* the layout asked for that this one is not (the consumer reads len bytes so) */
+    if (!contiguous && (flags & PyBUF_STRIDES) != PyBUF_STRIDES)
+        lacks = "contiguous: ask for strides";
+    else if (!contiguous && (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS)
+        lacks = "C-contiguous";
+    else if (!fortran && (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS)
+        lacks = "Fortran-contiguous";
+    else if (!contiguous && !fortran && (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS)
+        lacks = "contiguous";
+    if (lacks != NULL) {
         PyMem_Free(dims);
-        PyErr_SetString(PyExc_BufferError, "this DLPack tensor is not contiguous: ask for strides");
+        PyErr_Format(PyExc_BufferError, "this DLPack tensor is not %s", lacks);
         return -1;
     }
     /* dlbind_valid checked that data + byte_offset does not wrap. No element: an aligned address that nothing
