@@ -414,3 +414,25 @@ def test_an_ndarray_reads_as_its_buffer_says(name: str) -> None:
     assert _reading(lambda: dlbind.asdlpack(a, readonly=True)) == _reading(
         lambda: dlbind.asdlpack(view, readonly=True)
     )
+
+
+def test_a_memoryview_given_can_be_released_while_its_memory_is_exported() -> None:
+    """asdlpack holds a memoryview through a view of its own, in both builds (the compiled build had held the one
+    given, whose release() then raised): the memory stays exported (its bytearray cannot be resized) until the
+    exporter and its tensors are gone."""
+    data = bytearray(range(8))
+    given = memoryview(data)
+    exporter = dlbind.asdlpack(given)
+    given.release()  # raises BufferError where the exporter holds the view given
+    with pytest.raises(BufferError):
+        data.append(0)  # still exported
+    t = dlbind.from_dlpack(exporter)
+    del exporter
+    gc.collect()
+    assert np.asarray(t).tobytes() == bytes(range(8))
+    with pytest.raises(BufferError):
+        data.append(0)
+    del t
+    gc.collect()
+    data.append(0)  # nothing holds it now
+    assert len(data) == 9

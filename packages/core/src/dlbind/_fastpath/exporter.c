@@ -204,7 +204,12 @@ static PyObject *dlbind_exporter_new(PyObject *obj, int force_readonly) {
         PyObject_GC_Track((PyObject *)self);
         return (PyObject *)self;
     }
-    if (PyObject_GetBuffer(obj, &self->view, PyBUF_RECORDS_RO) != 0) {
+    /* a memoryview is held through a view of its own (as Python's memoryview(obj) holds it): the memory stays
+     * exported, and the memoryview given can still be released */
+    PyObject *source = PyMemoryView_Check(obj) ? PyMemoryView_FromObject(obj) : Py_NewRef(obj);
+    int got = source != NULL ? PyObject_GetBuffer(source, &self->view, PyBUF_RECORDS_RO) : -1;
+    Py_XDECREF(source); /* the view holds it */
+    if (got != 0) {
         PyErr_Clear();
         self->view.obj = NULL;
         Py_DECREF(self);
