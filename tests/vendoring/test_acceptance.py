@@ -200,6 +200,40 @@ def test_a_compiled_0_8_copy(work: Work) -> None:
     )
 
 
+def test_compiled_copies_keep_their_c_to_themselves(work: Work) -> None:
+    """Each compiled copy's C is its own, even loaded with RTLD_GLOBAL (as some MPI and torch setups load
+    extensions): its fast path exports no symbol but its module's init, so the 0.8 copy never reads the 1.0
+    copy's configuration (it gave versioned capsules); its functions name its own package; both modules name
+    libc, as auditwheel needs to repair a wheel for CPython 3.10."""
+    site = Path(in_venv(work, "import hostlib, os; print(os.path.dirname(os.path.dirname(hostlib.__file__)))").strip())
+    for lib in ("hostlib", "oldlib"):
+        for so in sorted((site / lib / "_dlpack").glob("*.so")):
+            symbols = sh("nm", "-D", "--defined-only", so, cwd=work.base).stdout.split()
+            if so.name.startswith("_fastpath"):
+                assert [s for s in symbols if s.startswith("dlbind")] == [], so
+            needed = sh("readelf", "-d", so, cwd=work.base).stdout
+            assert "libc.so" in needed, (so, needed)
+    in_venv(
+        work,
+        """
+        import os, sys
+        sys.setdlopenflags(os.RTLD_GLOBAL | os.RTLD_NOW)
+        import numpy as np
+        import hostlib, oldlib
+        from hostlib import _dlpack as host
+        from oldlib import _dlpack as old
+        x = np.arange(6.0)
+        name = lambda capsule: repr(capsule).split('"')[1]
+        assert name(old.asdlpack(x).__dlpack__(max_version=(1, 3))) == "dltensor"
+        assert name(host.asdlpack(x).__dlpack__(max_version=(1, 3))) == "dltensor_versioned"
+        assert type(host.from_dlpack(x)).__module__.startswith("hostlib."), type(host.from_dlpack(x))
+        assert type(old.from_dlpack(x)).__module__.startswith("oldlib."), type(old.from_dlpack(x))
+        assert repr(host.from_dlpack).startswith("<function hostlib._dlpack."), repr(host.from_dlpack)
+        assert repr(old.from_dlpack).startswith("<function oldlib._dlpack."), repr(old.from_dlpack)
+        """,
+    )
+
+
 @pytest.mark.parametrize("lib", ["hostlib", "purelib"])
 def test_dlbind_testing_checks_pass(work: Work, lib: str) -> None:
     """From this interpreter (dlbind installed), the checks pointed at the installed copy's functions."""

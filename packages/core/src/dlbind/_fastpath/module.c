@@ -188,7 +188,7 @@ static PyObject *dlbind_function_get(PyObject *op, PyObject *obj, PyObject *type
 
 static PyObject *dlbind_function_repr(PyObject *op) {
     PyObject *name = PyDict_GetItemString(((dlbind_function *)op)->dict, "__qualname__"); /* borrowed */
-    return PyUnicode_FromFormat("<function dlbind.%S (compiled)>", name != NULL ? name : Py_None);
+    return PyUnicode_FromFormat("<function " DLBIND_PACKAGE ".%S (compiled)>", name != NULL ? name : Py_None);
 }
 
 static PyGetSetDef dlbind_function_getset[] = {
