@@ -41,15 +41,17 @@ class Recording:
         self.lib.recording_set.argtypes = [ctypes.c_char_p, ctypes.c_long]
         self.lib.recording_fail.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.lib.recording_fail_times.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        self.lib.recording_fail_after.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         self.lib.recording_live.argtypes = [ctypes.c_char, ctypes.POINTER(ctypes.c_long)]
         self.lib.recording_live.restype = ctypes.c_long
 
     def set(self, key: str, value: int) -> None:
         assert self.lib.recording_set(key.encode(), value) == 0, f"the recording runtime has no setting {key!r}"
 
-    def fail(self, call: str, code: int, times: int = 1) -> None:
-        """The next call of ``call`` (the next ``times`` calls) returns ``code``."""
-        self.lib.recording_fail_times(call.encode(), code, times)
+    def fail(self, call: str, code: int, times: int = 1, *, after: int = 0) -> None:
+        """The next call of ``call`` (the next ``times`` calls) returns ``code``; with ``after``, those after the
+        next ``after`` calls of ``call`` (which succeed)."""
+        self.lib.recording_fail_after(call.encode(), code, times, after)
 
     def live(self, kind: str) -> tuple[int, int]:
         """How many allocations of ``kind`` (``"D"``, ``"H"``, ``"M"``: the log's letters) are not freed yet,

@@ -10,7 +10,7 @@
      (NULL for others), declared here.
 
    The log, the controls (recording_log, recording_clear, recording_set, recording_fail, recording_fail_times,
-   recording_live), the allocation and handle tables, and the runtime calls both runtimes have with the same
+   recording_fail_after, recording_live), the allocation and handle tables, and the runtime calls both runtimes have with the same
    signature are here; the error table (`errors`, which must list the codes RT_INVALID_VALUE,
    RT_INVALID_PITCH and RT_INVALID_DIRECTION, the same in both runtimes, defined below) and the vendor's type
    names come from the including file.
@@ -55,7 +55,7 @@ static char log_text[1 << 16];
 static size_t log_len;
 static long cfg_devices = 1, cfg_runtime = RT_RUNTIME_VERSION, cfg_driver = RT_RUNTIME_VERSION, cfg_count_error = 0;
 static char fail_call[64];
-static int fail_code, fail_left;
+static int fail_code, fail_left, fail_skip;
 static __thread int current_device;
 
 struct block { char *base; size_t size; int type; int device; char name[16]; };
@@ -82,6 +82,10 @@ static void record(const char *fmt, ...) {
 
 static int injected(const char *call) { /* under lock */
     if (fail_left > 0 && strcmp(call, fail_call) == 0) {
+        if (fail_skip > 0) { /* this one succeeds: a later one fails */
+            fail_skip--;
+            return 0;
+        }
         fail_left--;
         return fail_code;
     }
@@ -106,13 +110,17 @@ int recording_set(const char *key, long value) {
     return 0;
 }
 
-void recording_fail_times(const char *call, int code, int times) {
+/* The next `times` calls of `call` after the next `skip` (which succeed) return `code`. */
+void recording_fail_after(const char *call, int code, int times, int skip) {
     pthread_mutex_lock(&lock);
     snprintf(fail_call, sizeof fail_call, "%s", call);
     fail_code = code;
     fail_left = code ? times : 0;
+    fail_skip = skip;
     pthread_mutex_unlock(&lock);
 }
+
+void recording_fail_times(const char *call, int code, int times) { recording_fail_after(call, code, times, 0); }
 
 void recording_fail(const char *call, int code) { recording_fail_times(call, code, 1); }
 

@@ -15,8 +15,9 @@
    Control (for the tests, through ctypes): recording_log() returns the log, recording_clear() empties it,
    recording_set(key, value) sets "devices", "runtime_version", "driver_version" or "device_count_error"
    (what cudaGetDeviceCount returns), recording_fail(call, code) makes the next call of `call` return
-   `code` (recording_fail_times(call, code, n): the next n calls), recording_live(kind,
-   &bytes) counts the allocations of a kind ('D', 'H', 'M') not freed yet, and their bytes.
+   `code` (recording_fail_times(call, code, n): the next n calls; recording_fail_after(call, code, n, k): the n
+   after the next k), recording_live(kind, &bytes) counts the allocations of a kind ('D', 'H', 'M') not freed
+   yet, and their bytes.
 
    The log, the controls and the calls HIP has too are in tests/gpu_backends/recording_runtime.h, shared
    with recording_amdhip64.c; this file gives the CUDA names and what only CUDA has.
