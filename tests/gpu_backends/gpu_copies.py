@@ -530,6 +530,27 @@ class CopyTests:
         assert same(np.from_dlpack(Exporter(out)), values[10:1280])
         assert self.recording.runtime.runtime().pinned_pool().leased == 0  # the chunks went back
 
+    def test_staging_destroys_its_events_when_one_cannot_be_made(
+        self, recording: Recording, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv(POOL_ENV, "0")  # no block for the whole copy: staged
+        monkeypatch.setattr(GpuTensors, "STAGE_CHUNK", 1024)
+        recording.load()
+        layout = ((512,), (1,), 0)  # two chunks of 1 KiB: two events
+        values, base = self.source(layout)
+        recording.clear()
+        p = self.prefix
+        recording.fail(f"{p}EventCreateWithFlags", 1, after=1)  # the second event cannot be made
+        with pytest.raises(BufferError, match=f"copying {self.name}:0 memory to the host failed: "
+                           f"{p}EventCreateWithFlags failed"):  # fmt: skip
+            self.backend.copy_to_host(self.view(base, values.dtype, layout))
+        assert [c for c in recording.calls() if "Event" in c] == [
+            f"{p}EventCreateWithFlags(2) -> E1",
+            f"{p}EventCreateWithFlags(2) -> error 1",
+            f"{p}EventDestroy(E1)",  # the one made is not leaked
+        ]
+        assert self.recording.runtime.runtime().pinned_pool().leased == 0
+
     def test_pageable_copy_when_nothing_can_be_pinned(self, rec: Recording) -> None:
         layout = LAYOUTS["transposed"]
         values, base = self.source(layout)

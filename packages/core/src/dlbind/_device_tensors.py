@@ -540,7 +540,8 @@ class GpuTensors:
         events: list[Any] = []
         done = False
         try:
-            events = [rt.new_event() for _ in blocks]
+            for _ in blocks:  # one at a time: those made before a failure are destroyed below
+                events.append(rt.new_event())
 
             def enqueue(i: int) -> None:
                 size = min(chunk, span - i * chunk)
