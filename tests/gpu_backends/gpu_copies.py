@@ -23,7 +23,7 @@ from dlbind import Flags
 from dlbind._device_tensors import MAX_COPIES, DeviceCopy, GpuTensors
 from dlbind._gpu_runtime import POOL_ENV, PinnedBlock
 from dlbind.dtypes import from_numpy
-from dlbind.export import Memory, byte_span
+from dlbind.export import CPU, Memory, byte_span
 from dlbind.producer import Exporter
 from gpu_recording import Recording
 
@@ -172,6 +172,27 @@ class CopyTests:
 
     def name_of(self, stream: int, streams: dict[int, str]) -> str:
         return {**self.stream_names, **streams}[stream]
+
+    # -- asarray and empty ----------------------------------------------------------------------------------------
+    def test_padded_sub_byte_data_is_uploaded_padded(self, rec: Recording) -> None:
+        stored = np.arange(64, dtype=np.uint8) % 16  # fp4 values, one per byte (IS_SUBBYTE_TYPE_PADDED)
+        fp4, padded = dlbind.dtypes.lookup("float4_e2m1fn"), Flags.IS_SUBBYTE_TYPE_PADDED
+        src = Exporter(Memory(stored.ctypes.data, (64,), (1,), fp4, CPU, 0, False, stored, int(padded)))
+        rec.clear()
+        t = self.upload(src)  # type: ignore[arg-type]
+        assert t.flags & padded and t.nbytes == 64
+        assert [c for c in self.calls(rec) if "Malloc(" in c] == [f"{self.prefix}Malloc(64) -> D0 on device 0"]
+        assert np.array_equal(read(t.data_ptr, 64), stored)
+        back = dlbind.from_dlpack(t, device="cpu", copy=True)
+        assert back.flags & padded and np.array_equal(read(back.data_ptr + back.byte_offset, 64), stored)
+
+    def test_empty_beyond_int64_is_refused_before_allocating(self, rec: Recording) -> None:
+        rec.clear()
+        with pytest.raises(BufferError, match=r"shape \(1099511627776, 1099511627776\) has \d+ elements: more than"):
+            self.module.empty((2**40, 2**40), "float32")
+        with pytest.raises(BufferError, match="4611686018427387904 elements of float64 do not fit in int64 bytes"):
+            self.module.empty(2**62, "float64")
+        assert not any("Malloc" in c for c in self.calls(rec))
 
     # -- copy_on_device: values -------------------------------------------------------------------------------
     @pytest.mark.parametrize("layout", list(LAYOUTS.values()), ids=list(LAYOUTS))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import weakref
 
@@ -12,6 +13,8 @@ import dlbind
 import dlbind_vulkan
 from dlbind import DeviceType, Flags
 from dlbind._backends import Backend
+from dlbind.described import Exporter
+from dlbind.export import CPU, Memory
 from dlbind_vulkan import _runtime
 from dlbind_vulkan._backend import backend
 
@@ -166,6 +169,14 @@ def test_wrap_checks_the_extent() -> None:
         dlbind_vulkan.wrap(0, (2,), "float32", **common)
 
 
+def wrap_like(base: dlbind.Tensor, shape: object, dtype: object = "float32", **keywords: object) -> dlbind.Tensor:
+    """A wrap of ``base``'s buffer with its device, physical device and queue family (``keywords`` override)."""
+    info = dlbind_vulkan.buffer_info(base)
+    handles = {"device": info.device, "physical_device": info.physical_device,
+               "queue_family_index": info.queue_family_index}  # fmt: skip
+    return dlbind_vulkan.wrap(info.buffer, shape, dtype, **{**handles, **keywords})  # type: ignore[arg-type]
+
+
 def test_empty_arguments() -> None:
     t = dlbind_vulkan.empty((2, 3), np.int16)
     assert t.shape == (2, 3) and t.dtype.name == "int16" and t.device == VULKAN
@@ -179,6 +190,47 @@ def test_empty_arguments() -> None:
         dlbind_vulkan.empty((1,), device_id="0")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown DLPack dtype name"):
         dlbind_vulkan.empty((1,), "float31")
+    with pytest.raises(BufferError, match=r"shape \(1099511627776, 1099511627776\) has \d+ elements: more than int64"):
+        dlbind_vulkan.empty((2**40, 2**40))  # refused before anything is allocated
+    with pytest.raises(BufferError, match="4611686018427387904 elements of float64 do not fit in int64 bytes"):
+        dlbind_vulkan.empty(2**62, "float64")
+
+
+def test_padded_sub_byte_data_round_trips_padded() -> None:
+    stored = np.arange(4096, dtype=np.uint8) % 16  # fp4 values, one per byte (IS_SUBBYTE_TYPE_PADDED)
+    fp4, padded = dlbind.dtypes.lookup("float4_e2m1fn"), Flags.IS_SUBBYTE_TYPE_PADDED
+    src = Exporter(Memory(stored.ctypes.data, (4096,), (1,), fp4, CPU, 0, False, stored, int(padded)))
+    t = dlbind_vulkan.asarray(src)
+    assert t.flags & padded and t.nbytes == dlbind_vulkan.buffer_info(t).size == 4096
+    back = dlbind.from_dlpack(t, device="cpu", copy=True)
+    assert back.flags & padded and back.nbytes == 4096
+    assert ctypes.string_at(back.data_ptr + back.byte_offset, 4096) == stored.tobytes()
+
+
+def test_host_copy_of_a_padded_view_reads_a_byte_per_element() -> None:
+    stored = (np.arange(1 << 16) % 8).astype(np.uint8)
+    base = dlbind_vulkan.asarray(stored)  # a buffer of 65536 bytes
+    fp4, padded = dlbind.dtypes.lookup("float4_e2m1fn"), Flags.IS_SUBBYTE_TYPE_PADDED
+    mem = Memory(base.data_ptr, (1 << 16,), (1,), fp4, VULKAN, 0, False, base, int(padded))
+    back = dlbind.from_dlpack(Exporter(mem), device="cpu", copy=True)
+    assert back.flags & padded and back.nbytes == 1 << 16
+    assert ctypes.string_at(back.data_ptr + back.byte_offset, 1 << 16) == stored.tobytes()
+    with pytest.raises(BufferError, match=r"reaches bytes 1..65537 of a 65536-byte VkBuffer"):
+        backend.copy_to_host(mem._replace(byte_offset=1))  # checked against the buffer at one byte each
+
+
+def test_packed_sub_byte_views_ignore_the_strides_of_unit_dimensions() -> None:
+    raw = np.arange(8, dtype=np.uint8)
+    base = dlbind_vulkan.asarray(raw)
+    v = wrap_like(base, (1, 8), "float4_e2m1fn", strides=(99, 1), size=8, owner=base)
+    assert v.is_contiguous()
+    back = dlbind.from_dlpack(v, device="cpu", copy=True)
+    assert back.nbytes == 4 and ctypes.string_at(back.data_ptr + back.byte_offset, 4) == raw[:4].tobytes()
+
+
+def test_an_empty_tensor_of_another_producer_copies_without_its_buffer() -> None:
+    mem = Memory(0xDEAD0, (0, 3), (3, 1), dlbind.dtypes.lookup("float32"), VULKAN, 0, False, None)
+    assert host(Exporter(mem)).shape == (0, 3)  # a handle dlbind-vulkan does not know: no element to read
 
 
 def test_empty_then_fill_through_asarray_of_a_device_tensor() -> None:

@@ -1,9 +1,9 @@
 """For backends: tensors that own device memory, and the steps every backend's tensors share.
 
-Every backend makes its tensors through the core's producer (``dlbind.from_pointer``) with its allocation
-attached as owner, so the core's export engine, capsules and deleters serve them unchanged. The helpers
-(:func:`as_dtype`, :func:`as_shape`, :func:`one_of`, :func:`host_source`, :func:`extent`,
-:func:`from_span`) are the argument rules and the host-copy steps of all of them (Vulkan and Metal
+Every backend makes its tensors through the core's producer (``dlbind.from_pointer``, in
+:func:`owned_tensor`) with its allocation attached as owner, so the core's export engine, capsules and deleters
+serve them unchanged. The helpers (:func:`as_dtype`, :func:`as_shape`, :func:`one_of`, :func:`host_source`,
+:func:`extent`, :func:`from_span`) are the argument rules and the host-copy steps of all of them (Vulkan and Metal
 included); :func:`copy_plan` decomposes a strided copy into the runtime's 2-D copies (pure, unit-tested);
 :class:`GpuTensors` is the whole of ``empty``, ``asarray``, ``device_of``, ``copy_to_host`` (through pinned
 memory) and ``copy_on_device`` over a :class:`dlbind._gpu_runtime.GpuRuntime` (CUDA, ROCm).
@@ -24,14 +24,15 @@ from typing import Any, NamedTuple
 import dlbind
 from dlbind._generated.enums import DeviceType, Flags
 from dlbind._gpu_runtime import GpuAllocation, GpuRuntime, PinnedBlock
+from dlbind.described import Exporter
 from dlbind.devices import HOST_ACCESSIBLE, DevicePair
 from dlbind.dtypes import DType, from_numpy, lookup
 from dlbind.export import CPU, Memory, byte_span, copy_host
-from dlbind.validate import contiguous_strides
+from dlbind.validate import byte_size, contiguous_strides
 
 __all__ = [
     "MAX_COPIES", "Copy2D", "DeviceCopy", "GpuTensors", "as_dtype", "as_shape", "byte_layout", "copy_plan", "extent",
-    "from_span", "host_source", "one_of", "row_major", "run_plan",
+    "from_span", "host_source", "one_of", "owned_tensor", "row_major", "run_plan",
 ]  # fmt: skip
 
 
@@ -75,12 +76,13 @@ def host_source(array: Any) -> dlbind.Tensor:
     return src
 
 
-def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType) -> tuple[int, int]:
-    """Bytes (lowest, one past highest) the elements reach, relative to the first element."""
+def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType, *, padded: bool = False) -> tuple[int, int]:
+    """Bytes (lowest, one past highest) the elements reach, relative to the first element; sub-byte data is
+    packed below a byte unless ``padded`` (``IS_SUBBYTE_TYPE_PADDED``: one element per byte)."""
     if not math.prod(shape):
         return 0, 0
-    if dt.is_subbyte:
-        if strides != contiguous_strides(shape):
+    if dt.is_subbyte and not padded:
+        if not row_major(shape, strides):  # dimensions of one may have any stride
             raise BufferError(f"strided {dt.name} tensors (packed below a byte) cannot be copied")
         return 0, dt.nbytes(math.prod(shape))
     item = dt.itemsize
@@ -270,6 +272,17 @@ class DeviceCopy:
         self.allocation, self.source = allocation, source
 
 
+def owned_tensor(
+    address: int, shape: tuple[int, ...], dt: DType, device: DevicePair, owner: object, *, padded: bool = False
+) -> dlbind.Tensor:
+    """A row-major tensor over new memory at ``address`` (0 for no bytes) that ``owner`` keeps alive, with
+    ``IS_SUBBYTE_TYPE_PADDED`` when ``padded`` (sub-byte data stored one element per byte)."""
+    exporter = dlbind.from_pointer(address, shape, dt, device=device, owner=owner)
+    if padded:
+        exporter = Exporter(exporter._described()._replace(flags=int(Flags.IS_SUBBYTE_TYPE_PADDED)))
+    return dlbind.from_dlpack(exporter)
+
+
 def from_span(mem: Memory, address: int, owner: object, low: int, span: int) -> Memory:
     """The host copy of device ``mem`` whose :func:`extent` (``low``, ``low + span``) was copied to
     ``address`` (kept alive by ``owner``): compact row-major host memory with ``IS_COPIED``."""
@@ -308,17 +321,19 @@ class GpuTensors:
     def memory(self, memory: str) -> str:
         return one_of("memory", memory, tuple(self.device_types))
 
-    def new(self, shape: tuple[int, ...], dt: DType, device_id: int, memory: str) -> tuple[dlbind.Tensor, Any]:
-        """A tensor owning new ``memory`` on ``device_id`` (none for zero bytes), and its allocation."""
+    def new(
+        self, shape: tuple[int, ...], dt: DType, device_id: int, memory: str, *, padded: bool = False
+    ) -> tuple[dlbind.Tensor, Any]:
+        """A tensor owning new ``memory`` on ``device_id`` (none for zero bytes), and its allocation; sub-byte
+        data one element per byte when ``padded``. BufferError before allocating when the size is beyond int64."""
         rt = self.runtime()
         rt.check_device(device_id)
         device = (self.device_types[memory], device_id)
-        nbytes = dt.nbytes(math.prod(shape))
+        nbytes = byte_size(shape, dt, padded=padded)
         if not nbytes:
-            return dlbind.from_dlpack(dlbind.from_pointer(0, shape, dt, device=device)), None
+            return owned_tensor(0, shape, dt, device, None, padded=padded), None
         allocation = self.allocation(rt, nbytes, memory, device_id)
-        exporter = dlbind.from_pointer(allocation.address, shape, dt, device=device, owner=allocation)
-        return dlbind.from_dlpack(exporter), allocation
+        return owned_tensor(allocation.address, shape, dt, device, allocation, padded=padded), allocation
 
     def empty(self, shape: Sequence[int] | int, dtype: Any, device_id: int, memory: str) -> dlbind.Tensor:
         tensor, _ = self.new(as_shape(shape), as_dtype(dtype), device_id, self.memory(memory))
@@ -334,11 +349,11 @@ class GpuTensors:
         memory = self.memory(memory)
         self.runtime().check_device(device_id)
         src = host_source(host_array)
-        tensor, allocation = self.new(src.shape, src.dtype, device_id, memory)
+        padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+        tensor, allocation = self.new(src.shape, src.dtype, device_id, memory, padded=padded)
         if allocation is not None:
             rt = self.runtime()
             kind = rt.sym("MemcpyHostToDevice" if memory == "device" else "MemcpyDefault")
-            padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
             nbytes = src.dtype.nbytes(src.size, padded=padded)
             rt.memcpy(allocation.address, src.data_ptr + src.byte_offset, nbytes, kind, device_id)
         return tensor

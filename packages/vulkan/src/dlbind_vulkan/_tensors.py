@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import dlbind
-from dlbind._device_tensors import as_dtype, as_shape, extent, from_span, host_source
+from dlbind._device_tensors import as_dtype, as_shape, extent, from_span, host_source, owned_tensor
 from dlbind._generated.enums import DeviceType, Flags
 from dlbind.devices import DevicePair
 from dlbind.dtypes import DType
 from dlbind.export import Memory
-from dlbind.validate import contiguous_strides
+from dlbind.validate import byte_size, contiguous_strides
 from dlbind_vulkan._runtime import BufferInfo, VulkanError, _address, ffi, register, runtime
 from dlbind_vulkan._runtime import lookup as lookup_record
 
@@ -29,13 +29,13 @@ VULKAN = DeviceType.kDLVulkan
 _uncleared = ffi.new_allocator(should_clear_after_alloc=False)
 
 
-def _new(shape: tuple[int, ...], dt: DType, device_id: int) -> tuple[dlbind.Tensor, Any]:
-    """A tensor owning a new buffer on ``device_id`` (no buffer at all for zero elements), and its allocation."""
+def _new(shape: tuple[int, ...], dt: DType, device_id: int, *, padded: bool = False) -> tuple[dlbind.Tensor, Any]:
+    """A tensor owning a new buffer on ``device_id`` (no buffer at all for zero elements), and its allocation;
+    sub-byte data one element per byte when ``padded``. BufferError before allocating beyond int64 bytes."""
     ctx = runtime().context(device_id)
-    nbytes = dt.nbytes(math.prod(shape))
+    nbytes = byte_size(shape, dt, padded=padded)
     if not nbytes:
-        exporter = dlbind.from_pointer(0, shape, dt, device=(VULKAN, device_id))
-        return dlbind.from_dlpack(exporter), None
+        return owned_tensor(0, shape, dt, (VULKAN, device_id), None, padded=padded), None
     allocation = ctx.allocate(nbytes, staging=False)
     info = BufferInfo(
         device_id=device_id, buffer=allocation.handle, memory=int(ffi.cast("uintptr_t", allocation.memory)),
@@ -44,8 +44,7 @@ def _new(shape: tuple[int, ...], dt: DType, device_id: int) -> tuple[dlbind.Tens
         instance=int(ffi.cast("uintptr_t", ctx.rt.instance)), queue_family_index=ctx.queue_family, owned=True,
     )  # fmt: skip
     record = register(ctx, info, allocation)
-    exporter = dlbind.from_pointer(allocation.handle, shape, dt, device=(VULKAN, device_id), owner=record)
-    return dlbind.from_dlpack(exporter), allocation
+    return owned_tensor(allocation.handle, shape, dt, (VULKAN, device_id), record, padded=padded), allocation
 
 
 def empty(shape: Sequence[int] | int, dtype: Any = "float32", *, device_id: int = 0) -> dlbind.Tensor:
@@ -61,13 +60,14 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32", *, device_id: int 
 def asarray(host_array: Any, *, device_id: int = 0) -> dlbind.Tensor:
     """Upload a host array (anything ``dlbind.from_dlpack`` imports) to a new tensor on ``(kDLVulkan, device_id)``.
 
-    The result is row-major and writable, and owns its buffer. Device tensors (a kDLVulkan tensor
-    included) are first copied to the host through their backend.
+    The result is row-major and writable, and owns its buffer; sub-byte data stored one element per byte
+    (``IS_SUBBYTE_TYPE_PADDED``) stays so. Device tensors (a kDLVulkan tensor included) are first copied to
+    the host through their backend.
     """
     src = host_source(host_array)
-    tensor, allocation = _new(src.shape, src.dtype, device_id)
+    padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
+    tensor, allocation = _new(src.shape, src.dtype, device_id, padded=padded)
     if allocation is not None:
-        padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
         allocation.ctx.upload(allocation, src.data_ptr + src.byte_offset, src.dtype.nbytes(src.size, padded=padded))
     return tensor
 
@@ -145,13 +145,12 @@ def device_of(pointer: int) -> DevicePair:
 
 def copy_to_host(mem: Memory) -> Memory:
     """The core's ``copy_to_host``: kDLVulkan memory -> a compact row-major host copy (IS_COPIED)."""
-    record = lookup_record(mem.data) if mem.data else None
-    low, high = extent(mem.shape, mem.strides, mem.dtype)
+    low, high = extent(mem.shape, mem.strides, mem.dtype, padded=bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
     span = high - low
     host = _uncleared("char[]", max(span, 1))
     address = int(ffi.cast("uintptr_t", host))
-    if span:
-        assert record is not None  # a non-empty tensor has a buffer (from_pointer refuses NULL)
+    if span:  # no element: no buffer to know (another producer's handle, or none)
+        record = lookup_record(mem.data)
         start = mem.byte_offset + low
         if start < 0 or start + span > record.info.size:
             raise BufferError(f"the tensor reaches bytes {start}..{start + span} of a {record.info.size}-byte VkBuffer")
