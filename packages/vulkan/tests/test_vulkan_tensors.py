@@ -177,6 +177,36 @@ def wrap_like(base: dlbind.Tensor, shape: object, dtype: object = "float32", **k
     return dlbind_vulkan.wrap(info.buffer, shape, dtype, **{**handles, **keywords})  # type: ignore[arg-type]
 
 
+def test_a_view_leaves_the_record_of_its_buffer() -> None:
+    a = np.arange(8, dtype=np.float32)
+    t = dlbind_vulkan.asarray(a)
+    view = wrap_like(t, (2,), byte_offset=8, size=16)  # a window, described as a buffer of its own
+    info = dlbind_vulkan.buffer_info(t)
+    assert info.owned and info.size == 32 and dlbind_vulkan.buffer_info(view) == info
+    assert np.array_equal(host(t), a) and np.array_equal(host(view), a[2:4])
+    del view
+    gc.collect()
+    assert dlbind_vulkan.buffer_info(t) == info and np.array_equal(host(t), a)
+    del t
+    gc.collect()
+    with pytest.raises(BufferError, match="is not one dlbind-vulkan knows"):
+        dlbind_vulkan.buffer_info(info.buffer)
+
+
+def test_wraps_of_parts_of_one_buffer_each_copy() -> None:
+    ctx = _runtime.runtime().context(0)
+    buffer = ctx.allocate(32, staging=False)  # a VkBuffer dlbind-vulkan does not know
+    a = np.arange(8, dtype=np.float32)
+    ctx.upload(buffer, a.ctypes.data, 32)
+    address = lambda handle: int(_runtime.ffi.cast("uintptr_t", handle))  # noqa: E731
+    common = {"device": address(ctx.device), "physical_device": address(ctx.physical.handle),
+              "queue_family_index": ctx.queue_family, "owner": buffer}  # fmt: skip
+    first = dlbind_vulkan.wrap(buffer.handle, (4,), "float32", **common)  # its size: the 16 bytes it reaches
+    second = dlbind_vulkan.wrap(buffer.handle, (4,), "float32", byte_offset=16, **common)  # 32
+    assert np.array_equal(host(first), a[:4]) and np.array_equal(host(second), a[4:])
+    assert dlbind_vulkan.buffer_info(second).size == 16  # the first wrap's record is the buffer's
+
+
 def test_empty_arguments() -> None:
     t = dlbind_vulkan.empty((2, 3), np.int16)
     assert t.shape == (2, 3) and t.dtype.name == "int16" and t.device == VULKAN

@@ -21,7 +21,7 @@ from dlbind._gpu_runtime import Loaded, checked_device, require_available
 from dlbind_vulkan._generated import _abi
 from dlbind_vulkan._generated import declarations as decl
 
-__all__ = ["BufferInfo", "Context", "Runtime", "Unavailable", "VulkanError", "ffi", "lookup", "runtime"]
+__all__ = ["BufferInfo", "Context", "Runtime", "Unavailable", "VulkanError", "ffi", "known", "lookup", "runtime"]
 
 #: The ABI-mode FFI of the selected declarations (typed loosely: its structs are Vulkan's).
 ffi: Any = _abi.ffi
@@ -453,7 +453,11 @@ class _Record:
         self.ctx, self.info, self.keep = ctx, info, keep
 
 
-_REGISTRY: dict[int, weakref.ref[_Record]] = {}
+# Every live record of each buffer handle, oldest first: a buffer's own record (its allocation, or its first
+# wrap) and those of the views wrapped over it later. buffer_info and copies use the base one (dlbind's own
+# allocation, else the oldest wrap), so a view never replaces the record of the buffer it views, and the
+# handle is known while any of them lives.
+_REGISTRY: dict[int, list[weakref.ref[_Record]]] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
@@ -462,31 +466,48 @@ def register(ctx: Context, info: BufferInfo, keep: object) -> _Record:
     record = _Record(ctx, info, keep)
     handle = info.buffer
     with _REGISTRY_LOCK:
-        old = _REGISTRY.get(handle)
-        existing = old() if old is not None else None
-        if existing is not None and existing.info.device != info.device:
+        records = _REGISTRY.setdefault(handle, [])
+        live = _live(records)  # let go after the lock: a record that dies here calls _forget, which takes it
+        if any(r.info.device != info.device for r in live):
             raise ValueError(f"VkBuffer {handle:#x} is registered already, on another VkDevice")
-        _REGISTRY[handle] = weakref.ref(record, functools.partial(_forget, handle))
+        records.append(weakref.ref(record, functools.partial(_forget, handle)))
     return record
+
+
+def _live(records: list[weakref.ref[_Record]]) -> list[_Record]:
+    """The records of ``records`` still alive, oldest first (under the registry's lock)."""
+    return [r for r in (ref() for ref in records) if r is not None]
 
 
 def _forget(handle: int, ref: weakref.ref[_Record]) -> None:
     with _REGISTRY_LOCK:
-        if _REGISTRY.get(handle) is ref:
-            del _REGISTRY[handle]
+        records = _REGISTRY.get(handle)
+        if records is not None and ref in records:
+            records.remove(ref)
+            if not records:
+                del _REGISTRY[handle]
 
 
 def lookup(handle: int) -> _Record:
-    """The record of a buffer handle; BufferError when dlbind_vulkan does not know it."""
+    """The record of a buffer handle (the buffer's own, not a view's); BufferError when dlbind_vulkan does not
+    know it."""
+    return known(handle)[0]
+
+
+def known(handle: int) -> tuple[_Record, int]:
+    """The record of a buffer handle (:func:`lookup`) and the bytes of the buffer copies may read: its
+    allocation's size (dlbind's own buffer), else the most any live wrap of it says."""
     with _REGISTRY_LOCK:
-        ref = _REGISTRY.get(handle)
-    record = ref() if ref is not None else None
-    if record is None:
+        records = _live(_REGISTRY.get(handle, []))  # let go after the lock (see register)
+    if not records:
         raise BufferError(
             f"VkBuffer {handle:#x} is not one dlbind-vulkan knows: allocate with dlbind_vulkan.empty/asarray, "
             "or describe your buffer with dlbind_vulkan.wrap"
         )
-    return record
+    own = next((r for r in records if r.info.owned), None)
+    if own is not None:
+        return own, own.info.size
+    return records[0], max(r.info.size for r in records)
 
 
 _RUNTIME = Loaded(Runtime)

@@ -20,7 +20,7 @@ from dlbind.devices import DevicePair
 from dlbind.dtypes import DType
 from dlbind.export import Memory
 from dlbind.validate import byte_size, contiguous_strides
-from dlbind_vulkan._runtime import BufferInfo, VulkanError, _address, ffi, register, runtime
+from dlbind_vulkan._runtime import BufferInfo, VulkanError, _address, ffi, known, register, runtime
 from dlbind_vulkan._runtime import lookup as lookup_record
 
 __all__ = ["asarray", "buffer_info", "copy_to_host", "device_of", "empty", "wrap"]
@@ -96,7 +96,8 @@ def wrap(
     whose queue 0 dlbind may use for copies (not concurrently with other threads: Vulkan queues are
     externally synchronised). ``size`` is the buffer's size in bytes (checked against the tensor's
     extent when given). ``owner`` is kept alive while any tensor uses the buffer; dlbind never frees it.
-    The buffer must have been created with ``VK_BUFFER_USAGE_TRANSFER_SRC_BIT`` for host copies.
+    The buffer must have been created with ``VK_BUFFER_USAGE_TRANSFER_SRC_BIT`` for host copies. A buffer
+    dlbind already knows (a view of it) keeps its own record (:func:`buffer_info`).
     """
     dt, shape_t = as_dtype(dtype), as_shape(shape)
     handle = _address(buffer)
@@ -150,10 +151,10 @@ def copy_to_host(mem: Memory) -> Memory:
     host = _uncleared("char[]", max(span, 1))
     address = int(ffi.cast("uintptr_t", host))
     if span:  # no element: no buffer to know (another producer's handle, or none)
-        record = lookup_record(mem.data)
+        record, size = known(mem.data)
         start = mem.byte_offset + low
-        if start < 0 or start + span > record.info.size:
-            raise BufferError(f"the tensor reaches bytes {start}..{start + span} of a {record.info.size}-byte VkBuffer")
+        if start < 0 or start + span > size:
+            raise BufferError(f"the tensor reaches bytes {start}..{start + span} of a {size}-byte VkBuffer")
         try:
             record.ctx.download(ffi.cast("VkBuffer", mem.data), start, span, address)
         except VulkanError as exc:
