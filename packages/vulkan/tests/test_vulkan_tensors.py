@@ -177,6 +177,25 @@ def wrap_like(base: dlbind.Tensor, shape: object, dtype: object = "float32", **k
     return dlbind_vulkan.wrap(info.buffer, shape, dtype, **{**handles, **keywords})  # type: ignore[arg-type]
 
 
+def test_wrap_refuses_null_handles_and_queue_families_the_device_lacks() -> None:
+    base = dlbind_vulkan.asarray(np.zeros(4, dtype=np.float32))
+    rt, found = _runtime.runtime(), _runtime.ffi.new("uint32_t *")
+    rt.lib.vkGetPhysicalDeviceQueueFamilyProperties(rt.devices[0].handle, found, _runtime.ffi.NULL)
+    count = found[0]
+    with pytest.raises(ValueError, match=rf"queue_family_index {count} is not a queue family of this "
+                       rf"VkPhysicalDevice \(it has {count}: 0..{count - 1}\)"):  # fmt: skip
+        wrap_like(base, 4, queue_family_index=count)
+    with pytest.raises(ValueError, match="queue_family_index -1 is not a queue family"):
+        wrap_like(base, 4, queue_family_index=-1)
+    with pytest.raises(TypeError, match="queue_family_index must be an int, not str"):
+        wrap_like(base, 4, queue_family_index="0")
+    with pytest.raises(ValueError, match="physical_device must be a VkPhysicalDevice, not VK_NULL_HANDLE"):
+        wrap_like(base, 4, physical_device=0)
+    with pytest.raises(ValueError, match="device must be a VkDevice, not VK_NULL_HANDLE"):
+        wrap_like(base, 4, device=0)
+    assert np.array_equal(host(base), np.zeros(4))  # nothing was submitted to a queue that does not exist
+
+
 def test_a_view_leaves_the_record_of_its_buffer() -> None:
     a = np.arange(8, dtype=np.float32)
     t = dlbind_vulkan.asarray(a)
@@ -224,6 +243,8 @@ def test_empty_arguments() -> None:
         dlbind_vulkan.empty((2**40, 2**40))  # refused before anything is allocated
     with pytest.raises(BufferError, match="4611686018427387904 elements of float64 do not fit in int64 bytes"):
         dlbind_vulkan.empty(2**62, "float64")
+    with pytest.raises(TypeError, match="a VkBuffer handle is an int, not str"):
+        dlbind_vulkan.device_of("0x10")  # type: ignore[arg-type]
 
 
 def test_padded_sub_byte_data_round_trips_padded() -> None:

@@ -171,24 +171,19 @@ class Runtime:
             return ctx
 
     def foreign_context(self, physical_device: Any, device: Any, queue_family_index: int) -> Context:
-        """A context on someone else's ``VkDevice`` (dlbind_vulkan.wrap): our command pool on their queue."""
+        """A context on someone else's ``VkDevice`` (dlbind_vulkan.wrap): our command pool on their queue.
+        ValueError naming the argument for a NULL handle or a queue family the physical device does not have."""
         self.require()
-        key = _address(device)
+        key, phys = _address(device), _address(physical_device)
+        if not key:
+            raise ValueError("device must be a VkDevice, not VK_NULL_HANDLE")
+        if not phys:
+            raise ValueError("physical_device must be a VkPhysicalDevice, not VK_NULL_HANDLE")
+        _check_family(self.lib, ffi.cast("VkPhysicalDevice", phys), queue_family_index)
         with self._lock:
             ctx = self._foreign.get(key)
             if ctx is None:
-                props = ffi.new("VkPhysicalDeviceProperties *")
-                phys = ffi.cast("VkPhysicalDevice", _address(physical_device))
-                self.lib.vkGetPhysicalDeviceProperties(phys, props)
-                ident = _identity(props)
-                match = next((d for d in self.devices if d.identity == ident), None)
-                if match is None:
-                    raise ValueError(
-                        f"the VkPhysicalDevice given ({ffi.string(props.deviceName).decode(errors='replace')}) is "
-                        "not one this process's Vulkan loader enumerates"
-                    )
-                pd = PhysicalDevice(match.index, phys, match.name, match.api_version, match.vendor_id,
-                                    match.device_id, ident)  # fmt: skip
+                pd = self._physical(ffi.cast("VkPhysicalDevice", phys))
                 ctx = Context(self, pd, ffi.cast("VkDevice", key), queue_family_index, owned=False)
                 self._foreign[key] = ctx
             elif ctx.queue_family != queue_family_index:
@@ -196,6 +191,40 @@ class Runtime:
                     f"this VkDevice was wrapped with queue family {ctx.queue_family}, not {queue_family_index}"
                 )
             return ctx
+
+    def _physical(self, phys: Any) -> PhysicalDevice:
+        """Another instance's ``VkPhysicalDevice`` as the device of this process's loader it is (its identity)."""
+        props = ffi.new("VkPhysicalDeviceProperties *")
+        self.lib.vkGetPhysicalDeviceProperties(phys, props)
+        ident = _identity(props)
+        match = next((d for d in self.devices if d.identity == ident), None)
+        if match is None:
+            raise ValueError(
+                f"the VkPhysicalDevice given ({ffi.string(props.deviceName).decode(errors='replace')}) is "
+                "not one this process's Vulkan loader enumerates"
+            )
+        return PhysicalDevice(match.index, phys, match.name, match.api_version, match.vendor_id, match.device_id, ident)
+
+
+def _queue_families(lib: Any, phys: Any) -> Any:
+    """The ``VkQueueFamilyProperties`` of a physical device (a cffi array; its length is the count)."""
+    count = ffi.new("uint32_t *")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, ffi.NULL)
+    families = ffi.new("VkQueueFamilyProperties[]", count[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(phys, count, families)
+    return families
+
+
+def _check_family(lib: Any, phys: Any, index: object) -> None:
+    """TypeError unless ``index`` is an int, ValueError unless it names a queue family of ``phys``."""
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"queue_family_index must be an int, not {type(index).__name__}")
+    count = len(_queue_families(lib, phys))
+    if not 0 <= index < count:
+        raise ValueError(
+            f"queue_family_index {index} is not a queue family of this VkPhysicalDevice "
+            f"(it has {count}: 0..{count - 1})"
+        )
 
 
 class Context:
@@ -243,15 +272,11 @@ class Context:
     @classmethod
     def create(cls, rt: Runtime, physical: PhysicalDevice) -> Context:
         lib = rt.lib
-        count = ffi.new("uint32_t *")
-        lib.vkGetPhysicalDeviceQueueFamilyProperties(physical.handle, count, ffi.NULL)
-        families = ffi.new("VkQueueFamilyProperties[]", max(count[0], 1))
-        lib.vkGetPhysicalDeviceQueueFamilyProperties(physical.handle, count, families)
+        families = _queue_families(lib, physical.handle)
         # Transfers are allowed on every graphics or compute queue; prefer compute (where consumers work).
         wanted = [lib.VK_QUEUE_COMPUTE_BIT, lib.VK_QUEUE_GRAPHICS_BIT, lib.VK_QUEUE_TRANSFER_BIT]
         family = next(
-            (i for bit in wanted for i in range(count[0]) if families[i].queueFlags & bit and families[i].queueCount),
-            None,
+            (i for bit in wanted for i, f in enumerate(families) if f.queueFlags & bit and f.queueCount), None
         )
         if family is None:
             raise Unavailable(f"Vulkan device {physical.index} ({physical.name}) has no queue that can copy")

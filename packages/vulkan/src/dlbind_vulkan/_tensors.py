@@ -97,7 +97,9 @@ def wrap(
     externally synchronised). ``size`` is the buffer's size in bytes (checked against the tensor's
     extent when given). ``owner`` is kept alive while any tensor uses the buffer; dlbind never frees it.
     The buffer must have been created with ``VK_BUFFER_USAGE_TRANSFER_SRC_BIT`` for host copies. A buffer
-    dlbind already knows (a view of it) keeps its own record (:func:`buffer_info`).
+    dlbind already knows (a view of it) keeps its own record (:func:`buffer_info`). ValueError naming the
+    argument for a NULL ``device`` or ``physical_device`` and a ``queue_family_index`` the physical device
+    does not have.
     """
     dt, shape_t = as_dtype(dtype), as_shape(shape)
     handle = _address(buffer)
@@ -141,6 +143,8 @@ def buffer_info(x: Any) -> BufferInfo:
 
 def device_of(pointer: int) -> DevicePair:
     """``(kDLVulkan, device_id)`` of a ``VkBuffer`` handle dlbind-vulkan knows."""
+    if isinstance(pointer, bool) or not isinstance(pointer, int):
+        raise TypeError(f"a VkBuffer handle is an int, not {type(pointer).__name__}")
     return VULKAN, lookup_record(pointer).info.device_id
 
 
