@@ -226,6 +226,19 @@ def test_wraps_of_parts_of_one_buffer_each_copy() -> None:
     assert dlbind_vulkan.buffer_info(second).size == 16  # the first wrap's record is the buffer's
 
 
+def test_a_wrap_of_dlbinds_own_device_uses_its_context() -> None:
+    base = dlbind_vulkan.asarray(np.arange(4, dtype=np.float32))
+    info = dlbind_vulkan.buffer_info(base)
+    rt = _runtime.runtime()
+    own = rt.context(0)
+    assert rt.foreign_context(info.physical_device, info.device, info.queue_family_index) is own
+    view = wrap_like(base, (2,), owner=base)
+    assert _runtime._REGISTRY[info.buffer][-1]().ctx is own  # type: ignore[union-attr]
+    assert host(view).tolist() == [0.0, 1.0]
+    second = _runtime.Context(rt, own.physical, own.device, own.queue_family, owned=False)
+    assert second.queue == own.queue and second.lock is own.lock  # one lock per VkQueue
+
+
 def test_empty_arguments() -> None:
     t = dlbind_vulkan.empty((2, 3), np.int16)
     assert t.shape == (2, 3) and t.dtype.name == "int16" and t.device == VULKAN

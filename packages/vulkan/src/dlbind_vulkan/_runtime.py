@@ -171,8 +171,9 @@ class Runtime:
             return ctx
 
     def foreign_context(self, physical_device: Any, device: Any, queue_family_index: int) -> Context:
-        """A context on someone else's ``VkDevice`` (dlbind_vulkan.wrap): our command pool on their queue.
-        ValueError naming the argument for a NULL handle or a queue family the physical device does not have."""
+        """A context on someone else's ``VkDevice`` (dlbind_vulkan.wrap): our command pool on their queue; on
+        dlbind's own ``VkDevice``, its own context (one queue, one lock). ValueError naming the argument for a
+        NULL handle or a queue family the physical device does not have."""
         self.require()
         key, phys = _address(device), _address(physical_device)
         if not key:
@@ -181,15 +182,18 @@ class Runtime:
             raise ValueError("physical_device must be a VkPhysicalDevice, not VK_NULL_HANDLE")
         _check_family(self.lib, ffi.cast("VkPhysicalDevice", phys), queue_family_index)
         with self._lock:
-            ctx = self._foreign.get(key)
+            ctx = next((c for c in self._contexts.values() if _address(c.device) == key), None)
+            if ctx is not None and _address(ctx.physical.handle) != phys:
+                raise ValueError("physical_device is not the VkPhysicalDevice of this VkDevice (dlbind's own)")
+            if ctx is None:
+                ctx = self._foreign.get(key)
             if ctx is None:
                 pd = self._physical(ffi.cast("VkPhysicalDevice", phys))
                 ctx = Context(self, pd, ffi.cast("VkDevice", key), queue_family_index, owned=False)
                 self._foreign[key] = ctx
             elif ctx.queue_family != queue_family_index:
-                raise ValueError(
-                    f"this VkDevice was wrapped with queue family {ctx.queue_family}, not {queue_family_index}"
-                )
+                whose = "dlbind's own VkDevice uses" if ctx.owned else "this VkDevice was wrapped with"
+                raise ValueError(f"{whose} queue family {ctx.queue_family}, not {queue_family_index}")
             return ctx
 
     def _physical(self, phys: Any) -> PhysicalDevice:
@@ -227,22 +231,38 @@ def _check_family(lib: Any, phys: Any, index: object) -> None:
         )
 
 
+#: The lock of each ``VkQueue`` (by handle), shared by every context that submits to it: Vulkan requires
+#: queue access to be externally synchronised.
+_QUEUE_LOCKS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_QUEUE_LOCKS_LOCK = threading.Lock()
+
+
+def _queue_lock(queue: Any) -> Any:
+    """The lock of ``queue`` (made on first use; alive while a context holds it)."""
+    with _QUEUE_LOCKS_LOCK:
+        key = _address(queue)
+        lock = _QUEUE_LOCKS.get(key)
+        if lock is None:
+            lock = _QUEUE_LOCKS[key] = threading.Lock()
+        return lock
+
+
 class Context:
     """A ``VkDevice`` with one queue, a command pool, one command buffer and a fence; copies run here.
 
     ``owned``: dlbind created the device. A foreign device (``wrap``) is used, never destroyed; its queue
     must not be used by another thread while dlbind copies on it (Vulkan requires queue access to be
-    externally synchronised).
+    externally synchronised). ``lock`` is the queue's: every context on one ``VkQueue`` shares it.
     """
 
     def __init__(self, rt: Runtime, physical: PhysicalDevice, device: Any, queue_family: int, *, owned: bool) -> None:
         lib = rt.lib
         self.rt, self.lib, self.physical, self.device = rt, lib, physical, device
         self.queue_family, self.owned = queue_family, owned
-        self.lock = threading.Lock()
         queue = ffi.new("VkQueue *")
         lib.vkGetDeviceQueue(device, queue_family, 0, queue)
         self.queue = queue[0]
+        self.lock = _queue_lock(self.queue)  # held while this context's command buffer is recorded and submitted
         memory = ffi.new("VkPhysicalDeviceMemoryProperties *")
         lib.vkGetPhysicalDeviceMemoryProperties(physical.handle, memory)
         self.memory_types = [int(memory.memoryTypes[i].propertyFlags) for i in range(memory.memoryTypeCount)]

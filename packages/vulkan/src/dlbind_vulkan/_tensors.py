@@ -97,9 +97,9 @@ def wrap(
     externally synchronised). ``size`` is the buffer's size in bytes (checked against the tensor's
     extent when given). ``owner`` is kept alive while any tensor uses the buffer; dlbind never frees it.
     The buffer must have been created with ``VK_BUFFER_USAGE_TRANSFER_SRC_BIT`` for host copies. A buffer
-    dlbind already knows (a view of it) keeps its own record (:func:`buffer_info`). ValueError naming the
-    argument for a NULL ``device`` or ``physical_device`` and a ``queue_family_index`` the physical device
-    does not have.
+    dlbind already knows (a view of it) keeps its own record (:func:`buffer_info`); on dlbind's own
+    ``VkDevice`` the copies use dlbind's own queue. ValueError naming the argument for a NULL ``device`` or
+    ``physical_device`` and a ``queue_family_index`` the physical device does not have.
     """
     dt, shape_t = as_dtype(dtype), as_shape(shape)
     handle = _address(buffer)
