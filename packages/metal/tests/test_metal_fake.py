@@ -8,6 +8,7 @@ go through a blit, that buffers are released. The ``metal_gpu`` tests check the 
 
 from __future__ import annotations
 
+import ctypes
 import gc
 
 import numpy as np
@@ -139,3 +140,26 @@ def test_asarray_of_another_metal_tensor(fake: Fake) -> None:
     a = np.arange(4.0)
     t = dlbind_metal.asarray(dlbind_metal.asarray(a, storage="private"))
     assert (np.from_dlpack(t, device="cpu", copy=True) == a).all()
+
+
+def test_padded_sub_byte_data_keeps_its_layout(fake: Fake) -> None:
+    """fp4 stored a byte per element (IS_SUBBYTE_TYPE_PADDED) goes to Metal as it is and stays padded: its host
+    copy reads a byte per element (it read half of them, packed, and said they were padded)."""
+    from dlbind.described import Exporter
+    from dlbind.export import CPU, Memory
+
+    stored = (np.arange(64) % 16).astype(np.uint8)
+    fp4, padded = dlbind.dtypes.lookup("float4_e2m1fn"), Flags.IS_SUBBYTE_TYPE_PADDED
+    src = Exporter(Memory(stored.ctypes.data, (64,), (1,), fp4, CPU, 0, False, stored, int(padded)))
+    for storage in ("shared", "private"):
+        t = dlbind_metal.asarray(src, storage=storage)
+        assert t.flags & padded and t.nbytes == 64
+        back = dlbind.from_dlpack(t, device="cpu", copy=True)
+        assert back.flags & padded and back.nbytes == 64
+        assert ctypes.string_at(back.data_ptr + back.byte_offset, 64) == stored.tobytes()
+
+
+def test_empty_refuses_a_size_beyond_int64_before_allocating(fake: Fake) -> None:
+    with pytest.raises(BufferError, match="more than int64"):
+        dlbind_metal.empty((2**40, 2**40))
+    assert fake.calls() == []

@@ -7,16 +7,16 @@ tensors are ordinary :class:`dlbind.Tensor` objects made through the core's prod
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import dlbind
-from dlbind._device_tensors import as_dtype, as_shape, extent, host_source, one_of
+from dlbind._device_tensors import as_dtype, as_shape, extent, host_source, one_of, owned_tensor
 from dlbind._generated.enums import DeviceType, Flags
 from dlbind.devices import DevicePair
 from dlbind.dtypes import DType
 from dlbind.export import CPU, Memory, copy_host
+from dlbind.validate import byte_size
 from dlbind_metal._runtime import Buffer, MetalError, runtime
 
 __all__ = ["asarray", "copy_to_host", "device_of", "empty", "extent"]
@@ -29,10 +29,12 @@ def _storage(storage: str) -> str:
     return one_of("storage", storage, STORAGES)
 
 
-def _tensor(buffer: Buffer | None, shape: tuple[int, ...], dt: DType, device_id: int) -> dlbind.Tensor:
+def _tensor(
+    buffer: Buffer | None, shape: tuple[int, ...], dt: DType, device_id: int, *, padded: bool = False
+) -> dlbind.Tensor:
+    """A row-major tensor in ``buffer`` (None: no bytes), padded sub-byte data where ``padded``."""
     handle = buffer.handle if buffer is not None else 0
-    exporter = dlbind.from_pointer(handle, shape, dt, device=(METAL, device_id), owner=buffer)
-    return dlbind.from_dlpack(exporter)
+    return owned_tensor(handle, shape, dt, (METAL, device_id), buffer, padded=padded)
 
 
 def empty(
@@ -46,7 +48,7 @@ def empty(
     shape_t, dt, storage = as_shape(shape), as_dtype(dtype), _storage(storage)
     rt = runtime()
     rt.check_device(device_id)
-    nbytes = dt.nbytes(math.prod(shape_t))
+    nbytes = byte_size(shape_t, dt)  # BufferError before allocating beyond int64 bytes
     return _tensor(Buffer(rt, nbytes, storage, device_id) if nbytes else None, shape_t, dt, device_id)
 
 
@@ -63,13 +65,13 @@ def asarray(host_array: Any, *, device_id: int = 0, storage: str = "shared") -> 
     padded = bool(src.flags & Flags.IS_SUBBYTE_TYPE_PADDED)
     nbytes = src.dtype.nbytes(src.size, padded=padded)
     if not nbytes:
-        return _tensor(None, src.shape, src.dtype, device_id)
+        return _tensor(None, src.shape, src.dtype, device_id, padded=padded)
     shared = Buffer(rt, nbytes, "shared", device_id, source=src.data_ptr + src.byte_offset)
     if storage == "shared":
-        return _tensor(shared, src.shape, src.dtype, device_id)
+        return _tensor(shared, src.shape, src.dtype, device_id, padded=padded)
     private = Buffer(rt, nbytes, storage, device_id)
     rt.blit(device_id, shared.handle, 0, private.handle, 0, nbytes)
-    return _tensor(private, src.shape, src.dtype, device_id)
+    return _tensor(private, src.shape, src.dtype, device_id, padded=padded)
 
 
 def device_of(buffer: int) -> DevicePair:
@@ -95,7 +97,7 @@ def copy_to_host(mem: Memory) -> Memory:
     """
     rt = runtime()
     rt.require()
-    low, high = extent(mem.shape, mem.strides, mem.dtype)
+    low, high = extent(mem.shape, mem.strides, mem.dtype, padded=bool(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))
     if high == low:  # no element: nothing to read, the buffer may be nil
         staged = Memory(0, mem.shape, mem.strides, mem.dtype, CPU, 0, mem.readonly, None, mem.flags)
         return copy_host(staged)
