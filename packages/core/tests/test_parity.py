@@ -99,6 +99,15 @@ CASES: dict[str, tuple[str, str | None]] = {
     "lying cuda interface NULL": (
         "dlbind.asdlpack(cuda_lying(shape=(3,), data=(0, False)), device_id=0)", "BufferError"
     ),
+    # a stream past a pointer's range names no stream (cast to a cudaStream_t, 2**64 + 1 would be 1)
+    "lying cuda interface stream 2**64 + 1": (  # refused by asdlpack (an export of one would wait: no summary)
+        "isinstance(dlbind.asdlpack(cuda_lying(shape=(3,), data=(ADDRESS, False), stream=2**64 + 1), device_id=0), "
+        "dlbind.Exporter)", "BufferError"
+    ),
+    "lying cuda interface stream 2**63 - 1": (
+        "isinstance(dlbind.asdlpack(cuda_lying(shape=(3,), data=(ADDRESS, False), stream=2**63 - 1), device_id=0), "
+        "dlbind.Exporter)", "ok"
+    ),
     "from_pointer -4096": ("dlbind.from_pointer(-4096, (10,), 'float64')", "BufferError"),
     "from_pointer 2**65": ("dlbind.from_pointer(2**65, (10,), 'float64')", "BufferError"),
     "from_pointer wraps": ("dlbind.from_pointer(2**64 - 8, (10,), 'float64')", "BufferError"),
@@ -153,6 +162,11 @@ CASES: dict[str, tuple[str, str | None]] = {
     "from_dlpack stream -1 on cpu": ("dlbind.from_dlpack(np.arange(3), stream=-1)", "BufferError"),
     "from_dlpack stream str": ("dlbind.from_dlpack(np.arange(3), stream='x')", "TypeError"),
     "from_dlpack stream bool": ("dlbind.from_dlpack(np.arange(3), stream=True)", "TypeError"),
+    # a stream past a pointer's range is refused before the producer is asked (Asked raises when asked)
+    "from_dlpack cuda stream 2**64": ("dlbind.from_dlpack(Asked(2), stream=2**64)", "BufferError"),
+    "from_dlpack cuda stream 2**63": ("dlbind.from_dlpack(Asked(2), stream=2**63)", "BufferError"),
+    "from_dlpack cuda stream 2**63 - 1": ("dlbind.from_dlpack(Asked(2), stream=2**63 - 1)", "RuntimeError"),
+    "from_dlpack rocm stream 2**64": ("dlbind.from_dlpack(Asked(10), stream=2**64)", "BufferError"),
     "from_dlpack allow_vector True": ("dlbind.from_dlpack(np.arange(3), allow_vector=True)", "ok"),
     "from_dlpack allow_vector False": ("dlbind.from_dlpack(np.arange(3), allow_vector=False)", "ok"),
     "from_dlpack vector carried": ("dlbind.from_dlpack(capsule(lanes=4, shape=(1,)))", "ok"),
@@ -299,6 +313,18 @@ CASES: dict[str, tuple[str, str | None]] = {
     "tensor __dlpack__ cuda stream 1": ("dlbind.from_dlpack(capsule(device_type=2)).__dlpack__(stream=1)", None),
     "tensor __dlpack__ managed stream 0": ("dlbind.from_dlpack(capsule(device_type=13)).__dlpack__(stream=0)", None),
     "tensor __dlpack__ rocm stream 1": ("dlbind.from_dlpack(capsule(device_type=10)).__dlpack__(stream=1)", None),
+    "tensor __dlpack__ cuda stream 2**64 + 7": (
+        "dlbind.from_dlpack(capsule(device_type=2)).__dlpack__(stream=2**64 + 7)", "BufferError"
+    ),
+    "tensor __dlpack__ cuda stream 2**63": (
+        "dlbind.from_dlpack(capsule(device_type=2)).__dlpack__(stream=2**63)", "BufferError"
+    ),
+    "tensor __dlpack__ cuda stream 2**63 - 1": (
+        "dlbind.from_dlpack(capsule(device_type=2)).__dlpack__(stream=2**63 - 1, max_version=(1, 3))", "ok"
+    ),
+    "tensor __dlpack__ rocm stream 2**64": (
+        "dlbind.from_dlpack(capsule(device_type=10)).__dlpack__(stream=2**64)", "BufferError"
+    ),
     "tensor __dlpack_device__": ("tensor().__dlpack_device__()", "ok"),
     "tensor copy": ("tensor().copy()", "ok"),
     "tensor copy strided": ("dlbind.from_dlpack(np.arange(12.0).reshape(3, 4)[:, ::2]).copy()", "ok"),
@@ -456,7 +482,21 @@ def _producers() -> dict[str, Any]:
         "CNotACapsule": CNotACapsule,
         "Legacy": Legacy,
         "Raising": Raising,
+        "Asked": _Asked,
     }
+
+
+class _Asked:
+    """A producer on ``device_type`` that raises when asked: a refusal before it is asked is a BufferError."""
+
+    def __init__(self, device_type: int) -> None:
+        self.device_type = device_type
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self.device_type, 0)
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        raise RuntimeError(f"the producer was asked with {kwargs}")
 
 
 def _view_facts(t: Any) -> tuple[Any, ...]:

@@ -149,9 +149,27 @@ def test_a_failing_event_creation_is_a_buffer_error(rec: Recording) -> None:
 def test_the_backend_refuses_a_producer_stream_that_is_no_stream(rec: Recording) -> None:
     from dlbind_cuda._backend import backend
 
-    for bad in (0, -1, -5):
+    for bad in (0, -1, -5, 2**64):
         with pytest.raises(BufferError, match=f"the producer's stream {bad} is not a CUDA stream"):
             backend.wait(bad, None, (DeviceType.kDLCUDA, 0))
     with pytest.raises(TypeError, match="must be an int"):
         backend.wait("1", None, (DeviceType.kDLCUDA, 0))  # type: ignore[arg-type]
     assert rec.calls() == []
+
+
+def test_a_stream_past_a_pointer_is_refused_before_any_wait(rec: Recording) -> None:
+    s = user_stream()
+    base = dlbind_cuda.empty((3,), "float32")
+    t = dlbind.from_dlpack(CudaArray(base, s), stream=s)  # ready on S1
+    rec.clear()
+    for bad in (2**64 + 7, 2**63):  # cast to a cudaStream_t, 2**64 + 7 would be the stream 0x7
+        with pytest.raises(BufferError, match=f"stream {bad} is not valid for cuda: use None, -1, 1"):
+            t.__dlpack__(stream=bad, max_version=(1, 3))
+        with pytest.raises(BufferError, match=f"stream {bad} is not valid for cuda"):
+            dlbind.from_dlpack(CudaArray(base, s), stream=bad)
+    with pytest.raises(BufferError, match=f"__cuda_array_interface__ stream {2**64 + 1} is not valid"):
+        dlbind.asdlpack(CudaArray(base, 2**64 + 1))
+    assert "Wait" not in "\n".join(rec.calls())
+    rec.clear()
+    t.__dlpack__(stream=2**63 - 1, max_version=(1, 3))  # the largest a handle can be: taken
+    assert rec.calls() == event_wait("S1", hex(2**63 - 1))

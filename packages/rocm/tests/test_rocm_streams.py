@@ -96,7 +96,18 @@ def test_a_failing_wait_is_a_buffer_error_and_cleans_up(rec: Recording) -> None:
 
 
 def test_the_backend_refuses_a_producer_stream_that_is_no_rocm_stream(rec: Recording) -> None:
-    for bad in (1, 2, -1):
+    for bad in (1, 2, -1, 2**64):
         with pytest.raises(BufferError, match=f"the producer's stream {bad} is not a ROCm stream"):
             backend.wait(bad, None, ROCM)
     assert rec.calls() == []
+
+
+def test_a_stream_past_a_pointer_is_refused_before_any_wait(rec: Recording) -> None:
+    e = exporter(dlbind_rocm.empty((2,), "int8"), user_stream())
+    rec.clear()
+    for bad in (2**64, 2**63):  # cast to a hipStream_t, 2**64 would be the default stream 0
+        with pytest.raises(BufferError, match=f"stream {bad} is not valid for rocm: use None, -1, 0"):
+            e.__dlpack__(stream=bad, max_version=(1, 3))
+    assert rec.calls() == []
+    e.__dlpack__(stream=2**63 - 1, max_version=(1, 3))  # the largest a handle can be: taken
+    assert rec.calls() == event_wait("S1", hex(2**63 - 1))

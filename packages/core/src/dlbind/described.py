@@ -22,7 +22,7 @@ import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
-from dlbind.devices import DevicePair, device_name
+from dlbind.devices import STREAM_MAX, DevicePair, device_name
 from dlbind.dtypes import SUBBYTE_PADDED, DType, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, export_memory, versioned_asked
 from dlbind.validate import check_description, contiguous_strides
@@ -286,7 +286,8 @@ def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bo
         shown = f"a {len(data)}-tuple" if isinstance(data, tuple) else type(data).__name__
         raise BufferError(f"{what} data must be (pointer, read_only), not {shown}")
     stream = cai.get("stream")
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0):
+    no_int = isinstance(stream, bool) or not isinstance(stream, int)
+    if stream is not None and (no_int or not 0 < stream <= STREAM_MAX):  # past STREAM_MAX: no handle (a truncation)
         raise BufferError(
             f"__cuda_array_interface__ stream {stream!r} is not valid: None (no synchronisation), 1 (legacy default), "
             "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"

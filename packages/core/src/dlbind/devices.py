@@ -9,6 +9,7 @@ per-thread default, -1 "do not synchronize", 0 is refused; ROCm ``None``/0 is th
 
 from __future__ import annotations
 
+import ctypes
 import operator
 from typing import Any, NamedTuple
 
@@ -18,8 +19,8 @@ from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM
 from dlbind._names import suggestion
 
 __all__ = [
-    "HOST_ACCESSIBLE", "STREAM_FREE", "Device", "DevicePair", "check_stream", "default_stream", "device_name",
-    "parse_device", "stream_free", "streams", "unnamed_note",
+    "HOST_ACCESSIBLE", "STREAM_FREE", "STREAM_MAX", "Device", "DevicePair", "check_stream", "default_stream",
+    "device_name", "parse_device", "stream_free", "streams", "unnamed_note",
 ]  # fmt: skip
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
@@ -38,6 +39,11 @@ def stream_free(device_type: int) -> bool:
 
 #: the device types whose memory no stream orders (:func:`stream_free`), as a table
 STREAM_FREE: frozenset[int] = frozenset(t for t in DEVICE_NAMES if stream_free(t))
+
+#: The largest stream integer: a stream handle is a pointer, which the compiled build holds in a C ``long long``
+#: (fastpath.h's DLBIND_STREAM_MAX, the same bound); a larger int names no stream (cast to a handle, 2**64 + 7
+#: would be 0x7), and is refused as any other stream the rule does not take.
+STREAM_MAX = min(2**63 - 1, 2 ** (8 * ctypes.sizeof(ctypes.c_void_p)) - 1)
 
 
 def default_stream(device_type: int) -> int | None:
@@ -250,7 +256,7 @@ def check_stream(device_type: int, stream: object) -> None:
         raise BufferError(
             f"stream must be None for {device_name(device_type)} tensors (got {stream}){unnamed_note(device_type)}"
         )
-    if stream < -1 or stream in rule.refused:
+    if stream < -1 or stream > STREAM_MAX or stream in rule.refused:
         raise BufferError(f"stream {stream} is not valid for {device_name(device_type)}: use {rule.allowed}")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dlbind._generated.enums import DeviceType
 from dlbind._gpu_runtime import GpuBackend
+from dlbind.devices import STREAM_MAX
 from dlbind_cuda import _runtime, _tensors
 
 __all__ = ["CudaBackend", "backend"]
@@ -33,7 +34,7 @@ class CudaBackend(GpuBackend):
     tensors = _tensors
 
     def refuses(self, producer_stream: int) -> bool:
-        return producer_stream in (0, -1) or producer_stream < -1
+        return producer_stream in (0, -1) or not -1 <= producer_stream <= STREAM_MAX
 
     def refusal(self, producer_stream: int) -> str:
         return (

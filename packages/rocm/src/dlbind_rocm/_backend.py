@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dlbind._generated.enums import DeviceType
 from dlbind._gpu_runtime import GpuBackend
+from dlbind.devices import STREAM_MAX
 from dlbind_rocm import _runtime, _tensors
 
 __all__ = ["RocmBackend", "backend"]
@@ -29,7 +30,7 @@ class RocmBackend(GpuBackend):
     tensors = _tensors
 
     def refuses(self, producer_stream: int) -> bool:
-        return producer_stream in (1, 2) or producer_stream < 0
+        return producer_stream in (1, 2) or not 0 <= producer_stream <= STREAM_MAX
 
     def refusal(self, producer_stream: int) -> str:
         return (

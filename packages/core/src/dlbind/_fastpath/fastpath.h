@@ -219,6 +219,8 @@ int dlbind_device_host(int64_t device_type);          /* the CPU reads its memor
 int dlbind_device_stream_free(int64_t device_type);   /* its stream rule: stream must be None */
 /* The stream a consumer's None names on the device (its rule's default); -1 for stream-free devices. */
 long long dlbind_device_default_stream(int64_t device_type);
+/* The largest stream int, as dlbind.devices.STREAM_MAX: a stream handle is a pointer, held in a long long. */
+#define DLBIND_STREAM_MAX (UINTPTR_MAX < LLONG_MAX ? (long long)UINTPTR_MAX : LLONG_MAX)
 /* 1 when stream (an int) is one the device's rule accepts (never for stream-free devices), else 0. */
 int dlbind_device_stream_accepted(int64_t device_type, long long stream);
 int dlbind_dtype_code_known(int64_t code);

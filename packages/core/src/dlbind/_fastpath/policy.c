@@ -31,7 +31,7 @@ long long dlbind_device_default_stream(int64_t device_type) {
 }
 
 int dlbind_device_stream_accepted(int64_t device_type, long long stream) {
-    if (!dlbind_device_known(device_type) || stream < -1) return 0;
+    if (!dlbind_device_known(device_type) || stream < -1 || stream > DLBIND_STREAM_MAX) return 0;
     unsigned rule = DLBIND_DEVICE_STREAM[device_type];
     if (rule >= DLBIND_STREAM_RULE_COUNT || DLBIND_STREAM_RULES[rule].none_only) return 0;
     const dlbind_stream_rule *r = &DLBIND_STREAM_RULES[rule];

@@ -523,7 +523,7 @@ static int dlbind_plain_call(PyObject *const *args, size_t nargsf, PyObject *kwn
     int overflow = 0;
     *stream = PyLong_AsLongLongAndOverflow(*stream_obj, &overflow);
     if (*stream == -1 && PyErr_Occurred()) return -1;
-    return !(overflow || *stream < -1); /* else Python says what is wrong with it */
+    return !(overflow || *stream < -1 || *stream > DLBIND_STREAM_MAX); /* else Python says what is wrong with it */
 }
 
 /* The struct x's DLPack 1.3 exchange table gave (out, owned here) as a Tensor: ready on the consumer's stream
