@@ -173,3 +173,22 @@ def test_a_stream_past_a_pointer_is_refused_before_any_wait(rec: Recording) -> N
     rec.clear()
     t.__dlpack__(stream=2**63 - 1, max_version=(1, 3))  # the largest a handle can be: taken
     assert rec.calls() == event_wait("S1", hex(2**63 - 1))
+
+
+def test_a_legacy_read_only_bridge_checks_the_consumer_stream_before_waiting(rec: Recording) -> None:
+    """The legacy capsule an immutable consumer is served of read-only data (``bridges._LegacyReadOnly``) takes the
+    consumer's stream by the rule ``Tensor.__dlpack__`` takes it by."""
+    from dlbind.bridges import _LegacyReadOnly
+
+    s = user_stream()
+    bridge = _LegacyReadOnly(dlbind.from_dlpack(CudaArray(dlbind_cuda.empty((3,), "float32"), s), stream=s))
+    rec.clear()
+    for bad in (0, -5, 2**64):
+        with pytest.raises(BufferError, match=f"stream {bad} is not valid for cuda: use None, -1, 1"):
+            bridge.__dlpack__(stream=bad)
+    for wrong, name in (("abc", "str"), (1.5, "float")):
+        with pytest.raises(TypeError, match=f"stream must be None or an int, not {name}"):
+            bridge.__dlpack__(stream=wrong)
+    assert rec.calls() == []
+    bridge.__dlpack__(stream=2)
+    assert rec.calls() == event_wait("S1", "per-thread")

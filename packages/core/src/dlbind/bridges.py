@@ -19,7 +19,15 @@ from dlbind._generated.enums import DLPACK_VERSION
 from dlbind._libraries import MISSING
 from dlbind.consumer import imported
 from dlbind.described import through_interface
-from dlbind.devices import HOST_ACCESSIBLE, DevicePair, default_stream, device_name, parse_device, stream_free
+from dlbind.devices import (
+    HOST_ACCESSIBLE,
+    DevicePair,
+    check_stream,
+    default_stream,
+    device_name,
+    parse_device,
+    stream_free,
+)
 from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, versioned_asked, wait_for
 from dlbind.routes import (
@@ -206,6 +214,7 @@ class _LegacyReadOnly:
         if max_version is not None or dl_device is not None or copy:
             return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         t = self.tensor
+        check_stream(t.device[0], stream)  # the consumer's stream, by the rule Tensor.__dlpack__ checks it by
         why = t.dtype.legacy_refusal(padded=bool(t._flags & SUBBYTE_PADDED))
         if why is not None:
             raise BufferError(why)
