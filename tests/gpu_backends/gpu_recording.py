@@ -9,6 +9,7 @@ root pyproject.toml), so each backend's conftest imports this module.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import shutil
@@ -243,6 +244,31 @@ class LoadingTests:
             pytest.skip("no libm to load")
         out = self.run(f"import dlbind; print(dlbind.backends()['{self.backend}'].reason)", **{self.env(): libm})
         assert out.startswith(f"runtime error: {libm} is not a {self.runtime_text} runtime")
+
+    def test_a_library_missing_later_symbols_is_not_the_runtime(self, tmp_path: Path) -> None:
+        """A library with the runtime's version call and none of its other functions (a stub, a wrong build): the
+        probe says it is no runtime, every call needing it raises the backend's Unavailable with that, and the
+        answer is kept (the library is not loaded again on every call)."""
+        gcc = shutil.which("gcc") or shutil.which("cc")
+        if gcc is None:
+            pytest.skip("building a partial runtime needs a C compiler (apt-get install gcc)")
+        b = self.backend
+        prefix = importlib.import_module(f"dlbind_{b}._runtime").Runtime.prefix
+        source, lib = tmp_path / "partial.c", tmp_path / f"libpartial_{b}.so"
+        source.write_text(f"int {prefix}RuntimeGetVersion(int *v) {{ *v = 12000; return 0; }}\n")
+        subprocess.run([gcc, "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+        code = (
+            f"import json, dlbind, dlbind_{b}, dlbind_{b}._runtime as r\n"
+            f"s = dlbind.backends()['{b}']\n"
+            f"try:\n    dlbind_{b}.empty((2,))\nexcept dlbind_{b}.Unavailable as e:\n    err = str(e)\n"
+            f"print(json.dumps([s.available, s.reason, dlbind_{b}.probe().reason, err, r.runtime() is r.runtime()]))"
+        )
+        available, reason, probed, err, kept = json.loads(self.run(code, **{self.env(): str(lib)}))
+        assert not available
+        assert reason.startswith(f"runtime error: {lib} is not a {self.runtime_text} runtime ("), reason
+        assert f"{prefix}DriverGetVersion" in reason and probed == reason
+        assert err == f"dlbind-{b} is unavailable: {reason}"
+        assert kept
 
     def real_runtime(self) -> tuple[bool, str, str, int, str, str]:
         """What the real runtime says here, in a fresh interpreter: (available, reason, runtime version,

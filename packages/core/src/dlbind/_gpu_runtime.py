@@ -127,11 +127,14 @@ class GpuRuntime:
             self.lib, self.path = find_library(decl.LIBRARY_ENV, decl.LIBRARY_WHEELS, decl.LIBRARY_NAMES, ffi.dlopen)
         except OSError as exc:
             return Probe(False, str(exc))
-        value = ffi.new("int *")
-        try:
-            code = self.sym("RuntimeGetVersion")(value)
-        except (AttributeError, ffi.error) as exc:  # a library without the runtime's symbols
+        try:  # every function the declarations bind, found now: a library without one (a stub, a wrong build) is
+            for name in dir(self.lib):  # no runtime, said once and kept, not a cffi error at the first call
+                if name.startswith(self.prefix):
+                    getattr(self.lib, name)
+        except (AttributeError, ffi.error) as exc:
             return Probe(False, f"runtime error: {self.path} is not a {self.runtime_name} runtime ({exc})")
+        value = ffi.new("int *")
+        code = self.sym("RuntimeGetVersion")(value)
         if code:
             return Probe(False, f"runtime error: {self.error(self.prefix + 'RuntimeGetVersion', code)}")
         self.runtime_version = value[0]
