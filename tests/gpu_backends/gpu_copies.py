@@ -631,3 +631,20 @@ class CopyTests:
         assert np.array_equal(np.from_dlpack(t, device="cpu", copy=True), a)
         assert np.array_equal(np.from_dlpack(t, device="cpu", copy=True), a)
         assert sum(self.pinned in c for c in rec.calls()) == 1
+
+    def test_an_export_to_the_host_waits_for_the_data_once(self, rec: Recording) -> None:
+        """``__dlpack__(dl_device=cpu)`` of a tensor ready on a stream: the default stream waits for it once (the
+        export's wait), then the host copy is queued there and synchronised."""
+        a = np.arange(6, dtype=np.float32)
+        s = self.recording.user_stream()
+        t = dlbind.from_dlpack(self.upload(a), stream=s)  # ready on S1
+        rec.clear()
+        out = dlbind.from_dlpack(t.__dlpack__(dl_device=(dlbind.DeviceType.kDLCPU, 0), max_version=(1, 3)))
+        assert np.array_equal(np.from_dlpack(out), a)
+        d = self.name_of(self.default_stream, {})
+        calls = self.calls(rec)
+        records = [c for c in calls if "EventRecord" in c]  # one event, recorded on S1, waited for by the default
+        assert len(records) == 1 and records[0].endswith(", S1)"), calls
+        event = records[0][records[0].index("(") + 1 : records[0].index(",")]
+        assert [c for c in calls if "StreamWaitEvent" in c] == [f"{self.prefix}StreamWaitEvent({d}, {event}, 0)"]
+        assert calls[-1] == f"{self.prefix}StreamSynchronize({d})"

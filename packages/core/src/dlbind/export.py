@@ -281,7 +281,8 @@ def export_memory(
             raise BufferError(
                 f"{_PACKAGE} exports host data only to the CPU, not to {device_name(target[0])}:{target[1]}"
             )
-        mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem)
+        # the data's stream was waited for above: the host copy (queued on the default stream) waits no more
+        mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem._replace(stream=None))
     elif copy:
         mem = copy_device(mem, stream) if mem.device[0] not in HOST_ACCESSIBLE else copy_host(mem)
     if not versioned and mem.readonly:
