@@ -4,11 +4,14 @@ what only CUDA has (managed memory, the per-thread default stream)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+import dlbind
 import dlbind_cuda
-from cuda_recording import Recording
-from dlbind import DeviceType
+from cuda_recording import Recording, user_stream
+from dlbind import DeviceType, Flags
 from dlbind_cuda._backend import backend
 from gpu_copies import CopyTests, read
 
@@ -36,3 +39,30 @@ class TestCudaCopies(CopyTests):
         assert self.calls(rec)[0] == "cudaMallocManaged(48) -> M1 on device 0"
         assert self.calls(rec)[1] == "cudaMemcpy2DAsync(M1+0, 12, M0+0, 4, 4, 4, Default, per-thread)"
         assert np.array_equal(read(out.data, 48).view(np.float32), values.reshape(3, 4).T.reshape(-1))
+
+    def test_a_copy_of_managed_memory_is_made_on_the_device_on_the_consumer_stream(self, rec: Recording) -> None:
+        """``__dlpack__(copy=True)`` of managed memory ready on a stream: a stream orders it, so the copy is made on
+        the device, after the data's stream, on the consumer's (for ``stream=None``, a CPU reader's, the default
+        stream, then synchronised), and stays managed: not read by the CPU before the data is ready, nor moved to
+        cpu:0 unasked."""
+        values = np.arange(4, dtype=np.float32)
+        s1, s2 = user_stream(), user_stream()
+        t = dlbind.from_dlpack(dlbind_cuda.asarray(values, memory="managed"), stream=s1)  # ready on S1
+        waits = ["cudaEventCreateWithFlags(2) -> E", "cudaEventRecord(E, S1)", "cudaStreamWaitEvent({}, E, 0)",
+                 "cudaEventDestroy(E)"]  # fmt: skip
+        expected = {
+            s2: [*waits, "cudaMallocManaged(16) -> M1 on device 0", "cudaMemcpyAsync(M1+0, M0+0, 16, Default, S2)"],
+            2: [*waits, "cudaMallocManaged(16) -> M2 on device 0",
+                "cudaMemcpyAsync(M2+0, M0+0, 16, Default, per-thread)"],
+            -1: ["cudaMallocManaged(16) -> M3 on device 0", "cudaMemcpyAsync(M3+0, M0+0, 16, Default, S1)"],
+            None: ["cudaStreamSynchronize(S1)", "cudaMallocManaged(16) -> M4 on device 0",
+                   "cudaMemcpyAsync(M4+0, M0+0, 16, Default, legacy)", "cudaStreamSynchronize(legacy)"],
+        }  # fmt: skip
+        names = {s2: "S2", 2: "per-thread"}
+        for stream, calls in expected.items():
+            rec.clear()
+            out = dlbind.from_dlpack(t.__dlpack__(stream=stream, copy=True, max_version=(1, 3)))
+            made = [re.sub(r"\bE\d+\b", "E", c) for c in self.calls(rec) if not c.startswith("cudaFree(")]
+            assert made == [c.format(names.get(stream)) for c in calls]
+            assert out.device == (DeviceType.kDLCUDAManaged, 0) and out.flags == Flags.IS_COPIED
+            assert np.array_equal(np.from_dlpack(out), values)

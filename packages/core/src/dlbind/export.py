@@ -283,8 +283,12 @@ def export_memory(
             )
         # the data's stream was waited for above: the host copy (queued on the default stream) waits no more
         mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem._replace(stream=None))
-    elif copy:
-        mem = copy_device(mem, stream) if mem.device[0] not in HOST_ACCESSIBLE else copy_host(mem)
+    elif copy and mem.device[0] in HOST_ACCESSIBLE and mem.device[0] in STREAM_FREE:
+        mem = copy_host(mem)  # host memory no stream orders (pinned): copied by the CPU
+    elif copy:  # on the device, on the consumer's stream (managed memory stays managed: a stream orders it)
+        mem = copy_device(mem, stream)
+        if mem.stream is not None:  # a CPU reader of managed memory (stream=None): the copy's stream synchronised
+            wait_for(mem.stream, stream, mem.device)
     if not versioned and mem.readonly:
         raise BufferError(
             "read-only data cannot be exported in a legacy 'dltensor' capsule (it has no read-only flag); "
