@@ -128,6 +128,28 @@ def test_pinned_host_memory_converts_in_place_as_explained(system: str, device_t
     assert system != "torch" or out.device == target.device("cpu")
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("copy", [None, True, False])
+@pytest.mark.parametrize("device_type", _PINNED)
+@pytest.mark.parametrize("system", ["numpy", "torch"])
+def test_pinned_host_memory_copies_as_asked_and_explained(
+    system: str, device_type: int, copy: bool | None, device: str | None
+) -> None:
+    """Pinned memory read in place is the CPU's for ``copy=`` and ``device=``: ``copy=True`` copies (it had
+    returned an alias of the producer's memory), ``copy=False`` is zero-copy (it had been refused as a host copy),
+    ``device="cpu"`` reaches the target as cpu memory (torch had been handed cuda_host); what ``explain`` says is
+    what ``convert`` does, in both builds."""
+    pytest.importorskip(system)
+    p = _Pinned(device_type, honours=False)
+    said = dlbind.explain(p, system, copy=copy, device=device)
+    out = dlbind.convert(p, system, copy=copy, device=device)
+    values = np.asarray(out) if system == "numpy" else out.numpy()
+    shares = np.shares_memory(values, p.array)
+    assert values.tolist() == p.array.tolist()
+    assert shares == (said.kind == ExplanationKind.ZERO_COPY), said
+    assert shares == (copy is not True), said
+
+
 @pytest.mark.parametrize("honours", [True, False], ids=["honours", "ignores"])
 @pytest.mark.parametrize("device_type", _PINNED)
 def test_pinned_host_memory_imports_on_the_cpu_asked(device_type: int, honours: bool) -> None:

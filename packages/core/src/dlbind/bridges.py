@@ -634,12 +634,12 @@ def run(p: Plan, tried: bool = False) -> Any:
 def data_bridge(p: Plan, tensor: Tensor) -> Bridge:
     """The bridge of the plan's import ``tensor``: on a device with streams (a relay), the one the relay makes
     there; on the host routes, after the host copy the plan makes, where it makes one (that copy is the one
-    ``copy=True`` asked for, and the device asked is where it is)."""
+    ``copy=True`` asked for, and the device asked is where it is; pinned memory read in place is not one)."""
     d = p.decision
     copy, copy_here, device = p.copy, d.copy_here, p.asked
     if d.kind == RELAY:  # as the Relay's
         copy, device = None, None
-    elif isinstance(d.payload, Host) and d.payload.to_host:
+    elif isinstance(d.payload, Host) and d.payload.to_host and not d.payload.in_place:
         copy, copy_here, device = None, False, None if d.kind == HOST_COPY else p.asked
     return bridge_of(p.route, tensor, copy, copy_here, device, on_device=d.kind == RELAY)
 
@@ -648,12 +648,14 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
     """The plan's one import of its producer, asked as its Decision says: copied to the host first (HOST_COPY,
     or the host asked for by ``device=``), ready on the target's current stream (INTERFACE, where its row names
     that), else on the stream given. ``metadata``: for :func:`dlbind.explain`, which reads the data's facts and
-    copies nothing: a producer's import where it is, unordered on a device with streams."""
+    copies nothing: a producer's import where it is (pinned memory read in place: as the CPU's, as the exchange
+    reads it), unordered on a device with streams."""
     d, here, stream = p.decision, p.here, p.stream
     if metadata:
-        if type(p.producer) is Tensor:
+        in_place = isinstance(d.payload, Host) and d.payload.in_place
+        if type(p.producer) is Tensor and not in_place:
             return p.producer
-        return import_on(p.producer, p.source, here, None if stream_free(here[0]) else -1)
+        return import_on(p.producer, p.source, here, None if stream_free(here[0]) else -1, _in_place(p, in_place))
     to: DevicePair | None = None
     on, asked_copy = stream, None
     if d.kind == HOST_COPY:
@@ -668,6 +670,12 @@ def import_for(p: Plan, *, metadata: bool = False) -> Tensor:
     elif type(p.producer) is Tensor and stream is None:
         return p.producer
     return import_on(p.producer, p.source, here, on, to, asked_copy)
+
+
+def _in_place(p: Plan, in_place: bool) -> DevicePair | None:
+    """Where explain's import of pinned memory read in place asks it (the device asked, or the CPU), as the
+    exchange asks it; None where it is imported where it is."""
+    return (p.asked or _CPU) if in_place else None
 
 
 def refused_here(source: ExportPlan, route: Route, here: Any) -> bool:

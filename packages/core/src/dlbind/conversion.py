@@ -55,7 +55,6 @@ from dlbind.bridges import (
 from dlbind.consumer import imported
 from dlbind.crossing import lacks_own
 from dlbind.devices import (
-    HOST_ACCESSIBLE,
     check_stream,
     device_name,
     parse_device,
@@ -66,7 +65,6 @@ from dlbind.producer import Exporter, SourceExporter, asdlpack
 from dlbind.routes import (
     DEVICE_ARG,
     DIRECT,
-    HOST,
     HOST_COPY,
     INTERFACE,
     NO_HOST,
@@ -340,7 +338,10 @@ def _rendered(p: Plan) -> Explanation:
             f"would take writable), ready on {_on(p)}"
         )
         return Explanation(ExplanationKind.COPY, text, d, p)
-    return _by_bridge(p, tensor, fell_back)
+    said = _by_bridge(p, tensor, fell_back)
+    if isinstance(d.payload, Host) and d.payload.in_place and said.kind != ExplanationKind.REFUSED:
+        said = said._replace(text=f"{said.text} ({d.why})")  # pinned memory, read as the CPU's where it is
+    return said
 
 
 def _read(p: Plan) -> tuple[Tensor, bool] | Explanation:
@@ -392,9 +393,7 @@ def _by_decision(p: Plan) -> Explanation | None:
         copied = d.copy_kw is True or imp.copy == Copy.ALWAYS
         copies: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
         return Explanation(copies, f"{copies}: {imp.function}{_shown(d)}, {a.name}'s own import", d, p)
-    if kind == HOST and move.to_host and p.here[0] in HOST_ACCESSIBLE:
-        return Explanation(ExplanationKind.ZERO_COPY, f"zero-copy: {d.why}, then {a.name}'s host route", d, p)
-    if move.to_host:  # HOST_COPY, or HOST with the host asked for
+    if move.to_host and not move.in_place:  # HOST_COPY, or HOST with the host asked for
         text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
         return Explanation(ExplanationKind.HOST_COPY, text, d, p)
     if move.copy_in:

@@ -423,6 +423,7 @@ class Host(NamedTuple):
     """What a HOST or HOST_COPY decision adds: how the data reaches the host routes."""
 
     to_host: bool = False  # the data is copied to the host first (HOST_COPY always; device= asks it there)
+    in_place: bool = False  # with to_host: memory the host reads where it is (pinned), asked for as the CPU's, no copy
     copy_in: bool = False  # HOST: the target's own constructor copies the data in (import.copy_with)
     c_route: bool = False  # HOST: the compiled build's C route (a plain call, host memory, a table or handover)
     handover: bool = False  # HOST: the imported Tensor goes to the importer as it is (nothing to bridge)
@@ -603,25 +604,27 @@ def _named(device_type: int) -> str:
 def _host(route: Route, here: int, device: int | None, copy: bool | None, stream: int) -> Decision:
     """The host routes' decision: C where they apply (compiled build, a plain call, host data), else a zero-copy
     Tensor bridged in Python; device memory the target cannot import, or the host asked for by ``device=``, is
-    copied to the host first (by the producer, which knows its device, or the device's backend)."""
+    copied to the host first (by the producer, which knows its device, or the device's backend); memory the host
+    reads where it is (pinned) is asked for as the CPU's there, and ``copy=`` holds for it as for the CPU's."""
     a = route.adapter
     plain = device is None and copy is None and not stream
     on_host = here in HOST_ACCESSIBLE
     copy_in = here in route.copy_from and here not in route.imports
     if device is not None:
-        to_host = not on_host and device in HOST_ACCESSIBLE
+        to_host = device in HOST_ACCESSIBLE and device != here
         reads_host = device in HOST_ACCESSIBLE and not copy_in  # its importer is handed host data
     else:
         to_host = reads_host = not copy_in and _named(here) not in a.import_.devices
     if reads_host and "cpu" not in a.import_.devices:  # a target of device arrays only (CuPy)
         return _refused(f"{a.name} imports from {', '.join(a.import_.devices)} only")
     why = ""
-    if to_host:
+    in_place = to_host and on_host  # host memory already (pinned): read in place as the CPU's, copied as the CPU's
+    if in_place:
+        why = f"{_named(here)} memory is readable by the host: imported as cpu memory"
+    elif to_host:
         if copy is False:
             return _refused(f"{a.name} needs a host copy of {_named(here)} data, and copy=False forbids it")
-        if on_host:  # host memory already (pinned, managed): read in place as the CPU's where the producer can
-            why = f"{_named(here)} memory is readable by the host: imported as cpu memory"
-        elif device is not None:
+        if device is not None:
             why = f"device={device_name(device)} asked"
         else:
             why = f"{a.name} imports from {', '.join(a.import_.devices)} only"
@@ -639,12 +642,15 @@ def _host(route: Route, here: int, device: int | None, copy: bool | None, stream
     c_route = plain and on_host and not to_host and native is not None and route.in_c
     keywords: tuple[DeviceKeyword, Any, bool] = (NO_DEVICE, None, False)  # a copy-in takes none (its constructor's own)
     if not copy_in:  # the importer's, for data where it is given it (on the host after a host copy)
-        found = _keywords_for(route, DEVICE_BY_NAME["cpu"] if to_host else here, device, None if to_host else copy)
+        found = _keywords_for(
+            route, DEVICE_BY_NAME["cpu"] if to_host else here, device, copy if in_place or not to_host else None
+        )
         if isinstance(found, Decision):
             return found
         keywords = found
     device_kw, copy_kw, copy_here = keywords
-    move = Host(to_host=to_host, copy_in=copy_in, c_route=c_route, handover=plain and not route.bridges)
+    handover = plain and not route.bridges
+    move = Host(to_host=to_host, in_place=in_place, copy_in=copy_in, c_route=c_route, handover=handover)
     return Decision(HOST, why, device_kw=device_kw, copy_kw=copy_kw, copy_here=copy_here, payload=move)
 
 
