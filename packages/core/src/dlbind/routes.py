@@ -126,6 +126,8 @@ class Route(NamedTuple):
     # the compiled convert may answer for this target itself (table_type or handover_type): what the compiled
     # build tries before calling the Python convert
     in_c: bool = False
+    # `imports` as the C routes read it: bit d set where its importer takes device type d (none past 63)
+    c_imports: int = 0
     # whether its importer narrows the dtypes of import.narrows now (their setting, import.narrows_unless, read
     # as each array is bridged: it may change while the process runs); None: it narrows none
     narrowing: Callable[[], bool] | None = None
@@ -133,7 +135,7 @@ class Route(NamedTuple):
 
 # its route by the name or module convert's to= gave (an id for anything else), made once; convert looks to= up
 # here before calling plan, and so does the compiled convert, which reads a Route's fields by their places in
-# Route._fields (table_type, handover_type, refuse, importer, stream_of, imports)
+# Route._fields (table_type, handover_type, refuse, importer, stream_of, c_imports)
 ROUTES: dict[Any, Route] = {}
 ROUTES_BY_TYPE = TypeCache()  # array type -> its route (kept no longer than the type)
 
@@ -206,6 +208,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     ignores_readonly = imp.readonly == Readonly.IGNORED
     viewer = dotted(imp.view_with) if imp.lacks_dtypes and imp.view_with else None
     bits = {ours: theirs for theirs, ours in adapter.export.bits} if imp.bits_via else None
+    imports = _device_types(imp.devices)
     return Route(
         adapter=adapter,
         importer=fn,
@@ -217,7 +220,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         keywords=_keywords(fn, adapter),
         viewer=viewer,
         devices={} if imp.device == "namespace" else None,
-        imports=_device_types(imp.devices),
+        imports=imports,
         stream_of=stream_of if stream_of is not None else _stream_of(adapter),
         interface=interface,
         interface_types=_device_types(imp.interface_devices) if interface is not None else frozenset(),
@@ -234,6 +237,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
         counts={},
         in_c=(table_type or handover_type) is not None,
+        c_imports=sum(1 << kind for kind in imports if kind < 64),
         narrowing=_narrowing(imp) if imp.narrows else None,
     )
 

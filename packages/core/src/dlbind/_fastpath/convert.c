@@ -123,15 +123,14 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
     return &c->v;
 }
 
-/* Whether a target whose importer takes the device types `imports` (a frozenset of ints; NULL: taken as
- * checked) takes data on `device_type` where it is: 1 yes, 0 no, -1 error. */
-static int dlbind_imports_type(PyObject *imports, int64_t device_type) {
-    if (imports == NULL) return 1;
-    PyObject *kind = PyLong_FromLongLong((long long)device_type);
-    int found = kind != NULL ? PySet_Contains(imports, kind) : -1;
-    Py_XDECREF(kind);
-    return found;
+/* Whether a target whose importer takes the device types `imports` (Route.c_imports: bit d for device type d)
+ * takes data on `device_type` where it is. */
+static int dlbind_imports_type(uint64_t imports, int64_t device_type) {
+    return device_type >= 0 && device_type < 64 && (imports >> device_type) & 1;
 }
+
+/* Every device type: where Python's plan already chose the C route (convert_to), nothing is checked again. */
+#define DLBIND_IMPORTS_CHECKED (~(uint64_t)0)
 
 /* A struct taken from x that is not valid: refused as Python's import refuses it (its validator's BufferError,
  * naming x), not handed back, for Python's route would ask x again. -1; 0 only where the struct is valid once
@@ -149,10 +148,10 @@ static int dlbind_invalid_struct(void *managed, int versioned, PyObject *x) {
  * route does not apply and Python's general route must say what is wrong; -1 on error. The struct
  * is refused where it is not valid (dlbind_invalid_struct); else handed back (its deleter run) unless it is
  * host-readable now (stream-free device) and passes the refuse bits (1 negative strides, 2 read-only): those
- * cases are Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes (Route.imports), or NULL
- * where Python's plan already chose this route: data elsewhere (pinned host memory, which Python's route
+ * cases are Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes
+ * (Route.c_imports), or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere (pinned host memory, which Python's route
  * asks for on the CPU) is Python's, as dlbind.routes decides it. */
-static int dlbind_import_for_convert(PyObject *x, long refuse, PyObject *imports, DLManagedTensorVersioned **out) {
+static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports, DLManagedTensorVersioned **out) {
     DLManagedTensorVersioned *m = NULL;
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return -1;
@@ -168,8 +167,7 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, PyObject *imports
         if (found < 0) return -1;
         if (found == 0 || !dlbind_device_stream_free(dev.device_type) || !dlbind_device_host(dev.device_type))
             return 0;
-        int here = dlbind_imports_type(imports, dev.device_type);
-        if (here <= 0) return here;
+        if (!dlbind_imports_type(imports, dev.device_type)) return 0;
     }
     if (taken == 0) {
         int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
@@ -212,9 +210,9 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, PyObject *imports
     if (!dlbind_valid(m, 1, 0)) return dlbind_invalid_struct(m, 1, x);
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_device_stream_free(t->device.device_type);
-    int here = hand_back ? 1 : dlbind_imports_type(imports, t->device.device_type);
+    int here = hand_back || dlbind_imports_type(imports, t->device.device_type);
     /* uint8 that may be bool (export.bool = "uint8"): read as the plan reads the array's dtype, as Python's */
-    if (here < 0 || (!hand_back && here && dlbind_uint8_reading(&info, x, t) != 0)) {
+    if (!hand_back && here && (info.bits & DLBIND_TYPE_PYTHON) && dlbind_uint8_reading(&info, x, t) != 0) {
         dlbind_call_deleter(m, 1);
         return -1;
     }
@@ -370,7 +368,7 @@ static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
 /* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
  * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
  * library's own error for the same call, so both builds raise the same. */
-static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, PyObject *imports) {
+static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, uint64_t imports) {
     DLManagedTensorVersioned *m = NULL;
     int found = dlbind_import_for_convert(x, refuse, imports, &m);
     if (found < 0) return NULL;
@@ -402,7 +400,7 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
 /* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
  * there hands back to Python (NotImplemented), whose general route then gives that library's own
  * error for the same call. */
-static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, PyObject *imports) {
+static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, uint64_t imports) {
     DLManagedTensorVersioned *m = NULL;
     int found = dlbind_import_for_convert(x, refuse, imports, &m);
     if (found < 0) return NULL;
@@ -435,14 +433,14 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     if (refuse == -1 && PyErr_Occurred()) return NULL;
     /* a DLPack 0.x copy: both C routes carry a versioned struct; the Python route imports legacily */
     if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NOTIMPLEMENTED;
-    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse, NULL);
+    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse, DLBIND_IMPORTS_CHECKED);
 #if DLBIND_HEADER_HAS_EXCHANGE_API
     const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
     if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return dlbind_convert_table(args[0], target, refuse, NULL);
+    return dlbind_convert_table(args[0], target, refuse, DLBIND_IMPORTS_CHECKED);
 #else
     Py_RETURN_NOTIMPLEMENTED; /* no exchange tables: the Python route */
 #endif
@@ -487,7 +485,7 @@ static int dlbind_route_places(PyObject *route) {
     }
     PyObject *fields = PyObject_GetAttrString((PyObject *)Py_TYPE(route), "_fields");
     if (fields == NULL) return -1;
-    const char *names[6] = {"importer", "table_type", "handover_type", "refuse", "stream_of", "imports"};
+    const char *names[6] = {"importer", "table_type", "handover_type", "refuse", "stream_of", "c_imports"};
     Py_ssize_t found[6];
     for (int i = 0; i < 6; i++) {
         PyObject *name = PyUnicode_FromString(names[i]);
@@ -576,7 +574,8 @@ static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route
     if (PyObject_TypeCheck(x, (PyTypeObject *)target_type)) return Py_NewRef(x); /* already there */
     long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, dlbind_route_refuse));
     if (refuse == -1 && PyErr_Occurred()) return NULL;
-    PyObject *imports = PyTuple_GET_ITEM(route, dlbind_route_imports); /* borrowed: the route is held */
+    uint64_t imports = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(route, dlbind_route_imports));
+    if (imports == (uint64_t)-1 && PyErr_Occurred()) return NULL;
     PyObject *out;
     if (from_dlpack != Py_None) {
         out = dlbind_convert_handover(x, from_dlpack, refuse, imports);
