@@ -88,3 +88,75 @@ def test_a_struct_that_is_not_valid_is_refused_on_its_one_ask(to: str, fields: d
         dlbind.convert(producer, to=to)
     assert producer.asked == 1
     assert [counter.calls for counter in producer.keep] == [1]
+
+
+class Refusing:
+    """A producer whose ``__dlpack__`` refuses every export, its memory described by its array interface (as
+    numpy's refuses an ml_dtypes dtype), counting the times it is asked."""
+
+    def __init__(self, inner: np.ndarray) -> None:
+        self.__array_interface__ = inner.__array_interface__
+        self.inner, self.asked = inner, 0
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.asked += 1
+        raise BufferError("this producer exports nothing")
+
+    def __dlpack_device__(self) -> Any:
+        return (1, 0)
+
+
+class Older:
+    """A producer of an older spec (``__dlpack__(stream=None)`` only: a TypeError for any other keyword, as such
+    a signature raises), counting the times it is asked, refused calls too."""
+
+    def __init__(self, inner: np.ndarray) -> None:
+        self.inner, self.asked = inner, 0
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.asked += 1
+        unexpected = [k for k in kwargs if k != "stream"]  # in the order given, as Python names the first
+        if unexpected:
+            raise TypeError(f"__dlpack__() got an unexpected keyword argument {unexpected[0]!r}")
+        return self.inner.__dlpack__()
+
+    def __dlpack_device__(self) -> Any:
+        return self.inner.__dlpack_device__()
+
+
+@pytest.mark.parametrize("to", ["numpy", "torch"])
+def test_a_refusal_in_the_c_route_is_not_asked_again(to: str) -> None:
+    """convert's C route meets the producer's refusal (a BufferError: its array interface carries the data; a
+    TypeError: an older producer, asked again its way) and continues in Python with what it learned: the
+    producer is asked as often as the pure build asks it (the compiled build asked it once more)."""
+    pytest.importorskip(to)
+    values = np.arange(6.0)
+    for n in range(3):
+        refusing = Refusing(values.copy())
+        assert np.asarray(dlbind.from_dlpack(dlbind.convert(refusing, to=to))).tolist() == values.tolist()
+        assert refusing.asked == 1, f"exchange {n + 1}: asked {refusing.asked} times"
+    for n in range(3):
+        older = Older(values.copy())
+        assert np.asarray(dlbind.from_dlpack(dlbind.convert(older, to=to))).tolist() == values.tolist()
+        # asked with max_version (refused), then its way: twice (its signature says nothing dlbind learns from)
+        assert older.asked == 2, f"exchange {n + 1}: asked {older.asked} times"
+
+
+def test_a_struct_the_target_refuses_unconsumed_is_taken_back() -> None:
+    """numpy's importer refuses a bfloat16 struct that the C route handed it (before consuming its capsule): the
+    struct is taken back and Python's route views it (ml_dtypes), so a producer that exports once is asked once
+    (the compiled build asked again, and such a producer then failed)."""
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+
+    class Once(Counting):
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            if self.asked:
+                raise BufferError("already exported")
+            return super().__dlpack__(**kwargs)
+
+    for n in range(3):  # the type's first exchange plans it; the C route takes every later one
+        producer = Once(torch.arange(4, dtype=torch.bfloat16))  # type: ignore[arg-type]
+        out = dlbind.convert(producer, to="numpy")
+        assert producer.asked == 1, f"exchange {n + 1}"
+        assert out.dtype == ml_dtypes.bfloat16 and out.astype(np.float32).tolist() == [0.0, 1.0, 2.0, 3.0]

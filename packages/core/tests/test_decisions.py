@@ -232,23 +232,22 @@ def test_explain_says_where_the_producers_own_export_refuses(
 ) -> None:
     """Where the producer's own ``__dlpack__`` refuses the array, dlbind exports its memory itself, and the compiled
     convert's C route hands the call to Python: explain says so (not "in C"), from its one import, and convert
-    imports in Python, giving the same data."""
-    from dlbind import bridges
-
+    hands the target's importer a dlbind.Tensor in Python (not the C route's hand-over), giving the same data."""
     x, to = case()
     said = dlbind.explain(x, to)
     assert said.kind == ExplanationKind.ZERO_COPY and "in C" not in said.text, said
     assert f"{type(x).__name__}.__dlpack__ refuses it, so dlbind exports its memory" in said.text, said
-    imports: list[object] = []
-    real = bridges.import_for
+    handed: list[object] = []
+    route = routes.route_to(to)
+    real = route.importer
 
-    def counted(p: Any, **kw: Any) -> Any:
-        imports.append(p.producer)
-        return real(p, **kw)
+    def counted(arg: Any, **kw: Any) -> Any:
+        handed.append(arg)
+        return real(arg, **kw)
 
-    monkeypatch.setattr(bridges, "import_for", counted)
+    monkeypatch.setitem(routes.ROUTES, to, route._replace(importer=counted))
     out = dlbind.convert(x, to)
-    assert imports, f"explain said {said.text!r}, and convert made no Python import"
+    assert [type(a) for a in handed] == [dlbind.Tensor], f"explain said {said.text!r}, and convert handed {handed}"
     assert np.asarray(dlbind.from_dlpack(out)).tobytes() == np.asarray(dlbind.from_dlpack(x)).tobytes()
 
 

@@ -591,9 +591,11 @@ def capsule_for_target(route: Route, producer: Any, index: int) -> object:
 # -- the executor --------------------------------------------------------------------------------------
 
 
-def run(p: Plan, tried: bool = False) -> Any:
+def run(p: Plan, tried: bool = False, taken: Tensor | None = None) -> Any:
     """Run plan ``p`` in one pass: one exchange with the producer, the bridge its data needs
-    (:func:`bridge_of`), the hand-over to the target. ``tried``: the compiled convert tried the C route already.
+    (:func:`bridge_of`), the hand-over to the target. ``tried``: the compiled convert tried the C route already;
+    ``taken``: the Tensor its C route imported there and left to Python (the producer refused that call, or the
+    target the struct), the exchange's one import on a host route.
 
     Where the target's importer asks the producer itself (SAME, DIRECT, RELAY) it is handed what it asks;
     otherwise the producer is imported here once (:func:`import_for`), then bridged and handed over. Nothing
@@ -619,9 +621,11 @@ def run(p: Plan, tried: bool = False) -> Any:
             out = native.convert_to(x, route.table_type, route.refuse)
         else:
             out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
-        if out is not NotImplemented:
+        if type(out) is Tensor:  # imported in C, finished here (no second ask)
+            taken = out
+        elif out is not NotImplemented:
             return out
-    tensor = import_for(p)
+    tensor = taken if taken is not None and kind == HOST and move.c_route else import_for(p)
     if kind == INTERFACE:
         return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
     if move.copy_in:

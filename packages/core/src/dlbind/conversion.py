@@ -117,13 +117,22 @@ def convert(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     tried = route is not None and type(to) is str and route.in_c
     if route is None:
         route = route_to(to)
+    return _ran(x, route, device, copy, stream, tried)
+
+
+def _ran(
+    x: Any, route: Route, device: Any, copy: bool | None, stream: int | None, tried: bool, taken: Tensor | None = None
+) -> Any:
+    """:func:`convert`'s plan of ``x`` for ``route``, run (``tried``: the compiled build's C route asked ``x``
+    already; ``taken``: the Tensor it imported there and left to Python), its failures raised as convert raises
+    them."""
     try:
         p = _plan(x, route, device, copy, stream)
         # the C route asked x itself: not dlbind's producer of what x describes (a buffer), nor the array a system's
         # own export function gave, which it may take now
         tried = tried and p.producer is x
         x = p.producer
-        return run(p, tried)
+        return run(p, tried, taken if tried else None)
     except _PASSED_ON:
         raise
     except Exception as exc:
@@ -484,13 +493,17 @@ def _shown(d: Decision) -> str:
 _PASSED_ON = (BufferError, TypeError, ValueError, MemoryError, SystemError)
 
 
-def resume(failed: BaseException | None, /, *args: Any, **keywords: Any) -> Any:
+def resume(failed: BaseException | Tensor | None, /, *args: Any, **keywords: Any) -> Any:
     """The compiled ``convert``'s one fall-back into Python, told where its C code stopped: ``failed`` None, the
-    whole call ``convert(*args, **keywords)`` is Python's; else the exception that the target's importer raised in
-    its C route of ``convert(x, to)`` (``args``), raised as :func:`convert` raises it (:func:`target_error`)."""
+    whole call ``convert(*args, **keywords)`` is Python's; a Tensor, the one import of ``x`` its C route of
+    ``convert(x, to)`` (``args``) made and left to Python (``x`` refused that call, or the target the struct),
+    finished by Python's route without asking ``x`` again; else the exception that the target's importer raised
+    in that C route, raised as :func:`convert` raises it (:func:`target_error`)."""
     if failed is None:
         return convert(*args, **keywords)
     x, to = args
+    if type(failed) is Tensor:
+        return _ran(x, route_to(to), None, None, None, True, failed)
     raise target_error(x, to, failed)
 
 

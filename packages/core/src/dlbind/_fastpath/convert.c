@@ -145,13 +145,16 @@ static int dlbind_invalid_struct(void *managed, int versioned, PyObject *x) {
 /* An owned DLManagedTensorVersioned of x for the C routes of convert: its type's exchange table, or
  * x.__dlpack__(stream=None, max_version=(1, 3)) (or the call an older producer accepted; a legacy capsule
  * becomes a versioned view, read-only when x's library never writes its arrays). 1 with *out set; 0 (no error set) when the C
- * route does not apply and Python's general route must say what is wrong; -1 on error. The struct
+ * route does not apply and Python's general route must say what is wrong; 2 with *imported set, the Tensor of x
+ * that Python's route finishes (x refused this call: imported as from_dlpack continues, not asked again);
+ * -1 on error. The struct
  * is refused where it is not valid (dlbind_invalid_struct); else handed back (its deleter run) unless it is
  * host-readable now (stream-free device) and passes the refuse bits (1 negative strides, 2 read-only): those
  * cases are Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes
  * (Route.c_imports), or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere (pinned host memory, which Python's route
  * asks for on the CPU) is Python's, as dlbind.routes decides it. */
-static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports, DLManagedTensorVersioned **out) {
+static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports, DLManagedTensorVersioned **out,
+                                     PyObject **imported) {
     DLManagedTensorVersioned *m = NULL;
     dlbind_type_info info;
     if (dlbind_type_info_of(x, &info) != 0) return -1;
@@ -181,10 +184,13 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports,
                                                 dlbind_cfg.kwnames_dlpack);
         }
         if (capsule == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_AttributeError) &&
-                !PyErr_ExceptionMatches(PyExc_BufferError))
-                return -1;
-            PyErr_Clear(); /* the general route bridges it (an older producer, a buffer protocol) or says why not */
+            if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+                /* an older producer, or one whose buffer carries what it refuses: continued as from_dlpack's */
+                *imported = dlbind_after_refusal(x, older);
+                return *imported != NULL ? 2 : -1;
+            }
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear(); /* the general route bridges it (a buffer protocol) or says why not */
             return 0;
         }
         if (!PyCapsule_CheckExact(capsule)) {
@@ -237,6 +243,15 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports,
     return 1;
 }
 
+/* What a target that refused the C route's struct left of it: the Tensor Python's route finishes (the struct
+ * wrapped, or the Tensor a call of the target made of it), so that x is not asked again; NotImplemented where the
+ * target took the struct (Python's route asks x again). */
+static PyObject *dlbind_untaken(DLManagedTensorVersioned *m, PyObject *tensor) {
+    if (tensor != NULL) return Py_NewRef(tensor); /* m was moved into it */
+    if (m == NULL) Py_RETURN_NOTIMPLEMENTED;
+    return dlbind_tensor_wrap(m, 1, 0, NULL); /* checked when it was taken */
+}
+
 /* Handover: a producer of one imported struct, for a consumer that has no exchange table. Its
  * first plain __dlpack__ call (versioned, no stream/copy, dl_device None or where the data is)
  * hands the struct itself over in a capsule: no second struct, no dlbind.Tensor in between. Any
@@ -246,6 +261,7 @@ typedef struct {
     PyObject_HEAD
     DLManagedTensorVersioned *m; /* owned until handed over */
     PyObject *tensor;            /* the dlbind.Tensor of m, once a call needed one */
+    PyObject *handed;            /* the capsule m was handed over in: taken back if the consumer failed unconsumed */
     DLDevice device;
 } dlbind_handover;
 
@@ -269,6 +285,7 @@ static void dlbind_handover_dealloc(dlbind_handover *self) {
     self->m = NULL;
     if (m != NULL) dlbind_call_deleter(m, 1);
     Py_CLEAR(self->tensor);
+    Py_CLEAR(self->handed);
     dlbind_free_list_keep(&dlbind_handovers, (PyObject *)self);
 }
 
@@ -283,6 +300,7 @@ static PyObject *dlbind_handover_new(DLManagedTensorVersioned *m) {
     }
     self->m = m;
     self->tensor = NULL;
+    self->handed = NULL;
     self->device = m->dl_tensor.device;
     PyObject_GC_Track((PyObject *)self);
     return (PyObject *)self;
@@ -309,7 +327,9 @@ static PyObject *dlbind_handover_dlpack(dlbind_handover *self, PyObject *const *
     if (fast && parsed.versioned && self->m != NULL) {
         DLManagedTensorVersioned *m = self->m;
         self->m = NULL; /* the capsule owns it now (or its deleter ran) */
-        return dlbind_capsule_of(m, 1);
+        PyObject *capsule = dlbind_capsule_of(m, 1);
+        Py_XSETREF(self->handed, Py_XNewRef(capsule));
+        return capsule;
     }
     PyObject *tensor = dlbind_handover_tensor(self);
     if (tensor == NULL) return NULL;
@@ -370,9 +390,11 @@ static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
  * library's own error for the same call, so both builds raise the same. */
 static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, uint64_t imports) {
     DLManagedTensorVersioned *m = NULL;
-    int found = dlbind_import_for_convert(x, refuse, imports, &m);
+    PyObject *taken = NULL;
+    int found = dlbind_import_for_convert(x, refuse, imports, &m, &taken);
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NOTIMPLEMENTED;
+    if (found == 2) return taken;
     void *out = NULL;
     /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
      * (it calls the deleter when its checks run after taking the struct: "numel ... overflow", not for
@@ -388,10 +410,12 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
         m->deleter = rec.deleter;
     }
     if (failed) {
-        if (!rec.called) dlbind_call_deleter(m, 1);
-        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt stands */
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) { /* KeyboardInterrupt stands */
+            if (!rec.called) dlbind_call_deleter(m, 1);
+            return NULL;
+        }
         PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
+        return dlbind_untaken(rec.called ? NULL : m, NULL);
     }
     return (PyObject *)out;
 }
@@ -402,18 +426,27 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
  * error for the same call. */
 static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, uint64_t imports) {
     DLManagedTensorVersioned *m = NULL;
-    int found = dlbind_import_for_convert(x, refuse, imports, &m);
+    PyObject *taken = NULL;
+    int found = dlbind_import_for_convert(x, refuse, imports, &m, &taken);
     if (found < 0) return NULL;
     if (found == 0) Py_RETURN_NOTIMPLEMENTED;
+    if (found == 2) return taken;
     PyObject *producer = dlbind_handover_new(m);
     if (producer == NULL) return NULL;
     PyObject *out = PyObject_Vectorcall(from_dlpack, &producer, 1, NULL);
-    Py_DECREF(producer);
-    if (out == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt and the like stand */
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) { /* KeyboardInterrupt and the like stand */
         PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
+        dlbind_handover *h = (dlbind_handover *)producer; /* what the importer left of the struct */
+        DLManagedTensorVersioned *left = h->m;
+        h->m = NULL;
+        if (left == NULL && h->handed != NULL && PyCapsule_IsValid(h->handed, DLBIND_NAME_VERSIONED)) {
+            int versioned; /* handed over, failed unconsumed: its capsule's destructor would release it */
+            left = (DLManagedTensorVersioned *)dlbind_take(h->handed, &versioned);
+            if (left == NULL) PyErr_Clear(); /* not taken back: Python's route asks again */
+        }
+        out = dlbind_untaken(left, h->tensor);
     }
+    Py_DECREF(producer);
     return out;
 }
 
@@ -623,6 +656,11 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
                 out = dlbind_convert_route(args[0], to, route);
             }
             Py_DECREF(route);
+            if (out != NULL && Py_TYPE(out) == dlbind_cfg.tensor_type) { /* x imported: Python's route finishes */
+                PyObject *pair[2] = {args[0], to}, *taken = out;
+                out = dlbind_resume(dlbind_cfg.convert, taken, pair, 2, NULL);
+                Py_DECREF(taken);
+            }
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);
         }

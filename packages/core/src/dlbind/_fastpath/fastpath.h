@@ -307,6 +307,9 @@ extern PyTypeObject dlbind_tensor_core_type;
  * object whose __dlpack__ gave it; NULL: none known) where the struct's extent is the fault (check_managed). */
 PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector, PyObject *producer);
 PyObject *dlbind_consume_capsule(PyObject *capsule, PyObject *producer);
+/* The plain import of x whose __dlpack__ call raised the pending TypeError or BufferError, continued by Python
+ * (dlbind.consumer.resume) without asking x again (older: the call its type accepted, refused this time). */
+PyObject *dlbind_after_refusal(PyObject *x, int older);
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);

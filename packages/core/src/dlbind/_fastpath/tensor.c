@@ -552,7 +552,6 @@ static PyObject *dlbind_from_table(PyObject *x, const dlbind_type_info *info, DL
     return tensor;
 }
 
-static PyObject *dlbind_after_refusal(PyObject *x, int older);
 
 /* A producer that may be on a device with streams: None names the device's default stream, which it is asked
  * for explicitly (as torch and CuPy ask), and the Tensor is ready there. 1: answered in *res (NULL: an error),
@@ -603,7 +602,7 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
  * dlbind.consumer.resume((error, older), x): an older producer (asked again with fewer keywords), its system's
  * refusal type, or one whose buffer protocol carries what __dlpack__ refuses; never a second call of the call it
  * accepted before (older). */
-static PyObject *dlbind_after_refusal(PyObject *x, int older) {
+PyObject *dlbind_after_refusal(PyObject *x, int older) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
