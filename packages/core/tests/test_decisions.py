@@ -366,3 +366,22 @@ def test_the_targets_own_array_that_cannot_say_where_it_is_is_itself_on_every_ca
             dlbind.convert(x, "torch", **kwargs)
     with pytest.raises(ValueError, match="meta"):
         dlbind.convert(x, "numpy")
+
+
+def test_a_byte_offset_of_part_of_an_element_is_copied_for_a_target_that_refuses_it() -> None:
+    """torch refuses a byte_offset that is not a whole number of elements (its row's import.byte_offset_items;
+    a ValueError from torch, which explain had called zero-copy): dlbind copies such data first, as explain says,
+    and copy=False is refused with a BufferError naming the byte_offset."""
+    pytest.importorskip("torch")
+    rows = [name for name, row in ADAPTERS.items() if row.import_.byte_offset_items]
+    assert "torch" in rows
+    buf = np.arange(16, dtype=np.uint8)
+    x = dlbind.from_pointer(buf.ctypes.data, (3,), "float32", byte_offset=2, owner=buf)
+    said = dlbind.explain(x, "torch")
+    assert said.kind == ExplanationKind.COPY and "byte_offset of 2 bytes" in said.text, said
+    out = dlbind.convert(x, "torch")
+    assert out.numpy().tobytes() == buf.tobytes()[2:14]
+    with pytest.raises(BufferError, match="byte_offset of 2 bytes"):
+        dlbind.convert(x, "torch", copy=False)
+    aligned = dlbind.from_pointer(buf.ctypes.data, (3,), "float32", byte_offset=4, owner=buf)
+    assert dlbind.explain(aligned, "torch").kind == ExplanationKind.ZERO_COPY

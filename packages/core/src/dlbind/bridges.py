@@ -372,6 +372,9 @@ def needs_copy(route: Route, tensor: Tensor) -> str | None:
         return "strides that are not compact (row-major)"
     if not adapter.import_.byte_offset and tensor.byte_offset:
         return "a byte_offset (it ignores it)"
+    item = tensor._bits * tensor._lanes // 8  # whole bytes; sub-byte elements have no byte_offset of a part
+    if adapter.import_.byte_offset_items and item and tensor.byte_offset % item:
+        return f"a byte_offset of {tensor.byte_offset} bytes, not a whole number of {item}-byte elements"
     if tensor._flags & _READ_ONLY:  # the int, not the Flags enum of Tensor.readonly: this is every convert's path
         if route.ignores_readonly:
             return "read-only data (it imports read-only data writable)"

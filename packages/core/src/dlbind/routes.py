@@ -120,7 +120,8 @@ class Route(NamedTuple):
     by_dtype: dict[str, Any] | None = None  # dtype name -> its importer of that dtype (import.by_dtype), or None
 
     bridges: bool = False  # an array of it may need a bridge on the host routes (a copy, a wrapper, a viewer)
-    refuse: int = 0  # what the C route must hand back to Python: 1 negative strides, 2 read-only data
+    # what the C route must copy first: 1 negative strides, 2 read-only data, 4 a byte_offset of a part of an element
+    refuse: int = 0
     # device type -> (how many devices of it the target has here, or None where only trying tells; in words)
     counts: dict[int, tuple[int | None, str]] | None = None
     # the compiled convert may answer for this target itself (table_type or handover_type): what the compiled
@@ -234,7 +235,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         by_dtype={name: dotted(fn) for name, fn in imp.by_dtype} if imp.by_dtype else None,
         bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
         or bits is not None or _bridges(imp),
-        refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly),
+        refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly) | 4 * int(imp.byte_offset_items),
         counts={},
         in_c=(table_type or handover_type) is not None,
         c_imports=sum(1 << kind for kind in imports if kind < 64),
@@ -269,7 +270,7 @@ def _bridges(imp: Import) -> bool:
     """Whether an array may need a bridge to the row's importer on the host routes for what the row says of the
     importer's layout, byte_offset, what it takes, its dimensions, dtypes, bool and alignment."""
     return (
-        imp.layout == Layout.COMPACT or not imp.byte_offset or imp.takes != Takes.PRODUCER
+        imp.layout == Layout.COMPACT or not imp.byte_offset or imp.byte_offset_items or imp.takes != Takes.PRODUCER
         or bool(imp.ndims) or bool(imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype)
         or imp.bool_as != ImportBool.BOOL or bool(imp.alignment) or bool(imp.narrows)
     )  # fmt: skip

@@ -147,12 +147,12 @@ static int dlbind_invalid_struct(void *managed, int versioned, PyObject *x) {
  * becomes a versioned view, read-only when x's library never writes its arrays). 1 with *out set; 0 (no error set) when the C
  * route does not apply and Python's general route must say what is wrong; 2 with *imported set, the Tensor of x
  * that Python's route finishes (x refused this call: imported as from_dlpack continues, not asked again);
- * -1 on error. The struct
- * is refused where it is not valid (dlbind_invalid_struct); else handed back (its deleter run) unless it is
- * host-readable now (stream-free device) and passes the refuse bits (1 negative strides, 2 read-only): those
- * cases are Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes
- * (Route.c_imports), or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere (pinned host memory, which Python's route
- * asks for on the CPU) is Python's, as dlbind.routes decides it. */
+ * -1 on error. The struct is refused where it is not valid (dlbind_invalid_struct); else handed back (its
+ * deleter run) unless it is host-readable now (stream-free device); what the target cannot view (the refuse bits:
+ * 1 negative strides, 2 read-only, 4 a byte_offset of a part of an element) is copied here, and what C cannot copy
+ * is Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes
+ * (Route.c_imports), or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere
+ * (pinned host memory, which Python's route asks for on the CPU) is Python's, as dlbind.routes decides it. */
 static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports, DLManagedTensorVersioned **out,
                                      PyObject **imported) {
     DLManagedTensorVersioned *m = NULL;
@@ -223,7 +223,10 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports,
         return -1;
     }
     hand_back = hand_back || !here;
-    int copy = 0; /* what the target cannot view (refuse: 1 negative strides, 2 read-only) is copied here */
+    /* what the target cannot view is copied here (refuse: 1 negative strides, 2 read-only, 4 a byte_offset of a
+     * part of an element) */
+    int copy = 0, item = t->dtype.bits * t->dtype.lanes / 8;
+    if ((refuse & 4) && item > 0 && t->byte_offset % (uint64_t)item) copy = 1;
     if (!hand_back && (refuse & 1) && t->strides != NULL)
         for (int i = 0; i < t->ndim; i++)
             if (t->strides[i] < 0) copy = 1;
@@ -458,7 +461,7 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     (void)mod;
     if (nargs != 3 && nargs != 4) {
         PyErr_SetString(PyExc_TypeError,
-                        "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only[, from_dlpack])");
+                        "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only | 4 byte_offset[, from_dlpack])");
         return NULL;
     }
     if (!dlbind_configured()) return NULL;
