@@ -395,9 +395,7 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
     DLManagedTensorVersioned *m = NULL;
     PyObject *taken = NULL;
     int found = dlbind_import_for_convert(x, refuse, imports, &m, &taken);
-    if (found < 0) return NULL;
-    if (found == 0) Py_RETURN_NOTIMPLEMENTED;
-    if (found == 2) return taken;
+    if (found != 1) return found < 0 ? NULL : found == 2 ? taken : Py_NewRef(Py_NotImplemented);
     void *out = NULL;
     /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
      * (it calls the deleter when its checks run after taking the struct: "numel ... overflow", not for
@@ -431,9 +429,7 @@ static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, lon
     DLManagedTensorVersioned *m = NULL;
     PyObject *taken = NULL;
     int found = dlbind_import_for_convert(x, refuse, imports, &m, &taken);
-    if (found < 0) return NULL;
-    if (found == 0) Py_RETURN_NOTIMPLEMENTED;
-    if (found == 2) return taken;
+    if (found != 1) return found < 0 ? NULL : found == 2 ? taken : Py_NewRef(Py_NotImplemented);
     PyObject *producer = dlbind_handover_new(m);
     if (producer == NULL) return NULL;
     PyObject *out = PyObject_Vectorcall(from_dlpack, &producer, 1, NULL);
