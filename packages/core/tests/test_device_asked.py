@@ -14,7 +14,7 @@ from dlbind import capsule
 from dlbind._generated.adapters import ADAPTERS
 from dlbind._generated.enums import DeviceType
 from dlbind.conversion import ExplanationKind
-from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE
+from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, device_name
 from dlbind.routes import ROUTES, make_route
 
 TAKE_DEVICE = sorted(name for name, row in ADAPTERS.items() if "device" in row.import_.keywords)
@@ -148,6 +148,20 @@ def test_pinned_host_memory_copies_as_asked_and_explained(
     assert values.tolist() == p.array.tolist()
     assert shares == (said.kind == ExplanationKind.ZERO_COPY), said
     assert shares == (copy is not True), said
+
+
+@pytest.mark.parametrize("device_type", _PINNED)
+@pytest.mark.parametrize("system", ["numpy", "torch"])
+def test_pinned_memory_asked_where_it_is_of_a_target_without_it_is_refused(system: str, device_type: int) -> None:
+    """``device=`` the data's own device, which the target holds no arrays of (numpy and pinned memory), is refused
+    as another device it lacks is, by explain and convert alike (explain had said zero-copy and convert then
+    failed in the target's importer)."""
+    pytest.importorskip(system)
+    name = device_name(device_type)
+    said = dlbind.explain(_Pinned(device_type, honours=False), system, device=name)
+    assert said.kind == ExplanationKind.REFUSED and f"{system} holds no {name} arrays" in said.text, said
+    with pytest.raises(BufferError, match=f"{system} holds no {name} arrays"):
+        dlbind.convert(_Pinned(device_type, honours=False), system, device=name)
 
 
 @pytest.mark.parametrize("honours", [True, False], ids=["honours", "ignores"])

@@ -624,8 +624,8 @@ def run(p: Plan, tried: bool = False, taken: Tensor | None = None) -> Any:
             out = native.convert_to(x, route.table_type, route.refuse)
         else:
             out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
-        if type(out) is Tensor:  # imported in C, finished here (no second ask)
-            taken = out
+        if type(out) is tuple and out[0] is NotImplemented:  # imported in C, finished here (no second ask)
+            taken = out[1]
         elif out is not NotImplemented:
             return out
     tensor = taken if taken is not None and kind == HOST and move.c_route else import_for(p)

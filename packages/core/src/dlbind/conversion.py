@@ -184,7 +184,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             check_guards(x, source)
         except BufferError as exc:
             return p._replace(refused=str(exc))
-    if asked is not None and asked != here:
+    if asked is not None and (asked != here or not _holds(route, here[0])):
         refused, untested = _device_asked(route, asked, device)
         if refused:
             return p._replace(refused=refused)
@@ -211,6 +211,12 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
     except BufferError as exc:
         return p._replace(refused=str(exc))
     return p._replace(kwargs=kwargs)
+
+
+def _holds(route: Route, device_type: int) -> bool:
+    """Whether the target takes data on ``device_type`` in any way: a device asked that it holds no arrays of is
+    refused, the data's own too (pinned memory for numpy)."""
+    return device_type in route.imports or device_type in route.interface_types or device_type in route.copy_from
 
 
 def _device_asked(route: Route, asked: tuple[int, int], device: Any) -> tuple[str, str]:

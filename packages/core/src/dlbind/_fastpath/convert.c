@@ -246,13 +246,13 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports,
     return 1;
 }
 
-/* What a target that refused the C route's struct left of it: the Tensor Python's route finishes (the struct
- * wrapped, or the Tensor a call of the target made of it), so that x is not asked again; NotImplemented where the
- * target took the struct (Python's route asks x again). */
-static PyObject *dlbind_untaken(DLManagedTensorVersioned *m, PyObject *tensor) {
-    if (tensor != NULL) return Py_NewRef(tensor); /* m was moved into it */
-    if (m == NULL) Py_RETURN_NOTIMPLEMENTED;
-    return dlbind_tensor_wrap(m, 1, 0, NULL); /* checked when it was taken */
+/* NotImplemented, with *taken the Tensor of what a target that refused the C route's struct left of it: the
+ * struct wrapped, or the Tensor a call of the target made of it, which Python's route finishes so that x is not
+ * asked again (*taken stays NULL where the target took the struct: Python's route asks x again). NULL on error. */
+static PyObject *dlbind_untaken(DLManagedTensorVersioned *m, PyObject *tensor, PyObject **taken) {
+    if (tensor != NULL) *taken = Py_NewRef(tensor); /* m was moved into it */
+    else if (m != NULL && (*taken = dlbind_tensor_wrap(m, 1, 0, NULL)) == NULL) return NULL; /* checked when taken */
+    Py_RETURN_NOTIMPLEMENTED;
 }
 
 /* Handover: a producer of one imported struct, for a consumer that has no exchange table. Its
@@ -391,11 +391,11 @@ static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
 /* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
  * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
  * library's own error for the same call, so both builds raise the same. */
-static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, uint64_t imports) {
+static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, uint64_t imports,
+                                      PyObject **taken) {
     DLManagedTensorVersioned *m = NULL;
-    PyObject *taken = NULL;
-    int found = dlbind_import_for_convert(x, refuse, imports, &m, &taken);
-    if (found != 1) return found < 0 ? NULL : found == 2 ? taken : Py_NewRef(Py_NotImplemented);
+    int found = dlbind_import_for_convert(x, refuse, imports, &m, taken);
+    if (found != 1) return found < 0 ? NULL : Py_NewRef(Py_NotImplemented); /* 2: *taken is Python's */
     void *out = NULL;
     /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
      * (it calls the deleter when its checks run after taking the struct: "numel ... overflow", not for
@@ -406,30 +406,29 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
     m->manager_ctx = &rec;
     m->deleter = dlbind_inflight_deleter;
     int failed = target->managed_tensor_to_py_object_no_sync(m, &out) != 0 || out == NULL;
+    /* the target's error dropped while the trampoline still records: what it held of m releases m there */
+    int interrupt = failed && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception); /* it stands */
+    if (failed && !interrupt) PyErr_Clear();
     if (!rec.called) { /* m is alive: put its own deleter back */
         m->manager_ctx = rec.ctx;
         m->deleter = rec.deleter;
     }
-    if (failed) {
-        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) { /* KeyboardInterrupt stands */
-            if (!rec.called) dlbind_call_deleter(m, 1);
-            return NULL;
-        }
-        PyErr_Clear();
-        return dlbind_untaken(rec.called ? NULL : m, NULL);
+    if (interrupt) {
+        if (!rec.called) dlbind_call_deleter(m, 1);
+        return NULL;
     }
-    return (PyObject *)out;
+    return failed ? dlbind_untaken(rec.called ? NULL : m, NULL, taken) : (PyObject *)out;
 }
 #endif
 
 /* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
  * there hands back to Python (NotImplemented), whose general route then gives that library's own
  * error for the same call. */
-static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, uint64_t imports) {
+static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, uint64_t imports,
+                                         PyObject **taken) {
     DLManagedTensorVersioned *m = NULL;
-    PyObject *taken = NULL;
-    int found = dlbind_import_for_convert(x, refuse, imports, &m, &taken);
-    if (found != 1) return found < 0 ? NULL : found == 2 ? taken : Py_NewRef(Py_NotImplemented);
+    int found = dlbind_import_for_convert(x, refuse, imports, &m, taken);
+    if (found != 1) return found < 0 ? NULL : Py_NewRef(Py_NotImplemented); /* 2: *taken is Python's */
     PyObject *producer = dlbind_handover_new(m);
     if (producer == NULL) return NULL;
     PyObject *out = PyObject_Vectorcall(from_dlpack, &producer, 1, NULL);
@@ -443,14 +442,25 @@ static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, lon
             left = (DLManagedTensorVersioned *)dlbind_take(h->handed, &versioned);
             if (left == NULL) PyErr_Clear(); /* not taken back: Python's route asks again */
         }
-        out = dlbind_untaken(left, h->tensor);
+        out = dlbind_untaken(left, h->tensor, taken);
     }
     Py_DECREF(producer);
     return out;
 }
 
+/* A C route's NotImplemented with the Tensor it imported and left to Python (taken; NULL: none) as convert_to
+ * answers it to Python's route: (NotImplemented, taken). Steals both. */
+static PyObject *dlbind_with_taken(PyObject *out, PyObject *taken) {
+    if (out != Py_NotImplemented || taken == NULL) return out;
+    PyObject *pair = PyTuple_Pack(2, out, taken);
+    Py_DECREF(out);
+    Py_DECREF(taken);
+    return pair;
+}
+
 /* convert_to(x, target_type, refuse[, from_dlpack]) -> the converted object, or NotImplemented when
- * the C route does not apply (the Python code then takes the general one). Without from_dlpack:
+ * the C route does not apply (the Python code then takes the general one), or (NotImplemented, Tensor) when it
+ * imported x and leaves the Tensor to Python's route (x refused that call, or the target the struct). Without from_dlpack:
  * producer table (or __dlpack__) -> DLManagedTensorVersioned -> the target type's
  * managed_tensor_to_py_object_no_sync. With it: from_dlpack(Handover of that struct). */
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
@@ -465,14 +475,16 @@ PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t 
     if (refuse == -1 && PyErr_Occurred()) return NULL;
     /* a DLPack 0.x copy: both C routes carry a versioned struct; the Python route imports legacily */
     if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NOTIMPLEMENTED;
-    if (nargs == 4 && args[3] != Py_None) return dlbind_convert_handover(args[0], args[3], refuse, DLBIND_IMPORTS_CHECKED);
+    PyObject *taken = NULL;
+    if (nargs == 4 && args[3] != Py_None)
+        return dlbind_with_taken(dlbind_convert_handover(args[0], args[3], refuse, DLBIND_IMPORTS_CHECKED, &taken), taken);
 #if DLBIND_HEADER_HAS_EXCHANGE_API
     const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
     if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return dlbind_convert_table(args[0], target, refuse, DLBIND_IMPORTS_CHECKED);
+    return dlbind_with_taken(dlbind_convert_table(args[0], target, refuse, DLBIND_IMPORTS_CHECKED, &taken), taken);
 #else
     Py_RETURN_NOTIMPLEMENTED; /* no exchange tables: the Python route */
 #endif
@@ -594,8 +606,9 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *rout
 
 /* x converted by the C route of `route` (to's Route record): where it has a target array type with an exchange
  * table (table_type), or one it hands over in C (handover_type, through its importer); NotImplemented (a new
- * reference) where it has neither or the producer takes another way, NULL with the error convert raises. */
-static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route) {
+ * reference) where it has neither or the producer takes another way (with *taken, the Tensor it imported and
+ * leaves to Python's route, where it made one), NULL with the error convert raises. */
+static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route, PyObject **taken) {
     if (dlbind_route_places(route) < 0) return NULL;
     PyObject *target_type = PyTuple_GET_ITEM(route, dlbind_route_table), *from_dlpack = Py_None;
     if (target_type == Py_None) { /* a handover: its importer is handed the producer */
@@ -610,12 +623,12 @@ static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route
     if (imports == (uint64_t)-1 && PyErr_Occurred()) return NULL;
     PyObject *out;
     if (from_dlpack != Py_None) {
-        out = dlbind_convert_handover(x, from_dlpack, refuse, imports);
+        out = dlbind_convert_handover(x, from_dlpack, refuse, imports, taken);
     } else {
 #if DLBIND_HEADER_HAS_EXCHANGE_API
         const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
         if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
-            out = dlbind_convert_table(x, target, refuse, imports);
+            out = dlbind_convert_table(x, target, refuse, imports, taken);
         else if (PyErr_Occurred())
             return NULL;
         else
@@ -648,18 +661,18 @@ PyObject *dlbind_py_convert(PyObject *mod, PyObject *const *args, size_t nargsf,
         if (route == NULL && PyErr_Occurred()) return NULL;
         if (route != NULL) {
             Py_INCREF(route); /* the producer's code below may change ROUTES */
-            PyObject *out = dlbind_convert_direct(args[0], to, route);
+            PyObject *out = dlbind_convert_direct(args[0], to, route), *taken = NULL;
             if (out == NULL) out = dlbind_target_error(args[0], to);
             else if (out == Py_NotImplemented) {
                 Py_DECREF(out);
-                out = dlbind_convert_route(args[0], to, route);
+                out = dlbind_convert_route(args[0], to, route, &taken);
             }
             Py_DECREF(route);
-            if (out != NULL && Py_TYPE(out) == dlbind_cfg.tensor_type) { /* x imported: Python's route finishes */
-                PyObject *pair[2] = {args[0], to}, *taken = out;
-                out = dlbind_resume(dlbind_cfg.convert, taken, pair, 2, NULL);
-                Py_DECREF(taken);
+            if (out == Py_NotImplemented && taken != NULL) { /* x imported: Python's route finishes */
+                PyObject *pair[2] = {args[0], to};
+                Py_SETREF(out, dlbind_resume(dlbind_cfg.convert, taken, pair, 2, NULL));
             }
+            Py_XDECREF(taken);
             if (out != Py_NotImplemented) return out;
             Py_DECREF(out);
         }
