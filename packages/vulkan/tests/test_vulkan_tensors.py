@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -132,7 +133,27 @@ def test_many_allocations_do_not_grow_the_registry() -> None:
     for _ in range(200):
         host(dlbind_vulkan.asarray(np.ones(1000)))
     gc.collect()
-    assert len(_runtime._REGISTRY) == before
+    with _runtime._REGISTRY_LOCK:
+        _runtime._sweep()  # what the next register or lookup does first
+    assert len(_runtime._REGISTRY) == before and not _runtime._DEAD
+
+
+def test_a_record_dying_while_the_registry_is_locked_does_not_deadlock() -> None:
+    """A record dies in a garbage collection, which may run while its thread holds the registry's lock (an
+    allocation inside register): its callback must not take that lock again (it waited for itself forever)."""
+    t = dlbind_vulkan.empty((4,))
+    handle = dlbind_vulkan.buffer_info(t).buffer
+    ref = _runtime._REGISTRY[handle][0]
+
+    def dies_under_the_lock() -> None:
+        with _runtime._REGISTRY_LOCK:
+            _runtime._forget(handle, ref)  # as a collection inside register would call it
+
+    thread = threading.Thread(target=dies_under_the_lock, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the registry's lock was taken twice by one thread"
+    _runtime._DEAD.clear()  # the record is alive: nothing to remove
 
 
 @pytest.mark.parametrize(

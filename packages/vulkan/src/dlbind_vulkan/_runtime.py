@@ -504,6 +504,9 @@ class _Record:
 # handle is known while any of them lives.
 _REGISTRY: dict[int, list[weakref.ref[_Record]]] = {}
 _REGISTRY_LOCK = threading.Lock()
+# records that died, removed from _REGISTRY under the lock by the next register or lookup: a record dies in a
+# garbage collection, which may run while this thread holds the lock (an allocation in register)
+_DEAD: list[tuple[int, weakref.ref[_Record]]] = []
 
 
 def register(ctx: Context, info: BufferInfo, keep: object) -> _Record:
@@ -511,6 +514,7 @@ def register(ctx: Context, info: BufferInfo, keep: object) -> _Record:
     record = _Record(ctx, info, keep)
     handle = info.buffer
     with _REGISTRY_LOCK:
+        _sweep()
         records = _REGISTRY.setdefault(handle, [])
         live = _live(records)  # let go after the lock: a record that dies here calls _forget, which takes it
         if any(r.info.device != info.device for r in live):
@@ -525,7 +529,14 @@ def _live(records: list[weakref.ref[_Record]]) -> list[_Record]:
 
 
 def _forget(handle: int, ref: weakref.ref[_Record]) -> None:
-    with _REGISTRY_LOCK:
+    """A record of ``handle`` died: noted, without the lock (this thread may hold it: see :data:`_DEAD`)."""
+    _DEAD.append((handle, ref))
+
+
+def _sweep() -> None:
+    """Remove the records that died from the registry (under its lock)."""
+    while _DEAD:  # a collection here may add to it: popped one at a time
+        handle, ref = _DEAD.pop()
         records = _REGISTRY.get(handle)
         if records is not None and ref in records:
             records.remove(ref)
@@ -543,6 +554,7 @@ def known(handle: int) -> tuple[_Record, int]:
     """The record of a buffer handle (:func:`lookup`) and the bytes of the buffer copies may read: its
     allocation's size (dlbind's own buffer), else the most any live wrap of it says."""
     with _REGISTRY_LOCK:
+        _sweep()
         records = _live(_REGISTRY.get(handle, []))  # let go after the lock (see register)
     if not records:
         raise BufferError(
