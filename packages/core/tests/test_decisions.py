@@ -309,13 +309,35 @@ def test_explain_cites_the_targets_quirk() -> None:
         assert quirk.ref in said.text and quirk.text in said.text
 
 
+class _Foreign:
+    """A producer of another library (no dlbind type): it makes its own host copies when asked for the CPU."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        return self.inner.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.inner.__dlpack_device__()  # type: ignore[no-any-return]
+
+
 def test_explain_of_device_memory_the_target_cannot_import() -> None:
+    """A host copy first; dlbind's own producer makes it through the device's dlbind backend, so where none can
+    here explain refuses as convert does, naming what to install; another's producer copies itself."""
     a = np.arange(6.0)
     on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
-    said = dlbind.explain(on_device, "numpy")
+    said = dlbind.explain(_Foreign(on_device), "numpy")
     assert said.kind == ExplanationKind.HOST_COPY, said
     assert said.decision.kind == routes.HOST_COPY
     assert f"{device_name(dlbind.DeviceType.kDLCUDA)}:0" in said.text
+    own = dlbind.explain(on_device, "numpy")
+    if dlbind.backends(known=True)["cuda"].available:
+        assert own.kind == ExplanationKind.HOST_COPY, own
+    else:
+        assert own.kind == ExplanationKind.REFUSED and "copying cuda memory to the host needs" in own.text, own
+        with pytest.raises(BufferError, match="copying cuda memory to the host needs"):
+            dlbind.convert(on_device, to="numpy")
     refused = dlbind.explain(on_device, "numpy", copy=False)
     assert refused.kind == ExplanationKind.REFUSED and "copy=False" in refused.text
     with pytest.raises(BufferError, match="copy=False"):

@@ -30,6 +30,7 @@ import textwrap
 from types import ModuleType
 from typing import Any, Literal, NamedTuple, get_args
 
+from dlbind import _backends
 from dlbind._capi import PyCapsuleType
 from dlbind._generated.adapters import ADAPTERS, Copy, Takes
 from dlbind._generated.tables import DEVICE_BY_NAME
@@ -409,6 +410,9 @@ def _by_decision(p: Plan) -> Explanation | None:
         copies: Said = ExplanationKind.COPY if copied else ExplanationKind.ZERO_COPY
         return Explanation(copies, f"{copies}: {imp.function}{_shown(d)}, {a.name}'s own import", d, p)
     if move.to_host and not move.in_place:  # HOST_COPY, or HOST with the host asked for
+        needs = _backend_missing(p)
+        if needs:
+            return Explanation(ExplanationKind.REFUSED, f"refused: {needs}", d, p)
         text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
         return Explanation(ExplanationKind.HOST_COPY, text, d, p)
     if move.copy_in:
@@ -431,6 +435,19 @@ def _by_decision(p: Plan) -> Explanation | None:
             )
         return Explanation(ExplanationKind.ZERO_COPY, text, d, p)
     return None
+
+
+def _backend_missing(p: Plan) -> str:
+    """Why dlbind's own producer (a dlbind.Tensor or Exporter, which copies device memory to the host through the
+    device's dlbind backend) cannot make the host copy the plan needs, in the words its export refuses it with;
+    "" where it can, or where the producer is another's (which makes its host copies itself)."""
+    if type(p.producer) not in (Tensor, Exporter):
+        return ""
+    try:
+        _backends.for_device(p.here[0], f"copying {device_name(p.here[0])} memory to the host")
+    except BufferError as exc:
+        return str(exc)
+    return ""
 
 
 def _by_bridge(p: Plan, tensor: Tensor, fell_back: bool = False) -> Explanation:
