@@ -279,7 +279,8 @@ def owned_tensor(
     ``IS_SUBBYTE_TYPE_PADDED`` when ``padded`` (sub-byte data stored one element per byte)."""
     exporter = dlbind.from_pointer(address, shape, dt, device=device, owner=owner)
     if padded:
-        exporter = Exporter(exporter._described()._replace(flags=int(Flags.IS_SUBBYTE_TYPE_PADDED)))
+        described = exporter._described()
+        exporter = Exporter(described._replace(flags=described.flags | int(Flags.IS_SUBBYTE_TYPE_PADDED)))
     return dlbind.from_dlpack(exporter)
 
 

@@ -516,7 +516,7 @@ def register(ctx: Context, info: BufferInfo, keep: object) -> _Record:
     with _REGISTRY_LOCK:
         _sweep()
         records = _REGISTRY.setdefault(handle, [])
-        live = _live(records)  # let go after the lock: a record that dies here calls _forget, which takes it
+        live = _live(records)
         if any(r.info.device != info.device for r in live):
             raise ValueError(f"VkBuffer {handle:#x} is registered already, on another VkDevice")
         records.append(weakref.ref(record, functools.partial(_forget, handle)))
@@ -555,7 +555,7 @@ def known(handle: int) -> tuple[_Record, int]:
     allocation's size (dlbind's own buffer), else the most any live wrap of it says."""
     with _REGISTRY_LOCK:
         _sweep()
-        records = _live(_REGISTRY.get(handle, []))  # let go after the lock (see register)
+        records = _live(_REGISTRY.get(handle, []))
     if not records:
         raise BufferError(
             f"VkBuffer {handle:#x} is not one dlbind-vulkan knows: allocate with dlbind_vulkan.empty/asarray, "
