@@ -161,8 +161,8 @@ for attempt in (lambda: native.wrap(x.ctypes.data, True, False), lambda: native.
     else:
         raise AssertionError("the compiled 0.8 copy took a versioned struct")
 assert native.exchange_table() is None and native.exchange_import(x) is None
-assert native.convert_to(x, np.ndarray, 0) is NotImplemented
-assert native.convert_to(x, np.ndarray, 0, np.from_dlpack) is NotImplemented
+import clib08._dlpack.routes as c08_routes
+assert native.convert_to(x, c08_routes.route_to("numpy")) is NotImplemented
 del t, c, out  # the last loop's (c08's) imports: their tensors hold c08's exports
 gc.collect()
 exported, deleted = c08.capsule.stats()

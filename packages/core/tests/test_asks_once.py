@@ -5,6 +5,9 @@ dlbind-cuda's tests.)"""
 
 from __future__ import annotations
 
+import gc
+import importlib
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +15,8 @@ import numpy as np
 import pytest
 
 import dlbind
+from dlbind._generated.adapters import ADAPTERS
+from dlbind.routes import Route, route_to
 
 
 class Counting:
@@ -54,9 +59,9 @@ def test_the_producer_is_asked_once(route: str) -> None:
         np.testing.assert_array_equal(got, values)
 
 
-class Invalid:
-    """A producer of structs that no import may read (``faulty.make_capsule``'s ``fields``), counting the times
-    it is asked."""
+class Made:
+    """A producer of the structs ``faulty.make_capsule`` makes of ``fields`` (each capsule's deleter counted, in
+    ``keep``), counting the times it is asked."""
 
     def __init__(self, **fields: Any) -> None:
         self.fields, self.asked, self.keep = fields, 0, []
@@ -83,7 +88,7 @@ def test_a_struct_that_is_not_valid_is_refused_on_its_one_ask(to: str, fields: d
     """convert refuses it with its validator's BufferError after one ask (the compiled build's C route had handed
     it back, and Python's route then asked the producer again); its deleter runs once."""
     pytest.importorskip(to)
-    producer = Invalid(**fields)
+    producer = Made(**fields)
     with pytest.raises(BufferError, match=r"invalid|negative"):
         dlbind.convert(producer, to=to)
     assert producer.asked == 1
@@ -124,22 +129,28 @@ class Older:
         return self.inner.__dlpack_device__()
 
 
+@pytest.mark.parametrize("given", ["name", "module"])
 @pytest.mark.parametrize("to", ["numpy", "torch"])
-def test_a_refusal_in_the_c_route_is_not_asked_again(to: str) -> None:
+def test_a_refusal_in_the_c_route_is_not_asked_again(to: str, given: str) -> None:
     """convert's C route meets the producer's refusal (a BufferError: its array interface carries the data; a
     TypeError: an older producer, asked again its way) and continues in Python with what it learned: the
-    producer is asked as often as the pure build asks it (the compiled build asked it once more)."""
-    pytest.importorskip(to)
+    producer is asked as often as the pure build asks it (the compiled build asked it once more), and its memory
+    is released with the result (through Python's convert, the C route's Tensor was lost, never released)."""
+    target = to if given == "name" else pytest.importorskip(to)
     values = np.arange(6.0)
     for n in range(3):
         refusing = Refusing(values.copy())
-        assert np.asarray(dlbind.from_dlpack(dlbind.convert(refusing, to=to))).tolist() == values.tolist()
+        assert np.asarray(dlbind.from_dlpack(dlbind.convert(refusing, to=target))).tolist() == values.tolist()
         assert refusing.asked == 1, f"exchange {n + 1}: asked {refusing.asked} times"
     for n in range(3):
         older = Older(values.copy())
-        assert np.asarray(dlbind.from_dlpack(dlbind.convert(older, to=to))).tolist() == values.tolist()
+        assert np.asarray(dlbind.from_dlpack(dlbind.convert(older, to=target))).tolist() == values.tolist()
         # asked with max_version (refused), then its way: twice (its signature says nothing dlbind learns from)
         assert older.asked == 2, f"exchange {n + 1}: asked {older.asked} times"
+        inner = weakref.ref(older.inner)
+        del older
+        gc.collect()
+        assert inner() is None, f"exchange {n + 1}: the producer's memory outlived the conversion"
 
 
 def test_a_struct_the_target_refuses_unconsumed_is_taken_back() -> None:
@@ -160,3 +171,65 @@ def test_a_struct_the_target_refuses_unconsumed_is_taken_back() -> None:
         out = dlbind.convert(producer, to="numpy")
         assert producer.asked == 1, f"exchange {n + 1}"
         assert out.dtype == ml_dtypes.bfloat16 and out.astype(np.float32).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def _c_routed(to: str) -> Route:
+    """The route to ``to``, skipped where the compiled build has no C route to it here (no exchange table, nor
+    a handover: the pure build runs the same cases, its Python route being the specification of that one)."""
+    pytest.importorskip(ADAPTERS[to].import_name)
+    route = route_to(to)
+    if route.table_type is None and route.handover_type is None:
+        pytest.skip(f"the compiled build has no C route to {to}")
+    return route
+
+
+def _refusal(call: Callable[[], Any]) -> str | None:
+    """The BufferError ``call`` raised, in words; None where it returned (its result dropped)."""
+    try:
+        call()
+    except BufferError as exc:
+        return str(exc)
+    return None
+
+
+def _given(route: Route, given: str) -> Any:
+    """``to=`` as a name (the compiled build's C convert runs the route) or the target's module (Python's convert
+    runs it, through the C route's convert_to)."""
+    return route.adapter.name if given == "name" else importlib.import_module(route.adapter.import_name)
+
+
+@pytest.mark.parametrize("given", ["name", "module"])
+@pytest.mark.parametrize("to", sorted(ADAPTERS))
+def test_a_vector_dtype_is_refused_on_its_one_ask(to: str, given: str) -> None:
+    """A struct of a vector dtype goes to Python's bridge, which refuses it in dlbind's words (the compiled
+    build's C route handed it to the target: cuda_core raised NotImplementedError); asked once, released once."""
+    target = _given(_c_routed(to), given)
+    for n in range(2):  # the type's first exchange plans it; the C route takes every later one
+        producer = Made(lanes=4, shape=(2,), strides=(1,))
+        with pytest.raises(BufferError, match=r"lanes"):
+            dlbind.convert(producer, to=target)
+        assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"
+        gc.collect()
+        assert [counter.calls for counter in producer.keep] == [1], f"exchange {n + 1}"
+
+
+@pytest.mark.parametrize("given", ["name", "module"])
+@pytest.mark.parametrize("to", sorted(ADAPTERS))
+def test_a_dtype_the_target_lacks_is_bridged_on_its_one_ask(to: str, given: str) -> None:
+    """Each whole-byte dtype the target's importer lacks (its row's ``lacks_dtypes``) goes to Python's bridge, which
+    views it or refuses it, after one ask: the compiled build's C route handed it to the target, which may take the
+    struct and only then refuse it (array_api_strict with float16), and the producer was asked again. The struct
+    is released once, the view dropped."""
+    route = _c_routed(to)
+    target = _given(route, given)
+    lacked = sorted(key for key in route.c_lacks or () if (key & 0xFF) % 8 == 0)
+    if not lacked:
+        pytest.skip(f"{to}'s importer lacks no whole-byte dtype")
+    for key in lacked:
+        for n in range(2):
+            producer = Made(code=key >> 8, bits=key & 0xFF, shape=(4,), strides=(1,))
+            refusal = _refusal(lambda: dlbind.convert(producer, to=target))  # noqa: B023 (called at once)
+            assert refusal is None or "lacks" in refusal or "cannot" in refusal, refusal
+            assert producer.asked == 1, f"dtype {key >> 8}:{key & 0xFF}, exchange {n + 1}: asked {producer.asked}"
+            gc.collect()
+            assert [counter.calls for counter in producer.keep] == [1], f"dtype {key >> 8}:{key & 0xFF}"

@@ -326,6 +326,7 @@ def test_defect5_handover_kept_by_its_consumer_is_collected() -> None:
     # keeps it (without taking the struct) closes a cycle: b, its attribute h (the Handover), the struct's owner (the
     # exporter), b
     from dlbind._ffi import native
+    from dlbind.routes import route_to
 
     def make() -> _Bytes:
         b = _Bytes(64)
@@ -334,7 +335,7 @@ def test_defect5_handover_kept_by_its_consumer_is_collected() -> None:
             b.h = producer
             return np.zeros(1)
 
-        native.convert_to(dlbind.asdlpack(b), np.ndarray, 0, keep)
+        native.convert_to(dlbind.asdlpack(b), route_to("numpy")._replace(importer=keep))
         assert type(b.h).__name__ == "Handover"
         return b
 

@@ -28,7 +28,7 @@ from dlbind.devices import (
     parse_device,
     stream_free,
 )
-from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
+from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType, named_in
 from dlbind.export import export_view, versioned_asked, wait_for
 from dlbind.routes import (
     DEVICE_ARG,
@@ -162,10 +162,7 @@ def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
     found = _LACKS.get(key)
     if found is None:
         name = tensor.dtype.name
-        from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
-
-        patterns = imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes
-        found = any(fnmatchcase(name, pattern) for pattern in patterns)
+        found = named_in(name, imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes)
         found = _LACKS[key] = found or (bool(imp.by_dtype) and name not in dict(imp.by_dtype))
     return found
 
@@ -620,10 +617,7 @@ def run(p: Plan, tried: bool = False, taken: Tensor | None = None) -> Any:
         return route.importer(relay, **kwargs)
     move = payload if isinstance(payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host routes
     if kind == HOST and move.c_route and not tried:
-        if route.table_type is not None:
-            out = native.convert_to(x, route.table_type, route.refuse)
-        else:
-            out = native.convert_to(x, route.handover_type, route.refuse, route.importer)
+        out = native.convert_to(x, route)
         if type(out) is tuple and out[0] is NotImplemented:  # imported in C, finished here (no second ask)
             taken = out[1]
         elif out is not NotImplemented:

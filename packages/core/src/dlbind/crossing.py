@@ -23,7 +23,7 @@ from dlbind._generated.tables import DTYPE_BY_NAME
 from dlbind._libraries import dotted, installed, named
 from dlbind._names import suggestion
 from dlbind.devices import parse_device
-from dlbind.dtypes import DType, from_numpy, lookup
+from dlbind.dtypes import DType, from_numpy, lookup, named_in
 
 __all__ = ["device", "dtype", "lacks_own"]
 
@@ -340,9 +340,7 @@ def lacks_own(adapter: Adapter, x: Any) -> bool:
     except (TypeError, ValueError):  # no dtype DLPack has (numpy's structured and object arrays)
         found = True
     else:
-        from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
-
-        found = any(fnmatchcase(name, pattern) for pattern in lacks)
+        found = named_in(name, lacks)
     if at is not None:
         _LACKED[at] = found
     return found

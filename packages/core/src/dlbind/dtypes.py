@@ -8,6 +8,7 @@ numpy and ml_dtypes are imported only when a conversion asks for them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from dlbind._generated.enums import DataTypeCode, Flags
@@ -183,6 +184,24 @@ def lookup(name: str) -> DType:
                 return DType(code, int(width))
     said = suggestion(name, DTYPE_BY_NAME)
     raise ValueError(f"unknown DLPack dtype name {name!r}{said}; known: {', '.join(sorted(DTYPE_BY_NAME))}")
+
+
+def named_in(name: str, patterns: Iterable[str]) -> bool:
+    """Whether the dtype name ``name`` matches one of ``patterns`` (fnmatch, as spec/adapters.toml writes the dtypes
+    a system lacks: ``"float8_*"``)."""
+    from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
+
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def keys_named_in(patterns: Iterable[str]) -> frozenset[int]:
+    """The dtypes whose names match ``patterns`` (:func:`named_in`), among the (code, bits) a tensor may have at
+    import, as ``code << 8 | bits``: the keys the compiled build's C routes look a tensor's dtype up by."""
+    patterns = tuple(patterns)
+    widths = ((code, found) for code, found in DTYPE_ACCEPTED_WIDTHS.items() if found is not None)
+    return frozenset(
+        code << 8 | bits for code, found in widths for bits in found if named_in(DType(code, bits).name, patterns)
+    )
 
 
 _FORMAT_CACHE: dict[str, DType] = {}

@@ -132,6 +132,82 @@ static int dlbind_imports_type(uint64_t imports, int64_t device_type) {
 /* Every device type: where Python's plan already chose the C route (convert_to), nothing is checked again. */
 #define DLBIND_IMPORTS_CHECKED (~(uint64_t)0)
 
+/* The places of the fields of dlbind.routes.Route (a NamedTuple) that the C routes read, found by name in its
+ * _fields the first time a Route is seen: the record Python's convert runs is the one read here. */
+static PyTypeObject *dlbind_route_type; /* strong: the Route class these places are of */
+static Py_ssize_t dlbind_route_importer, dlbind_route_table, dlbind_route_handover, dlbind_route_refuse,
+    dlbind_route_stream_of, dlbind_route_imports, dlbind_route_lacks;
+
+static int dlbind_route_places(PyObject *route) {
+    if (Py_TYPE(route) == dlbind_route_type) return 0;
+    if (!PyTuple_Check(route)) {
+        PyErr_Format(PyExc_TypeError, "dlbind.routes.ROUTES holds a %.200s, not a Route", Py_TYPE(route)->tp_name);
+        return -1;
+    }
+    PyObject *fields = PyObject_GetAttrString((PyObject *)Py_TYPE(route), "_fields");
+    if (fields == NULL) return -1;
+    const char *names[7] = {"importer", "table_type", "handover_type", "refuse", "stream_of", "c_imports", "c_lacks"};
+    Py_ssize_t found[7];
+    for (int i = 0; i < 7; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        found[i] = name != NULL ? PySequence_Index(fields, name) : -1;
+        Py_XDECREF(name);
+        if (found[i] < 0 || found[i] >= PyTuple_GET_SIZE(route)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "dlbind.routes.ROUTES holds a %.200s without a field %s",
+                         Py_TYPE(route)->tp_name, names[i]);
+            Py_DECREF(fields);
+            return -1;
+        }
+    }
+    Py_DECREF(fields);
+    dlbind_route_importer = found[0], dlbind_route_table = found[1];
+    dlbind_route_handover = found[2], dlbind_route_refuse = found[3], dlbind_route_stream_of = found[4];
+    dlbind_route_imports = found[5], dlbind_route_lacks = found[6];
+    Py_INCREF(Py_TYPE(route));
+    Py_XSETREF(dlbind_route_type, Py_TYPE(route));
+    return 0;
+}
+
+/* What the C routes read of a Route: the target array type (its exchange table's, else the one handed over to
+ * through `from_dlpack`, its importer; None: no C route), the refuse bits, the device types its importer takes
+ * and the dtypes it lacks (Route.c_lacks: None or a frozenset of code << 8 | bits). Borrowed from the Route. */
+typedef struct {
+    PyObject *target_type, *from_dlpack, *lacks;
+    long refuse;
+    uint64_t imports;
+} dlbind_route_view;
+
+static int dlbind_route_read(PyObject *route, dlbind_route_view *r) {
+    if (dlbind_route_places(route) < 0) return -1;
+    r->target_type = PyTuple_GET_ITEM(route, dlbind_route_table), r->from_dlpack = Py_None;
+    if (r->target_type == Py_None) { /* a handover: its importer is handed the producer */
+        r->target_type = PyTuple_GET_ITEM(route, dlbind_route_handover);
+        r->from_dlpack = PyTuple_GET_ITEM(route, dlbind_route_importer);
+    }
+    r->lacks = PyTuple_GET_ITEM(route, dlbind_route_lacks);
+    if (r->lacks != Py_None && !PyAnySet_Check(r->lacks)) {
+        PyErr_SetString(PyExc_TypeError, "dlbind.routes.Route.c_lacks must be None or a frozenset");
+        return -1;
+    }
+    r->refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, dlbind_route_refuse));
+    if (r->refuse == -1 && PyErr_Occurred()) return -1;
+    r->imports = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(route, dlbind_route_imports));
+    return r->imports == (uint64_t)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Whether the route's target is handed `dtype` by Python's bridge rather than by a C route: a vector dtype, or one
+ * it lacks (both refused by the bridge in dlbind's words, or viewed; a target may take such a struct and only then
+ * refuse it, and x would be asked again). -1 on error. */
+static int dlbind_bridged_dtype(const dlbind_route_view *r, DLDataType dtype) {
+    if (dtype.lanes != 1) return 1;
+    if (r->lacks == Py_None) return 0;
+    PyObject *key = PyLong_FromLong((long)dtype.code << 8 | (long)dtype.bits);
+    int found = key != NULL ? PySet_Contains(r->lacks, key) : -1;
+    Py_XDECREF(key);
+    return found;
+}
+
 /* A struct taken from x that is not valid: refused as Python's import refuses it (its validator's BufferError,
  * naming x), not handed back, for Python's route would ask x again. -1; 0 only where the struct is valid once
  * read as its version says (a legacy dtype): handed back then, for Python's route to import. */
@@ -150,10 +226,11 @@ static int dlbind_invalid_struct(void *managed, int versioned, PyObject *x) {
  * -1 on error. The struct is refused where it is not valid (dlbind_invalid_struct); else handed back (its
  * deleter run) unless it is host-readable now (stream-free device); what the target cannot view (the refuse bits:
  * 1 negative strides, 2 read-only, 4 a byte_offset of a part of an element) is copied here, and what C cannot copy
- * is Python's to copy, synchronise or explain. `imports`: the device types the target's importer takes
- * (Route.c_imports), or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere
- * (pinned host memory, which Python's route asks for on the CPU) is Python's, as dlbind.routes decides it. */
-static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports, DLManagedTensorVersioned **out,
+ * is Python's to copy, synchronise or explain, and a dtype the target's importer lacks or a vector one is Python's
+ * to bridge (dlbind_bridged_dtype). `r->imports`: the device types the target's importer takes (Route.c_imports),
+ * or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere (pinned host memory,
+ * which Python's route asks for on the CPU) is Python's, as dlbind.routes decides it. */
+static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DLManagedTensorVersioned **out,
                                      PyObject **imported) {
     DLManagedTensorVersioned *m = NULL;
     dlbind_type_info info;
@@ -170,7 +247,7 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports,
         if (found < 0) return -1;
         if (found == 0 || !dlbind_device_stream_free(dev.device_type) || !dlbind_device_host(dev.device_type))
             return 0;
-        if (!dlbind_imports_type(imports, dev.device_type)) return 0;
+        if (!dlbind_imports_type(r->imports, dev.device_type)) return 0;
     }
     if (taken == 0) {
         int older = (info.bits & DLBIND_TYPE_LEGACY_CALL) != 0; /* asked the way it accepted, legacy capsules too */
@@ -216,21 +293,27 @@ static int dlbind_import_for_convert(PyObject *x, long refuse, uint64_t imports,
     if (!dlbind_valid(m, 1, 0)) return dlbind_invalid_struct(m, 1, x);
     DLTensor *t = &m->dl_tensor;
     int hand_back = !dlbind_device_stream_free(t->device.device_type);
-    int here = hand_back || dlbind_imports_type(imports, t->device.device_type);
+    int here = hand_back || dlbind_imports_type(r->imports, t->device.device_type);
     /* uint8 that may be bool (export.bool = "uint8"): read as the plan reads the array's dtype, as Python's */
     if (!hand_back && here && (info.bits & DLBIND_TYPE_PYTHON) && dlbind_uint8_reading(&info, x, t) != 0) {
         dlbind_call_deleter(m, 1);
         return -1;
     }
     hand_back = hand_back || !here;
+    int bridged = hand_back ? 0 : dlbind_bridged_dtype(r, t->dtype);
+    if (bridged != 0) { /* Python's bridge says what the target makes of it: x imported, not asked again */
+        if (bridged > 0 && (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL) return 2;
+        if (bridged < 0) dlbind_call_deleter(m, 1);
+        return -1;
+    }
     /* what the target cannot view is copied here (refuse: 1 negative strides, 2 read-only, 4 a byte_offset of a
      * part of an element) */
     int copy = 0, item = t->dtype.bits * t->dtype.lanes / 8;
-    if ((refuse & 4) && item > 0 && t->byte_offset % (uint64_t)item) copy = 1;
-    if (!hand_back && (refuse & 1) && t->strides != NULL)
+    if ((r->refuse & 4) && item > 0 && t->byte_offset % (uint64_t)item) copy = 1;
+    if (!hand_back && (r->refuse & 1) && t->strides != NULL)
         for (int i = 0; i < t->ndim; i++)
             if (t->strides[i] < 0) copy = 1;
-    if ((refuse & 2) && (m->flags & DLBIND_FLAG_READ_ONLY)) copy = 1;
+    if ((r->refuse & 2) && (m->flags & DLBIND_FLAG_READ_ONLY)) copy = 1;
     if (copy && !hand_back && (!dlbind_device_host(t->device.device_type) || (t->dtype.bits * t->dtype.lanes) % 8 != 0))
         hand_back = 1; /* device memory, sub-byte elements: Python's copies */
     for (int i = 0; copy && !hand_back && t->strides != NULL && i < t->ndim; i++) {
@@ -391,10 +474,10 @@ static void dlbind_inflight_deleter(DLManagedTensorVersioned *m) {
 /* The route to a target with an exchange table: its managed_tensor_to_py_object_no_sync. A failure
  * there hands back to Python (NotImplemented), like the Handover route: the general route gives the
  * library's own error for the same call, so both builds raise the same. */
-static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, long refuse, uint64_t imports,
+static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *target, const dlbind_route_view *r,
                                       PyObject **taken) {
     DLManagedTensorVersioned *m = NULL;
-    int found = dlbind_import_for_convert(x, refuse, imports, &m, taken);
+    int found = dlbind_import_for_convert(x, r, &m, taken);
     if (found != 1) return found < 0 ? NULL : Py_NewRef(Py_NotImplemented); /* 2: *taken is Python's */
     void *out = NULL;
     /* Who owns the struct when the target fails? The spec does not say, and torch differs by failure
@@ -424,14 +507,13 @@ static PyObject *dlbind_convert_table(PyObject *x, const dlbind_exchange_api *ta
 /* The route to a target without one: its from_dlpack(Handover of the imported struct). A failure
  * there hands back to Python (NotImplemented), whose general route then gives that library's own
  * error for the same call. */
-static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, long refuse, uint64_t imports,
-                                         PyObject **taken) {
+static PyObject *dlbind_convert_handover(PyObject *x, const dlbind_route_view *r, PyObject **taken) {
     DLManagedTensorVersioned *m = NULL;
-    int found = dlbind_import_for_convert(x, refuse, imports, &m, taken);
+    int found = dlbind_import_for_convert(x, r, &m, taken);
     if (found != 1) return found < 0 ? NULL : Py_NewRef(Py_NotImplemented); /* 2: *taken is Python's */
     PyObject *producer = dlbind_handover_new(m);
     if (producer == NULL) return NULL;
-    PyObject *out = PyObject_Vectorcall(from_dlpack, &producer, 1, NULL);
+    PyObject *out = PyObject_Vectorcall(r->from_dlpack, &producer, 1, NULL);
     if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) { /* KeyboardInterrupt and the like stand */
         PyErr_Clear();
         dlbind_handover *h = (dlbind_handover *)producer; /* what the importer left of the struct */
@@ -451,43 +533,50 @@ static PyObject *dlbind_convert_handover(PyObject *x, PyObject *from_dlpack, lon
 /* A C route's NotImplemented with the Tensor it imported and left to Python (taken; NULL: none) as convert_to
  * answers it to Python's route: (NotImplemented, taken). Steals both. */
 static PyObject *dlbind_with_taken(PyObject *out, PyObject *taken) {
-    if (out != Py_NotImplemented || taken == NULL) return out;
+    if (out != Py_NotImplemented || taken == NULL) {
+        Py_XDECREF(taken); /* set only with NotImplemented */
+        return out;
+    }
     PyObject *pair = PyTuple_Pack(2, out, taken);
     Py_DECREF(out);
     Py_DECREF(taken);
     return pair;
 }
 
-/* convert_to(x, target_type, refuse[, from_dlpack]) -> the converted object, or NotImplemented when
- * the C route does not apply (the Python code then takes the general one), or (NotImplemented, Tensor) when it
- * imported x and leaves the Tensor to Python's route (x refused that call, or the target the struct). Without from_dlpack:
- * producer table (or __dlpack__) -> DLManagedTensorVersioned -> the target type's
- * managed_tensor_to_py_object_no_sync. With it: from_dlpack(Handover of that struct). */
+/* x converted by the C route the view r reads of a Route: the target's exchange table, or its importer handed the
+ * struct in a Handover; NotImplemented where there is none (with *taken, the Tensor it imported and leaves to
+ * Python's route, where it made one); NULL with the error the target (or x) raised. */
+static PyObject *dlbind_route_run(PyObject *x, const dlbind_route_view *r, PyObject **taken) {
+    if (r->from_dlpack != Py_None) return dlbind_convert_handover(x, r, taken);
+#if DLBIND_HEADER_HAS_EXCHANGE_API
+    const dlbind_exchange_api *target = dlbind_table_of_type(r->target_type);
+    if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
+        return dlbind_convert_table(x, target, r, taken);
+    if (PyErr_Occurred()) return NULL;
+#endif
+    Py_RETURN_NOTIMPLEMENTED; /* no exchange table: the Python route */
+}
+
+/* convert_to(x, route) -> x converted by the C route of `route` (a dlbind.routes.Route Python's plan chose it
+ * for), or NotImplemented when it does not apply (the Python code then takes the general one), or
+ * (NotImplemented, Tensor) when it imported x and leaves the Tensor to Python's route (x refused that call, or the
+ * target the struct, or the target is bridged that dtype). */
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError,
-                        "convert_to(x, target_type, refuse: 1 negative strides | 2 read-only | 4 byte_offset[, from_dlpack])");
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "convert_to(x, route) takes 2 arguments: x and its dlbind.routes.Route");
         return NULL;
     }
     if (!dlbind_configured()) return NULL;
-    long refuse = PyLong_AsLong(args[2]);
-    if (refuse == -1 && PyErr_Occurred()) return NULL;
     /* a DLPack 0.x copy: both C routes carry a versioned struct; the Python route imports legacily */
     if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NOTIMPLEMENTED;
+    dlbind_route_view r;
+    if (dlbind_route_read(args[1], &r) < 0) return NULL;
+    if (!PyType_Check(r.target_type)) Py_RETURN_NOTIMPLEMENTED;
+    r.imports = DLBIND_IMPORTS_CHECKED; /* Python's plan chose this route for the device x is on */
     PyObject *taken = NULL;
-    if (nargs == 4 && args[3] != Py_None)
-        return dlbind_with_taken(dlbind_convert_handover(args[0], args[3], refuse, DLBIND_IMPORTS_CHECKED, &taken), taken);
-#if DLBIND_HEADER_HAS_EXCHANGE_API
-    const dlbind_exchange_api *target = dlbind_table_of_type(args[1]);
-    if (target == NULL || target->managed_tensor_to_py_object_no_sync == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    return dlbind_with_taken(dlbind_convert_table(args[0], target, refuse, DLBIND_IMPORTS_CHECKED, &taken), taken);
-#else
-    Py_RETURN_NOTIMPLEMENTED; /* no exchange tables: the Python route */
-#endif
+    PyObject *out = dlbind_route_run(args[0], &r, &taken); /* before taken is read: a sequence point */
+    return dlbind_with_taken(out, taken);
 }
 
 /* The pending exception of a failed C route to `to` handed to convert's fall-back,
@@ -513,43 +602,6 @@ static PyObject *dlbind_target_error(PyObject *x, PyObject *to) {
     Py_DECREF(value);
     Py_XDECREF(tb);
     return NULL;
-}
-
-/* The places of the fields of dlbind.routes.Route (a NamedTuple) that the C routes read, found by name in its
- * _fields the first time a Route is seen: the record Python's convert runs is the one read here. */
-static PyTypeObject *dlbind_route_type; /* strong: the Route class these places are of */
-static Py_ssize_t dlbind_route_importer, dlbind_route_table, dlbind_route_handover, dlbind_route_refuse,
-    dlbind_route_stream_of, dlbind_route_imports;
-
-static int dlbind_route_places(PyObject *route) {
-    if (Py_TYPE(route) == dlbind_route_type) return 0;
-    if (!PyTuple_Check(route)) {
-        PyErr_Format(PyExc_TypeError, "dlbind.routes.ROUTES holds a %.200s, not a Route", Py_TYPE(route)->tp_name);
-        return -1;
-    }
-    PyObject *fields = PyObject_GetAttrString((PyObject *)Py_TYPE(route), "_fields");
-    if (fields == NULL) return -1;
-    const char *names[6] = {"importer", "table_type", "handover_type", "refuse", "stream_of", "c_imports"};
-    Py_ssize_t found[6];
-    for (int i = 0; i < 6; i++) {
-        PyObject *name = PyUnicode_FromString(names[i]);
-        found[i] = name != NULL ? PySequence_Index(fields, name) : -1;
-        Py_XDECREF(name);
-        if (found[i] < 0 || found[i] >= PyTuple_GET_SIZE(route)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "dlbind.routes.ROUTES holds a %.200s without a field %s",
-                         Py_TYPE(route)->tp_name, names[i]);
-            Py_DECREF(fields);
-            return -1;
-        }
-    }
-    Py_DECREF(fields);
-    dlbind_route_importer = found[0], dlbind_route_table = found[1];
-    dlbind_route_handover = found[2], dlbind_route_refuse = found[3], dlbind_route_stream_of = found[4];
-    dlbind_route_imports = found[5];
-    Py_INCREF(Py_TYPE(route));
-    Py_XSETREF(dlbind_route_type, Py_TYPE(route));
-    return 0;
 }
 
 /* Whether the target's current stream on device `dev` (route.stream_of(index)) is one the producer refuses
@@ -609,32 +661,11 @@ static PyObject *dlbind_convert_direct(PyObject *x, PyObject *to, PyObject *rout
  * reference) where it has neither or the producer takes another way (with *taken, the Tensor it imported and
  * leaves to Python's route, where it made one), NULL with the error convert raises. */
 static PyObject *dlbind_convert_route(PyObject *x, PyObject *to, PyObject *route, PyObject **taken) {
-    if (dlbind_route_places(route) < 0) return NULL;
-    PyObject *target_type = PyTuple_GET_ITEM(route, dlbind_route_table), *from_dlpack = Py_None;
-    if (target_type == Py_None) { /* a handover: its importer is handed the producer */
-        target_type = PyTuple_GET_ITEM(route, dlbind_route_handover);
-        from_dlpack = PyTuple_GET_ITEM(route, dlbind_route_importer);
-    }
-    if (!PyType_Check(target_type)) return Py_NewRef(Py_NotImplemented);
-    if (PyObject_TypeCheck(x, (PyTypeObject *)target_type)) return Py_NewRef(x); /* already there */
-    long refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, dlbind_route_refuse));
-    if (refuse == -1 && PyErr_Occurred()) return NULL;
-    uint64_t imports = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(route, dlbind_route_imports));
-    if (imports == (uint64_t)-1 && PyErr_Occurred()) return NULL;
-    PyObject *out;
-    if (from_dlpack != Py_None) {
-        out = dlbind_convert_handover(x, from_dlpack, refuse, imports, taken);
-    } else {
-#if DLBIND_HEADER_HAS_EXCHANGE_API
-        const dlbind_exchange_api *target = dlbind_table_of_type(target_type);
-        if (target != NULL && target->managed_tensor_to_py_object_no_sync != NULL)
-            out = dlbind_convert_table(x, target, refuse, imports, taken);
-        else if (PyErr_Occurred())
-            return NULL;
-        else
-#endif
-            out = Py_NewRef(Py_NotImplemented);
-    }
+    dlbind_route_view r;
+    if (dlbind_route_read(route, &r) < 0) return NULL;
+    if (!PyType_Check(r.target_type)) return Py_NewRef(Py_NotImplemented);
+    if (PyObject_TypeCheck(x, (PyTypeObject *)r.target_type)) return Py_NewRef(x); /* already there */
+    PyObject *out = dlbind_route_run(x, &r, taken);
     return out == NULL ? dlbind_target_error(x, to) : out;
 }
 

@@ -367,7 +367,7 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
 int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m, long long consumer);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
-PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* 3 or 4 args */
+PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* (x, route) */
 
 /* ---- copy.c ---- */
 PyObject *dlbind_py_copy_strided(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);

@@ -129,7 +129,7 @@ static PyMethodDef dlbind_methods[] = {
      "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
     {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
-     "convert_to(x, target_type, refuse[, from_dlpack]): see dlbind.convert"},
+     "convert_to(x, route): convert's C route of a dlbind.routes.Route; see dlbind.convert"},
     {"copy_strided", (PyCFunction)(void (*)(void))dlbind_py_copy_strided, METH_FASTCALL,
      "copy_strided(dst, src, shape, byte_strides, itemsize): row-major copy of strided host memory (GIL released)"},
     {"convert", (PyCFunction)(void (*)(void))dlbind_py_convert, METH_FASTCALL | METH_KEYWORDS,
