@@ -33,6 +33,7 @@ void capsule_destructor(void *capsule);
 int64_t total_calls(void);
 int64_t calls_without_gil(void);
 int call_deleter_on_new_thread(void *managed, int versioned);
+int allocate_as_a_python_consumer(void *allocator, void *prototype, void **out, char *pending, size_t size);
 void *calloc(size_t n, size_t size);
 void free(void *p);
 """
@@ -41,6 +42,7 @@ SOURCE = r"""
 #include <Python.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static int64_t g_total, g_without_gil;
@@ -109,6 +111,37 @@ int call_deleter_on_new_thread(void *managed, int versioned) {
     pthread_t t;
     if (pthread_create(&t, NULL, run_job, &j) != 0) return -1;
     return pthread_join(t, NULL);
+}
+
+/* A consumer's SetError as dlpack.h has it: it takes the GIL and sets a Python error. */
+static void set_python_error(void *ctx, const char *kind, const char *message) {
+    (void)ctx;
+    PyGILState_STATE state = PyGILState_Ensure();
+    PyErr_Format(PyExc_RuntimeError, "SetError(%s): %s", kind, message);
+    PyGILState_Release(state);
+}
+
+typedef int (*allocator_fn)(void *, void **, void *, void (*)(void *, const char *, const char *));
+
+/* An exchange table's allocator called as a consumer written in C for Python calls it (the GIL held), with
+ * set_python_error: its return code; `pending` receives the Python error pending after it ("" for none),
+ * which is then cleared. */
+int allocate_as_a_python_consumer(void *allocator, void *prototype, void **out, char *pending, size_t size) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    int rc = ((allocator_fn)allocator)(prototype, out, NULL, set_python_error);
+    pending[0] = 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    const char *said = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    if (type != NULL) snprintf(pending, size, "%s: %s", ((PyTypeObject *)type)->tp_name, said ? said : "");
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+    PyGILState_Release(state);
+    return rc;
 }
 """
 

@@ -19,11 +19,11 @@ import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_NAMES
-from dlbind.devices import HOST_ACCESSIBLE, default_stream, device_name
+from dlbind.devices import default_stream, device_name
 from dlbind.dtypes import DType
 from dlbind.export import Memory, export_memory
 from dlbind.tensor import Tensor, from_managed
-from dlbind.validate import contiguous_strides
+from dlbind.validate import MAX_NDIM, byte_size, check_description, check_dtype, contiguous_strides
 
 __all__ = ["AVAILABLE", "import_object", "order", "table"]
 
@@ -48,9 +48,14 @@ AVAILABLE = _declared("DLPackExchangeAPI")
 
 
 def managed_from_object(obj: Any) -> int:
-    """Owned DLManagedTensorVersioned address for a dlbind producer (consumes one capsule)."""
+    """Owned DLManagedTensorVersioned address for a dlbind producer (consumes one capsule); a legacy one is
+    released and refused, as the compiled table refuses it."""
     managed, versioned = capsule.take(obj.__dlpack__(max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
-    assert versioned
+    if not versioned:
+        capsule.Owner(managed).release()
+        raise BufferError(
+            "__dlpack__(max_version=...) gave a legacy capsule: the exchange table hands over versioned structs only"
+        )
     return int(ffi.cast("uintptr_t", managed))
 
 
@@ -62,19 +67,27 @@ def object_from_managed(address: int, ready: tuple[int, int] | None = None) -> T
 
 
 def allocate(prototype_address: int) -> int:
-    """A new zero-filled host tensor shaped like the prototype ``DLTensor*``; returns its owned address."""
+    """A new zero-filled CPU tensor of the dtype and shape of the prototype ``DLTensor*`` (on ``cpu:0``: dlbind
+    allocates no other memory), checked as every description is (:func:`dlbind.validate.check_description`);
+    returns its owned address."""
+    what = "the allocator's prototype"
     proto = ffi.cast("DLTensor *", prototype_address)
-    if int(proto.device.device_type) not in HOST_ACCESSIBLE:
-        raise BufferError(f"dlbind allocates host memory only, not device type {int(proto.device.device_type)}")
+    device = (int(proto.device.device_type), int(proto.device.device_id))
+    if device != (DeviceType.kDLCPU, 0):
+        raise BufferError(f"dlbind allocates memory on cpu:0 only, not on {device_name(device[0])}:{device[1]}")
     ndim = int(proto.ndim)
+    if not 0 <= ndim <= MAX_NDIM:
+        raise BufferError(f"{what}: {ndim} dimensions (0 to {MAX_NDIM})")
     shape = tuple(ffi.unpack(proto.shape, ndim)) if ndim else ()
     dtype = DType(int(proto.dtype.code), int(proto.dtype.bits), int(proto.dtype.lanes))
-    size = 1
-    for d in shape:
-        size *= d
-    store = bytearray(dtype.nbytes(size))
+    check_dtype(*dtype, what)
+    if any(d < 0 for d in shape):
+        raise BufferError(f"{what}: negative dimension in shape {shape}")
+    store = bytearray(byte_size(shape, dtype))
     data = ctypes.addressof((ctypes.c_char * len(store)).from_buffer(store)) if store else 0
-    mem = Memory(data, shape, contiguous_strides(shape), dtype, (DeviceType.kDLCPU, 0), 0, False, store)
+    strides = contiguous_strides(shape)
+    check_description(what, data, shape, strides, dtype, device=device, buffer=(data, len(store)))
+    mem = Memory(data, shape, strides, dtype, device, 0, False, store)
     managed, _ = capsule.take(export_memory(mem, max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
     return int(ffi.cast("uintptr_t", managed))
 
@@ -84,7 +97,7 @@ def allocate(prototype_address: int) -> int:
 _PURE: dict[str, Any] = {}
 
 
-def _pure_table() -> object:
+def _pure_table() -> Any:
     def from_py(py_object: Any, out: Any) -> int:
         out[0] = ffi.cast("DLManagedTensorVersioned *", managed_from_object(_capi.object_at(_address(py_object))))
         return 0
@@ -98,7 +111,7 @@ def _pure_table() -> object:
     def alloc(prototype: Any, out: Any, error_ctx: Any, set_error: Any) -> int:
         try:
             out[0] = ffi.cast("DLManagedTensorVersioned *", allocate(int(ffi.cast("uintptr_t", prototype))))
-        except Exception as exc:
+        except BaseException as exc:  # SetError is called exactly when NULL is returned (KeyboardInterrupt too)
             out[0] = ffi.NULL
             if set_error != ffi.NULL:
                 set_error(error_ctx, type(exc).__name__.encode(), str(exc).encode())
@@ -108,8 +121,8 @@ def _pure_table() -> object:
     def stream(device_type: int, device_id: int, out: Any) -> int:
         # dlbind queues no device work: its tensors are ordered on what stream=None names, which every
         # stream rule accepts (no stream, or the default one). Unknown device types are an error.
-        if device_type not in DEVICE_NAMES:
-            return -1
+        if device_type not in DEVICE_NAMES:  # -1, the error printed (as the compiled table's, which sets it)
+            raise BufferError(f"unknown DLPack device type {device_type}")
         out[0] = ffi.NULL
         return 0
 
@@ -126,9 +139,9 @@ def _pure_table() -> object:
     for name, cb in callbacks.items():
         setattr(api, name, cb)
     _PURE.update(callbacks, api=api)  # alive for the whole process, as the API requires
-    for callback in callbacks.values():  # past this module's teardown too: consumers keep the table
+    for callback in (*callbacks.values(), api):  # past this module's teardown too: consumers keep the table
         _capi.incref(callback)
-    return _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor())
+    return api
 
 
 def _address(pointer: Any) -> int:
@@ -139,7 +152,12 @@ def table() -> object | None:
     """dlbind's exchange table as the ``"dlpack_exchange_api"`` capsule; None without the API (:data:`AVAILABLE`)."""
     if not AVAILABLE:
         return None
-    return native.exchange_table() if native is not None else _pure_table()
+    if native is not None:
+        made: object = native.exchange_table()
+        return made
+    api = _PURE.get("api") or _pure_table()  # made once: a table handed out is never freed
+    made = _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor())
+    return made
 
 
 # -- consumer -------------------------------------------------------------------------------------

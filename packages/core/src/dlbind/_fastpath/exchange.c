@@ -94,7 +94,23 @@ static const dlbind_exchange_api *dlbind_table_resolve(PyObject *cap) {
 #endif
 }
 
-/* type.__dlpack_c_exchange_api__ (a new reference; None when absent), or NULL on error. */
+/* Whether a class of the type's MRO before the one that holds its exchange table defines __dlpack__: a subclass
+ * exporting its own way (refusing, or other data), which its inherited table would bypass; it is asked through
+ * its __dlpack__, as the pure build asks every producer. 1, 0, or -1 with an error set. */
+static int dlbind_overrides_dlpack(PyTypeObject *type) {
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro != NULL && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *dict = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict; /* NULL: a core builtin (3.12+) */
+        int found = dict != NULL ? PyDict_Contains(dict, dlbind_str_exchange_api) : 0;
+        if (found != 0) return found < 0 ? -1 : 0; /* the table's own class: its __dlpack__ is the table's */
+        found = dict != NULL ? PyDict_Contains(dict, dlbind_cfg.str_dlpack) : 0;
+        if (found != 0) return found;
+    }
+    return 0;
+}
+
+/* type.__dlpack_c_exchange_api__ (a new reference; None when absent, or bypassing a __dlpack__ of a subclass),
+ * or NULL on error. */
 static PyObject *dlbind_table_attr(PyObject *type) {
     if (dlbind_str_exchange_api == NULL &&
         (dlbind_str_exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) == NULL)
@@ -102,8 +118,10 @@ static PyObject *dlbind_table_attr(PyObject *type) {
     PyObject *cap = PyObject_GetAttr(type, dlbind_str_exchange_api);
     if (cap == NULL) {
         PyErr_Clear();
-        cap = Py_NewRef(Py_None);
+        return Py_NewRef(Py_None);
     }
+    int own = cap != Py_None && dlbind_cfg.str_dlpack != NULL ? dlbind_overrides_dlpack((PyTypeObject *)type) : 0;
+    if (own != 0) Py_SETREF(cap, own < 0 ? NULL : Py_NewRef(Py_None));
     return cap;
 }
 

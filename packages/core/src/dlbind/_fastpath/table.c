@@ -67,13 +67,13 @@ static int dlbind_x_allocate(DLTensor *prototype, DLManagedTensorVersioned **out
         PyErr_Fetch(&type, &value, &tb);
         PyObject *text = value ? PyObject_Str(value) : NULL;
         const char *message = text ? PyUnicode_AsUTF8(text) : NULL;
+        PyErr_Clear(); /* a message that could not be read: the default one */
         if (SetError)
             SetError(error_ctx, type ? ((PyTypeObject *)type)->tp_name : "RuntimeError", message ? message : "allocation failed");
         Py_XDECREF(text);
         Py_XDECREF(type);
         Py_XDECREF(value);
-        Py_XDECREF(tb);
-        PyErr_Clear();
+        Py_XDECREF(tb); /* what SetError set (a Python error, for a consumer in Python) stands, as the API says */
         *out = NULL;
     } else {
         *out = (DLManagedTensorVersioned *)address;
