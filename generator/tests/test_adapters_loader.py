@@ -94,6 +94,10 @@ def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
          r"via_keywords are the keywords of a dotted export.via"),
         (lambda t: t.replace('via = "__dlpack__"', 'via = "lib.out"\nvia_keywords = { a = 1.5 }'),
          r"strings, booleans and integers"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nlacks_dtypes = ["int8"]\nview_lacks = ["int8"]'),
+         r"import.view_lacks says what its view_with lacks: it needs view_with"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nview_with = "lib.view"'),
+         r"view_with views the dtypes of lacks_dtypes: it needs them"),
     ],
 )  # fmt: skip
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:

@@ -280,6 +280,27 @@ def test_explain_says_what_the_systems_own_importer_meets_in_its_export(system: 
     assert not wrong, f"{len(wrong)} cases where explain and convert disagree:\n" + "\n".join(wrong)
 
 
+#: dtypes DLPack defines that numpy holds no dtype of, as ``(code, bits)``: complex32 (torch's chalf, two float16)
+NUMPY_LACKS = {"complex32": (5, 32)}
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("dtype", list(NUMPY_LACKS))
+def test_explain_says_what_convert_does_with_dtypes_numpy_lacks(system: str, dtype: str) -> None:
+    """A dtype that only some systems hold (complex32) is refused by explain where the target's importer cannot
+    take it (its row's ``lacks_dtypes``), not promised and then raised by that importer."""
+    code, bits = NUMPY_LACKS[dtype]
+    store = np.arange(12, dtype=np.float16)  # six complex32 elements, as two float16 each
+    wrong = []
+    exporter = dlbind.from_pointer(store.ctypes.data, (6,), dlbind.DType(code, bits), owner=store)
+    for x in (exporter, dlbind.from_dlpack(exporter)):
+        for copy in COPIES:
+            found = _mismatch(x, system, copy=copy)
+            if found:
+                wrong.append(f"{type(x).__name__}: {found}")
+    assert not wrong, f"{len(wrong)} cases where explain and convert disagree:\n" + "\n".join(wrong)
+
+
 def test_an_unknown_device_is_refused_alike() -> None:
     a = np.arange(3.0)
     with pytest.raises(ValueError, match="unknown device") as said:

@@ -77,6 +77,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "view_with"): ("view_with", str, None, ""),
     ("import", "view_takes"): ("view_takes", str, frozenset({"tensor", "ndarray"}), "tensor"),
     ("import", "view_copies"): ("view_copies", bool, None, False),
+    ("import", "view_lacks"): ("view_lacks", list, None, ()),
     ("import", "lands_on"): ("lands_on", str, None, ""),
     ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8", "packed"}), "bool"),
     ("import", "lanes"): ("import_lanes", bool, None, False),
@@ -338,10 +339,19 @@ def _check_devices(facts: dict[str, Any], where: str, device_names: set[str] | N
             raise GeneratorError(f"{where}: devices {sorted(unknown)} are not in spec/devices.toml")
 
 
-def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
-    """The row's ``[import]`` facts: what goes together, the forms of its names, its devices."""
+def _check_view(facts: dict[str, Any], where: str) -> None:
+    """The row's ``view_with`` and what goes with it: the dtypes it views (``lacks_dtypes``), what it does."""
     if facts["view_with"] and not facts["lacks_dtypes"]:
         raise GeneratorError(f"{where}: view_with views the dtypes of lacks_dtypes: it needs them")
+    if facts["view_copies"] and not facts["view_with"]:
+        raise GeneratorError(f"{where}: import.view_copies says what its view_with does: it needs view_with")
+    if facts["view_lacks"] and not facts["view_with"]:
+        raise GeneratorError(f"{where}: import.view_lacks says what its view_with lacks: it needs view_with")
+
+
+def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
+    """The row's ``[import]`` facts: what goes together, the forms of its names, its devices."""
+    _check_view(facts, where)
     if bool(facts["copy_from"]) != bool(facts["copy_with"]):
         raise GeneratorError(
             f"{where}: import.copy_from (devices) and import.copy_with (the target's constructor) go together"
@@ -389,8 +399,6 @@ def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | No
         raise GeneratorError(f"{where}: import.lands_on names one of its import.devices, not {facts['lands_on']!r}")
     if facts["narrows_unless"] and not (facts["narrows"] and "." in facts["narrows_unless"]):
         raise GeneratorError(f"{where}: import.narrows_unless is the dotted setting that turns import.narrows off")
-    if facts["view_copies"] and not facts["view_with"]:
-        raise GeneratorError(f"{where}: import.view_copies says what its view_with does: it needs view_with")
     if facts["device_count"] and facts["devices"] == ("cpu",):
         raise GeneratorError(
             f"{where}: import.device_count counts devices beyond the host, and it imports from cpu only"

@@ -77,10 +77,6 @@ CASES = {
                                      "offset 4096 with a pointer in data"),
     # read as 1-byte bool: [True, False] from the 4-byte [1, 1]; numpy refuses '|b4'
     "a bool of 4 bytes": ("Lying(shape=(2,), typestr='|b4', data=(ADDRESS, False))", "'|b4' has no DLPack dtype"),
-    # the object's dtype took the typestr's place: 64 bytes read from a description of 8
-    "a dtype wider than the typestr": (
-        "type('Wide', (Lying,), {'dtype': np.dtype('f8')})(shape=(8,), typestr='|u1', data=(ADDRESS, False))",
-        "says 1-byte elements, its dtype float64 8-byte"),
     "no such byte order": ("Lying(shape=(2,), typestr='xf8', data=(ADDRESS, False))", "'xf8' is not one"),
     "a size of zero": ("Lying(shape=(2,), typestr='|u0', data=(ADDRESS, False))", "'|u0' is not one"),
     "a size in other digits": ("Lying(shape=(2,), typestr='|f\u00b2', data=(ADDRESS, False))", "is not one"),
@@ -101,6 +97,44 @@ def test_a_lying_array_interface_is_refused_before_anything_reads_it(case: str) 
     for entry, outcome in outcomes.items():
         assert outcome.startswith("BufferError: ") and words in outcome, f"{case}, {entry}: {outcome}"
     assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+class _Dtyped:
+    """An object whose array interface says ``typestr`` of ``values``' bytes, beside a ``dtype`` attribute."""
+
+    def __init__(self, values: np.ndarray, typestr: str, dtype: Any) -> None:
+        self.values, self.dtype = values, np.dtype(dtype)
+        self.__array_interface__ = {
+            "version": 3, "shape": (values.nbytes // int(typestr[2:]),), "typestr": typestr,
+            "data": (values.ctypes.data, False),
+        }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("typestr", "dtype"),
+    [("<u2", "float16"), ("|u1", "float64"), ("<f4", "int32")],
+    ids=["float16 over uint16", "float64 over uint8 (64 bytes of 8)", "int32 over float32"],
+)
+def test_the_typestr_says_the_dtype_whatever_a_dtype_attribute_says(typestr: str, dtype: str) -> None:
+    """The array interface's typestr says the elements, as numpy reads it: a ``dtype`` attribute that contradicts it
+    is not read (it was, where it was a numpy dtype: other values, or a wider one that read past the data); only
+    a dtype whose own typestr is the interface's (ml_dtypes' kinds, all ``'<V2'``) tells more."""
+    x = _Dtyped(np.arange(1.0, 5.0, dtype=np.float64), typestr, dtype)
+    want = np.asarray(x)
+    assert want.dtype.str == typestr
+    imports = (np.from_dlpack(dlbind.from_dlpack(x)), dlbind.convert(x, to="numpy"), np.from_dlpack(dlbind.asdlpack(x)))
+    for got in imports:
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_an_ml_dtypes_array_is_read_as_its_dtype() -> None:
+    """numpy's typestr of an ml_dtypes dtype is ``'<V2'``: the array's dtype says which (bfloat16 here)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.arange(4).astype(ml_dtypes.bfloat16)
+    assert a.__array_interface__["typestr"] == "<V2"
+    for copy in (None, False):  # zero-copy both: copy=False was refused after numpy's own export refused it
+        t = dlbind.from_dlpack(a, copy=copy)
+        assert t.dtype.name == "bfloat16" and t.data_ptr == a.ctypes.data, copy
 
 
 @pytest.mark.parametrize(
@@ -305,16 +339,22 @@ HUGE = textwrap.dedent(
     """
     import numpy as np
     import dlbind
-    try:
-        dlbind.from_dlpack(np.broadcast_to(np.float64(1), (2**20, 2**20)), copy=True)
-    except MemoryError as exc:
-        print("MemoryError", exc)
+    huge = np.broadcast_to(np.float64(1), (2**20, 2**20))
+    for copied in (lambda: dlbind.from_dlpack(huge, copy=True), lambda: dlbind.convert(huge, to="torch")):
+        try:
+            copied()
+        except MemoryError as exc:
+            print("MemoryError", exc)
     """
 )
 
 
 def test_a_failed_huge_copy_raises_memory_error_and_nothing_else() -> None:
-    """8 TiB asked for a copy: a MemoryError, and no "Exception ignored" from dlbind's own objects after it."""
+    """8 TiB asked for a copy: a MemoryError saying what failed (the compiled convert's said nothing), and no
+    "Exception ignored" from dlbind's own objects after it."""
     proc = _run(HUGE)
     assert proc.returncode == 0 and proc.stdout.startswith("MemoryError"), (proc.stdout, proc.stderr[-2000:])
+    said = proc.stdout.splitlines()
+    assert len(said) == 2 and said[0].startswith("MemoryError ") and len(said[0]) > len("MemoryError "), said
+    assert said[1] == "MemoryError cannot allocate 8796093022208 bytes for a copy", said  # dlbind's copy, for torch
     assert "Exception ignored" not in proc.stderr, proc.stderr

@@ -247,7 +247,7 @@ def asked_capsule(
         refusal = e if dl_device is None else device_refused(x, here, dl_device, copy, device, e)
         if x is not ask.array:  # an array its system's own export gave: refused as that export's
             refusal = through_refused(ask.array, ask.array_plan, x, refusal)
-        fallback = host_export(x) if stream is None and copy is not False and dl_device is None else None
+        fallback = host_export(x) if stream is None and dl_device is None else None  # zero-copy: copy=False too
         if fallback is not None:
             return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
         try:

@@ -161,9 +161,8 @@ def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
     key = (adapter.name, tensor._code, tensor._bits, tensor._lanes, nd)
     found = _LACKS.get(key)
     if found is None:
-        name = tensor.dtype.name
-        found = named_in(name, imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes)
-        found = _LACKS[key] = found or (bool(imp.by_dtype) and name not in dict(imp.by_dtype))
+        found = named_in(tensor.dtype, imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes)
+        found = _LACKS[key] = found or (bool(imp.by_dtype) and tensor.dtype.name not in dict(imp.by_dtype))
     return found
 
 
@@ -463,14 +462,14 @@ def bridge_of(
 
 
 def _lacked_bridge(route: Route, tensor: Tensor, copy: bool | None, device: Any, on_device: bool) -> Bridge:
-    """The bridge of a dtype the target's importer lacks: viewed by its ``view_with`` where it has one (on the host,
-    where the data is), else refused (:func:`bridge_of`)."""
+    """The bridge of a dtype the target's importer lacks: viewed by its ``view_with`` where it has one that takes it
+    (on the host, where the data is), else refused (:func:`bridge_of`)."""
     a = route.adapter
     imp = a.import_
     lacks = f"{importer_name(route, tensor)} lacks it"
     if on_device:
         return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
-    if route.viewer is None:
+    if route.viewer is None or named_in(tensor.dtype, imp.view_lacks):  # nor can its viewer take it
         return Bridge(REFUSED, _cannot(route, tensor))
     if device is not None and device != tensor.device:
         where = f"{device_name(device[0])}:{device[1]}"

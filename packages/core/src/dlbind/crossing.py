@@ -336,11 +336,9 @@ def lacks_own(adapter: Adapter, x: Any) -> bool:
     except TypeError:  # a dtype object that cannot be a key: read each time
         at = None
     try:
-        name = dtype(kind).name
+        found = named_in(dtype(kind), lacks)
     except (TypeError, ValueError):  # no dtype DLPack has (numpy's structured and object arrays)
         found = True
-    else:
-        found = named_in(name, lacks)
     if at is not None:
         _LACKED[at] = found
     return found

@@ -360,11 +360,9 @@ def _dtype_of(way: _Way) -> DType:
     if order == (">" if sys.byteorder == "little" else "<"):
         raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
     dt = getattr(way.obj, "dtype", None)
-    if dt is not None and type(dt).__module__.startswith("numpy"):  # the exact dtype (ml_dtypes' kinds), same size
-        exact = from_numpy(dt)
-        if exact.itemsize != int(size):
-            raise BufferError(f"typestr {typestr!r} says {size}-byte elements, its dtype {dt} {exact.itemsize}-byte")
-        return exact
+    # the exact dtype where the typestr is its own (ml_dtypes' kinds, all '<V2'), never one the typestr contradicts
+    if dt is not None and type(dt).__module__.startswith("numpy") and getattr(dt, "str", None) == typestr:
+        return from_numpy(dt)
     name = _TYPESTR_KINDS.get(kind)
     if name is None or (name == "bool" and size != "1"):
         raise BufferError(f"typestr {typestr!r} has no DLPack dtype")

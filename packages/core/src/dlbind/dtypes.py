@@ -186,21 +186,25 @@ def lookup(name: str) -> DType:
     raise ValueError(f"unknown DLPack dtype name {name!r}{said}; known: {', '.join(sorted(DTYPE_BY_NAME))}")
 
 
-def named_in(name: str, patterns: Iterable[str]) -> bool:
-    """Whether the dtype name ``name`` matches one of ``patterns`` (fnmatch, as spec/adapters.toml writes the dtypes
-    a system lacks: ``"float8_*"``)."""
+def named_in(dtype: DType, patterns: Iterable[str]) -> bool:
+    """Whether ``dtype``'s name matches one of ``patterns`` (fnmatch, as spec/adapters.toml writes the dtypes a
+    system lacks: ``"float8_*"``); a width without a name is spelled by its code's name pattern for this
+    (``complex32``, torch's chalf, which ``"complex*"`` matches)."""
     from fnmatch import fnmatchcase  # here: `re` is not imported when the runtime loads
 
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
+    name, pattern = dtype.name, DTYPE_CODE_PATTERNS.get(dtype.code)
+    lanes = "" if dtype.lanes == 1 else f"x{dtype.lanes}"  # as the name says them
+    spelled = pattern.replace("{bits}", str(dtype.bits)) + lanes if pattern is not None else name
+    return any(fnmatchcase(name, p) or fnmatchcase(spelled, p) for p in patterns)
 
 
-def keys_named_in(patterns: Iterable[str]) -> frozenset[int]:
-    """The dtypes whose names match ``patterns`` (:func:`named_in`), among the (code, bits) a tensor may have at
-    import, as ``code << 8 | bits``: the keys the compiled build's C routes look a tensor's dtype up by."""
+def pairs_named_in(patterns: Iterable[str]) -> tuple[tuple[int, int], ...]:
+    """The ``(code, bits)`` of the dtypes whose names match ``patterns`` (:func:`named_in`), among those a tensor
+    may have at import, in order."""
     patterns = tuple(patterns)
-    widths = ((code, found) for code, found in DTYPE_ACCEPTED_WIDTHS.items() if found is not None)
-    return frozenset(
-        code << 8 | bits for code, found in widths for bits in found if named_in(DType(code, bits).name, patterns)
+    widths = sorted((code, found) for code, found in DTYPE_ACCEPTED_WIDTHS.items() if found is not None)
+    return tuple(
+        (code, bits) for code, found in widths for bits in sorted(found) if named_in(DType(code, bits), patterns)
     )
 
 

@@ -39,7 +39,7 @@ from dlbind._generated.adapters import (
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release, named
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
-from dlbind.dtypes import keys_named_in
+from dlbind.dtypes import pairs_named_in
 from dlbind.sources import ExportPlan
 
 __all__ = [
@@ -130,9 +130,9 @@ class Route(NamedTuple):
     in_c: bool = False
     # `imports` as the C routes read it: bit d set where its importer takes device type d (none past 63)
     c_imports: int = 0
-    # the dtypes its importer lacks (lacks_dtypes, and lacks_dtypes_nd), as ``code << 8 | bits``: the C routes hand
-    # a tensor of one to Python's bridge, as they hand one of a vector dtype (None: it lacks none)
-    c_lacks: frozenset[int] | None = None
+    # the dtypes its importer lacks (lacks_dtypes, and lacks_dtypes_nd), two bytes each (code, bits), in order: the
+    # C routes hand a tensor of one to Python's bridge, as they hand one of a vector dtype (None: it lacks none)
+    c_lacks: bytes | None = None
     # whether its importer narrows the dtypes of import.narrows now (their setting, import.narrows_unless, read
     # as each array is bridged: it may change while the process runs); None: it narrows none
     narrowing: Callable[[], bool] | None = None
@@ -243,7 +243,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         counts={},
         in_c=(table_type or handover_type) is not None,
         c_imports=sum(1 << kind for kind in imports if kind < 64),
-        c_lacks=keys_named_in(imp.lacks_dtypes + imp.lacks_dtypes_nd) or None,
+        c_lacks=bytes(b for pair in pairs_named_in(imp.lacks_dtypes + imp.lacks_dtypes_nd) for b in pair) or None,
         narrowing=_narrowing(imp) if imp.narrows else None,
     )
 

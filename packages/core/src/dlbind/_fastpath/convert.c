@@ -92,7 +92,7 @@ static DLManagedTensorVersioned *dlbind_host_copy_of(DLManagedTensorVersioned *m
     if (data == NULL) {
         free(c);
         dlbind_call_deleter(m, 1);
-        PyErr_NoMemory();
+        PyErr_Format(PyExc_MemoryError, "cannot allocate %lld bytes for a copy", (long long)nbytes); /* as Python's */
         return NULL;
     }
     int64_t *dims = c->dims, *strides = c->dims + ndim;
@@ -171,7 +171,7 @@ static int dlbind_route_places(PyObject *route) {
 
 /* What the C routes read of a Route: the target array type (its exchange table's, else the one handed over to
  * through `from_dlpack`, its importer; None: no C route), the refuse bits, the device types its importer takes
- * and the dtypes it lacks (Route.c_lacks: None or a frozenset of code << 8 | bits). Borrowed from the Route. */
+ * and the dtypes it lacks (Route.c_lacks: None or bytes, two a dtype: code, bits). Borrowed from the Route. */
 typedef struct {
     PyObject *target_type, *from_dlpack, *lacks;
     long refuse;
@@ -186,8 +186,8 @@ static int dlbind_route_read(PyObject *route, dlbind_route_view *r) {
         r->from_dlpack = PyTuple_GET_ITEM(route, dlbind_route_importer);
     }
     r->lacks = PyTuple_GET_ITEM(route, dlbind_route_lacks);
-    if (r->lacks != Py_None && !PyAnySet_Check(r->lacks)) {
-        PyErr_SetString(PyExc_TypeError, "dlbind.routes.Route.c_lacks must be None or a frozenset");
+    if (r->lacks != Py_None && !PyBytes_CheckExact(r->lacks)) {
+        PyErr_SetString(PyExc_TypeError, "dlbind.routes.Route.c_lacks must be None or bytes");
         return -1;
     }
     r->refuse = PyLong_AsLong(PyTuple_GET_ITEM(route, dlbind_route_refuse));
@@ -198,14 +198,14 @@ static int dlbind_route_read(PyObject *route, dlbind_route_view *r) {
 
 /* Whether the route's target is handed `dtype` by Python's bridge rather than by a C route: a vector dtype, or one
  * it lacks (both refused by the bridge in dlbind's words, or viewed; a target may take such a struct and only then
- * refuse it, and x would be asked again). -1 on error. */
+ * refuse it, and x would be asked again). */
 static int dlbind_bridged_dtype(const dlbind_route_view *r, DLDataType dtype) {
     if (dtype.lanes != 1) return 1;
     if (r->lacks == Py_None) return 0;
-    PyObject *key = PyLong_FromLong((long)dtype.code << 8 | (long)dtype.bits);
-    int found = key != NULL ? PySet_Contains(r->lacks, key) : -1;
-    Py_XDECREF(key);
-    return found;
+    const unsigned char *pair = (const unsigned char *)PyBytes_AS_STRING(r->lacks);
+    for (Py_ssize_t i = 0; i + 1 < PyBytes_GET_SIZE(r->lacks) && pair[i] <= dtype.code; i += 2) /* by code */
+        if (pair[i] == dtype.code && pair[i + 1] == dtype.bits) return 1;
+    return 0;
 }
 
 /* A struct taken from x that is not valid: refused as Python's import refuses it (its validator's BufferError,
@@ -300,12 +300,8 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
         return -1;
     }
     hand_back = hand_back || !here;
-    int bridged = hand_back ? 0 : dlbind_bridged_dtype(r, t->dtype);
-    if (bridged != 0) { /* Python's bridge says what the target makes of it: x imported, not asked again */
-        if (bridged > 0 && (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL) return 2;
-        if (bridged < 0) dlbind_call_deleter(m, 1);
-        return -1;
-    }
+    if (!hand_back && dlbind_bridged_dtype(r, t->dtype)) /* Python's bridge says what the target makes of it */
+        return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1; /* x imported, not asked again */
     /* what the target cannot view is copied here (refuse: 1 negative strides, 2 read-only, 4 a byte_offset of a
      * part of an element) */
     int copy = 0, item = t->dtype.bits * t->dtype.lanes / 8;
