@@ -116,10 +116,13 @@ def _dtype_rules(f: dict[str, Any]) -> list[str]:
     if f["by_dtype"]:
         types = ", ".join(f"{name} `{fn}`" for name, fn in f["by_dtype"])
         rules.append(f"an importer per dtype ({types}); every other dtype refused (BufferError naming it)")
-    if f["lacks_dtypes"] and f["view_with"]:
-        rules.append(f"through `{f['view_with']}`: {', '.join(f['lacks_dtypes'])}")
-    elif f["lacks_dtypes"]:
-        rules.append(f"refused (BufferError naming the dtype): {', '.join(f['lacks_dtypes'])}")
+    viewed = [name for name in f["lacks_dtypes"] if name not in f["view_lacks"]] if f["view_with"] else []
+    refused = [name for name in f["lacks_dtypes"] if name not in viewed]
+    refused += [name for name in f["view_lacks"] if name not in refused]  # a viewed pattern's exceptions
+    if viewed:
+        rules.append(f"through `{f['view_with']}`: {', '.join(viewed)}")
+    if refused:
+        rules.append(f"refused (BufferError naming the dtype): {', '.join(refused)}")
     if f["lacks_dtypes_nd"]:
         lacks = ", ".join(f["lacks_dtypes_nd"])
         rules.append(f"refused by `{f['from_dlpack_nd']}` (BufferError naming the dtype): {lacks}")

@@ -234,3 +234,19 @@ def test_a_dtype_the_target_lacks_is_bridged_on_its_one_ask(to: str, given: str)
             assert producer.asked == 1, f"dtype {code}:{bits}, exchange {n + 1}: asked {producer.asked}"
             gc.collect()
             assert [counter.calls for counter in producer.keep] == [1], f"dtype {code}:{bits}"
+
+
+@pytest.mark.parametrize("given", ["name", "module"])
+def test_read_only_sub_byte_data_is_copied_or_refused_on_its_one_ask(given: str) -> None:
+    """Read-only data that torch would import writable needs a copy, which the compiled build's C route leaves
+    to Python's for sub-byte elements: from the Tensor it imported (it handed the struct back, and the producer was
+    asked again). torch has no int4: refused, after one ask; released once."""
+    from dlbind.capsule import READ_ONLY
+
+    target = _given(_c_routed("torch"), given)
+    for n in range(2):
+        producer = Made(code=0, bits=4, shape=(4,), strides=(1,), flags=int(READ_ONLY))
+        assert _refusal(lambda: dlbind.convert(producer, to=target)) is not None  # noqa: B023 (called at once)
+        assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"
+        gc.collect()
+        assert [counter.calls for counter in producer.keep] == [1], f"exchange {n + 1}"

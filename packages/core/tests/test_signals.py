@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dlbind
@@ -36,3 +37,62 @@ def test_timer_signals_mid_exchange_leak_nothing() -> None:
     assert result["interrupts"] >= min(int(count), 100), result  # the timer did interrupt exchanges
     assert result["alive_after"] == result["alive_before"], result
     assert "Exception ignored" not in proc.stderr, proc.stderr[-2000:]
+
+
+IMPORTING_HANDLER = """
+import os, random, signal, sys, time
+import numpy as np
+import dlbind
+tensor = dlbind.from_dlpack(np.arange(8.0))
+imported = [0]
+
+
+def handler(signum, frame):  # imports a capsule of its own, whatever the interrupted code was doing
+    dlbind.from_dlpack(tensor.__dlpack__(max_version=(1, 0)))
+    imported[0] += 1
+
+
+signal.signal(signal.SIGALRM, handler)
+rounds, pick = int(sys.argv[1]), random.Random(1)
+for _ in range(rounds):
+    signal.setitimer(signal.ITIMER_REAL, pick.uniform(1e-6, 2e-4))  # one shot, somewhere in the imports
+    for _ in range(20):
+        dlbind.from_dlpack(tensor.__dlpack__(max_version=(1, 0)))
+    time.sleep(3e-4)
+print(imported[0])
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="setitimer: POSIX only")
+def test_a_signal_handler_that_imports_never_hangs_the_import_it_interrupts() -> None:
+    """A handler's import runs in the thread whose import it interrupted, maybe inside the pure build's take of a
+    capsule (its lock held): it completes, and so does the interrupted import (the pure build's lock was not
+    reentrant: the process hung)."""
+    rounds = 1000
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORTING_HANDLER, str(rounds)], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, DLBIND_PURE="1" if PURE else "0"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert int(proc.stdout.split()[-1]) == rounds, proc.stdout
+
+
+def test_a_capsule_its_thread_is_taking_is_refused_to_a_handler_there() -> None:
+    """The capsule the interrupted take holds is not taken a second time by the handler's import (pure build:
+    the take is several calls); the compiled build takes it in one step, and a handler never sees it half taken."""
+    if not PURE:
+        pytest.skip("the compiled build takes a capsule in one C call: no handler runs inside it")
+    from dlbind import capsule
+
+    t = dlbind.from_dlpack(np.arange(3.0))
+    made = t.__dlpack__(max_version=(1, 0))
+    with capsule._TAKING:  # as the interrupted take holds it, with this capsule in hand
+        capsule._BEING_TAKEN.add(id(made))
+        try:
+            with pytest.raises(BufferError, match="being consumed already"):
+                dlbind.from_dlpack(made)
+            other = dlbind.from_dlpack(t.__dlpack__(max_version=(1, 0)))  # another capsule: taken
+        finally:
+            capsule._BEING_TAKEN.discard(id(made))
+    assert np.asarray(other).tolist() == [0.0, 1.0, 2.0]
+    assert np.asarray(dlbind.from_dlpack(made)).tolist() == [0.0, 1.0, 2.0]  # still whole: taken once, now

@@ -410,13 +410,21 @@ def take(capsule: object, owner: Owner | None = None) -> tuple[Any, bool]:
     if type(capsule) is not _capi.PyCapsuleType:
         raise TypeError(f"expected a DLPack capsule (PyCapsule), got {type(capsule).__name__}")
     # The name's check, the pointer's read and the renaming are separate calls here, between which another
-    # thread may run: one lock makes them one step, so a capsule is consumed exactly once (the C build's take
-    # holds the GIL throughout).
+    # thread may run: one lock makes them one step among dlbind's takes, so a capsule is consumed exactly once
+    # (the C build's take holds the GIL throughout). Reentrant: a signal handler may import in the thread that
+    # holds it (a capsule that thread is taking is refused to it, not taken twice).
     with _TAKING:
-        return _take(capsule, owner)
+        if id(capsule) in _BEING_TAKEN:
+            raise BufferError("this DLPack capsule is being consumed already (by the code a signal interrupted)")
+        _BEING_TAKEN.add(id(capsule))
+        try:
+            return _take(capsule, owner)
+        finally:
+            _BEING_TAKEN.discard(id(capsule))
 
 
-_TAKING = threading.Lock()
+_TAKING = threading.RLock()
+_BEING_TAKEN: set[int] = set()  # the capsules being taken (their ids), under _TAKING
 
 
 def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
@@ -436,6 +444,9 @@ def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
     else:
         shown = "no name" if name is None else repr(name.decode(errors="replace"))
         raise BufferError(f"not a DLPack capsule: {shown}; expected 'dltensor_versioned' or 'dltensor'")
+    # A consumer outside dlbind (numpy, torch) takes it in one C call: from the pointer's read to the renaming as
+    # little as can be runs here, for another thread's consumer may run between two of these calls (see
+    # docs/reliability.md, Limits). Renamed first, the capsule is refused by such a consumer.
     try:
         address = _capi.capsule_get_pointer(capsule, name)
     except ValueError:  # renamed meanwhile by a consumer outside dlbind (its name no longer matches)
@@ -444,18 +455,29 @@ def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
         ) from None
     if not address:
         raise BufferError("the DLPack capsule holds a NULL pointer")
-    made = _CAPSULES.get(id(capsule))
-    if made is not None and made[1] == address:  # one of ours: its export must be alive (read nothing of it first)
-        entry = _LIVE.get(address)
-        if entry is None or entry[2] != made[2]:
-            raise BufferError(STALE)
     managed = ffi.cast(ctype, address)
     if owner is not None:  # it knows the capsule until renamed: it deletes the struct only if the renaming happened
         owner.managed, owner.capsule = managed, capsule
+    try:  # its name read again, right before the renaming: taken meanwhile, it is not taken twice
+        _capi.capsule_get_pointer(capsule, name)
+    except ValueError:
+        if owner is not None:
+            owner.managed = owner.capsule = None
+        raise BufferError(
+            f"this DLPack capsule was consumed by another consumer while dlbind read it{CONSUMED_HINT}"
+        ) from None
     if _capi.capsule_set_name(capsule, used) != 0:  # pragma: no cover - only fails on a NULL capsule
         if owner is not None:
             owner.managed = owner.capsule = None
         raise BufferError("cannot rename the DLPack capsule")
+    made = _CAPSULES.get(id(capsule))
+    if made is not None and made[1] == address:  # one of ours: its export must be alive (read nothing of it first)
+        entry = _LIVE.get(address)
+        if entry is None or entry[2] != made[2]:  # refused as it was given: its name back, the struct not ours
+            if owner is not None:
+                owner.managed = owner.capsule = None
+            _capi.capsule_set_name(capsule, ctypes.cast(name_at, ctypes.c_char_p))  # its own name's memory
+            raise BufferError(STALE)
     if owner is not None:
         owner.capsule = None
     return managed, versioned

@@ -224,10 +224,11 @@ static int dlbind_invalid_struct(void *managed, int versioned, PyObject *x) {
  * route does not apply and Python's general route must say what is wrong; 2 with *imported set, the Tensor of x
  * that Python's route finishes (x refused this call: imported as from_dlpack continues, not asked again);
  * -1 on error. The struct is refused where it is not valid (dlbind_invalid_struct); else handed back (its
- * deleter run) unless it is host-readable now (stream-free device); what the target cannot view (the refuse bits:
- * 1 negative strides, 2 read-only, 4 a byte_offset of a part of an element) is copied here, and what C cannot copy
- * is Python's to copy, synchronise or explain, and a dtype the target's importer lacks or a vector one is Python's
- * to bridge (dlbind_bridged_dtype). `r->imports`: the device types the target's importer takes (Route.c_imports),
+ * deleter run: Python's route asks x on a stream, or for another device) unless it is readable now (stream-free
+ * device) where the target imports it; what the target cannot view (the refuse bits: 1 negative strides, 2
+ * read-only, 4 a byte_offset of a part of an element) is copied here, and what C cannot copy is Python's to copy or
+ * explain from its Tensor (2), as a dtype the target's importer lacks or a vector one is Python's to bridge
+ * (dlbind_bridged_dtype). `r->imports`: the device types the target's importer takes (Route.c_imports),
  * or DLBIND_IMPORTS_CHECKED where Python's plan already chose this route: data elsewhere (pinned host memory,
  * which Python's route asks for on the CPU) is Python's, as dlbind.routes decides it. */
 static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DLManagedTensorVersioned **out,
@@ -300,8 +301,8 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
         return -1;
     }
     hand_back = hand_back || !here;
-    if (!hand_back && dlbind_bridged_dtype(r, t->dtype)) /* Python's bridge says what the target makes of it */
-        return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1; /* x imported, not asked again */
+    /* Python's route finishes the Tensor of it, x not asked again: a dtype its bridge says what the target makes of */
+    int python = !hand_back && dlbind_bridged_dtype(r, t->dtype);
     /* what the target cannot view is copied here (refuse: 1 negative strides, 2 read-only, 4 a byte_offset of a
      * part of an element) */
     int copy = 0, item = t->dtype.bits * t->dtype.lanes / 8;
@@ -311,15 +312,16 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
             if (t->strides[i] < 0) copy = 1;
     if ((r->refuse & 2) && (m->flags & DLBIND_FLAG_READ_ONLY)) copy = 1;
     if (copy && !hand_back && (!dlbind_device_host(t->device.device_type) || (t->dtype.bits * t->dtype.lanes) % 8 != 0))
-        hand_back = 1; /* device memory, sub-byte elements: Python's copies */
+        python = 1; /* device memory, sub-byte elements: Python's copies */
     for (int i = 0; copy && !hand_back && t->strides != NULL && i < t->ndim; i++) {
         int64_t bytes; /* strides whose byte size overflows: Python says what is wrong */
-        if (dlbind_mul_overflow(t->strides[i], (int64_t)t->dtype.bits * t->dtype.lanes / 8, &bytes)) hand_back = 1;
+        if (dlbind_mul_overflow(t->strides[i], (int64_t)t->dtype.bits * t->dtype.lanes / 8, &bytes)) python = 1;
     }
     if (hand_back) {
         dlbind_call_deleter(m, 1);
         return 0;
     }
+    if (python) return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1;
     if (copy && (m = dlbind_host_copy_of(m)) == NULL) return -1;
     *out = m;
     return 1;
