@@ -98,6 +98,9 @@ def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
          r"import.view_lacks says what its view_with lacks: it needs view_with"),
         (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nview_with = "lib.view"'),
          r"view_with views the dtypes of lacks_dtypes: it needs them"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nlacks_dtypes = ["bfloat16", "complex*"]\n'
+                             'view_with = "lib.view"\nview_lacks = ["complex32", "int8"]'),
+         r"import.view_lacks \['int8'\] are not among the dtypes of import.lacks_dtypes"),
     ],
 )  # fmt: skip
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:

@@ -8,6 +8,7 @@ system into one :class:`AdapterSpec`, rendered as ``dlbind._generated.adapters.A
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -347,6 +348,9 @@ def _check_view(facts: dict[str, Any], where: str) -> None:
         raise GeneratorError(f"{where}: import.view_copies says what its view_with does: it needs view_with")
     if facts["view_lacks"] and not facts["view_with"]:
         raise GeneratorError(f"{where}: import.view_lacks says what its view_with lacks: it needs view_with")
+    beyond = [n for n in facts["view_lacks"] if not any(fnmatch.fnmatchcase(n, p) for p in facts["lacks_dtypes"])]
+    if beyond:
+        raise GeneratorError(f"{where}: import.view_lacks {beyond} are not among the dtypes of import.lacks_dtypes")
 
 
 def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:

@@ -136,7 +136,8 @@ def test_a_refusal_in_the_c_route_is_not_asked_again(to: str, given: str) -> Non
     TypeError: an older producer, asked again its way) and continues in Python with what it learned: the
     producer is asked as often as the pure build asks it (the compiled build asked it once more), and its memory
     is released with the result (through Python's convert, the C route's Tensor was lost, never released)."""
-    target = to if given == "name" else pytest.importorskip(to)
+    module = pytest.importorskip(to)
+    target = to if given == "name" else module
     values = np.arange(6.0)
     for n in range(3):
         refusing = Refusing(values.copy())

@@ -12,6 +12,7 @@ run through both builds side by side in test_parity.py (the same type and messag
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -339,8 +340,12 @@ HUGE = textwrap.dedent(
     """
     import numpy as np
     import dlbind
+    import importlib.util
     huge = np.broadcast_to(np.float64(1), (2**20, 2**20))
-    for copied in (lambda: dlbind.from_dlpack(huge, copy=True), lambda: dlbind.convert(huge, to="torch")):
+    copies = [lambda: dlbind.from_dlpack(huge, copy=True)]
+    if importlib.util.find_spec("torch") is not None:  # read-only data for torch: dlbind's own copy
+        copies.append(lambda: dlbind.convert(huge, to="torch"))
+    for copied in copies:
         try:
             copied()
         except MemoryError as exc:
@@ -355,6 +360,7 @@ def test_a_failed_huge_copy_raises_memory_error_and_nothing_else() -> None:
     proc = _run(HUGE)
     assert proc.returncode == 0 and proc.stdout.startswith("MemoryError"), (proc.stdout, proc.stderr[-2000:])
     said = proc.stdout.splitlines()
-    assert len(said) == 2 and said[0].startswith("MemoryError ") and len(said[0]) > len("MemoryError "), said
-    assert said[1] == "MemoryError cannot allocate 8796093022208 bytes for a copy", said  # dlbind's copy, for torch
+    assert said[0].startswith("MemoryError ") and len(said[0]) > len("MemoryError "), said
+    if importlib.util.find_spec("torch") is not None:
+        assert said[1:] == ["MemoryError cannot allocate 8796093022208 bytes for a copy"], said  # dlbind's, for torch
     assert "Exception ignored" not in proc.stderr, proc.stderr

@@ -251,3 +251,30 @@ def test_a_subclass_exporting_its_own_way_is_asked_through_its_dlpack() -> None:
     with pytest.raises(BufferError, match="Refusing exports nothing"):
         dlbind.from_dlpack(torch.arange(3.0).as_subclass(Refusing))
     assert np.asarray(dlbind.from_dlpack(torch.arange(3.0))).tolist() == [0.0, 1.0, 2.0]  # its table: as it was
+
+
+FRESH_ALLOCATION = """
+from dlbind import exchange
+from dlbind import _capi
+from dlbind._ffi import ffi
+
+api = ffi.cast("DLPackExchangeAPI *", _capi.capsule_get_pointer(exchange.table(), b"dlpack_exchange_api"))
+proto = ffi.new("DLTensor *")
+shape = ffi.new("int64_t[]", [2])
+proto.ndim, proto.shape, proto.device.device_type = 1, shape, 1
+proto.dtype.code, proto.dtype.bits, proto.dtype.lanes = 2, 32, 1
+out = ffi.new("DLManagedTensorVersioned **")
+print(api.managed_tensor_allocator(proto, out, ffi.NULL, ffi.NULL), out[0] != ffi.NULL)
+"""
+
+
+def test_the_allocator_of_a_table_taken_first_thing_allocates() -> None:
+    """A process whose first use of dlbind is its exchange table (the compiled allocator read a helper that the
+    runtime's lazy load had not set yet, and refused)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DLBIND_PURE="1" if BUILD == "pure" else "0")
+    proc = subprocess.run([sys.executable, "-c", FRESH_ALLOCATION], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and proc.stdout.split() == ["0", "True"], (proc.stdout, proc.stderr[-2000:])

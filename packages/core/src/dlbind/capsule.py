@@ -414,17 +414,18 @@ def take(capsule: object, owner: Owner | None = None) -> tuple[Any, bool]:
     # (the C build's take holds the GIL throughout). Reentrant: a signal handler may import in the thread that
     # holds it (a capsule that thread is taking is refused to it, not taken twice).
     with _TAKING:
-        if id(capsule) in _BEING_TAKEN:
+        taking = getattr(_IN_THREAD, "taking", None)
+        if taking is capsule:
             raise BufferError("this DLPack capsule is being consumed already (by the code a signal interrupted)")
-        _BEING_TAKEN.add(id(capsule))
         try:
+            _IN_THREAD.taking = capsule  # the object, not its id: one left by a signal's exception matches no other
             return _take(capsule, owner)
         finally:
-            _BEING_TAKEN.discard(id(capsule))
+            _IN_THREAD.taking = taking
 
 
 _TAKING = threading.RLock()
-_BEING_TAKEN: set[int] = set()  # the capsules being taken (their ids), under _TAKING
+_IN_THREAD = threading.local()  # .taking: the capsule this thread is taking (a handler's import then takes another)
 
 
 def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:

@@ -61,7 +61,8 @@ static int dlbind_x_allocate(DLTensor *prototype, DLManagedTensorVersioned **out
                              void (*SetError)(void *error_ctx, const char *kind, const char *message)) {
     PyGILState_STATE state = PyGILState_Ensure();
     void *address = NULL;
-    int rc = dlbind_call_address(dlbind_cfg.allocate, PyLong_FromVoidPtr(prototype), &address);
+    /* configured first (dlbind loads its runtime lazily), as from_py is: a table taken before any import works */
+    int rc = dlbind_configured() ? dlbind_call_address(dlbind_cfg.allocate, PyLong_FromVoidPtr(prototype), &address) : -1;
     if (rc != 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
