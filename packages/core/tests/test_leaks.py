@@ -179,7 +179,8 @@ FAILING: dict[str, Callable[[], Callable[[], None]]] = {
     ),
 }
 def _complex32() -> Any:
-    """A tensor numpy has no dtype for (torch's complex32): numpy.from_dlpack refuses it."""
+    """A tensor numpy has no dtype for (torch's complex32): convert refuses it before numpy sees it (its row lacks
+    it), so no consumer's exception is pending when the export is released."""
     a = np.zeros(8, np.float16)
     return dlbind.from_pointer(a.ctypes.data, (4,), dlbind.DType(dlbind.DataTypeCode.kDLComplex, 32), owner=a)
 
@@ -269,7 +270,17 @@ def test_sources_are_freed_after_the_round_trips() -> None:
     assert alive() is None
 
 
-@pytest.mark.parametrize("path", list(REFUSED))
-@pytest.mark.xfail(PY310_PURE, reason=PY310_PURE_REASON)  # strict=False: only the refusals numpy makes
+# numpy's own refusal (its exception pending as it drops our capsule) is what Python 3.10's pure build cannot meet
+_NUMPY_REFUSES = {"numpy refuses bf16"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.xfail(PY310_PURE, reason=PY310_PURE_REASON)) if path in _NUMPY_REFUSES
+        else path
+        for path in REFUSED
+    ],
+)  # fmt: skip
 def test_refused_exchanges_flat(path: str) -> None:
     check(REFUSED[path]())
