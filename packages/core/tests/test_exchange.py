@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -271,10 +274,6 @@ print(api.managed_tensor_allocator(proto, out, ffi.NULL, ffi.NULL), out[0] != ff
 def test_the_allocator_of_a_table_taken_first_thing_allocates() -> None:
     """A process whose first use of dlbind is its exchange table (the compiled allocator read a helper that the
     runtime's lazy load had not set yet, and refused)."""
-    import os
-    import subprocess
-    import sys
-
     env = dict(os.environ, DLBIND_PURE="1" if BUILD == "pure" else "0")
     proc = subprocess.run([sys.executable, "-c", FRESH_ALLOCATION], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0 and proc.stdout.split() == ["0", "True"], (proc.stdout, proc.stderr[-2000:])

@@ -11,7 +11,7 @@ reports -1 with its exception printed rather than set).
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, cast
 
 import dlbind._backends as _backends
 import dlbind._capi as _capi
@@ -153,11 +153,9 @@ def table() -> object | None:
     if not AVAILABLE:
         return None
     if native is not None:
-        made: object = native.exchange_table()
-        return made
+        return cast(object, native.exchange_table())
     api = _PURE.get("api") or _pure_table()  # made once: a table handed out is never freed
-    made = _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor())
-    return made
+    return cast(object, _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor()))
 
 
 # -- consumer -------------------------------------------------------------------------------------
