@@ -205,3 +205,29 @@ def test_typestr_refused_where_no_buffer_format_names_the_dtype() -> None:
     for dt, name in ((DType(DataTypeCode.kDLBfloat, 16), "bfloat16"), (DType(DataTypeCode.kDLFloat, 32, 4), "x4")):
         with pytest.raises(ValueError, match=name):
             assert dt.typestr is None
+
+
+def test_a_dtype_set_holds_the_dtypes_its_patterns_name_with_their_lanes() -> None:
+    """``DTypeSet`` (what a Route keeps of the dtypes its importer lacks) answers as the name patterns do, for
+    every dtype the model names, scalar and vector, asked by a DType or a bare ``(code, bits, lanes)``; with
+    ``only``, every dtype outside those names too."""
+    from fnmatch import fnmatchcase
+
+    patterns = ("float8_*", "int[124]", "complex*")  # spec/adapters.toml's spellings: a prefix, a class, a family
+    lacked = dtypes.DTypeSet(patterns)
+    first, *_ = names = list(dtypes.DTYPE_BY_NAME)
+    outside = dtypes.DTypeSet((), only=names[1:])
+    held = 0
+    for code, bits in dtypes.DTYPE_BY_NAME.values():
+        for lanes in (1, 2, 4):
+            d = DType(code, bits, lanes)
+            named = any(fnmatchcase(d.name, p) for p in patterns)
+            assert lacked[d] is lacked[tuple(d)] is dtypes.named_in(d, patterns), d  # asked twice: kept
+            assert named <= lacked[d], d  # a matching name is always held (an unnamed width may be too)
+            assert outside[d] is (d.name == first or lanes != 1), d
+            held += lacked[d]
+    assert held, "no dtype of the model matched: the patterns above no longer name any"
+    exact = dtypes.DTypeSet([first])  # an exact name holds its scalar only
+    scalar = DType(*dtypes.DTYPE_BY_NAME[first])
+    assert exact[scalar] and not exact[scalar.code, scalar.bits, 2]
+    assert not dtypes.DTypeSet()[scalar]

@@ -28,7 +28,7 @@ from dlbind.devices import (
     parse_device,
     stream_free,
 )
-from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType, named_in
+from dlbind.dtypes import BOOL, SUBBYTE_PADDED, UINT1, UINT8, DType
 from dlbind.export import export_view, versioned_asked, wait_for
 from dlbind.routes import (
     DEVICE_ARG,
@@ -107,7 +107,7 @@ def importer(adapter: Adapter) -> Any:
         def by_dtype(x: Any) -> Any:
             # the importer of x's dtype is given x itself: what a user of the system calls
             t = imported(x, None, None)
-            if _lacks(adapter, t):
+            if _lacks(route, t):
                 raise BufferError(_cannot(route, t))
             return _importer_of(route, t)(x)
 
@@ -151,19 +151,10 @@ def _capsule_for(adapter: Adapter, producer: Any, stream: int | None = None) -> 
     return producer.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
 
 
-_LACKS: dict[tuple[str, int, int, int, bool], bool] = {}  # (system, code, bits, lanes, N-D importer) -> _lacks
-
-
-def _lacks(adapter: Adapter, tensor: Tensor, nd: bool = False) -> bool:
-    """The system's importer lacks ``tensor``'s dtype (``lacks_dtypes``: name patterns; ``nd``: its importer of
-    arrays that are not 1-D, which lacks ``lacks_dtypes_nd`` too), cached per dtype."""
-    imp = adapter.import_  # how it takes DLPack (its row's [import])
-    key = (adapter.name, tensor._code, tensor._bits, tensor._lanes, nd)
-    found = _LACKS.get(key)
-    if found is None:
-        found = named_in(tensor.dtype, imp.lacks_dtypes + imp.lacks_dtypes_nd if nd else imp.lacks_dtypes)
-        found = _LACKS[key] = found or (bool(imp.by_dtype) and tensor.dtype.name not in dict(imp.by_dtype))
-    return found
+def _lacks(route: Route, tensor: Tensor, nd: bool = False) -> bool:
+    """The target's importer lacks ``tensor``'s dtype (``lacks_dtypes``; ``nd``: its importer of arrays that are
+    not 1-D, which lacks ``lacks_dtypes_nd`` too), or has no importer of it (``by_dtype``)."""
+    return (route.lacks_nd if nd else route.lacks)[tensor._code, tensor._bits, tensor._lanes]
 
 
 def _narrows(route: Route, tensor: Tensor) -> str | None:
@@ -330,8 +321,7 @@ def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
 def copy_in_refusal(route: Route, tensor: Tensor) -> str | None:
     """Why the target's own constructor cannot copy ``tensor`` in (a dtype its row lacks: dpnp's arrays hold no
     bfloat16), or None; what :func:`copied_in` raises and ``dlbind.explain`` says."""
-    lacks = route.adapter.import_.lacks_dtypes
-    return _cannot(route, tensor) if lacks and _lacks(route.adapter, tensor) else None
+    return _cannot(route, tensor) if route.adapter.import_.lacks_dtypes and _lacks(route, tensor) else None
 
 
 def _wrapped(route: Route, tensor: Tensor) -> Any:
@@ -421,7 +411,7 @@ def bridge_of(
     if unfit is not None:
         return Bridge(REFUSED, unfit)
     nd = _nd(route, tensor)
-    if (imp.lacks_dtypes or imp.lacks_dtypes_nd or imp.by_dtype) and _lacks(a, tensor, nd):
+    if _lacks(route, tensor, nd):
         return _lacked_bridge(route, tensor, copy, device, on_device)
     if route.legacy_only and imp.takes != Takes.NDARRAY:  # a legacy capsule has no flag for padded sub-byte data
         legacy = tensor.dtype.legacy_refusal(padded=bool(tensor._flags & SUBBYTE_PADDED))
@@ -469,7 +459,7 @@ def _lacked_bridge(route: Route, tensor: Tensor, copy: bool | None, device: Any,
     lacks = f"{importer_name(route, tensor)} lacks it"
     if on_device:
         return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
-    if route.viewer is None or named_in(tensor.dtype, imp.view_lacks):  # nor can its viewer take it
+    if route.viewer is None or route.view_lacks[tensor._code, tensor._bits, tensor._lanes]:  # nor its viewer
         return Bridge(REFUSED, _cannot(route, tensor))
     if device is not None and device != tensor.device:
         where = f"{device_name(device[0])}:{device[1]}"

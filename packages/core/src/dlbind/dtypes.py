@@ -198,6 +198,29 @@ def named_in(dtype: DType, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(name, p) or fnmatchcase(spelled, p) for p in patterns)
 
 
+class DTypeSet(dict[tuple[int, int, int], bool]):
+    """The dtypes whose names match fnmatch patterns (:func:`named_in`), as spec/adapters.toml writes those a
+    system lacks, and, where ``only`` names some, every dtype it does not name: ``lacked[(code, bits, lanes)]``
+    (a :class:`DType` is such a key) says whether a dtype is one. Each dtype's answer is worked out the first
+    time it is asked and kept, so a later lookup is a dict's (its length: the dtypes asked so far)."""
+
+    __slots__ = ("only", "patterns")
+
+    def __init__(self, patterns: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
+        super().__init__()
+        self.patterns = tuple(patterns)
+        self.only = frozenset(only) if only is not None else None
+
+    def __missing__(self, dtype: tuple[int, int, int]) -> bool:
+        d = DType(*dtype)
+        found = self[dtype] = named_in(d, self.patterns) or (self.only is not None and d.name not in self.only)
+        return found
+
+    def __repr__(self) -> str:
+        only = "" if self.only is None else f", only={sorted(self.only)!r}"
+        return f"DTypeSet({list(self.patterns)!r}{only})"
+
+
 def pairs_named_in(patterns: Iterable[str]) -> tuple[tuple[int, int], ...]:
     """The ``(code, bits)`` of the dtypes whose names match ``patterns`` (:func:`named_in`), among those a tensor
     may have at import, in order."""

@@ -39,7 +39,7 @@ from dlbind._generated.adapters import (
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release, named
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
-from dlbind.dtypes import pairs_named_in
+from dlbind.dtypes import DTypeSet, pairs_named_in
 from dlbind.sources import ExportPlan
 
 __all__ = [
@@ -108,6 +108,9 @@ class Route(NamedTuple):
     ignores_readonly: bool  # readonly: the target imports read-only data writable: copy it first
     keywords: frozenset[str]  # what the installed importer accepts (read from its signature)
     viewer: Any = None  # views a Tensor of a dtype its importer lacks (lacks_dtypes)
+    lacks: DTypeSet = DTypeSet()  # the dtypes its importer lacks (import.lacks_dtypes; by_dtype: those it has not)
+    lacks_nd: DTypeSet = DTypeSet()  # those its importer of arrays that are not 1-D lacks (lacks_dtypes_nd too)
+    view_lacks: DTypeSet = DTypeSet()  # those among `lacks` that its viewer lacks too (import.view_lacks)
     devices: dict[Any, Any] | None = None  # (type, id) -> the target's device object (device "namespace")
     imports: frozenset[int] = frozenset()  # device types its importer takes (import.devices)
     stream_of: Any = None  # device index -> its current stream there (a DLPack stream int), or None
@@ -214,6 +217,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     viewer = dotted(imp.view_with) if imp.lacks_dtypes and imp.view_with else None
     bits = {ours: theirs for theirs, ours in adapter.export.bits} if imp.bits_via else None
     imports = _device_types(imp.devices)
+    only = [name for name, _ in imp.by_dtype] if imp.by_dtype else None  # it has an importer of these dtypes only
     return Route(
         adapter=adapter,
         importer=fn,
@@ -224,6 +228,9 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         ignores_readonly=ignores_readonly,
         keywords=_keywords(fn, adapter),
         viewer=viewer,
+        lacks=DTypeSet(imp.lacks_dtypes, only),
+        lacks_nd=DTypeSet(imp.lacks_dtypes + imp.lacks_dtypes_nd, only),
+        view_lacks=DTypeSet(imp.view_lacks),
         devices={} if imp.device == "namespace" else None,
         imports=imports,
         stream_of=stream_of if stream_of is not None else _stream_of(adapter),
