@@ -192,3 +192,22 @@ def test_a_legacy_read_only_bridge_checks_the_consumer_stream_before_waiting(rec
     assert rec.calls() == []
     bridge.__dlpack__(stream=2)
     assert rec.calls() == event_wait("S1", "per-thread")
+
+
+@pytest.mark.parametrize("encoding", ["uint1", "uint8"])
+def test_a_bool_bridge_checks_the_consumer_stream_and_waits(rec: Recording, encoding: str) -> None:
+    """The capsule of bool data an importer takes under another dtype (``bridges._BoolAs``: onnxruntime's uint8,
+    mxnet's uint1, both on CUDA) orders the consumer's stream after the one the data is ready on, as
+    ``Tensor.__dlpack__`` does, and refuses a stream that rule refuses."""
+    from dlbind.bridges import _BoolAs
+
+    s = user_stream()
+    bridge = _BoolAs(dlbind.from_dlpack(CudaArray(dlbind_cuda.empty((3,), "bool"), s), stream=s), encoding)
+    versions = {"max_version": (1, 3)} if encoding == "uint8" else {}
+    rec.clear()
+    with pytest.raises(BufferError, match="stream 0 is not valid for cuda"):
+        bridge.__dlpack__(stream=0, **versions)
+    assert rec.calls() == []
+    made = dlbind.from_dlpack(bridge.__dlpack__(stream=2, **versions))
+    assert rec.calls() == event_wait("S1", "per-thread")
+    assert (made.dtype.name, made.data_ptr) == ({"uint1": "bool", "uint8": "uint8"}[encoding], bridge.tensor.data_ptr)

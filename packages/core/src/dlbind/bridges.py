@@ -179,6 +179,14 @@ def importer_name(route: Route, tensor: Tensor) -> str:
     return a.import_.function_nd if _nd(route, tensor) else a.import_.function
 
 
+def _ready_on(t: Tensor, stream: Any) -> None:
+    """What a bridge's own ``__dlpack__`` does for the consumer's ``stream``: checked by the rule
+    ``Tensor.__dlpack__`` checks it by, then made to wait for the work ``t``'s data is ready on (its stream)."""
+    check_stream(t._device_type, stream)
+    if t._stream is not None:
+        wait_for(t._stream, stream, t.device)
+
+
 class _LegacyReadOnly:
     """Serves a legacy capsule of read-only memory to a consumer whose arrays are immutable.
 
@@ -201,12 +209,10 @@ class _LegacyReadOnly:
         if max_version is not None or dl_device is not None or copy:
             return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         t = self.tensor
-        check_stream(t.device[0], stream)  # the consumer's stream, by the rule Tensor.__dlpack__ checks it by
         why = t.dtype.legacy_refusal(padded=bool(t._flags & SUBBYTE_PADDED))
         if why is not None:
             raise BufferError(why)
-        if t._stream is not None:  # the consumer's stream waits for the tensor's
-            wait_for(t._stream, stream, t.device)
+        _ready_on(t, stream)
         return capsule.export(
             t.data_ptr, t.shape, t.strides, t.dtype, t.device, t.byte_offset, t, versioned=False,
         )  # fmt: skip
@@ -243,6 +249,7 @@ class _BoolAs:
             or (t.readonly and not versioned)
         ):
             raise BufferError(f"bool as {self.encoding} is served only as the importer's row says it asks for it")
+        _ready_on(t, stream)
         dtype = UINT1 if self.encoding == ImportBool.UINT1 else UINT8
         flags = _READ_ONLY if t.readonly else 0
         return capsule.export(
