@@ -217,7 +217,6 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
     viewer = dotted(imp.view_with) if imp.lacks_dtypes and imp.view_with else None
     bits = {ours: theirs for theirs, ours in adapter.export.bits} if imp.bits_via else None
     imports = _device_types(imp.devices)
-    only = [name for name, _ in imp.by_dtype] if imp.by_dtype else None  # it has an importer of these dtypes only
     return Route(
         adapter=adapter,
         importer=fn,
@@ -228,9 +227,6 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         ignores_readonly=ignores_readonly,
         keywords=_keywords(fn, adapter),
         viewer=viewer,
-        lacks=DTypeSet(imp.lacks_dtypes, only),
-        lacks_nd=DTypeSet(imp.lacks_dtypes + imp.lacks_dtypes_nd, only),
-        view_lacks=DTypeSet(imp.view_lacks),
         devices={} if imp.device == "namespace" else None,
         imports=imports,
         stream_of=stream_of if stream_of is not None else _stream_of(adapter),
@@ -250,9 +246,23 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         counts={},
         in_c=(table_type or handover_type) is not None,
         c_imports=sum(1 << kind for kind in imports if kind < 64),
-        c_lacks=bytes(b for pair in pairs_named_in(imp.lacks_dtypes + imp.lacks_dtypes_nd) for b in pair) or None,
+        **_lacked(imp),
         narrowing=_narrowing(imp) if imp.narrows else None,
     )
+
+
+def _lacked(imp: Import) -> dict[str, Any]:
+    """The Route's fields that say which dtypes the row's importer lacks: ``lacks`` (``lacks_dtypes``, and every
+    dtype outside ``by_dtype`` where it has one), ``lacks_nd`` (``lacks_dtypes_nd`` too), ``view_lacks``, and the
+    C routes' ``c_lacks``."""
+    only = [name for name, _ in imp.by_dtype] if imp.by_dtype else None  # it has an importer of these dtypes only
+    nd = imp.lacks_dtypes + imp.lacks_dtypes_nd
+    return {
+        "lacks": DTypeSet(imp.lacks_dtypes, only),
+        "lacks_nd": DTypeSet(nd, only),
+        "view_lacks": DTypeSet(imp.view_lacks),
+        "c_lacks": bytes(b for pair in pairs_named_in(nd) for b in pair) or None,
+    }
 
 
 def _narrowing(imp: Import) -> Callable[[], bool]:
