@@ -244,11 +244,13 @@ _TYPESTR_ORDERS = frozenset("<>|=")  # little, big, not applicable, native
 
 
 def _interface_way(
-    iface: dict[str, Any], obj: Any, device: DevicePair, readonly: bool | None, what: str = "__array_interface__"
-) -> _Way:
+    iface: dict[str, Any], obj: Any, device: DevicePair, readonly: bool | None, what: str = "__array_interface__",
+    stream: int | None = None,
+) -> _Way:  # fmt: skip
     """What ``iface`` (``__array_interface__`` v3, or the CUDA one) says: a tuple's pointer, trusted once the
     validator finds its description consistent; or a buffer given as ``data`` (``obj``'s own, when ``data`` is
-    None), which must hold every element described."""
+    None), which must hold every element described. ``stream``: the CUDA one's, checked (:func:`_cuda_way`); the
+    host interface has none (a ``"stream"`` key there is not read, as numpy reads none)."""
     if iface.get("mask") is not None:
         raise BufferError(f"{what} with a mask (a masked array) cannot be exported as DLPack")
     shape = _integers(_field(iface, "shape", what), what, "shape")
@@ -272,9 +274,8 @@ def _interface_way(
         ptr = base + offset
     raw_strides = iface.get("strides")
     byte_strides = None if raw_strides is None else _integers(raw_strides, what, "strides")
-    stream = iface.get("stream")
     return _Way(f"{what} of {type(obj).__name__}", obj, ptr, shape, None, byte_strides, typestr, 0, device,
-                ro, readonly, owner, None if stream is None else int(stream), buffer, False, False)  # fmt: skip
+                ro, readonly, owner, stream, buffer, False, False)  # fmt: skip
 
 
 def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bool | None = None) -> _Way:
@@ -304,7 +305,7 @@ def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bo
             device = _backends.for_device(_CUDA, need).device_of(pointer)
         except BufferError as exc:
             raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
-    return _interface_way(cai, obj, device, readonly, what)
+    return _interface_way(cai, obj, device, readonly, what, stream)
 
 
 def _checked(way: _Way) -> Memory:
