@@ -193,9 +193,12 @@ def check_description(
         byte_size(shape, dtype, padded=padded)
     except BufferError as exc:
         raise BufferError(f"{what}: {exc}") from None
+    # whole bytes an element (padded sub-byte data: one each), as numpy and the buffer protocol read strides
+    item = (dtype.bits * dtype.lanes + 7) // 8 if padded or not dtype.bits * dtype.lanes % 8 else 1
     for s in strides:
-        if not -INT64_MAX - 1 <= s <= INT64_MAX:
-            raise BufferError(f"{what}: stride {s} of strides {strides} does not fit in int64")
+        if not -INT64_MAX - 1 <= s * item <= INT64_MAX:
+            fit = f"int64 bytes ({item}-byte items)" if -INT64_MAX - 1 <= s <= INT64_MAX else "int64"
+            raise BufferError(f"{what}: stride {s} of strides {strides} does not fit in {fit}")
     if byte_offset < 0:
         raise BufferError(f"{what}: byte_offset {byte_offset} is negative")
     start = data + byte_offset
