@@ -81,6 +81,12 @@ CASES = {
     "no such byte order": ("Lying(shape=(2,), typestr='xf8', data=(ADDRESS, False))", "'xf8' is not one"),
     "a size of zero": ("Lying(shape=(2,), typestr='|u0', data=(ADDRESS, False))", "'|u0' is not one"),
     "a size in other digits": ("Lying(shape=(2,), typestr='|f\u00b2', data=(ADDRESS, False))", "is not one"),
+    # a byte stride past int64 on a dimension of extent 1 or 0 (numpy refuses both): its element stride fitted, and
+    # numpy's import of dlbind's export wrapped it
+    "a byte stride past int64, extent 1": ("Lying(shape=(1, 2), strides=(2**64, 8), data=(ADDRESS, False))",
+                                           "does not fit in int64 bytes (8-byte items)"),
+    "a byte stride past int64, extent 0": ("Lying(shape=(0, 2), strides=(2**63, 8), data=(ADDRESS, False))",
+                                           "does not fit in int64 bytes (8-byte items)"),
 }
 
 
@@ -98,6 +104,23 @@ def test_a_lying_array_interface_is_refused_before_anything_reads_it(case: str) 
     for entry, outcome in outcomes.items():
         assert outcome.startswith("BufferError: ") and words in outcome, f"{case}, {entry}: {outcome}"
     assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("stream", [5, 1.5, "x", [1]])
+def test_a_host_array_interface_has_no_stream_to_read(stream: object) -> None:
+    """``__array_interface__`` has no ``stream`` (numpy reads none): a ``"stream"`` key there is not read as the CUDA
+    interface's (it made every export of the CPU memory wait for a "cpu stream", or raised int()'s words)."""
+    values = np.arange(4.0)
+
+    class WithStream:
+        __array_interface__ = {**values.__array_interface__, "stream": stream}
+
+    x = WithStream()
+    want = np.asarray(x)
+    imports = (np.from_dlpack(dlbind.from_dlpack(x)), dlbind.convert(x, to="numpy"), np.from_dlpack(dlbind.asdlpack(x)))
+    for got in imports:
+        assert got.tobytes() == want.tobytes() and got.ctypes.data == values.ctypes.data
+    assert dlbind.explain(x, to="numpy").kind == "zero-copy"
 
 
 class _Dtyped:
