@@ -256,6 +256,20 @@ def test_a_subclass_exporting_its_own_way_is_asked_through_its_dlpack() -> None:
     assert np.asarray(dlbind.from_dlpack(torch.arange(3.0))).tolist() == [0.0, 1.0, 2.0]  # its table: as it was
 
 
+def test_a_subclass_saying_its_own_device_is_asked_through_its_dlpack() -> None:
+    """A subclass that defines only ``__dlpack_device__`` is asked it, in both builds (the compiled build imported
+    it through its parent's exchange table, which never reads the override): its refusal propagates, each call."""
+    torch = pytest.importorskip("torch")
+
+    class NoDevice(torch.Tensor):  # type: ignore[misc]
+        def __dlpack_device__(self) -> Any:
+            raise RuntimeError("NoDevice has no device now")
+
+    for _ in range(2):  # the first import plans the type; the second runs the plan
+        with pytest.raises(RuntimeError, match="NoDevice has no device now"):
+            dlbind.from_dlpack(torch.arange(3.0).as_subclass(NoDevice))
+
+
 FRESH_ALLOCATION = """
 from dlbind import exchange
 from dlbind import _capi

@@ -94,9 +94,10 @@ static const dlbind_exchange_api *dlbind_table_resolve(PyObject *cap) {
 #endif
 }
 
-/* Whether a class of the type's MRO before the one that holds its exchange table defines __dlpack__: a subclass
- * exporting its own way (refusing, or other data), which its inherited table would bypass; it is asked through
- * its __dlpack__, as the pure build asks every producer. 1, 0, or -1 with an error set. */
+/* Whether a class of the type's MRO before the one that holds its exchange table defines __dlpack__ or
+ * __dlpack_device__: a subclass exporting its own way (refusing, other data, another device), which its inherited
+ * table would bypass; it is asked through its __dlpack__, as the pure build asks every producer. 1, 0, or -1 with
+ * an error set. */
 static int dlbind_overrides_dlpack(PyTypeObject *type) {
     PyObject *mro = type->tp_mro;
     for (Py_ssize_t i = 0; mro != NULL && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro); i++) {
@@ -104,6 +105,8 @@ static int dlbind_overrides_dlpack(PyTypeObject *type) {
         int found = dict != NULL ? PyDict_Contains(dict, dlbind_str_exchange_api) : 0;
         if (found != 0) return found < 0 ? -1 : 0; /* the table's own class: its __dlpack__ is the table's */
         found = dict != NULL ? PyDict_Contains(dict, dlbind_cfg.str_dlpack) : 0;
+        if (found == 0 && dict != NULL && dlbind_cfg.str_dlpack_device != NULL)
+            found = PyDict_Contains(dict, dlbind_cfg.str_dlpack_device);
         if (found != 0) return found;
     }
     return 0;
