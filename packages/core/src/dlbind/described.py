@@ -25,7 +25,7 @@ from dlbind._generated.tables import DEVICE_BY_NAME, VERSIONED_CAPSULES
 from dlbind.devices import STREAM_MAX, DevicePair, device_name
 from dlbind.dtypes import SUBBYTE_PADDED, DType, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, export_memory, versioned_asked
-from dlbind.validate import check_description, contiguous_strides
+from dlbind.validate import check_byte_strides, check_description, contiguous_strides
 
 __all__ = ["Exporter", "describe", "export_host", "through_interface"]
 
@@ -318,9 +318,10 @@ def _checked(way: _Way) -> Memory:
         item = dtype.itemsize
         if way.byte_strides is None:  # row-major; past int64 (a huge zero-size shape) refused, as the import refuses
             strides = contiguous_strides(way.shape)
-        elif any(s % item for s in way.byte_strides):
-            raise BufferError(f"{way.what}: strides {way.byte_strides} are not multiples of the item size {item}")
         else:
+            check_byte_strides(way.what, way.byte_strides)
+            if any(s % item for s in way.byte_strides):
+                raise BufferError(f"{way.what}: strides {way.byte_strides} are not multiples of the item size {item}")
             strides = tuple(s // item for s in way.byte_strides)
     # numpy (ml_dtypes) keeps fp4/fp6 one element per byte: the DLPack "padded" layout
     flags = SUBBYTE_PADDED if dtype.bits * dtype.lanes % 8 else 0

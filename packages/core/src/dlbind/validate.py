@@ -35,6 +35,7 @@ __all__ = [
     "MAX_NDIM",
     "ExtentError",
     "byte_size",
+    "check_byte_strides",
     "check_description",
     "check_device",
     "check_dtype",
@@ -164,6 +165,15 @@ def check_device(device_type: int, device_id: int, what: str = "") -> None:
         raise BufferError(f"{prefix}invalid device id {device_id}: device ids are 0 to {INT32_MAX}")
 
 
+def check_byte_strides(what: str, byte_strides: tuple[int, ...]) -> None:
+    """BufferError unless strides a description gives in bytes (an array interface's) fit in int64, as numpy and
+    the buffer protocol hold them: on a dimension of extent 1 or 0 its element stride would pass, and every reader
+    of bytes would then refuse it or wrap it."""
+    for s in byte_strides:
+        if not -INT64_MAX - 1 <= s <= INT64_MAX:
+            raise BufferError(f"{what}: stride {s} of strides {byte_strides} does not fit in int64 bytes")
+
+
 def check_description(
     what: str,
     data: int,
@@ -193,12 +203,9 @@ def check_description(
         byte_size(shape, dtype, padded=padded)
     except BufferError as exc:
         raise BufferError(f"{what}: {exc}") from None
-    # whole bytes an element (padded sub-byte data: one each), as numpy and the buffer protocol read strides
-    item = (dtype.bits * dtype.lanes + 7) // 8 if padded or not dtype.bits * dtype.lanes % 8 else 1
     for s in strides:
-        if not -INT64_MAX - 1 <= s * item <= INT64_MAX:
-            fit = f"int64 bytes ({item}-byte items)" if -INT64_MAX - 1 <= s <= INT64_MAX else "int64"
-            raise BufferError(f"{what}: stride {s} of strides {strides} does not fit in {fit}")
+        if not -INT64_MAX - 1 <= s <= INT64_MAX:
+            raise BufferError(f"{what}: stride {s} of strides {strides} does not fit in int64")
     if byte_offset < 0:
         raise BufferError(f"{what}: byte_offset {byte_offset} is negative")
     start = data + byte_offset
