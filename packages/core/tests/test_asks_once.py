@@ -251,3 +251,48 @@ def test_read_only_sub_byte_data_is_copied_or_refused_on_its_one_ask(given: str)
         assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"
         gc.collect()
         assert [counter.calls for counter in producer.keep] == [1], f"exchange {n + 1}"
+
+
+class Answering:
+    """A producer on ``device`` whose ``__dlpack__`` answers ``answer`` (an exception: raised), counting its asks."""
+
+    def __init__(self, answer: Any, device: tuple[int, int]) -> None:
+        self.answer, self.device, self.asked = answer, device, 0
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.asked += 1
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+
+CPU, CUDA = (int(dlbind.DeviceType.kDLCPU), 0), (int(dlbind.DeviceType.kDLCUDA), 0)
+ANSWERS: dict[str, tuple[Callable[[Any], Any], Any, tuple[int, int], type[Exception], str]] = {
+    # (the exchange, the answer, the producer's device, what is raised, its words)
+    "convert of a host producer answering an int": (
+        lambda p: dlbind.convert(p, to="numpy"), 5, CPU, TypeError, "returned int, not a DLPack capsule"),
+    "from_dlpack of a CUDA producer answering an int": (
+        dlbind.from_dlpack, 5, CUDA, TypeError, "returned int, not a DLPack capsule"),
+    "from_dlpack of a CUDA producer raising TypeError": (
+        dlbind.from_dlpack, TypeError("no stream today"), CUDA, TypeError, "no stream today"),
+    "from_dlpack of a CUDA producer refusing": (
+        dlbind.from_dlpack, BufferError("nothing to export"), CUDA, BufferError, "nothing to export"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(ANSWERS))
+def test_a_producer_that_fails_its_one_ask_is_not_asked_again(case: str) -> None:
+    """A ``__dlpack__`` that answers no capsule, or raises, is asked once and its failure raised, in both builds:
+    the compiled build's C routes handed such calls to Python, which asked the producer again (a producer that
+    failed once and then exported gave a result the pure build never gives). A CUDA producer is asked on the
+    device's default stream (no device is needed: nothing is imported)."""
+    exchange, answer, device, kind, words = ANSWERS[case]
+    exchange(Counting(np.arange(3.0)))  # this module's producers' first exchanges are planned; then the type's
+    for n in range(3):
+        producer = Answering(answer, device)
+        with pytest.raises(kind, match=words):
+            exchange(producer)
+        assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"

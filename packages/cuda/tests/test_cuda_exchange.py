@@ -563,3 +563,26 @@ def test_a_targets_own_array_without_dlpack_is_itself(target: Any, rec: Recordin
     x = own(dlbind_cuda.asarray(np.arange(3, dtype=np.float32)), None)
     assert dlbind.convert(x, to=spy.name) is x
     assert dlbind.explain(x, to=spy.name).kind == ExplanationKind.ITSELF
+
+
+class OlderProducer(Producer):
+    """A CUDA producer of DLPack 0.x's ``__dlpack__(stream=None)``: it refuses ``max_version`` (a TypeError, as
+    Python raises for an unexpected keyword), and records every call."""
+
+    def __dlpack__(self, **kw: Any) -> object:
+        self.calls.append(kw)
+        if set(kw) - {"stream"}:
+            raise TypeError(f"__dlpack__() got an unexpected keyword argument {sorted(set(kw) - {'stream'})[0]!r}")
+        return self.tensor.__dlpack__(**kw)
+
+
+def test_an_older_cuda_producer_is_asked_once_a_way_and_ready_on_the_stream_asked(rec: Recording) -> None:
+    """An older producer on CUDA refuses the versioned call, and is asked again with the stream only: each call
+    once per exchange (the compiled build handed the refusal to Python, which made the versioned call again; a
+    ``**kw`` method forwards, so its type learns no way), and the Tensor is ready on the stream it was asked on."""
+    for n in range(3):
+        producer = OlderProducer(dlbind_cuda.empty((4,), "float32"))
+        t = dlbind.from_dlpack(producer)
+        versioned = {"stream": 1, "max_version": dlbind.DLPACK_VERSION}
+        assert producer.calls == [versioned, {"stream": 1}], f"exchange {n + 1}: {producer.calls}"
+        assert t.stream == 1 and t.device == CUDA and t.data_ptr == producer.tensor.data_ptr

@@ -27,18 +27,22 @@ __all__ = ["from_dlpack", "imported", "resume"]
 _CPU = parse_device("cpu")
 
 
-def resume(refused: tuple[BaseException, bool] | None, /, *args: Any, **keywords: Any) -> Tensor:
+def resume(
+    refused: tuple[BaseException, bool, tuple[int, int] | None] | None, /, *args: Any, **keywords: Any
+) -> Tensor:
     """The compiled ``from_dlpack``'s one fall-back into Python, told where its C code stopped: ``refused`` None,
-    the whole call ``from_dlpack(*args, **keywords)`` is Python's; else ``(error, older)``, the plain
-    ``from_dlpack(x)`` (``args``) whose ``__dlpack__`` call raised ``error``, continued here without asking again."""
+    the whole call ``from_dlpack(*args, **keywords)`` is Python's; else ``(error, older, ready)``, the plain
+    ``from_dlpack(x)`` (``args``) whose ``__dlpack__`` call raised ``error`` (asked on the stream of ``ready``,
+    ``(device type, stream)``, where not None), continued here without asking again."""
     if refused is None:
         return from_dlpack(*args, **keywords)
     return _after_refusal(args[0], *refused)
 
 
-def _after_refusal(x: Any, error: BaseException, older: bool) -> Tensor:
+def _after_refusal(x: Any, error: BaseException, older: bool, ready: tuple[int, int] | None = None) -> Tensor:
     """Continue the plain ``from_dlpack(x)`` whose versioned ``__dlpack__`` call raised ``error`` (``older``: the
-    call its type accepted once ``max_version`` was refused, which is never made twice).
+    call its type accepted once ``max_version`` was refused, which is never made twice; ``ready``: the
+    ``(device type, stream)`` it was asked on, the device rule's default for ``stream=None``, or None).
 
     A TypeError: an older producer, asked with fewer keywords (``older``: its own error, or its system's
     refusal type). A BufferError: the producer cannot export this array (numpy before 2.1 refuses
@@ -57,7 +61,8 @@ def _after_refusal(x: Any, error: BaseException, older: bool) -> Tensor:
         error = refusal
     elif isinstance(error, TypeError):
         try:
-            made = call_dlpack(x, stream=None, dl_device=None, copy=None, plan=plan, first_error=error)
+            asked = None if ready is None else ready[1]
+            made = call_dlpack(x, stream=asked, dl_device=None, copy=None, plan=plan, first_error=error, explicit=False)
         except BufferError as refusal:  # a refusal its system raises as TypeError (export.refusal)
             error = refusal
     if made is None:
@@ -68,7 +73,7 @@ def _after_refusal(x: Any, error: BaseException, older: bool) -> Tensor:
             finally:  # no cycle error -> traceback -> this frame -> error
                 del error
         made = fallback.__dlpack__(max_version=DLPACK_VERSION)
-    return from_capsule(made, x=x, plan=plan)
+    return from_capsule(made, x=x, plan=plan, ready=ready)
 
 
 def from_dlpack(

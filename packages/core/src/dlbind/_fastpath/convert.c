@@ -264,7 +264,7 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
         if (capsule == NULL) {
             if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
                 /* an older producer, or one whose buffer carries what it refuses: continued as from_dlpack's */
-                *imported = dlbind_after_refusal(x, older);
+                *imported = dlbind_after_refusal(x, older, NULL);
                 return *imported != NULL ? 2 : -1;
             }
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
@@ -272,8 +272,8 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
             return 0;
         }
         if (!PyCapsule_CheckExact(capsule)) {
-            Py_DECREF(capsule); /* unconsumed: its destructor frees it */
-            return 0;
+            dlbind_not_capsule(x, capsule); /* Python's convert raises it too: it is not asked again */
+            return -1;
         }
         int versioned;
         void *taken_struct = dlbind_take(capsule, &versioned);

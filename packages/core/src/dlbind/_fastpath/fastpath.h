@@ -308,8 +308,11 @@ extern PyTypeObject dlbind_tensor_core_type;
 PyObject *dlbind_tensor_wrap(void *managed, int versioned, int allow_vector, PyObject *producer);
 PyObject *dlbind_consume_capsule(PyObject *capsule, PyObject *producer);
 /* The plain import of x whose __dlpack__ call raised the pending TypeError or BufferError, continued by Python
- * (dlbind.consumer.resume) without asking x again (older: the call its type accepted, refused this time). */
-PyObject *dlbind_after_refusal(PyObject *x, int older);
+ * (dlbind.consumer.resume) without asking x again (older: the call its type accepted, refused this time; ready:
+ * (device type, stream) where it was asked on a device's default stream, else NULL). */
+PyObject *dlbind_after_refusal(PyObject *x, int older, PyObject *ready);
+/* NULL, with the TypeError of x.__dlpack__ returning result (released), not a capsule. */
+PyObject *dlbind_not_capsule(PyObject *x, PyObject *result);
 PyObject *dlbind_py_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlbind_py_from_dlpack(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);

@@ -575,17 +575,17 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
     PyObject *capsule = PyObject_VectorcallMethod(dlbind_cfg.str_dlpack, stack, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                                   dlbind_cfg.kwnames_dlpack);
     Py_DECREF(consumer_obj);
-    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_BufferError)) {
-        *res = dlbind_after_refusal(x, 0); /* a refusal: continued by Python without asking again */
+    if (capsule == NULL) {
+        /* a refusal, or an older producer: continued by Python on that stream without asking this again; any
+         * other error stands */
+        if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return 1;
+        PyObject *ready = Py_BuildValue("(iL)", (int)dev.device_type, consumer);
+        *res = ready != NULL ? dlbind_after_refusal(x, 0, ready) : NULL;
+        Py_XDECREF(ready);
         return 1;
     }
-    if (capsule == NULL || !PyCapsule_CheckExact(capsule)) {
-        /* an older producer, not a capsule: Python's rules (it asks again the way the producer accepts); any
-         * other error stands */
-        if (capsule == NULL && !PyErr_ExceptionMatches(PyExc_TypeError)) return 1;
-        PyErr_Clear();
-        Py_XDECREF(capsule);
-        *res = DLBIND_TO_PYTHON();
+    if (!PyCapsule_CheckExact(capsule)) {
+        *res = dlbind_not_capsule(x, capsule);
         return 1;
     }
     PyObject *tensor = dlbind_consume_capsule(capsule, x);
@@ -598,17 +598,29 @@ static int dlbind_on_default_stream(PyObject *x, const dlbind_type_info *info, P
     return 1;
 }
 
+/* NULL, with the TypeError Python's asking raises where x.__dlpack__ returned result, not a capsule (released:
+ * unconsumed, its destructor frees what it holds). */
+PyObject *dlbind_not_capsule(PyObject *x, PyObject *result) {
+    PyObject *x_name = dlbind_type_name(x), *result_name = dlbind_type_name(result);
+    if (x_name != NULL && result_name != NULL)
+        PyErr_Format(PyExc_TypeError, "%S.__dlpack__() returned %S, not a DLPack capsule", x_name, result_name);
+    Py_XDECREF(x_name);
+    Py_XDECREF(result_name);
+    Py_DECREF(result);
+    return NULL;
+}
+
 /* x.__dlpack__'s refusal (the pending TypeError or BufferError) handed to from_dlpack's fall-back,
  * dlbind.consumer.resume((error, older), x): an older producer (asked again with fewer keywords), its system's
  * refusal type, or one whose buffer protocol carries what __dlpack__ refuses; never a second call of the call it
  * accepted before (older). */
-PyObject *dlbind_after_refusal(PyObject *x, int older) {
+PyObject *dlbind_after_refusal(PyObject *x, int older, PyObject *ready) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL) PyException_SetTraceback(value, tb);
     int legacy = !older && PyErr_GivenExceptionMatches(value, PyExc_TypeError);
-    PyObject *refused = PyTuple_Pack(2, value, older ? Py_True : Py_False);
+    PyObject *refused = PyTuple_Pack(3, value, older ? Py_True : Py_False, ready != NULL ? ready : Py_None);
     PyObject *res = refused != NULL ? dlbind_resume(dlbind_cfg.from_dlpack, refused, &x, 1, NULL) : NULL;
     Py_XDECREF(refused);
     Py_XDECREF(type);
@@ -648,18 +660,10 @@ static PyObject *dlbind_asked(PyObject *x, const dlbind_type_info *info) {
             return NULL;
         }
         if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError))
-            return dlbind_after_refusal(x, older);
+            return dlbind_after_refusal(x, older, NULL);
         return NULL;
     }
-    if (!PyCapsule_CheckExact(capsule)) {
-        PyObject *x_name = dlbind_type_name(x), *result_name = dlbind_type_name(capsule);
-        if (x_name != NULL && result_name != NULL)
-            PyErr_Format(PyExc_TypeError, "%S.__dlpack__() returned %S, not a DLPack capsule", x_name, result_name);
-        Py_XDECREF(x_name);
-        Py_XDECREF(result_name);
-        Py_DECREF(capsule);
-        return NULL;
-    }
+    if (!PyCapsule_CheckExact(capsule)) return dlbind_not_capsule(x, capsule);
     PyObject *res = dlbind_consume_capsule(capsule, x);
     Py_DECREF(capsule);
     return dlbind_finished(res, x, info);
