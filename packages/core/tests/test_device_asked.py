@@ -65,6 +65,33 @@ def test_cpu_only_torch_names_the_device_asked() -> None:
         assert refused.value.__cause__ is None  # torch was not asked
 
 
+def test_cpu_only_torch_refuses_data_on_a_device_it_has_not() -> None:
+    """Data on cuda:0 given to a CPU-only torch without ``device=``: refused by name, in explain as in convert and
+    in both builds (explain said zero-copy on cuda:0, and convert then failed inside torch: "Torch not compiled
+    with CUDA enabled"). Nothing is read: the pointer is a host array's, said to be on CUDA."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA: the device the data is on can be had")
+    a = np.arange(6.0)
+    for stream in (None, 7):
+        on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
+        said = dlbind.explain(on_device, "torch", stream=stream)
+        assert said.text == "refused: no device 'cuda:0' for torch: torch.cuda.device_count() is 0", said
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(on_device, to="torch", stream=stream)
+        assert str(refused.value) == said.text.removeprefix("refused: ")
+    # the compiled convert's C route hands such data to torch itself, then its failure to Python: said alike
+    from dlbind.conversion import resume
+
+    failed = AssertionError("Torch not compiled with CUDA enabled")
+    with pytest.raises(BufferError) as refused:
+        resume(failed, on_device, "torch")
+    assert str(refused.value) == said.text.removeprefix("refused: ") and refused.value.__cause__ is failed
+    with pytest.raises(BufferError, match="AssertionError: Torch not compiled") as host:
+        resume(failed, np.arange(3.0), "torch")  # host data: torch's own words, named as convert names them
+    assert host.value.__cause__ is failed
+
+
 def test_an_index_beyond_the_targets_devices_is_refused() -> None:
     """The host has one device: cpu:1 is refused by dlbind for every target that takes device=, with the count."""
     for system in ("numpy", "torch"):

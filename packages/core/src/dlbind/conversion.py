@@ -56,6 +56,7 @@ from dlbind.bridges import (
 from dlbind.consumer import imported
 from dlbind.crossing import lacks_own
 from dlbind.devices import (
+    HOST_ACCESSIBLE,
     check_stream,
     device_name,
     parse_device,
@@ -154,19 +155,12 @@ def plan(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, strea
 
 def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | None) -> Plan:
     x, source, here, d, asked = _decision(x, route, device, copy, stream)
-    copied_by = ""
+    p = Plan(d, x, source, route, here, device, copy, stream, asked=asked)
     if source.via is not None and d.kind not in (SAME, REFUSE):
-        # a system exporting through a function of its own: where its data is, its export says. That export is
-        # the exchange's one; the plan is made for the import it gave, where its data is
-        if source.row is not None and source.row.export.copies:
-            copied_by = f"{source.row.export.via} exports a new copy"
-        try:
-            x = imported(x, source, None, own_export=True)
-        except BufferError as exc:  # its export refuses this array (awkward's jagged ones): so would convert
-            return Plan(d, x, source, route, here, device, copy, stream, refused=str(exc), asked=asked)
-        source, here = export_plan(Tensor), x.device
-        d = decide(source, route, here[0], None if asked is None else asked[0], copy)
-    p = Plan(d, x, source, route, here, device, copy, stream, copied_by=copied_by, asked=asked)
+        p = _through_export(p)  # a system exporting through a function of its own: planned for what it gave
+        if p.refused:
+            return p
+        x, source, here, d = p.producer, p.source, p.here, p.decision
     kind = d.kind
     if stream is not None and stream_free(here[0]):
         try:  # the device's stream rule (a TypeError for a stream that is not an int passes on)
@@ -194,6 +188,11 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
     move = d.payload if isinstance(d.payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host
     lands_on = imp.devices[0] if move.copy_in else imp.lands_on  # where its arrays are whatever the data's, if anywhere
     lands = (DEVICE_BY_NAME[lands_on], 0) if lands_on else None
+    if asked is None and not move.to_host and here[0] not in HOST_ACCESSIBLE:
+        # the data's own device, where the target is given it: one it has (torch's CPU build has no cuda:0)
+        refused = _device_asked(route, here, f"{device_name(here[0])}:{here[1]}")[0]
+        if refused:
+            return p._replace(refused=refused)
     if lands is not None and lands[0] != here[0] and (asked is None or asked == here):
         # its arrays are on a device of its own whatever the data's (dpnp's copy-in, numba's to_device): that one
         # (a device asked elsewhere was checked above)
@@ -212,6 +211,21 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
     except BufferError as exc:
         return p._replace(refused=str(exc))
     return p._replace(kwargs=kwargs)
+
+
+def _through_export(p: Plan) -> Plan:
+    """``p``, the plan of an array whose system exports through a function of its own, made for the import that
+    export gives, where its data is (its export says where): that export is the exchange's one (refused where it
+    refuses the array: awkward's jagged ones)."""
+    source, row = p.source, p.source.row
+    copied_by = f"{row.export.via} exports a new copy" if row is not None and row.export.copies else ""
+    try:
+        x = imported(p.producer, source, None, own_export=True)
+    except BufferError as exc:
+        return p._replace(refused=str(exc))
+    made = export_plan(Tensor)
+    d = decide(made, p.route, x.device[0], None if p.asked is None else p.asked[0], p.copy)
+    return p._replace(decision=d, producer=x, source=made, here=x.device, copied_by=copied_by)
 
 
 def _holds(route: Route, device_type: int) -> bool:
@@ -527,6 +541,13 @@ def resume(failed: BaseException | Tensor | None, /, *args: Any, **keywords: Any
     x, to = args
     if type(failed) is Tensor:
         return _ran(x, route_to(to), None, None, None, True, failed)
+    if isinstance(failed, Exception) and not isinstance(failed, _PASSED_ON):
+        # the target's failure on data of a device it has none of says so, in the words Python's plan refuses with
+        here = producer_device(x) if hasattr(x, "__dlpack_device__") else _CPU
+        if here[0] not in HOST_ACCESSIBLE:
+            refused = _device_asked(route_to(to), here, f"{device_name(here[0])}:{here[1]}")[0]
+            if refused:
+                raise BufferError(refused) from failed
     raise target_error(x, to, failed)
 
 
