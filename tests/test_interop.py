@@ -317,3 +317,25 @@ def test_torch_vector_dtype_comes_back_unchanged(torch: Any) -> None:
         assert back.dtype == torch.float4_e2m1fn_x2 and back.view(torch.uint8).tolist() == [0, 1, 2, 3]
     with pytest.raises(BufferError, match="numpy takes no vector dtypes"):
         dlbind.convert(t, to="numpy")
+
+
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_torch_refuses_vector_dtypes_but_its_own_as_explain_says(torch: Any, lanes: int) -> None:
+    """torch's importer takes one vector dtype (its row's ``lanes``: float4_e2m1fn_x2); any other (float32x4) is
+    refused by name, by explain as by convert (explain said zero-copy, and torch then raised "ATen does not
+    support lanes != 1"), negative strides (a copy first) too."""
+    from dlbind.conversion import ExplanationKind
+
+    a = np.zeros(16, np.float32)
+    t = dlbind.from_pointer(a.ctypes.data, (16 // lanes,), dlbind.DType(2, 32, lanes), owner=a)
+    flipped = dlbind.from_pointer(
+        a.ctypes.data + (16 // lanes - 1) * 4 * lanes, (16 // lanes,), dlbind.DType(2, 32, lanes), strides=(-1,),
+        owner=a,
+    )  # fmt: skip
+    for x in (t, flipped):
+        said = dlbind.explain(x, "torch")
+        assert said.kind == ExplanationKind.REFUSED and f"float32x{lanes}" in said.text, said
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(x, to="torch")
+        assert str(refused.value) == said.text.removeprefix("refused: ")
+        assert refused.value.__cause__ is None  # torch was not asked

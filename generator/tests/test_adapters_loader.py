@@ -101,6 +101,9 @@ def test_complex_guards_are_some_of_the_guards(tmp_path: Path) -> None:
         (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nlacks_dtypes = ["bfloat16", "complex*"]\n'
                              'view_with = "lib.view"\nview_lacks = ["complex32", "int8"]'),
          r"import.view_lacks \['int8'\] are not among the dtypes of import.lacks_dtypes"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nlanes = ["float32x4", "float4_e2m1fn"]'),
+         r"import.lanes \['float4_e2m1fn'\] must name vector dtypes with their lanes"),
+        (lambda t: t.replace('asks = "legacy"', 'asks = "legacy"\nlanes = true'), r"lanes"),
     ],
 )  # fmt: skip
 def test_bad_rows_are_errors(tmp_path: Path, edit: Callable[[str], str], message: str) -> None:

@@ -81,7 +81,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "view_lacks"): ("view_lacks", list, None, ()),
     ("import", "lands_on"): ("lands_on", str, None, ""),
     ("import", "bool"): ("import_bool", str, frozenset({"bool", "uint1", "uint8", "packed"}), "bool"),
-    ("import", "lanes"): ("import_lanes", bool, None, False),
+    ("import", "lanes"): ("import_lanes", list, None, ()),
     ("import", "stream"): ("stream_call", str, None, ""),
     ("import", "stream_attribute"): ("stream_attribute", str, None, ""),
     ("import", "device_count"): ("device_count", str, None, ""),
@@ -351,6 +351,11 @@ def _check_view(facts: dict[str, Any], where: str) -> None:
     beyond = [n for n in facts["view_lacks"] if not any(fnmatch.fnmatchcase(n, p) for p in facts["lacks_dtypes"])]
     if beyond:
         raise GeneratorError(f"{where}: import.view_lacks {beyond} are not among the dtypes of import.lacks_dtypes")
+    scalars = [p for p in facts["import_lanes"] if not re.search(r"x(\d+|\*)$", p)]
+    if scalars:
+        raise GeneratorError(
+            f"{where}: import.lanes {scalars} must name vector dtypes with their lanes (float4_e2m1fnx2, float32x*)"
+        )
 
 
 def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:

@@ -346,7 +346,7 @@ def test_vector_dtypes_reach_only_targets_that_take_lanes(target: Any, rec: Reco
     spy = target(user_stream())
     with pytest.raises(BufferError, match="takes no vector dtypes"):
         dlbind.convert(x, to=spy.name)
-    spy = target(user_stream(), lanes=True)
+    spy = target(user_stream(), lanes=("float32x2",))
     assert dlbind.convert(x, to=spy.name)._lanes == 2
 
 

@@ -96,7 +96,7 @@ def importer(adapter: Adapter) -> Any:
             # what convert hands it: a numpy view of dlbind's import (numpy's own from_dlpack would put numpy's
             # ways with producers, not the system's, into the system's report)
             t = imported(x, None, None)
-            unfit = _unfit(adapter, t)  # as convert's bridge says
+            unfit = _unfit(route, t)  # as convert's bridge says
             if unfit is not None:
                 raise BufferError(unfit)
             return _importer_of(route, t)(numpy.asarray(t))
@@ -128,11 +128,15 @@ def _nd(route: Route, tensor: Tensor) -> bool:
     return route.importer_nd is not None and len(tensor.shape) != 1
 
 
-def _unfit(adapter: Adapter, tensor: Tensor) -> str | None:
-    """Why the target takes no array like ``tensor`` whatever is copied: a vector dtype (``import.lanes``), or
-    a number of dimensions outside ``import.ndims``; None when it may."""
-    if tensor._lanes != 1 and not adapter.import_.lanes:
-        return f"{adapter.name} takes no vector dtypes ({tensor.dtype.name}, lanes={tensor._lanes})"
+def _unfit(route: Route, tensor: Tensor) -> str | None:
+    """Why the target takes no array like ``tensor`` whatever is copied: a vector dtype but those of
+    ``import.lanes``, or a number of dimensions outside ``import.ndims``; None when it may."""
+    adapter = route.adapter
+    if tensor._lanes != 1 and not route.vectors[tensor._code, tensor._bits, tensor._lanes]:
+        takes, name = adapter.import_.lanes, tensor.dtype.name
+        if takes:
+            return f"{adapter.name} takes no vector dtype {name} (lanes={tensor._lanes}): only {', '.join(takes)}"
+        return f"{adapter.name} takes no vector dtypes ({name}, lanes={tensor._lanes})"
     if adapter.import_.ndims and not adapter.import_.ndims[0] <= len(tensor.shape) <= adapter.import_.ndims[1]:
         low, high = adapter.import_.ndims
         return f"{adapter.name} imports arrays of {low} to {high} dimensions, not {len(tensor.shape)}"
@@ -414,7 +418,7 @@ def bridge_of(
     where copies are made on that device and viewers and packing do not apply."""
     a = route.adapter
     imp = a.import_  # how it takes DLPack (its row's [import])
-    unfit = _unfit(a, tensor)
+    unfit = _unfit(route, tensor)
     if unfit is not None:
         return Bridge(REFUSED, unfit)
     nd = _nd(route, tensor)

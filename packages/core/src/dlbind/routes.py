@@ -111,6 +111,7 @@ class Route(NamedTuple):
     lacks: DTypeSet = DTypeSet()  # the dtypes its importer lacks (import.lacks_dtypes; by_dtype: those it has not)
     lacks_nd: DTypeSet = DTypeSet()  # those its importer of arrays that are not 1-D lacks (lacks_dtypes_nd too)
     view_lacks: DTypeSet = DTypeSet()  # those among `lacks` that its viewer lacks too (import.view_lacks)
+    vectors: DTypeSet = DTypeSet()  # the vector dtypes (lanes > 1) its importer takes (import.lanes)
     devices: dict[Any, Any] | None = None  # (type, id) -> the target's device object (device "namespace")
     imports: frozenset[int] = frozenset()  # device types its importer takes (import.devices)
     stream_of: Any = None  # device index -> its current stream there (a DLPack stream int), or None
@@ -253,14 +254,15 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
 
 def _lacked(imp: Import) -> dict[str, Any]:
     """The Route's fields that say which dtypes the row's importer lacks: ``lacks`` (``lacks_dtypes``, and every
-    dtype outside ``by_dtype`` where it has one), ``lacks_nd`` (``lacks_dtypes_nd`` too), ``view_lacks``, and the
-    C routes' ``c_lacks``."""
+    dtype outside ``by_dtype`` where it has one), ``lacks_nd`` (``lacks_dtypes_nd`` too), ``view_lacks``, the
+    C routes' ``c_lacks``; and the vector dtypes it takes (``vectors``: ``lanes``)."""
     only = [name for name, _ in imp.by_dtype] if imp.by_dtype else None  # it has an importer of these dtypes only
     nd = imp.lacks_dtypes + imp.lacks_dtypes_nd
     return {
         "lacks": DTypeSet(imp.lacks_dtypes, only),
         "lacks_nd": DTypeSet(nd, only),
         "view_lacks": DTypeSet(imp.view_lacks),
+        "vectors": DTypeSet(imp.lanes),
         "c_lacks": bytes(b for pair in pairs_named_in(nd) for b in pair) or None,
     }
 
