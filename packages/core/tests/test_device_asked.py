@@ -4,6 +4,7 @@ device=...)``'s error names ``device=`` beside where the data is, for every syst
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -73,13 +74,14 @@ def test_cpu_only_torch_refuses_data_on_a_device_it_has_not() -> None:
     if torch.cuda.is_available():
         pytest.skip("this torch has CUDA: the device the data is on can be had")
     a = np.arange(6.0)
-    for stream in (None, 7):
-        on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
-        said = dlbind.explain(on_device, "torch", stream=stream)
-        assert said.text == "refused: no device 'cuda:0' for torch: torch.cuda.device_count() is 0", said
+    on_device = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda", owner=a)
+    for keywords in ({}, {"stream": 7}, {"device": "cuda"}, {"device": "cuda:0"}):  # its own device asked too
+        said = dlbind.explain(on_device, "torch", **keywords)
+        assert said.text.startswith("refused: no device 'cuda"), (keywords, said)
+        assert said.text.endswith("for torch: torch.cuda.device_count() is 0"), (keywords, said)
         with pytest.raises(BufferError) as refused:
-            dlbind.convert(on_device, to="torch", stream=stream)
-        assert str(refused.value) == said.text.removeprefix("refused: ")
+            dlbind.convert(on_device, to="torch", **keywords)
+        assert str(refused.value) == said.text.removeprefix("refused: "), keywords
     # the compiled convert's C route hands such data to torch itself, then its failure to Python: said alike
     from dlbind.conversion import resume
 
@@ -90,6 +92,33 @@ def test_cpu_only_torch_refuses_data_on_a_device_it_has_not() -> None:
     with pytest.raises(BufferError, match="AssertionError: Torch not compiled") as host:
         resume(failed, np.arange(3.0), "torch")  # host data: torch's own words, named as convert names them
     assert host.value.__cause__ is failed
+
+
+def test_a_device_count_that_answers_a_truth_counts_no_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row's ``device_count`` may answer a truth (numba's ``numba.cuda.is_available``): True says the target has
+    CUDA devices, not that it has one, so data on cuda:1 is not refused for it (it was, as "it has 1 cuda device");
+    False is none. The function stands in for a GPU this machine lacks."""
+    import types
+
+    from dlbind.routes import device_count
+
+    gpu = types.ModuleType("dlbind_test_gpu")
+    monkeypatch.setitem(sys.modules, "dlbind_test_gpu", gpu)
+    row = ADAPTERS["numba"]
+    cuda = int(DeviceType.kDLCUDA)
+    a = np.arange(6.0)
+    on_cuda1 = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda:1", owner=a)
+    for answer, count in ((True, None), (False, 0)):
+        gpu.available = lambda answer=answer: answer
+        name = f"numba_truth_{answer}"
+        imp = row.import_._replace(device_count="dlbind_test_gpu.available")
+        route = make_route(row._replace(name=name, import_name=name, import_=imp), lambda x: x)
+        monkeypatch.setitem(ROUTES, name, route)
+        said_count = int(answer) if count == 0 else answer
+        assert device_count(route, cuda) == (count, f"dlbind_test_gpu.available() is {said_count}")
+        said = dlbind.explain(on_cuda1, name)
+        assert (said.kind == ExplanationKind.REFUSED) is (count == 0), said
+        assert "no device 'cuda:1'" in said.text if count == 0 else "1 cuda device" not in said.text, said
 
 
 def test_an_index_beyond_the_targets_devices_is_refused() -> None:

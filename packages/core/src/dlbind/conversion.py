@@ -188,7 +188,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
     move = d.payload if isinstance(d.payload, Host) else NO_HOST  # HOST, HOST_COPY: how the data reaches the host
     lands_on = imp.devices[0] if move.copy_in else imp.lands_on  # where its arrays are whatever the data's, if anywhere
     lands = (DEVICE_BY_NAME[lands_on], 0) if lands_on else None
-    if asked is None and not move.to_host and here[0] not in HOST_ACCESSIBLE:
+    if (asked is None or asked == here) and not move.to_host and here[0] not in HOST_ACCESSIBLE:
         # the data's own device, where the target is given it: one it has (torch's CPU build has no cuda:0)
         refused = _device_asked(route, here, f"{device_name(here[0])}:{here[1]}")[0]
         if refused:

@@ -335,10 +335,12 @@ def _count(route: Route, device_type: int) -> tuple[int | None, str]:
             count_of = None
         if count_of is not None:
             try:
-                said = int(count_of())
+                said = count_of()
             except Exception as exc:  # its runtime has no device (CuPy without a driver raises)
                 return 0, f"{a.import_.device_count}() raised {type(exc).__name__}: {exc}"
-            return said, f"{a.import_.device_count}() is {said}"
+            if said is True:  # a truth, not a count (numba.cuda.is_available): how many, only trying tells
+                return None, f"{a.import_.device_count}() is True"
+            return int(said), f"{a.import_.device_count}() is {int(said)}"
     machine, why = _backends.device_count(device_type)
     if machine is None:
         return None, f"{a.name}'s row names no device count, and {why}"
