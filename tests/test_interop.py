@@ -327,11 +327,11 @@ def test_torch_refuses_vector_dtypes_but_its_own_as_explain_says(torch: Any, lan
     from dlbind.conversion import ExplanationKind
 
     a = np.zeros(16, np.float32)
-    t = dlbind.from_pointer(a.ctypes.data, (16 // lanes,), dlbind.DType(2, 32, lanes), owner=a)
+    vector = dlbind.DType(int(dlbind.DataTypeCode.kDLFloat), 32, lanes)
+    t = dlbind.from_pointer(a.ctypes.data, (16 // lanes,), vector, owner=a)
     flipped = dlbind.from_pointer(
-        a.ctypes.data + (16 // lanes - 1) * 4 * lanes, (16 // lanes,), dlbind.DType(2, 32, lanes), strides=(-1,),
-        owner=a,
-    )  # fmt: skip
+        a.ctypes.data + (16 // lanes - 1) * 4 * lanes, (16 // lanes,), vector, strides=(-1,), owner=a
+    )
     for x in (t, flipped):
         said = dlbind.explain(x, "torch")
         assert said.kind == ExplanationKind.REFUSED and f"float32x{lanes}" in said.text, said

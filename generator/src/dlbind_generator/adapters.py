@@ -351,6 +351,10 @@ def _check_view(facts: dict[str, Any], where: str) -> None:
     beyond = [n for n in facts["view_lacks"] if not any(fnmatch.fnmatchcase(n, p) for p in facts["lacks_dtypes"])]
     if beyond:
         raise GeneratorError(f"{where}: import.view_lacks {beyond} are not among the dtypes of import.lacks_dtypes")
+
+
+def _check_lanes(facts: dict[str, Any], where: str) -> None:
+    """The row's ``import.lanes``: names of vector dtypes, each with its lanes."""
     scalars = [p for p in facts["import_lanes"] if not re.search(r"x(\d+|\*)$", p)]
     if scalars:
         raise GeneratorError(
@@ -361,6 +365,7 @@ def _check_view(facts: dict[str, Any], where: str) -> None:
 def _check_import(facts: dict[str, Any], where: str, device_names: set[str] | None) -> None:
     """The row's ``[import]`` facts: what goes together, the forms of its names, its devices."""
     _check_view(facts, where)
+    _check_lanes(facts, where)
     if bool(facts["copy_from"]) != bool(facts["copy_with"]):
         raise GeneratorError(
             f"{where}: import.copy_from (devices) and import.copy_with (the target's constructor) go together"

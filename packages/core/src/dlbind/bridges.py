@@ -213,6 +213,7 @@ class _LegacyReadOnly:
         if max_version is not None or dl_device is not None or copy:
             return export_view(self.tensor, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         t = self.tensor
+        check_stream(t._device_type, stream)  # the consumer's stream first, as Tensor.__dlpack__ checks it
         why = t.dtype.legacy_refusal(padded=bool(t._flags & SUBBYTE_PADDED))
         if why is not None:
             raise BufferError(why)

@@ -611,9 +611,9 @@ PyObject *dlbind_not_capsule(PyObject *x, PyObject *result) {
 }
 
 /* x.__dlpack__'s refusal (the pending TypeError or BufferError) handed to from_dlpack's fall-back,
- * dlbind.consumer.resume((error, older), x): an older producer (asked again with fewer keywords), its system's
- * refusal type, or one whose buffer protocol carries what __dlpack__ refuses; never a second call of the call it
- * accepted before (older). */
+ * dlbind.consumer.resume((error, older, ready), x): an older producer (asked again with fewer keywords), its
+ * system's refusal type, or one whose buffer protocol carries what __dlpack__ refuses; never a second call of the
+ * call it accepted before (older). ready: (device type, stream) it was asked on, or NULL (None). */
 PyObject *dlbind_after_refusal(PyObject *x, int older, PyObject *ready) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
