@@ -94,10 +94,10 @@ def test_cpu_only_torch_refuses_data_on_a_device_it_has_not() -> None:
     assert host.value.__cause__ is failed
 
 
-def test_a_device_count_that_answers_a_truth_counts_no_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_device_count_that_answers_a_truth_counts_one_at_least(monkeypatch: pytest.MonkeyPatch) -> None:
     """A row's ``device_count`` may answer a truth (numba's ``numba.cuda.is_available``): True says the target has
-    CUDA devices, not that it has one, so data on cuda:1 is not refused for it (it was, as "it has 1 cuda device");
-    False is none. The function stands in for a GPU this machine lacks."""
+    one CUDA device at least, so cuda:0 is had and cuda:1 is known only by trying (it was refused, as "it has 1
+    cuda device"); False is none. The function stands in for a GPU this machine lacks."""
     import types
 
     from dlbind.routes import device_count
@@ -107,18 +107,23 @@ def test_a_device_count_that_answers_a_truth_counts_no_devices(monkeypatch: pyte
     row = ADAPTERS["numba"]
     cuda = int(DeviceType.kDLCUDA)
     a = np.arange(6.0)
-    on_cuda1 = dlbind.from_pointer(a.ctypes.data, (6,), "float64", device="cuda:1", owner=a)
-    for answer, count in ((True, None), (False, 0)):
+    on_cuda0, on_cuda1 = (
+        dlbind.from_pointer(a.ctypes.data, (6,), "float64", device=d, owner=a) for d in ("cuda:0", "cuda:1")
+    )
+    for answer, count in ((True, 1), (False, 0)):
         gpu.available = lambda answer=answer: answer
         name = f"numba_truth_{answer}"
         imp = row.import_._replace(device_count="dlbind_test_gpu.available")
         route = make_route(row._replace(name=name, import_name=name, import_=imp), lambda x: x)
         monkeypatch.setitem(ROUTES, name, route)
-        said_count = int(answer) if count == 0 else answer
-        assert device_count(route, cuda) == (count, f"dlbind_test_gpu.available() is {said_count}")
+        found = device_count(route, cuda)
+        assert (found.number, found.at_least) == (count, answer), found  # True: one at least, not one
+        assert found.why == f"dlbind_test_gpu.available() is {int(answer) if count == 0 else answer}", found
         said = dlbind.explain(on_cuda1, name)
         assert (said.kind == ExplanationKind.REFUSED) is (count == 0), said
         assert "no device 'cuda:1'" in said.text if count == 0 else "1 cuda device" not in said.text, said
+        said = dlbind.explain(on_cuda0, name)
+        assert (said.kind == ExplanationKind.REFUSED) is (count == 0) and "only by trying" not in said.text, said
 
 
 def test_an_index_beyond_the_targets_devices_is_refused() -> None:

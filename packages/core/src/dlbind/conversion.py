@@ -238,11 +238,11 @@ def _device_asked(route: Route, asked: tuple[int, int], device: Any) -> tuple[st
     """Whether the target has the device asked for (``device=``, another than the data's): ``(refusal, "")`` when
     it has not (or none of that index), ``("", what only trying tells)`` where dlbind cannot know, ``("", "")``
     when it has."""
-    count, why = device_count(route, asked[0])
-    if count is None:
-        return "", f"whether {route.adapter.name} has device {device!r} is known only by trying: {why}"
-    if asked[1] < count:
+    count, why, at_least = device_count(route, asked[0])
+    if count is not None and asked[1] < count:
         return "", ""
+    if count is None or at_least:
+        return "", f"whether {route.adapter.name} has device {device!r} is known only by trying: {why}"
     a = route.adapter
     name = device_name(asked[0])
     if count == 0:

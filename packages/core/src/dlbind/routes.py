@@ -54,6 +54,7 @@ __all__ = [
     "ROUTES_BY_TYPE",
     "SAME",
     "Decision",
+    "DeviceCount",
     "Direct",
     "Host",
     "Interface",
@@ -128,7 +129,7 @@ class Route(NamedTuple):
     # what the C route must copy first: 1 negative strides, 2 read-only data, 4 a byte_offset of a part of an element
     refuse: int = 0
     # device type -> (how many devices of it the target has here, or None where only trying tells; in words)
-    counts: dict[int, tuple[int | None, str]] | None = None
+    counts: dict[int, DeviceCount] | None = None
     # the compiled convert may answer for this target itself (table_type or handover_type): what the compiled
     # build tries before calling the Python convert
     in_c: bool = False
@@ -140,6 +141,14 @@ class Route(NamedTuple):
     # whether its importer narrows the dtypes of import.narrows now (their setting, import.narrows_unless, read
     # as each array is bridged: it may change while the process runs); None: it narrows none
     narrowing: Callable[[], bool] | None = None
+
+
+class DeviceCount(NamedTuple):
+    """How many devices of a type a target has here (:func:`device_count`), and how that is known, in words."""
+
+    number: int | None  # None: only trying tells
+    why: str
+    at_least: bool = False  # `number` is a lower bound (its device_count answered a truth: True, one at least)
 
 
 # its route by the name or module convert's to= gave (an id for anything else), made once; convert looks to= up
@@ -300,9 +309,10 @@ def _bridges(imp: Import) -> bool:
     )  # fmt: skip
 
 
-def device_count(route: Route, device_type: int) -> tuple[int | None, str]:
-    """How many devices of ``device_type`` the route's target has here, and how that is known, in words:
-    ``(count, why)``, ``(None, why)`` where only trying can tell. Asked once per target and device type.
+def device_count(route: Route, device_type: int) -> DeviceCount:
+    """How many devices of ``device_type`` the route's target has here, and how that is known, in words
+    (:class:`DeviceCount`: a number of None where only trying can tell, ``at_least`` where it is only a
+    lower bound). Asked once per target and device type.
 
     From the row first: a device type outside its ``import.devices`` holds none of its arrays. Then the target
     itself: its array API namespace's devices (``import.device = "namespace"``), or its ``import.device_count``
@@ -315,19 +325,20 @@ def device_count(route: Route, device_type: int) -> tuple[int | None, str]:
     return found
 
 
-def _count(route: Route, device_type: int) -> tuple[int | None, str]:
+def _count(route: Route, device_type: int) -> DeviceCount:
     a = route.adapter
     name = _named(device_type)
     if name not in a.import_.devices:
-        return 0, f"{a.name} holds no {name} arrays (its devices: {', '.join(a.import_.devices)})"
+        return DeviceCount(0, f"{a.name} holds no {name} arrays (its devices: {', '.join(a.import_.devices)})")
     if device_type in STREAM_FREE and device_type in HOST_ACCESSIBLE:
-        return 1, "the host"
+        return DeviceCount(1, "the host")
     if a.import_.device == "namespace":
         found = namespace_devices(a)
         if route.devices is not None:
             route.devices.update(found)  # its device objects, for device= (dlbind.bridges.device_arg)
         listed = ", ".join(f"{device_name(t)}:{i}" for t, i in found) or "none"
-        return sum(1 for t, _ in found if t == device_type), f"{a.import_.namespace}'s devices here: {listed}"
+        held = sum(1 for t, _ in found if t == device_type)
+        return DeviceCount(held, f"{a.import_.namespace}'s devices here: {listed}")
     if a.import_.device_count:
         try:
             count_of = dotted(a.import_.device_count)
@@ -337,14 +348,14 @@ def _count(route: Route, device_type: int) -> tuple[int | None, str]:
             try:
                 said = count_of()
             except Exception as exc:  # its runtime has no device (CuPy without a driver raises)
-                return 0, f"{a.import_.device_count}() raised {type(exc).__name__}: {exc}"
-            if said is True:  # a truth, not a count (numba.cuda.is_available): how many, only trying tells
-                return None, f"{a.import_.device_count}() is True"
-            return int(said), f"{a.import_.device_count}() is {int(said)}"
+                return DeviceCount(0, f"{a.import_.device_count}() raised {type(exc).__name__}: {exc}")
+            if said is True:  # a truth, not a count (numba.cuda.is_available): one device at least
+                return DeviceCount(1, f"{a.import_.device_count}() is True", at_least=True)
+            return DeviceCount(int(said), f"{a.import_.device_count}() is {int(said)}")
     machine, why = _backends.device_count(device_type)
     if machine is None:
-        return None, f"{a.name}'s row names no device count, and {why}"
-    return (None if machine else 0), why  # a device here is not yet one the target has: only trying tells
+        return DeviceCount(None, f"{a.name}'s row names no device count, and {why}")
+    return DeviceCount(None if machine else 0, why)  # a device here is not yet one the target has: only trying tells
 
 
 def namespace_devices(adapter: Adapter) -> dict[tuple[int, int], Any]:
