@@ -172,6 +172,12 @@ _PACKERS: dict[tuple[bool, int], struct.Struct] = {}
 # here only after its deleter ran, that is after its consumer let go (the spec's exactly-once rule).
 _POOLS: dict[int, list[tuple[Any, int, Any, int]]] = {}
 _POOL_MAX = 64
+# Blocks whose deleter ran while their capsule may still live, named unconsumed (torch leaves it so when its import
+# fails): poisoned, and not reused until the capsule dies, or a retry of it would take the next export's struct.
+# Capsule address -> (block, serial), oldest first; a capsule whose destructor a consumer nulled never says it died,
+# so past QUARANTINE blocks the oldest is reused (the compiled build's DLBIND_QUARANTINE_MAX, the same number).
+QUARANTINE = 1024
+_HELD: dict[int, tuple[Any, int]] = {}
 
 
 def _packer(versioned: bool, ndim: int) -> struct.Struct:
@@ -255,7 +261,7 @@ def export_args(args: tuple[Any, ...]) -> object:
                 device[0], device[1], ndim, dtype[0], dtype[1], dtype[2], dims_at, strides_at, byte_offset,
             ))  # fmt: skip
             packer.pack_into(block[2], 0, *values, *shape, *strides)
-        _LIVE[address] = _Export((block, owner, serial))
+        entry = _LIVE[address] = _Export((block, owner, serial, 0))
     else:
         managed, dims = _layout(args)
         address = int(ffi.cast("uintptr_t", managed))
@@ -263,10 +269,10 @@ def export_args(args: tuple[Any, ...]) -> object:
             return native.export((managed, dims, owner), address, versioned)
         pointer_type = "void (*)(DLManagedTensorVersioned *)" if versioned else "void (*)(DLManagedTensor *)"
         managed.deleter = ffi.cast(pointer_type, _DELETER_V)
-        _LIVE[address] = _Export(((managed, dims), owner, serial))
+        entry = _LIVE[address] = _Export(((managed, dims), owner, serial, 0))
     made = _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
-    key = id(made)
-    _CAPSULES[key] = _Capsule((key, address, serial))
+    key = entry[3] = id(made)
+    _CAPSULES[key] = _Capsule((key, address, serial, versioned))
     return made
 
 
@@ -286,9 +292,37 @@ def export_args(args: tuple[Any, ...]) -> object:
 # during interpreter teardown, after this module's globals were cleared (issue 8, defect 2).
 
 
+# capsule address -> its _Capsule, from export until the capsule is freed.
+_CAPSULES: dict[int, _Capsule] = {}
+
+
+def _pool(block: Any, pools: dict[int, list[tuple[Any, int, Any, int]]], pool_max: int) -> None:
+    """Keep a packed block (no capsule names it) for the next export of the same size; drop another."""
+    if len(block) == 4:
+        pool = pools.setdefault(block[3], [])
+        if len(pool) < pool_max:
+            pool.append(block)
+
+
+def _poison(address: int, versioned: bool, _cast: Any = ffi.cast, _null: Any = ffi.NULL) -> None:
+    """Make the struct at ``address`` one no consumer imports: a version newer than any (versioned), no data, no
+    dimensions, a dtype code nothing names; its deleter stays, and does nothing (its entry is gone)."""
+    if versioned:
+        managed = _cast("DLManagedTensorVersioned *", address)
+        managed.version.major = 0xFFFFFFFF
+        t = managed.dl_tensor
+    else:
+        t = _cast("DLManagedTensor *", address).dl_tensor
+    t.data = t.shape = t.strides = _null
+    t.ndim = 0
+    t.dtype.code = 0xFF
+    t.dtype.bits = 0
+
+
 class _Export(list):  # type: ignore[type-arg]
-    """[block, owner, serial] of one export, alive until its deleter runs; ``__del__`` does the accounting.
-    ``serial`` tells this export from a later one of the same block (its capsule's :class:`_Capsule` says it).
+    """[block, owner, serial, capsule] of one export, alive until its deleter runs; ``__del__`` does the accounting.
+    ``serial`` tells this export from a later one of the same block (its capsule's :class:`_Capsule` says it);
+    ``capsule``: the address of the capsule made for it.
 
     A list, not a tuple: :func:`adopt` moves the owner out (``owner`` becomes None) when a dlbind
     Tensor takes the struct, leaving the entry only the block to release.
@@ -301,13 +335,26 @@ class _Export(list):  # type: ignore[type-arg]
         _counts: dict[str, int] = _COUNTS,
         _pools: dict[int, list[tuple[Any, int, Any, int]]] = _POOLS,
         _pool_max: int = _POOL_MAX,
+        _capsules: dict[int, _Capsule] = _CAPSULES,
+        _held: dict[int, tuple[Any, int]] = _HELD,
+        _quarantine: int = QUARANTINE,
+        _pool: Callable[..., None] = _pool,
+        _poison: Callable[..., None] = _poison,
     ) -> None:
         _counts["deleted"] += 1
-        block = self[0]
-        if len(block) == 4:  # a packed block: keep it for the next export of the same size
-            pool = _pools.setdefault(block[3], [])
-            if len(pool) < _pool_max:
-                pool.append(block)
+        block, _, serial, key = self
+        made = _capsules.get(key)
+        if made is None or made[2] != serial:  # its capsule is gone: no retry can read the block
+            if len(block) == 4:  # a packed block: kept for the next export of the same size (_pool, without a frame)
+                pool = _pools.setdefault(block[3], [])
+                if len(pool) < _pool_max:
+                    pool.append(block)
+            return
+        _poison(made[1], made[3])  # a consumer that retries the capsule it left unrenamed finds nothing to import
+        _held[key] = (block, serial)
+        if len(_held) > _quarantine:  # the oldest, whose capsule most likely died with its destructor nulled
+            oldest = next(iter(_held))
+            _pool(_held.pop(oldest)[0], _pools, _pool_max)
 
 
 # struct address -> its _Export, from export until the deleter runs.
@@ -348,14 +395,11 @@ def _release(address: int, _live: dict[int, _Export] = _LIVE) -> None:
 _NAME_ADDRESSES = frozenset(ctypes.cast(ctypes.c_char_p(n), ctypes.c_void_p).value for n in (VERSIONED, LEGACY))
 
 
-# capsule address -> its _Capsule, from export until the capsule is freed.
-_CAPSULES: dict[int, _Capsule] = {}
-
-
 class _Capsule(tuple):  # type: ignore[type-arg]
-    """(capsule address, struct address, serial of its export) of one capsule we made, alive as long as the
-    capsule. A consumer may run the deleter and leave the capsule unrenamed (torch, when its import fails: issue 8,
-    defect 16); the block may then serve a later export, which the serial tells apart."""
+    """(capsule address, struct address, serial of its export, versioned) of one capsule we made, alive as long as
+    the capsule. A consumer may run the deleter and leave the capsule unrenamed (torch, when its import fails: issue
+    8, defect 16); the block then waits in ``_HELD`` until this dies, or may serve a later export once the quarantine
+    is full, which the serial tells apart."""
 
     __slots__ = ()
 
@@ -365,9 +409,17 @@ class _Capsule(tuple):  # type: ignore[type-arg]
         _ours: frozenset[int | None] = _NAME_ADDRESSES,
         _capsules: dict[int, _Capsule] = _CAPSULES,
         _live: dict[int, _Export] = _LIVE,
+        _held: dict[int, tuple[Any, int]] = _HELD,
+        _pool: Callable[..., None] = _pool,
+        _pools: dict[int, list[tuple[Any, int, Any, int]]] = _POOLS,
+        _pool_max: int = _POOL_MAX,
     ) -> None:
         # Runs from the capsule's destructor, with any pending exception saved by CPython. The capsule
         # is being freed: raw calls only, never revive it.
+        held = _held.get(self[0])
+        if held is not None and held[1] == self[2]:  # its block waited for this capsule to die: reusable now
+            del _held[self[0]]
+            _pool(held[0], _pools, _pool_max)
         if self[0] in _capsules:
             # Not from the destructor: a new capsule at the same address replaced this entry, so this
             # capsule died without its destructor (a consumer removed it): the consumer owns the tensor.

@@ -52,9 +52,14 @@ static void dlbind_drop_held(PyObject *owner) {
  *   - the destructor acts only when the block's capsule is this capsule and the deleter has not
  *     run; a capsule whose block was deleted (and perhaps reused for another export) does nothing;
  *   - a block's memory goes back to the system only when no capsule can still point at it: its own
- *     capsule's destructor ran. A block deleted while its capsule may still live is "pinned": it is
- *     reused by later exports (first, before any other block) but never freed, so a late destructor
- *     always reads live memory. Pinned blocks are never more than the most exports alive at once.
+ *     capsule's destructor ran. A block deleted while its capsule may still live is "pinned": never
+ *     freed, so a late destructor always reads live memory, and poisoned, so a consumer that retries
+ *     the capsule it left unrenamed finds nothing it can import;
+ *   - a pinned block is not reused while its capsule may still live: reused, it would hand that
+ *     capsule's retry the next export's struct (two owners of one struct). It waits in a quarantine
+ *     until its capsule's destructor runs, then is reused first. A consumer that nulls the destructor
+ *     never tells us, so the quarantine keeps DLBIND_QUARANTINE_MAX blocks at most, oldest reused
+ *     first: a retry is refused until that many later blocks were quarantined (docs/reliability.md).
  *
  * Lists and flags are touched only with the GIL held. */
 typedef struct dlbind_block {
@@ -63,18 +68,22 @@ typedef struct dlbind_block {
         DLManagedTensor l;
     } m;
     PyObject *capsule; /* the capsule made for this export: compared, never dereferenced */
-    struct dlbind_block *next; /* on a free list */
+    struct dlbind_block *next; /* on a free list, or the next newer in the quarantine */
+    struct dlbind_block *prev; /* the next older in the quarantine */
     int64_t *dims;             /* shape then strides: inline_dims, or allocated */
     void *foreign;             /* a foreign struct this block hands over (its deleter runs once), or NULL */
     unsigned char versioned;   /* which member of m (and which kind a foreign struct is) */
     unsigned char live;        /* the deleter has not run */
     unsigned char capsule_gone; /* the capsule's destructor ran */
     unsigned char pinned;      /* a capsule may point here: the memory is never freed */
+    unsigned char quarantined; /* pinned, and its capsule may still live: not reused */
     int64_t inline_dims[2 * DLBIND_INLINE_NDIM];
 } dlbind_block;
 
 #define DLBIND_BLOCK_FREE_MAX 64
-static dlbind_block *dlbind_pinned_free = NULL; /* deleted pinned blocks: any number, reused first */
+static dlbind_block *dlbind_pinned_free = NULL; /* deleted pinned blocks no capsule is known to name: reused first */
+static dlbind_block *dlbind_quarantine_oldest = NULL, *dlbind_quarantine_newest = NULL;
+static int dlbind_quarantine_n = 0;
 static dlbind_block *dlbind_block_free = NULL;  /* deleted blocks no capsule points at: up to FREE_MAX */
 static int dlbind_block_nfree = 0;
 static unsigned long long dlbind_pinned_count = 0; /* for the tests: blocks ever pinned */
@@ -92,6 +101,7 @@ static dlbind_block *dlbind_block_alloc(int ndim) {
         b = (dlbind_block *)PyMem_RawMalloc(sizeof(dlbind_block));
         if (b == NULL) return NULL;
         b->pinned = 0;
+        b->quarantined = 0;
     }
     if (ndim > DLBIND_INLINE_NDIM) {
         b->dims = (int64_t *)PyMem_RawMalloc((size_t)ndim * 2 * sizeof(int64_t));
@@ -126,6 +136,30 @@ static void dlbind_block_pin(dlbind_block *b) {
     }
 }
 
+/* Out of the quarantine, onto the pinned free list: reused first (GIL held). */
+static void dlbind_unquarantine(dlbind_block *b) {
+    if (b->prev != NULL) b->prev->next = b->next;
+    else dlbind_quarantine_oldest = b->next;
+    if (b->next != NULL) b->next->prev = b->prev;
+    else dlbind_quarantine_newest = b->prev;
+    dlbind_quarantine_n--;
+    b->quarantined = 0;
+    b->prev = NULL;
+    b->next = dlbind_pinned_free;
+    dlbind_pinned_free = b;
+}
+
+/* A pinned block whose capsule may still live waits here (GIL held); past the bound, the oldest leaves. */
+static void dlbind_quarantine(dlbind_block *b) {
+    b->quarantined = 1;
+    b->next = NULL;
+    b->prev = dlbind_quarantine_newest;
+    if (dlbind_quarantine_newest != NULL) dlbind_quarantine_newest->next = b;
+    else dlbind_quarantine_oldest = b;
+    dlbind_quarantine_newest = b;
+    if (++dlbind_quarantine_n > DLBIND_QUARANTINE_MAX) dlbind_unquarantine(dlbind_quarantine_oldest);
+}
+
 /* The deleter ran (GIL held): keep or free the block's memory as the rules above say. */
 static void dlbind_block_recycle(dlbind_block *b) {
     if (b->dims != b->inline_dims) {
@@ -143,8 +177,12 @@ static void dlbind_block_recycle(dlbind_block *b) {
         t->strides = NULL;
         t->dtype.code = UINT8_MAX; /* no such dtype code */
         t->dtype.bits = 0;
-        b->next = dlbind_pinned_free;
-        dlbind_pinned_free = b;
+        if (b->capsule_gone) {
+            b->next = dlbind_pinned_free;
+            dlbind_pinned_free = b;
+        } else {
+            dlbind_quarantine(b);
+        }
     } else if (dlbind_block_nfree < DLBIND_BLOCK_FREE_MAX) {
         b->next = dlbind_block_free;
         dlbind_block_free = b;
@@ -209,6 +247,7 @@ static void dlbind_block_capsule_destructor(PyObject *capsule) {
     if (b != NULL && b->capsule == capsule) {
         b->capsule = NULL;
         b->capsule_gone = 1;
+        if (b->quarantined) dlbind_unquarantine(b); /* no capsule names it now: reused first */
         /* our names are our own strings: a pointer test settles the common case, strcmp a copy */
         const char *ours = b->versioned ? DLBIND_NAME_VERSIONED : DLBIND_NAME_LEGACY;
         int unconsumed = name == ours || (name != NULL && name[0] == ours[0] && strcmp(name, ours) == 0);

@@ -285,6 +285,9 @@ PyObject *dlbind_versioned_refused(void);
 
 /* Export blocks (and BufferExporter's dimension arrays) hold this many dimensions inline. */
 #define DLBIND_INLINE_NDIM 4
+/* Export blocks deleted while their capsule may still live, kept from reuse at most (capsules.c; the pure build's
+ * dlbind.capsule.QUARANTINE, the same number: the module's QUARANTINE, compared by a test). */
+#define DLBIND_QUARANTINE_MAX 1024
 
 /* The keywords of __dlpack__: 1 for the fast case, 0 for "ask Python", -1 on error. A stream that is not None
  * makes the call "ask Python" unless stream_ok (then *stream is its value, borrowed, and the caller decides). */

@@ -275,5 +275,9 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(module);
         return NULL;
     }
+    if (PyModule_AddIntConstant(module, "QUARANTINE", DLBIND_QUARANTINE_MAX) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     return module;
 }
