@@ -154,8 +154,14 @@ uintptr_t objc_msgSend(void *self, const char *sel, ...) {
         obj *dst = va_arg(ap, obj *);
         unsigned long dof = va_arg(ap, unsigned long), n = va_arg(ap, unsigned long);
         record("blit %lu bytes from offset %lu to offset %lu", n, so, dof);
-        if (so + n <= src->length && dof + n <= dst->length) memcpy(dst->bytes + dof, src->bytes + so, n);
+        /* macOS: both offsets and the size must be multiples of 4 (the Metal validation layer asserts) */
+        if ((so | dof | n) % 4 != 0) fail_blit = 1;
+        else if (so + n <= src->length && dof + n <= dst->length) memcpy(dst->bytes + dof, src->bytes + so, n);
         else fail_blit = 1;
+    }
+    else if (!strcmp(sel, "synchronizeResource:")) {
+        obj *b = va_arg(ap, obj *);
+        record("synchronizeResource: a buffer of %lu bytes", b->length);
     }
     else if (!strcmp(sel, "endEncoding")) free(o);
     else if (!strcmp(sel, "commit") || !strcmp(sel, "waitUntilCompleted")) record("%s", sel);

@@ -69,6 +69,45 @@ def test_private_storage_goes_through_blits(fake: Fake) -> None:
     assert "blit 12 bytes from offset 8 to offset 0" in fake.calls()  # the span only: elements 2..4
 
 
+def test_blits_copy_whole_words(fake: Fake) -> None:
+    # macOS blits whole 4-byte words (the fake fails any other blit, as Metal's validation does): a buffer of 7
+    # bytes is made of 8, and a span of bytes 1..4 is read as the word 0..4
+    t = dlbind_metal.asarray(np.arange(7, dtype=np.uint8), storage="private")
+    calls = fake.calls()
+    assert "newBufferWithLength:8 options:32 on Fake GPU 0" in calls  # private, 8 bytes
+    assert "blit 8 bytes from offset 0 to offset 0" in calls
+    assert (np.from_dlpack(t, device="cpu", copy=True) == np.arange(7)).all()
+    fake.clear()
+    view = dlbind.from_pointer(t.data_ptr, (3,), "uint8", byte_offset=1, device=(METAL, 0), owner=t)
+    assert (np.from_dlpack(dlbind.from_dlpack(view), device="cpu", copy=True) == [1, 2, 3]).all()
+    assert "blit 4 bytes from offset 0 to offset 0" in fake.calls()
+
+
+def test_the_tail_of_a_buffer_no_word_holds_is_refused(fake: Fake) -> None:
+    rt = fake.load()
+    odd = rt.send("id_uint_uint", rt.devices[0], "newBufferWithLength:options:", 7, 2 << 4)  # private, 7 bytes
+    try:
+        t = dlbind.from_pointer(odd, (7,), "uint8", device=(METAL, 0))
+        with pytest.raises(BufferError, match="last 3 bytes of an MTLBuffer of 7 bytes"):
+            np.from_dlpack(t, device="cpu", copy=True)
+        head = dlbind.from_pointer(odd, (4,), "uint8", device=(METAL, 0))  # whole words: read
+        assert np.from_dlpack(head, device="cpu", copy=True).shape == (4,)
+    finally:
+        rt.release(odd)
+
+
+def test_a_managed_buffer_is_synchronized_before_the_cpu_reads_it(fake: Fake) -> None:
+    rt = fake.load()
+    managed = rt.send("id_uint_uint", rt.devices[0], "newBufferWithLength:options:", 16, 1 << 4)  # storage: managed
+    try:
+        t = dlbind.from_pointer(managed, (4,), "float32", device=(METAL, 0))
+        fake.clear()
+        assert (np.from_dlpack(t, device="cpu", copy=True) == 0).all()
+        assert fake.calls()[:3] == ["synchronizeResource: a buffer of 16 bytes", "commit", "waitUntilCompleted"]
+    finally:
+        rt.release(managed)
+
+
 def test_host_copy_reads_contents_plus_byte_offset(fake: Fake) -> None:
     t = dlbind_metal.asarray(np.arange(10, dtype=np.float32))
     for shape, strides, offset, expected in (

@@ -28,6 +28,14 @@ def test_round_trip(storage: str) -> None:
     assert dlbind_metal.device_of(t.data_ptr) == (METAL, 0)
 
 
+def test_bytes_no_word_holds_whole() -> None:
+    # macOS blits whole 4-byte words: a private buffer of 7 bytes, and a view of bytes 1..4 of it
+    t = dlbind_metal.asarray(np.arange(7, dtype=np.uint8), storage="private")
+    assert (np.from_dlpack(t, device="cpu", copy=True) == np.arange(7)).all()
+    view = dlbind.from_pointer(t.data_ptr, (3,), "uint8", byte_offset=1, device=(METAL, 0), owner=t)
+    assert (np.from_dlpack(dlbind.from_dlpack(view), device="cpu", copy=True) == [1, 2, 3]).all()
+
+
 def test_an_offset_view() -> None:
     t = dlbind_metal.asarray(np.arange(10, dtype=np.float32))
     view = dlbind.from_dlpack(dlbind.from_pointer(t.data_ptr, (3,), "float32", byte_offset=12,

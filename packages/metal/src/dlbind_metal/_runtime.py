@@ -60,6 +60,7 @@ _SIGNATURES = {
     "id_uint_uint": "id(*)(id, SEL, NSUInteger, NSUInteger)",
     "id_bytes_uint_uint": "id(*)(id, SEL, const void *, NSUInteger, NSUInteger)",
     "blit": "void(*)(id, SEL, id, NSUInteger, id, NSUInteger, NSUInteger)",
+    "void_id": "void(*)(id, SEL, id)",
 }
 
 
@@ -199,7 +200,20 @@ class Runtime:
         return contents, length, STORAGE.get(mode, f"storage mode {mode}")
 
     def blit(self, device_id: int, src: int, src_offset: int, dst: int, dst_offset: int, nbytes: int) -> None:
-        """Copy bytes between two buffers of one device on the GPU, and wait until it completed."""
+        """Copy bytes between two buffers of one device on the GPU, and wait until it completed. macOS takes whole
+        4-byte words only: both offsets and ``nbytes`` multiples of :data:`WORD` (the callers' spans are so)."""
+        selector = "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:"
+        self._encode_blit(device_id, f"a blit of {nbytes} bytes", "blit", selector, ffi.cast("id", src), src_offset,
+                          ffi.cast("id", dst), dst_offset, nbytes)  # fmt: skip
+
+    def synchronize(self, device_id: int, buffer: int) -> None:
+        """Make the GPU's writes to a managed-storage ``buffer`` visible to the CPU (``synchronizeResource:``), and
+        wait until it completed: the CPU reads a managed buffer's ``contents`` only after this."""
+        self._encode_blit(device_id, "synchronizing a managed buffer", "void_id", "synchronizeResource:",
+                          ffi.cast("id", buffer))  # fmt: skip
+
+    def _encode_blit(self, device_id: int, what: str, signature: str, selector: str, *args: Any) -> None:
+        """One blit command (``selector`` with ``args``) on the device's queue, committed and waited for."""
         with self._lock:
             queue = self._queues.get(device_id)
             if queue is None:
@@ -211,22 +225,26 @@ class Runtime:
             encoder = self.send("id", command, "blitCommandEncoder")
             if not command or not encoder:
                 raise MetalError("commandBuffer or blitCommandEncoder returned nil")
-            selector = "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:"
-            self.send("blit", encoder, selector, ffi.cast("id", src), src_offset, ffi.cast("id", dst), dst_offset,
-                      nbytes)  # fmt: skip
+            self.send(signature, encoder, selector, *args)
             self.send("void", encoder, "endEncoding")
             self.send("void", command, "commit")
             self.send("void", command, "waitUntilCompleted")
             status = int(self.send("uint", command, "status"))
         if status != M["MTLCommandBufferStatusCompleted"]:
-            raise MetalError(f"a blit of {nbytes} bytes ended with MTLCommandBufferStatus {status}")
+            raise MetalError(f"{what} ended with MTLCommandBufferStatus {status}")
 
     def release(self, obj: int) -> None:
         self.send("void", obj, "release")
 
 
+#: What a blit copies on macOS: whole words of 4 bytes (both offsets and the size are multiples of it).
+WORD = 4
+
+
 class Buffer:
-    """A new id<MTLBuffer> (``newBufferWithLength:options:`` or ``...WithBytes:``), released with this object.
+    """A new id<MTLBuffer> (``newBufferWithLength:options:`` or ``...WithBytes:``), released with this object; of
+    ``nbytes`` rounded up to a :data:`WORD`, so that a blit reaches all of it (``size``: ``nbytes``; ``source``: the
+    host address of ``nbytes`` bytes it starts with, shared storage only).
 
     Not released at interpreter exit (the process's end frees it, and the runtime may be unloading).
     """
@@ -235,11 +253,15 @@ class Buffer:
         self.size, self.storage, self.device_id = nbytes, storage, device_id
         options = STORAGE_MODES[storage] << M["MTLResourceStorageModeShift"]
         device = rt.devices[device_id]
-        if source:
+        length = nbytes + -nbytes % WORD
+        if source and length == nbytes:
             handle = rt.send("id_bytes_uint_uint", device, "newBufferWithBytes:length:options:",
                              ffi.cast("const void *", source), nbytes, options)  # fmt: skip
         else:
-            handle = rt.send("id_uint_uint", device, "newBufferWithLength:options:", nbytes, options)
+            handle = rt.send("id_uint_uint", device, "newBufferWithLength:options:", length, options)
+            if handle and source:  # the source has nbytes only: the buffer's last word is partly zeros
+                ffi.memmove(ffi.cast("char *", rt.send("pointer", handle, "contents")), ffi.cast("char *", source),
+                            nbytes)  # fmt: skip
         if not handle:
             raise MemoryError(f"Metal could not allocate {nbytes} bytes ({storage} storage) on device {device_id}")
         self.handle = handle

@@ -17,7 +17,7 @@ from dlbind.devices import DevicePair
 from dlbind.dtypes import DType
 from dlbind.export import CPU, Memory, copy_host
 from dlbind.validate import byte_size
-from dlbind_metal._runtime import Buffer, MetalError, runtime
+from dlbind_metal._runtime import WORD, Buffer, MetalError, runtime
 
 __all__ = ["asarray", "copy_to_host", "device_of", "empty", "extent"]
 
@@ -70,7 +70,7 @@ def asarray(host_array: Any, *, device_id: int = 0, storage: str = "shared") -> 
     if storage == "shared":
         return _tensor(shared, src.shape, src.dtype, device_id, padded=padded)
     private = Buffer(rt, nbytes, storage, device_id)
-    rt.blit(device_id, shared.handle, 0, private.handle, 0, nbytes)
+    rt.blit(device_id, shared.handle, 0, private.handle, 0, nbytes + -nbytes % WORD)  # both buffers: whole words
     return _tensor(private, src.shape, src.dtype, device_id, padded=padded)
 
 
@@ -110,19 +110,27 @@ def copy_to_host(mem: Memory) -> Memory:
             f"the tensor reaches bytes [{start}, {end}) of an MTLBuffer of {length} bytes (byte_offset "
             f"{mem.byte_offset}): not inside it"
         )
+    if storage == "managed" and contents:  # the GPU's writes made visible to the CPU first
+        rt.synchronize(rt.device_index(mem.data), mem.data)
     if storage in ("shared", "managed") and contents:
         staged = Memory(contents, mem.shape, mem.strides, mem.dtype, CPU, mem.byte_offset, True, mem.owner,
                         int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))  # fmt: skip
         return copy_host(staged)
     if storage != "private":
         raise BufferError(f"cannot copy a {storage} MTLBuffer to the host")
+    first, last = start - start % WORD, min(end + -end % WORD, length)  # whole words: what macOS blits
+    if (last - first) % WORD:
+        raise BufferError(
+            f"the tensor reaches the last {length % WORD} bytes of an MTLBuffer of {length} bytes, which a blit "
+            f"cannot read (Metal on macOS blits whole {WORD}-byte words); copy it with a Metal kernel of your own"
+        )
     device_id = rt.device_index(mem.data)
-    staging = Buffer(rt, end - start, "shared", device_id)
+    staging = Buffer(rt, last - first, "shared", device_id)
     try:
-        rt.blit(device_id, mem.data, start, staging.handle, 0, end - start)
+        rt.blit(device_id, mem.data, first, staging.handle, 0, last - first)
     except MetalError as exc:
         raise BufferError(f"copying metal:{device_id} memory to the host failed: {exc}") from exc
     address, _, _ = rt.describe(staging.handle)
-    staged = Memory(address, mem.shape, mem.strides, mem.dtype, CPU, -low, True, staging,
+    staged = Memory(address, mem.shape, mem.strides, mem.dtype, CPU, start - first - low, True, staging,
                     int(mem.flags & Flags.IS_SUBBYTE_TYPE_PADDED))  # fmt: skip
     return copy_host(staged)
