@@ -6,12 +6,13 @@ The real headers (Vulkan's vulkan_core.h) are covered by the up-to-date test whe
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import cffi
 import pytest
 
-from dlbind_generator.backends import HeaderUnavailable, load_backend_spec, select
+from dlbind_generator.backends import HeaderUnavailable, load_backend_spec, oldest_runtime, select
 from dlbind_generator.emit import FileSet
 from dlbind_generator.errors import GeneratorError
 from dlbind_generator.pipeline import backend_files
@@ -123,6 +124,27 @@ def test_backend_files_are_sealed_with_provenance(tmp_path: Path) -> None:
     assert 'LIBRARY_NAMES: Final[dict[str, tuple[str, ...]]] = {"linux": ("libtiny.so.1",)' in decl
     assert files.owned_dirs == (out,) and messages == [f"tiny: 1 functions, 7 complete types, 1 opaque types, "
                                                       f"4 macros selected from {header} 1.0.2"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("encoding", "oldest", "expected"),
+    [("cuda", '"12.0"', 12000), ("hip", '"5.2"', 50_200_000), ("cuda", None, None), ("cuda", '"12"', "major.minor"),
+     ("vulkan", '"1.2"', "one of ['cuda', 'hip'] (this one: 'vulkan')")],
+)  # fmt: skip
+def test_the_oldest_runtime_is_encoded_as_the_runtime_answers(
+    tmp_path: Path, encoding: str, oldest: str | None, expected: int | str | None
+) -> None:
+    path = _spec(tmp_path)
+    text = path.read_text().replace('encoding = "vulkan"', f'encoding = "{encoding}"')
+    if oldest is not None:
+        text = text.replace('linux = ["libtiny.so.1"]', f'linux = ["libtiny.so.1"]\noldest = {oldest}')
+    path.write_text(text)
+    spec = load_backend_spec(path)
+    if isinstance(expected, str):
+        with pytest.raises(GeneratorError, match=re.escape(expected)):
+            oldest_runtime(spec)
+    else:
+        assert oldest_runtime(spec) == expected
 
 
 def test_absent_header_is_skipped_and_its_output_not_owned(tmp_path: Path) -> None:

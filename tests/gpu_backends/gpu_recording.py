@@ -249,14 +249,9 @@ class LoadingTests:
         """A library with the runtime's version call and none of its other functions (a stub, a wrong build): the
         probe says it is no runtime, every call needing it raises the backend's Unavailable with that, and the
         answer is kept (the library is not loaded again on every call)."""
-        gcc = shutil.which("gcc") or shutil.which("cc")
-        if gcc is None:
-            pytest.skip("building a partial runtime needs a C compiler (apt-get install gcc)")
         b = self.backend
         prefix = importlib.import_module(f"dlbind_{b}._runtime").Runtime.prefix
-        source, lib = tmp_path / "partial.c", tmp_path / f"libpartial_{b}.so"
-        source.write_text(f"int {prefix}RuntimeGetVersion(int *v) {{ *v = 12000; return 0; }}\n")
-        subprocess.run([gcc, "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+        lib = self.partial_runtime(tmp_path, self.oldest())
         code = (
             f"import json, dlbind, dlbind_{b}, dlbind_{b}._runtime as r\n"
             f"s = dlbind.backends()['{b}']\n"
@@ -269,6 +264,34 @@ class LoadingTests:
         assert f"{prefix}DriverGetVersion" in reason and probed == reason
         assert err == f"dlbind-{b} is unavailable: {reason}"
         assert kept
+
+    def test_a_runtime_older_than_the_binding_is_passed_over(self, tmp_path: Path) -> None:
+        """A library whose version call answers older than the oldest runtime the binding serves (``oldest`` in
+        spec/backends/*.toml) is not taken, and the reason names both versions (a search would go on past it)."""
+        b = self.backend
+        rt = importlib.import_module(f"dlbind_{b}._runtime").Runtime
+        old = self.oldest() // 2
+        lib = self.partial_runtime(tmp_path, old)
+        reason = self.run(f"import dlbind; print(dlbind.backends()['{b}'].reason)", **{self.env(): str(lib)})
+        said = f"{rt.runtime_name} runtime {rt.version(old)}, older than {rt.version(self.oldest())}"
+        assert reason == f"runtime library not found: {self.env()}={lib} cannot be loaded ({said}, the oldest " \
+            f"dlbind-{b} binds)", reason
+
+    def oldest(self) -> int:
+        """The oldest runtime version the binding serves, as its version call answers it."""
+        oldest: int = importlib.import_module(f"dlbind_{self.backend}._generated.declarations").LIBRARY_OLDEST
+        return oldest
+
+    def partial_runtime(self, tmp_path: Path, version: int) -> Path:
+        """A library of one function, the runtime's version call answering ``version`` (a stub, a wrong build)."""
+        gcc = shutil.which("gcc") or shutil.which("cc")
+        if gcc is None:
+            pytest.skip("building a partial runtime needs a C compiler (apt-get install gcc)")
+        prefix = importlib.import_module(f"dlbind_{self.backend}._runtime").Runtime.prefix
+        source, lib = tmp_path / "partial.c", tmp_path / f"libpartial_{self.backend}.so"
+        source.write_text(f"int {prefix}RuntimeGetVersion(int *v) {{ *v = {version}; return 0; }}\n")
+        subprocess.run([gcc, "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+        return lib
 
     def real_runtime(self) -> tuple[bool, str, str, int, str, str]:
         """What the real runtime says here, in a fresh interpreter: (available, reason, runtime version,

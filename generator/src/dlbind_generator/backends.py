@@ -47,7 +47,7 @@ _ENV = re.compile(r"\$\{(\w+)\}")
 _DECLARATION_KEYS = {"version", "cdef", "macros"}
 _KEYS = {
     "header": {"include", "roots", "expose", "defines", "version", "sha256"},
-    "library": {"env", "wheels", "linux", "darwin", "win32"},
+    "library": {"env", "wheels", "linux", "darwin", "win32", "oldest"},
     "select": {"functions", "types", "macros"},
 }
 
@@ -206,6 +206,29 @@ def _decode_hip(v: int) -> str:
 
 
 _VERSION_DECODERS = {"vulkan": _decode_vulkan, "cuda": _decode_cuda, "hip": _decode_hip}
+# "major.minor" -> the runtime's own integer (what its RuntimeGetVersion answers): [library] oldest
+_VERSION_ENCODERS = {
+    "cuda": lambda major, minor: 1000 * major + 10 * minor,
+    "hip": lambda major, minor: 10_000_000 * major + 100_000 * minor,
+}
+
+
+def oldest_runtime(spec: BackendSpec) -> int | None:
+    """``[library] oldest`` ("major.minor": the oldest runtime the binding serves) in the runtime's own encoding,
+    or None where the spec names none; GeneratorError where it is malformed or the runtime has no such encoding."""
+    oldest = spec.library.get("oldest")
+    if oldest is None:
+        return None
+    encode = _VERSION_ENCODERS.get(spec.version_encoding)
+    match = re.fullmatch(r"(\d+)\.(\d+)", oldest) if isinstance(oldest, str) else None
+    if encode is None or match is None:
+        raise GeneratorError(
+            f'[library] oldest = "major.minor", for a runtime whose version is encoded as one of '
+            f"{sorted(_VERSION_ENCODERS)} (this one: {spec.version_encoding or 'a declaration file'!r}), "
+            f"not {oldest!r}",
+            file=str(spec.file),
+        )
+    return int(encode(int(match[1]), int(match[2])))
 
 
 def _preprocess(spec: BackendSpec, root: Path) -> tuple[str, str]:

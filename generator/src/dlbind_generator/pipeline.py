@@ -15,7 +15,7 @@ import cffi
 
 from . import __version__
 from .adapters import closed_sets, load_adapters, load_keyword_refusals
-from .backends import BackendSpec, HeaderUnavailable, load_backend_specs, select
+from .backends import BackendSpec, HeaderUnavailable, load_backend_specs, oldest_runtime, select
 from .emit import FileSet, banner, seal
 from .errors import GeneratorError
 from .fetch import fetch_all
@@ -311,6 +311,7 @@ def backend_files(spec: BackendSpec, files: FileSet, progress: Progress) -> None
         "env": spec.library.get("env", f"DLBIND_{spec.name.upper()}_LIBRARY"),
         "wheels": {k: tuple(v) for k, v in sorted(spec.library.get("wheels", {}).items())},
         "names": {p: tuple(spec.library.get(p, ())) for p in ("linux", "darwin", "win32")},
+        "oldest": oldest_runtime(spec),
     }
     ctx = {"sel": sel, "defines": dict(spec.defines), "library": library}
     for name, template, what in (

@@ -177,3 +177,26 @@ def test_every_install_hint_follows_the_one_switch(monkeypatch: pytest.MonkeyPat
     ]
     assert all(want in text for text in said), said
     assert all(("dlbind[cuda]" in text) is published for text in said), said
+
+
+def test_a_library_passed_over_is_named_and_the_search_goes_on(tmp_path: Path) -> None:
+    """find_library's search past a library its opener passes over (an older runtime than the binding serves, found
+    first by its bare name), to the next candidate; each passed over is named, with why, where none is taken."""
+    from dlbind._backends import PassedOver, find_library
+
+    old, new = tmp_path / "libold.so.11", tmp_path / "libnew.so.12"
+    opened: list[str] = []
+
+    def opener(path: str) -> str:
+        opened.append(path)
+        if path == str(old):
+            raise PassedOver("runtime 11.8, older than 12.0")
+        if path == str(new):
+            return "handle"
+        raise OSError(f"cannot open {path}")
+
+    names = dict.fromkeys(("linux", "darwin", "win32"), (str(old), str(new)))
+    env = "DLBIND_TEST_PASSED_OVER_LIBRARY"
+    assert find_library(env, {}, names, opener) == ("handle", str(new)) and opened[0] == str(old)
+    with pytest.raises(OSError, match=r"^runtime library not found: tried .*libold\.so\.11 \(runtime 11\.8, older "):
+        find_library(env, {}, {k: v[:1] for k, v in names.items()}, opener)

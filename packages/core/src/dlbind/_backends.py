@@ -26,6 +26,7 @@ __all__ = [
     "Backend",
     "BackendStatus",
     "OwnBackend",
+    "PassedOver",
     "Probe",
     "StreamFreeBackend",
     "backends",
@@ -50,6 +51,10 @@ def install_hint(backend: str) -> str:
     if PUBLISHED:
         return f"pip install 'dlbind[{backend}]'"
     return f"pip install ./packages/{backend} in a clone of dlbind's repository"
+
+
+class PassedOver(OSError):
+    """A vendor library that opened and is not taken (an older runtime than the binding serves), saying why."""
 
 
 class Probe(NamedTuple):
@@ -330,8 +335,9 @@ def find_library(
 ) -> tuple[Any, str]:
     """Open a vendor library: ``$env`` if set (and then only it), else the vendor's wheels, else the system.
 
-    ``opener`` opens one path or name (``ffi.dlopen``) and raises OSError when it cannot. Returns
-    ``(handle, what was opened)``; OSError starting "runtime library not found" lists what was tried.
+    ``opener`` opens one path or name (``ffi.dlopen``) and raises OSError when it cannot (:class:`PassedOver`: it
+    opened, and is not taken, saying why). Returns ``(handle, what was opened)``; OSError starting "runtime library
+    not found" lists what was tried, with why a library was passed over.
     """
     explicit = os.environ.get(env, "")
     if explicit:
@@ -350,6 +356,8 @@ def find_library(
             tried.append(path)
             try:
                 return opener(path), path
+            except PassedOver as exc:
+                tried[-1] = f"{path} ({exc})"
             except OSError:
                 continue
     if not candidates:

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Generic, TypeVar
 
-from dlbind._backends import OwnBackend, Probe, find_library
+from dlbind._backends import OwnBackend, PassedOver, Probe, find_library
 from dlbind.devices import HOST_ACCESSIBLE, DevicePair, device_name
 
 __all__ = [
@@ -124,7 +124,7 @@ class GpuRuntime:
     def _load(self) -> Probe:
         ffi, decl = self.ffi, self.decl
         try:
-            self.lib, self.path = find_library(decl.LIBRARY_ENV, decl.LIBRARY_WHEELS, decl.LIBRARY_NAMES, ffi.dlopen)
+            self.lib, self.path = find_library(decl.LIBRARY_ENV, decl.LIBRARY_WHEELS, decl.LIBRARY_NAMES, self._open)
         except OSError as exc:
             return Probe(False, str(exc))
         try:  # every function the declarations bind, found now: a library without one (a stub, a wrong build) is
@@ -149,6 +149,24 @@ class GpuRuntime:
             return Probe(True, "", described, count[0])
         no_gpu = code in (self.sym("Success"), self.sym("ErrorNoDevice"), *self._driver_errors())
         return Probe(False, self._reason(code), described, 0 if no_gpu else None)
+
+    def _open(self, path: str) -> Any:
+        """``ffi.dlopen(path)``; :class:`dlbind._backends.PassedOver` where its runtime is older than the oldest the
+        binding serves (``LIBRARY_OLDEST``, spec/backends/*.toml): the search goes on (an old libcudart, found
+        by its bare name, before a newer one later in the list)."""
+        lib = self.ffi.dlopen(path)
+        oldest = self.decl.LIBRARY_OLDEST
+        try:
+            ask = getattr(lib, self.prefix + "RuntimeGetVersion")
+        except (AttributeError, self.ffi.error):
+            return lib  # no runtime at all: said by _load, which finds every function
+        value = self.ffi.new("int *")
+        if oldest is not None and ask(value) == 0 and value[0] < oldest:
+            raise PassedOver(
+                f"{self.runtime_name} runtime {self.version(value[0])}, older than {self.version(oldest)}, the "
+                f"oldest {self.distribution} binds"
+            )
+        return lib
 
     # -- errors ------------------------------------------------------------------------------------------
     def name(self, code: int) -> str:

@@ -2,13 +2,13 @@
 # selected by spec/backends/cuda.toml, preprocessed with `cpp -undef -nostdinc -DCUDARTAPI= -DCUDARTAPI_CDECL= -D__NV_NO_VECTOR_DEPRECATION_DIAG=1 -D__align__(n)= -D__location__(a)=` and the generator's stubs.
 # The selected declarations, library names, macros.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=bd4868f6e57bb5b0639f9fe1f89629ef6f674ca6d27c683afffe6e0748bb05d2
+# dlbind-seal: sha256=2875161814f6f60a1652952b1010546d819c828111e7421fd2159dc2bed49bea
 
 """What dlbind-cuda binds, selected from the vendor's header by spec/backends/cuda.toml.
 
 ``CDEF`` is the cffi declaration text of the selection (the ABI-mode module ``_abi`` is made from it);
 ``LIBRARY`` says where the runtime looks for the vendor library: ``env``, then the vendor's wheels, then
-the system's names for the platform.
+the system's names for the platform, and the oldest runtime version it takes.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ LIBRARY_NAMES: Final[dict[str, tuple[str, ...]]] = {
     "darwin": (),
     "win32": ("cudart64_13.dll", "cudart64_12.dll"),
 }
+#: The oldest runtime the binding serves, as its RuntimeGetVersion answers (None: any); an older one is passed over.
+LIBRARY_OLDEST: Final[int | None] = 12000
 
 MACROS: Final[dict[str, int]] = {
     "CUDART_VERSION": 13000,

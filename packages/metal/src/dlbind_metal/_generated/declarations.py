@@ -2,13 +2,13 @@
 # written from the vendor's documentation where no header can be had; [provenance] there names it.
 # The selected declarations, library names, macros.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=663feb2793fe99133cee6fda5ddad9512c4c996c051158eb141f1c133e7347f0
+# dlbind-seal: sha256=d26c25056a74b3f0b0fcd55b3bdc59c46d22fbfc4651c8d60c1dbb2e5100a61b
 
 """What dlbind-metal binds, written out in the declaration file spec/backends/metal.toml.
 
 ``CDEF`` is the cffi declaration text of the selection (the ABI-mode module ``_abi`` is made from it);
 ``LIBRARY`` says where the runtime looks for the vendor library: ``env``, then the vendor's wheels, then
-the system's names for the platform.
+the system's names for the platform, and the oldest runtime version it takes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ LIBRARY_NAMES: Final[dict[str, tuple[str, ...]]] = {
     "darwin": ("/usr/lib/libobjc.A.dylib", "libobjc.A.dylib"),
     "win32": (),
 }
+#: The oldest runtime the binding serves, as its RuntimeGetVersion answers (None: any); an older one is passed over.
+LIBRARY_OLDEST: Final[int | None] = None
 
 MACROS: Final[dict[str, int]] = {
     "MTLStorageModeShared": 0,

@@ -2,13 +2,13 @@
 # selected by spec/backends/rocm.toml, preprocessed with `cpp -undef -nostdinc -D__HIP_PLATFORM_AMD__=1 -D__attribute__(x)=` and the generator's stubs.
 # The selected declarations, library names, macros.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=0b6036bde3074600d19c44eaa9100aacc47839c770b6a20b1022cd3a561f51d0
+# dlbind-seal: sha256=22282f5888943e8e8734d066223630c7dd6cdc946d84b389473246f13d22f418
 
 """What dlbind-rocm binds, selected from the vendor's header by spec/backends/rocm.toml.
 
 ``CDEF`` is the cffi declaration text of the selection (the ABI-mode module ``_abi`` is made from it);
 ``LIBRARY`` says where the runtime looks for the vendor library: ``env``, then the vendor's wheels, then
-the system's names for the platform.
+the system's names for the platform, and the oldest runtime version it takes.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ LIBRARY_NAMES: Final[dict[str, tuple[str, ...]]] = {
     "darwin": (),
     "win32": ("amdhip64_6.dll", "amdhip64.dll"),
 }
+#: The oldest runtime the binding serves, as its RuntimeGetVersion answers (None: any); an older one is passed over.
+LIBRARY_OLDEST: Final[int | None] = 50000000
 
 MACROS: Final[dict[str, int]] = {
     "HIP_VERSION": 50221153,

@@ -2,13 +2,13 @@
 # selected by spec/backends/vulkan.toml, preprocessed with `cpp -undef -nostdinc -DVK_USE_64_BIT_PTR_DEFINES=1` and the generator's stubs.
 # The selected declarations, library names, macros.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=7e130273d1bf1dc9cedf8e79d64a0ff9707e1edaef6aa2b63d7210f2da274cf0
+# dlbind-seal: sha256=7f396e524a5f966ea2c5832cc6cc432a6e57993a4c1182b051edeb9ac578960a
 
 """What dlbind-vulkan binds, selected from the vendor's header by spec/backends/vulkan.toml.
 
 ``CDEF`` is the cffi declaration text of the selection (the ABI-mode module ``_abi`` is made from it);
 ``LIBRARY`` says where the runtime looks for the vendor library: ``env``, then the vendor's wheels, then
-the system's names for the platform.
+the system's names for the platform, and the oldest runtime version it takes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ LIBRARY_NAMES: Final[dict[str, tuple[str, ...]]] = {
     "darwin": ("libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib"),
     "win32": ("vulkan-1.dll",),
 }
+#: The oldest runtime the binding serves, as its RuntimeGetVersion answers (None: any); an older one is passed over.
+LIBRARY_OLDEST: Final[int | None] = None
 
 MACROS: Final[dict[str, int]] = {
     "VK_HEADER_VERSION": 239,
