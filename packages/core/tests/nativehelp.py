@@ -13,6 +13,11 @@ producer, as numpy or torch would be, so the tests see dlbind only through its p
   which layout it holds (1 versioned, 2 legacy).
 * ``call_deleter_on_new_thread``: runs ``managed->deleter(managed)`` on a pthread Python never saw
   (the GIL is released around the call by cffi, so the deleter must take it itself).
+* ``exchange_table``: a foreign producer's DLPack 1.3 exchange table, whose ``from_py`` hands over a new
+  ``DLManagedTensorVersioned`` (3 float32 on cpu:0) whatever it is given; ``table_alive`` counts those
+  whose deleter has not run (:func:`table_capsule` wraps the table for ``__dlpack_c_exchange_api__``).
+* ``allocate_and_release``: an exchange table's allocator called as a C consumer that releases what it
+  got at once (no consumer code of its own between, where a signal could land).
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ int64_t total_calls(void);
 int64_t calls_without_gil(void);
 int call_deleter_on_new_thread(void *managed, int versioned);
 int allocate_as_a_python_consumer(void *allocator, void *prototype, void **out, char *pending, size_t size);
+int allocate_and_release(void *allocator, void *prototype);
+void *exchange_table(void);
+int64_t table_alive(void);
 void *calloc(size_t n, size_t size);
 void free(void *p);
 """
@@ -143,6 +151,61 @@ int allocate_as_a_python_consumer(void *allocator, void *prototype, void **out, 
     PyGILState_Release(state);
     return rc;
 }
+
+/* The allocator called as above (any error it leaves cleared), and what it allocated released at once: 0 allocated
+ * and released, -1 refused. */
+int allocate_and_release(void *allocator, void *prototype) {
+    void *out = NULL;
+    char pending[256];
+    int rc = allocate_as_a_python_consumer(allocator, prototype, &out, pending, sizeof pending);
+    if (rc == 0 && out != NULL) {
+        deleter_fn fn = *(deleter_fn *)((char *)out + V_DELETER);
+        PyGILState_STATE state = PyGILState_Ensure();
+        if (fn) fn(out);
+        PyGILState_Release(state);
+    }
+    return rc;
+}
+
+/* A foreign exchange table (x86-64 offsets, as above): a header {version {1, 3}, prev_api NULL}, then the
+ * allocator, from_py, to_py, dltensor_from_py and current_work_stream; only from_py is offered. */
+static int64_t g_table_alive;
+static float g_table_data[3];
+static int64_t g_table_shape[1] = {3};
+
+static void table_deleter(void *self) {
+    __atomic_sub_fetch(&g_table_alive, 1, __ATOMIC_SEQ_CST);
+    free(self);
+}
+
+static int table_from_py(void *py_object, void **out) {
+    (void)py_object;
+    char *m = (char *)calloc(1, 80);
+    *out = m;
+    if (m == NULL) return -1;
+    ((uint32_t *)m)[0] = 1;                                 /* version.major */
+    *(deleter_fn *)(m + V_DELETER) = table_deleter;
+    *(void **)(m + 32) = g_table_data;                       /* dl_tensor.data */
+    ((int32_t *)(m + 40))[0] = 1;                            /* device: cpu:0 */
+    *(int32_t *)(m + 48) = 1;                                /* ndim */
+    m[52] = 2;                                               /* dtype: float32 x1 */
+    m[53] = 32;
+    *(uint16_t *)(m + 54) = 1;
+    *(int64_t **)(m + 56) = g_table_shape;                   /* shape; strides NULL: compact */
+    __atomic_add_fetch(&g_table_alive, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void *g_table[7];
+
+void *exchange_table(void) {
+    ((uint32_t *)g_table)[0] = 1;
+    ((uint32_t *)g_table)[1] = 3;
+    g_table[3] = (void *)table_from_py;
+    return g_table;
+}
+
+int64_t table_alive(void) { return __atomic_load_n(&g_table_alive, __ATOMIC_SEQ_CST); }
 """
 
 
@@ -196,6 +259,7 @@ _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
+_TABLE_NAME = ctypes.c_char_p(b"dlpack_exchange_api")  # a capsule keeps its name's pointer: alive for good
 _USED = {True: ctypes.c_char_p(b"used_dltensor_versioned"), False: ctypes.c_char_p(b"used_dltensor")}
 
 
@@ -247,3 +311,9 @@ def total_calls() -> int:
 def calls_without_gil() -> int:
     """How many deleter calls ran on a thread that did not hold the GIL."""
     return int(lib.calls_without_gil())
+
+
+def table_capsule() -> object:
+    """The ``"dlpack_exchange_api"`` capsule of the foreign table (``lib.exchange_table``), for a producer type's
+    ``__dlpack_c_exchange_api__``; the table is static, so the capsule has no destructor."""
+    return _api.PyCapsule_New(int(ffi.cast("uintptr_t", lib.exchange_table())), _TABLE_NAME, None)

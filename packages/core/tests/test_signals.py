@@ -110,3 +110,21 @@ def test_a_capsule_its_thread_is_taking_is_refused_to_a_handler_there() -> None:
         "refused: this DLPack capsule is being consumed already (by the code a signal interrupted)",
         "[0.0, 1.0, 2.0] [0.0, 1.0, 2.0]",
     ], proc.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="setitimer: POSIX only")
+@pytest.mark.skipif(PURE, reason="the pure build uses no producer's table; its allocator's window is documented")
+@pytest.mark.parametrize("mode", ["table", "alloc"])
+def test_timer_signals_in_the_exchange_tables_windows_leak_nothing(mode: str) -> None:
+    """A struct a producer's exchange table handed over is owned in the C call that took it
+    (``native.exchange_import`` returns the Tensor; it returned the address, which Python then wrapped), and the
+    capsule dlbind's allocator exports is taken in C (``dlbind.exchange.allocate`` returned the struct's address
+    after renaming it): a handler's exception in either window leaked the struct for good."""
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "exchange_signals_worker.py"), mode, "3000"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, DLBIND_PURE="0"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["interrupts"] >= 20, result  # the timer did interrupt calls
+    assert result["alive_after"] == result["alive_before"], result

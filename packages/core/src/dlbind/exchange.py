@@ -19,7 +19,7 @@ import dlbind.capsule as capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import DEVICE_NAMES
-from dlbind.devices import default_stream, device_name
+from dlbind.devices import device_name
 from dlbind.dtypes import DType
 from dlbind.export import Memory, export_memory
 from dlbind.tensor import Tensor, from_managed
@@ -66,10 +66,11 @@ def object_from_managed(address: int, ready: tuple[int, int] | None = None) -> T
     return from_managed(ffi.cast("DLManagedTensorVersioned *", address), True, source=source, ready=ready)
 
 
-def allocate(prototype_address: int) -> int:
+def allocate(prototype_address: int) -> object:
     """A new zero-filled CPU tensor of the dtype and shape of the prototype ``DLTensor*`` (on ``cpu:0``: dlbind
     allocates no other memory), checked as every description is (:func:`dlbind.validate.check_description`);
-    returns its owned address."""
+    returns its versioned capsule, unconsumed: the table takes it (the compiled one in C, with no Python code
+    between taking the struct and handing it out), and a capsule dropped on the way frees what it holds."""
     what = "the allocator's prototype"
     proto = ffi.cast("DLTensor *", prototype_address)
     device = (int(proto.device.device_type), int(proto.device.device_id))
@@ -88,8 +89,7 @@ def allocate(prototype_address: int) -> int:
     strides = contiguous_strides(shape)
     check_description(what, data, shape, strides, dtype, device=device, buffer=(data, len(store)))
     mem = Memory(data, shape, strides, dtype, device, 0, False, store)
-    managed, _ = capsule.take(export_memory(mem, max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)))
-    return int(ffi.cast("uintptr_t", managed))
+    return export_memory(mem, max_version=(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION))
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def _pure_table() -> Any:
 
     def alloc(prototype: Any, out: Any, error_ctx: Any, set_error: Any) -> int:
         try:
-            out[0] = ffi.cast("DLManagedTensorVersioned *", allocate(int(ffi.cast("uintptr_t", prototype))))
+            out[0] = ffi.cast("DLManagedTensorVersioned *", capsule.take(allocate(_address(prototype)))[0])
         except BaseException as exc:  # SetError is called exactly when NULL is returned (KeyboardInterrupt too)
             out[0] = ffi.NULL
             if set_error != ffi.NULL:
@@ -168,16 +168,12 @@ def import_object(x: Any) -> Tensor | None:
     stream (what ``stream=None`` names) is ordered after the producer's current stream, which its table
     names, as ``__dlpack__(stream=None)`` would; the Tensor is ready there. Compiled build only: the table's
     functions need the GIL, and cffi releases it around foreign calls, so the pure build keeps to
-    ``__dlpack__``.
+    ``__dlpack__``. The table's struct is taken and owned in one C call (``native.exchange_import``): no Python
+    code (a signal handler's) runs while no one owns it.
     """
     if native is None or not AVAILABLE:
         return None
-    address = native.exchange_import(x)
-    if address is None:
-        return None
-    device_type = int(ffi.cast("DLManagedTensorVersioned *", address).dl_tensor.device.device_type)
-    stream = default_stream(device_type)
-    return object_from_managed(address, None if stream is None else (device_type, stream))
+    return cast("Tensor | None", native.exchange_import(x))
 
 
 def order(producer: int, consumer: int, device_type: int, device_id: int) -> None:

@@ -599,7 +599,10 @@ int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m
     return res == NULL ? -1 : 0;
 }
 
-/* exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table */
+/* exchange_import(obj) -> a dlbind.Tensor that owns the struct obj's table handed over, or None without a usable
+ * table. Taken and owned in one step, with no Python code between (a signal handler's exception there would leak
+ * the struct for good, as take_wrap's capsule would); ready, as __dlpack__(stream=None) would be, on the device
+ * rule's default stream. */
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
     (void)mod;
     if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NONE; /* a DLPack 0.x copy has no exchange API (fastpath.h) */
@@ -615,5 +618,7 @@ PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
         dlbind_call_deleter(out, 1);
         return NULL;
     }
-    return PyLong_FromVoidPtr(out);
+    PyObject *tensor = dlbind_tensor_wrap(out, 1, 0, NULL); /* owned: an invalid struct's deleter runs there */
+    if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
+    return tensor;
 }

@@ -126,7 +126,7 @@ static PyMethodDef dlbind_methods[] = {
     {"take_wrap", (PyCFunction)(void (*)(void))dlbind_py_take_wrap, METH_FASTCALL,
      "take_wrap(capsule, allow_vector[, ready[, producer[, plan]]]) -> Tensor: take, own and finish in one step"},
     {"exchange_import", (PyCFunction)dlbind_py_exchange_import, METH_O,
-     "exchange_import(obj) -> owned DLManagedTensorVersioned address, or None without a usable table"},
+     "exchange_import(obj) -> Tensor owning what obj's exchange table handed over, or None without a usable table"},
     {"exchange_table", (PyCFunction)dlbind_py_exchange_table, METH_NOARGS, "dlbind's own exchange table capsule"},
     {"convert_to", (PyCFunction)(void (*)(void))dlbind_py_convert_to, METH_FASTCALL,
      "convert_to(x, route): convert's C route of a dlbind.routes.Route; see dlbind.convert"},

@@ -1,13 +1,15 @@
 /* dlbind's own DLPack 1.3 exchange table (dlbind.Tensor.__dlpack_c_exchange_api__), static for the life of the
  * process: a producer's versioned struct (its __dlpack__, asked on no stream) and the Tensor of a struct
- * (validated, as from_dlpack's) in C; the allocator calls dlbind.exchange.allocate, which configure() hands over.
- * Above tensor.c, whose wrap it uses. */
+ * (validated, as from_dlpack's) in C; the allocator calls dlbind.exchange.allocate, which configure() hands over,
+ * and takes the capsule it returns. Above tensor.c, whose wrap it uses. */
 #include "fastpath.h"
 
 #if DLBIND_HEADER_HAS_EXCHANGE_API
 
-/* Call a configured helper with one argument; it returns an int address, stored in *out. */
-static int dlbind_call_address(PyObject *helper, PyObject *arg, void **out) {
+/* Call a configured helper with one argument; it returns a versioned capsule, whose struct is taken into *out
+ * (owned by the caller) with no Python code between the taking and the return (a capsule dropped before, on an
+ * error or a signal handler's exception, frees what it holds). */
+static int dlbind_call_taken(PyObject *helper, PyObject *arg, void **out) {
     if (arg == NULL) return -1;
     if (helper == NULL) {
         Py_DECREF(arg);
@@ -17,9 +19,16 @@ static int dlbind_call_address(PyObject *helper, PyObject *arg, void **out) {
     PyObject *res = PyObject_CallOneArg(helper, arg);
     Py_DECREF(arg);
     if (res == NULL) return -1;
-    *out = PyLong_AsVoidPtr(res);
-    Py_DECREF(res);
-    return (*out == NULL && PyErr_Occurred()) ? -1 : 0;
+    int versioned = 0;
+    void *m = dlbind_take(res, &versioned);
+    if (m != NULL && !versioned) { /* never: dlbind.exchange.allocate exports versioned */
+        dlbind_call_deleter(m, 0);
+        m = NULL;
+        PyErr_SetString(PyExc_SystemError, DLBIND_MODULE ": the allocator gave a legacy capsule");
+    }
+    Py_DECREF(res); /* a used capsule's destructor does nothing: the struct is ours */
+    *out = m;
+    return m == NULL ? -1 : 0;
 }
 
 /* Callers hold the GIL (they pass PyObject*); Ensure/Release is cheap then, and makes calls
@@ -62,7 +71,7 @@ static int dlbind_x_allocate(DLTensor *prototype, DLManagedTensorVersioned **out
     PyGILState_STATE state = PyGILState_Ensure();
     void *address = NULL;
     /* configured first (dlbind loads its runtime lazily), as from_py is: a table taken before any import works */
-    int rc = dlbind_configured() ? dlbind_call_address(dlbind_cfg.allocate, PyLong_FromVoidPtr(prototype), &address) : -1;
+    int rc = dlbind_configured() ? dlbind_call_taken(dlbind_cfg.allocate, PyLong_FromVoidPtr(prototype), &address) : -1;
     if (rc != 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
