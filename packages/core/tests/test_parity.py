@@ -38,6 +38,10 @@ CASES: dict[str, tuple[str, str | None]] = {
     "asdlpack device_id None": ("dlbind.asdlpack(bytearray(b'abc'), device_id=None)", "ok"),
     # named "Exporter" in both builds (the compiled one's C class has a name of its own)
     "asdlpack of an Exporter, device_id 1": ("dlbind.asdlpack(dlbind.asdlpack(b'ab'), device_id=1)", "ValueError"),
+    # an Exporter holds its source's memory: neither copied nor pickled, in the same words (the pure one was copied)
+    "exporter copy.copy": ("__import__('copy').copy(dlbind.asdlpack(np.arange(3.0)))", "TypeError"),
+    "exporter copy.deepcopy": ("__import__('copy').deepcopy(dlbind.asdlpack(bytearray(4)))", "TypeError"),
+    "exporter pickle": ("__import__('pickle').dumps(dlbind.asdlpack(np.arange(3.0)))", "TypeError"),
     "asdlpack unknown keyword": ("dlbind.asdlpack(b'abc', bogus=1)", "TypeError"),
     "asdlpack no argument": ("dlbind.asdlpack()", "TypeError"),
     "asdlpack object": ("dlbind.asdlpack(object())", "TypeError"),

@@ -87,6 +87,11 @@ class Exporter(metaclass=ABCMeta):
         memory = self._described()
         return export_memory(memory, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Neither pickled nor copied by the ``copy`` module (an exporter holds its source's memory, which a copy
+        would share unseen), as the compiled build's exporter of buffers, and as ``dlbind.Tensor``."""
+        raise TypeError(f"cannot pickle '{type(self).__name__}' object")
+
     def __repr__(self) -> str:
         m = self._described()
         return (

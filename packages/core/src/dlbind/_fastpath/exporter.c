@@ -1,5 +1,5 @@
 /* BufferExporter: what dlbind.asdlpack returns for objects with the buffer protocol (registered as
- * a dlbind.Exporter), and asdlpack itself. The plain __dlpack__ call is answered here; any other
+ * a dlbind.Exporter, and named so: its type's name is dlbind.Exporter), and asdlpack itself. The plain __dlpack__ call is answered here; any other
  * keyword goes to the Python Exporter of the same object (made on first need). */
 #include "fastpath.h"
 
@@ -324,15 +324,25 @@ static PyObject *dlbind_exporter_repr(dlbind_exporter *self) {
     return res;
 }
 
+/* Neither pickled nor copied by the copy module (an exporter holds its source's memory, which a copy would share
+ * unseen): the pure Exporter's refusal, in its words. */
+static PyObject *dlbind_exporter_reduce_ex(PyObject *self, PyObject *protocol) {
+    (void)self;
+    (void)protocol;
+    PyErr_SetString(PyExc_TypeError, "cannot pickle 'Exporter' object");
+    return NULL;
+}
+
 static PyMethodDef dlbind_exporter_methods[] = {
     DLBIND_DLPACK_METHOD(dlbind_exporter_dlpack),
+    {"__reduce_ex__", dlbind_exporter_reduce_ex, METH_O, "Refused: an Exporter is neither pickled nor copied."},
     {"__dlpack_device__", dlbind_exporter_device, METH_NOARGS, "(DeviceType.kDLCPU, 0)"},
     {NULL, NULL, 0, NULL},
 };
 
 PyTypeObject dlbind_exporter_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = DLBIND_MODULE ".BufferExporter",
+    .tp_name = DLBIND_PACKAGE ".Exporter", /* the name users know it by (messages show it): dlbind.Exporter's */
     .tp_basicsize = sizeof(dlbind_exporter),
     .tp_dealloc = (destructor)dlbind_exporter_dealloc,
     .tp_repr = (reprfunc)dlbind_exporter_repr,
