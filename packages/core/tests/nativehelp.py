@@ -14,8 +14,8 @@ producer, as numpy or torch would be, so the tests see dlbind only through its p
 * ``call_deleter_on_new_thread``: runs ``managed->deleter(managed)`` on a pthread Python never saw
   (the GIL is released around the call by cffi, so the deleter must take it itself).
 * ``exchange_table``: a foreign producer's DLPack 1.3 exchange table, whose ``from_py`` hands over a new
-  ``DLManagedTensorVersioned`` (3 float32 on cpu:0) whatever it is given; ``table_alive`` counts those
-  whose deleter has not run (:func:`table_capsule` wraps the table for ``__dlpack_c_exchange_api__``).
+  ``DLManagedTensorVersioned`` (3 float32 on cpu:0) whatever it is given; ``table_made`` counts them,
+  ``table_alive`` those whose deleter has not run (:func:`table_capsule` wraps the table for ``__dlpack_c_exchange_api__``).
 * ``allocate_and_release``: an exchange table's allocator called as a C consumer that releases what it
   got at once (no consumer code of its own between, where a signal could land).
 """
@@ -42,6 +42,7 @@ int allocate_as_a_python_consumer(void *allocator, void *prototype, void **out, 
 int allocate_and_release(void *allocator, void *prototype);
 void *exchange_table(void);
 int64_t table_alive(void);
+int64_t table_made(void);
 void *calloc(size_t n, size_t size);
 void free(void *p);
 """
@@ -169,7 +170,7 @@ int allocate_and_release(void *allocator, void *prototype) {
 
 /* A foreign exchange table (x86-64 offsets, as above): a header {version {1, 3}, prev_api NULL}, then the
  * allocator, from_py, to_py, dltensor_from_py and current_work_stream; only from_py is offered. */
-static int64_t g_table_alive;
+static int64_t g_table_alive, g_table_made;
 static float g_table_data[3];
 static int64_t g_table_shape[1] = {3};
 
@@ -193,6 +194,7 @@ static int table_from_py(void *py_object, void **out) {
     *(uint16_t *)(m + 54) = 1;
     *(int64_t **)(m + 56) = g_table_shape;                   /* shape; strides NULL: compact */
     __atomic_add_fetch(&g_table_alive, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&g_table_made, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
 
@@ -206,6 +208,7 @@ void *exchange_table(void) {
 }
 
 int64_t table_alive(void) { return __atomic_load_n(&g_table_alive, __ATOMIC_SEQ_CST); }
+int64_t table_made(void) { return __atomic_load_n(&g_table_made, __ATOMIC_SEQ_CST); }
 """
 
 

@@ -296,3 +296,61 @@ def test_a_producer_that_fails_its_one_ask_is_not_asked_again(case: str) -> None
         with pytest.raises(kind, match=words):
             exchange(producer)
         assert producer.asked == 1, f"exchange {n + 1}: asked {producer.asked} times"
+
+
+class _BorrowsDlbindsTable:
+    """A producer type holding dlbind's own exchange table, as a class reusing it has: the table asks ``__dlpack__``
+    (max_version only). ``answers``: what each ask answers in turn (an exception is raised)."""
+
+    __dlpack_c_exchange_api__ = dlbind.Tensor.__dlpack_c_exchange_api__  # type: ignore[attr-defined]
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers, self.asked = list(answers), 0
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.asked += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer() if callable(answer) else answer
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return CPU
+
+
+def test_a_type_borrowing_dlbinds_table_is_asked_once() -> None:
+    """A type that holds dlbind's own table is asked through its ``__dlpack__``, once, in both builds: the compiled
+    build asked it through the table, and where that failed (a refusal, a legacy capsule the table refuses) asked it
+    again, so a producer that refused once then exported was imported where the pure build raises its refusal."""
+    array = np.arange(3.0)
+    for n in range(3):  # the type's first exchange (planned), then its plan's
+        busy = _BorrowsDlbindsTable(BufferError("busy: try later"), lambda: array.__dlpack__())
+        with pytest.raises(BufferError, match="busy: try later"):
+            dlbind.from_dlpack(busy)
+        assert busy.asked == 1, f"exchange {n + 1}: asked {busy.asked} times"
+        legacy = _BorrowsDlbindsTable(lambda: array.__dlpack__())  # no max_version: a legacy capsule
+        assert np.asarray(dlbind.from_dlpack(legacy)).tolist() == [0.0, 1.0, 2.0]
+        assert legacy.asked == 1, f"exchange {n + 1}: asked {legacy.asked} times"
+
+
+def test_a_stream_the_device_refuses_is_refused_before_the_table_is_asked() -> None:
+    """``from_dlpack(x, stream=...)`` of a producer whose type has an exchange table checks the stream against the
+    producer's device first, as the pure build does: the compiled build asked the table for a struct, then released
+    it and refused the stream (``nativehelp.exchange_table`` counts what its table made)."""
+    from nativehelp import lib, table_capsule
+
+    class OnTheHost:
+        __dlpack_c_exchange_api__ = table_capsule()
+
+        def __dlpack__(self, **kwargs: Any) -> Any:  # the pure build's ask (it uses no producer's table)
+            return np.arange(3.0).__dlpack__(**kwargs)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return CPU
+
+    dlbind.from_dlpack(OnTheHost())  # the type planned
+    made = lib.table_made()
+    for stream in (0, -1, 1):
+        with pytest.raises(BufferError, match=f"stream must be None for cpu tensors \\(got {stream}\\)"):
+            dlbind.from_dlpack(OnTheHost(), stream=stream)
+    assert lib.table_made() == made

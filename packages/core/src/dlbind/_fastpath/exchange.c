@@ -112,8 +112,18 @@ static int dlbind_overrides_dlpack(PyTypeObject *type) {
     return 0;
 }
 
-/* type.__dlpack_c_exchange_api__ (a new reference; None when absent, or bypassing a __dlpack__ of a subclass),
- * or NULL on error. */
+/* Whether cap is a capsule of dlbind's own exchange table, which a class other than dlbind.Tensor may hold (a class
+ * reusing it): that table asks the object's __dlpack__ for the struct, so the class is asked through its
+ * __dlpack__ directly, once, as the pure build asks every producer (the table's failure, a refusal or a legacy
+ * capsule, asked it a second time). */
+static int dlbind_is_own_table(PyObject *cap) {
+    const void *own = dlbind_own_exchange_table();
+    if (own == NULL || !PyCapsule_IsValid(cap, "dlpack_exchange_api")) return 0;
+    return PyCapsule_GetPointer(cap, "dlpack_exchange_api") == own;
+}
+
+/* type.__dlpack_c_exchange_api__ (a new reference; None when absent, dlbind's own table, or bypassing a __dlpack__
+ * of a subclass), or NULL on error. */
 static PyObject *dlbind_table_attr(PyObject *type) {
     if (dlbind_str_exchange_api == NULL &&
         (dlbind_str_exchange_api = PyUnicode_InternFromString("__dlpack_c_exchange_api__")) == NULL)
@@ -123,6 +133,7 @@ static PyObject *dlbind_table_attr(PyObject *type) {
         PyErr_Clear();
         return Py_NewRef(Py_None);
     }
+    if (dlbind_is_own_table(cap)) Py_SETREF(cap, Py_NewRef(Py_None));
     int own = cap != Py_None && dlbind_cfg.str_dlpack != NULL ? dlbind_overrides_dlpack((PyTypeObject *)type) : 0;
     if (own != 0) Py_SETREF(cap, own < 0 ? NULL : Py_NewRef(Py_None));
     return cap;
@@ -557,7 +568,8 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
     DLManagedTensorVersioned *m = NULL;
     if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0 || m == NULL) {
         /* the table refused (torch: sparse, quantized), or failed without saying why (cuda.core 1.2: bfloat16):
-         * __dlpack__ exports it or says why in its own words, as the pure build's import does */
+         * __dlpack__ exports it or says why in its own words, as the pure build's import does (a table that would
+         * call __dlpack__ itself, dlbind's own, is not used for another class: dlbind_is_own_table) */
         if (PyErr_Occurred()) {
             if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
             PyErr_Clear();

@@ -373,6 +373,9 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
 int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m, long long consumer);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
+/* dlbind's own exchange table (table.c), NULL without the API: a producer type that borrows it is asked through
+ * its __dlpack__, which the table would call back (exchange.c) */
+const void *dlbind_own_exchange_table(void);
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* (x, route) */
 
 /* ---- copy.c ---- */

@@ -122,6 +122,8 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
     (void)unused;
     return PyCapsule_New(&dlbind_exchange_table, "dlpack_exchange_api", NULL);
 }
+
+const void *dlbind_own_exchange_table(void) { return &dlbind_exchange_table; }
 #else
 /* A header without the exchange API: no table to offer (None). */
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
@@ -129,4 +131,6 @@ PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused) {
     (void)unused;
     Py_RETURN_NONE;
 }
+
+const void *dlbind_own_exchange_table(void) { return NULL; }
 #endif

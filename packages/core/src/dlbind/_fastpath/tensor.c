@@ -669,10 +669,25 @@ static PyObject *dlbind_asked(PyObject *x, const dlbind_type_info *info) {
     return dlbind_finished(res, x, info);
 }
 
+/* Whether a stream= given (stream_obj, stream) is one the producer's device takes, asked before its exchange table
+ * is (the pure build asks the device and checks the stream before it asks the producer for anything): 1 yes, 0 Python
+ * says what is wrong (a stream-free or unknown device, a refused stream, a device it cannot read), -1 an error. The
+ * struct's own device is checked again when the table gave it (dlbind_from_table). */
+static int dlbind_stream_fits(PyObject *x, const dlbind_type_info *info, PyObject *stream_obj, long long stream) {
+    if (stream_obj == NULL || info->api == NULL || (info->bits & DLBIND_TYPE_PYTHON)) return 1; /* no table asked */
+    DLDevice dev;
+    int found = dlbind_producer_device(x, &dev);
+    if (found <= 0) return found;
+    return !dlbind_device_stream_free(dev.device_type) && dlbind_device_known(dev.device_type) &&
+           (stream == -1 || dlbind_device_stream_accepted(dev.device_type, stream));
+}
+
 /* The plain import of x, of the type info describes: its exchange table, its __dlpack__ on the device's
  * default stream or on none; DLBIND_TO_PYTHON() where Python's rules decide. */
 static PyObject *dlbind_typed_import(PyObject *x, const dlbind_type_info *info, PyObject *stream_obj,
                                      long long stream) {
+    int fits = dlbind_stream_fits(x, info, stream_obj, stream);
+    if (fits <= 0) return fits < 0 ? NULL : DLBIND_TO_PYTHON();
     DLManagedTensorVersioned *out = NULL;
     int taken = dlbind_table_take(x, info, &out);
     if (taken < 0) return NULL;
