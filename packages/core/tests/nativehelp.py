@@ -15,7 +15,8 @@ producer, as numpy or torch would be, so the tests see dlbind only through its p
   (the GIL is released around the call by cffi, so the deleter must take it itself).
 * ``exchange_table``: a foreign producer's DLPack 1.3 exchange table, whose ``from_py`` hands over a new
   ``DLManagedTensorVersioned`` (3 float32 on cpu:0) whatever it is given; ``table_made`` counts them,
-  ``table_alive`` those whose deleter has not run (:func:`table_capsule` wraps the table for ``__dlpack_c_exchange_api__``).
+  ``table_alive`` those whose deleter has not run (:func:`table_capsule` wraps the table for a type's
+  ``__dlpack_c_exchange_api__``).
 * ``allocate_and_release``: an exchange table's allocator called as a C consumer that releases what it
   got at once (no consumer code of its own between, where a signal could land).
 """
