@@ -1,6 +1,6 @@
 /* The DLPack 1.3 C exchange API (__dlpack_c_exchange_api__), the consumer side, and the per-type cache.
  *
- * Consumer: exchange_import(obj) and from_dlpack/convert use the table on type(obj) (cached per
+ * Consumer: exchange_import(obj) (tensor.c's) and from_dlpack/convert use the table on type(obj) (cached per
  * type, with what dlbind knows of the type) to get an owned DLManagedTensorVersioned without the
  * __dlpack__ round trip. dlbind's own table (the producer side) is table.c's. */
 #include "fastpath.h"
@@ -117,7 +117,7 @@ static int dlbind_overrides_dlpack(PyTypeObject *type) {
  * __dlpack__ directly, once, as the pure build asks every producer (the table's failure, a refusal or a legacy
  * capsule, asked it a second time). */
 static int dlbind_is_own_table(PyObject *cap) {
-    const void *own = dlbind_own_exchange_table();
+    const void *own = dlbind_cfg.own_table;
     if (own == NULL || !PyCapsule_IsValid(cap, "dlpack_exchange_api")) return 0;
     return PyCapsule_GetPointer(cap, "dlpack_exchange_api") == own;
 }
@@ -609,28 +609,4 @@ int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m
     PyObject *res = PyObject_CallFunction(dlbind_cfg.order, "LLii", producer, consumer, (int)dev.device_type, (int)dev.device_id);
     Py_XDECREF(res);
     return res == NULL ? -1 : 0;
-}
-
-/* exchange_import(obj) -> a dlbind.Tensor that owns the struct obj's table handed over, or None without a usable
- * table. Taken and owned in one step, with no Python code between (a signal handler's exception there would leak
- * the struct for good, as take_wrap's capsule would); ready, as __dlpack__(stream=None) would be, on the device
- * rule's default stream. */
-PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
-    (void)mod;
-    if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NONE; /* a DLPack 0.x copy has no exchange API (fastpath.h) */
-    dlbind_type_info info;
-    if (dlbind_type_info_of(obj, &info) != 0) return NULL;
-    DLManagedTensorVersioned *out = NULL;
-    int found = dlbind_table_take(obj, &info, &out);
-    if (found < 0) return NULL;
-    if (found == 0) Py_RETURN_NONE;
-    /* NoSync: a device with streams is ordered here as __dlpack__(stream=None) would be (its default stream) */
-    long long consumer = dlbind_device_default_stream(out->dl_tensor.device.device_type);
-    if (consumer != -1 && dlbind_table_order(&info, out, consumer) != 0) {
-        dlbind_call_deleter(out, 1);
-        return NULL;
-    }
-    PyObject *tensor = dlbind_tensor_wrap(out, 1, 0, NULL); /* owned: an invalid struct's deleter runs there */
-    if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
-    return tensor;
 }

@@ -8,7 +8,7 @@
  *   capsules.c  export/take, the deleters and the capsule destructor
  *   exporter.c  BufferExporter (what asdlpack returns for buffers) and asdlpack
  *   exchange.c  the per-type cache and the DLPack 1.3 exchange tables of other producers (consumer side)
- *   tensor.c    TensorCore (the C base of dlbind.Tensor), its buffer protocol, wrap, from_dlpack
+ *   tensor.c    TensorCore (the C base of dlbind.Tensor), its buffer protocol, wrap, from_dlpack, exchange_import
  *   table.c     dlbind's own DLPack 1.3 exchange table (producer side)
  *   convert.c   convert's C routes: a target's exchange table, or a hand-over to its importer
  *   module.c    module init, configure(**named pieces), counts()
@@ -114,6 +114,8 @@ typedef struct {
                                     the consumer's stream waits for the producer's (through the device's backend) */
     /* made once, at module init */
     PyObject *max_version;       /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
+    const void *own_table;       /* dlbind's own exchange table (table.c's), NULL without the API: a type other
+                                    than dlbind.Tensor holding it is asked through its __dlpack__ (exchange.c) */
     PyObject *str_dlpack;        /* "__dlpack__", interned */
     PyObject *kwnames_dlpack;    /* ("stream", "max_version"): the plain call of a producer (stream=None said
                                     explicitly: some producers default to another stream) */
@@ -373,8 +375,7 @@ int dlbind_table_take(PyObject *obj, const dlbind_type_info *info, DLManagedTens
 int dlbind_table_order(const dlbind_type_info *info, DLManagedTensorVersioned *m, long long consumer);
 PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj);
 PyObject *dlbind_py_exchange_table(PyObject *mod, PyObject *unused);
-/* dlbind's own exchange table (table.c), NULL without the API: a producer type that borrows it is asked through
- * its __dlpack__, which the table would call back (exchange.c) */
+/* dlbind's own exchange table, NULL without the API (dlbind_cfg.own_table, set at module init) */
 const void *dlbind_own_exchange_table(void);
 PyObject *dlbind_py_convert_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs); /* (x, route) */
 

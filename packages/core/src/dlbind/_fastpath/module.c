@@ -251,6 +251,7 @@ static struct PyModuleDef dlbind_module = {
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
     dlbind_policy_init();
+    dlbind_cfg.own_table = dlbind_own_exchange_table();
     if (dlbind_cfg.max_version == NULL && dlbind_intern_all() != 0) return NULL;
     if (PyType_Ready(&dlbind_exporter_type) < 0 || PyType_Ready(&dlbind_tensor_core_type) < 0 ||
         PyType_Ready(&dlbind_function_type) < 0 || dlbind_convert_init() < 0)

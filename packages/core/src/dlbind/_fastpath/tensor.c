@@ -478,6 +478,30 @@ PyObject *dlbind_py_take_wrap(PyObject *mod, PyObject *const *args, Py_ssize_t n
     return dlbind_ready(tensor, ready_type, ready_stream);
 }
 
+/* exchange_import(obj) -> a dlbind.Tensor that owns the struct obj's table handed over, or None without a usable
+ * table. Taken and owned in one step, with no Python code between (a signal handler's exception there would leak
+ * the struct for good, as take_wrap's capsule would); ready, as __dlpack__(stream=None) would be, on the device
+ * rule's default stream. */
+PyObject *dlbind_py_exchange_import(PyObject *mod, PyObject *obj) {
+    (void)mod;
+    if (!DLBIND_VERSIONED_CAPSULES) Py_RETURN_NONE; /* a DLPack 0.x copy has no exchange API (fastpath.h) */
+    dlbind_type_info info;
+    if (dlbind_type_info_of(obj, &info) != 0) return NULL;
+    DLManagedTensorVersioned *out = NULL;
+    int found = dlbind_table_take(obj, &info, &out);
+    if (found < 0) return NULL;
+    if (found == 0) Py_RETURN_NONE;
+    /* NoSync: a device with streams is ordered here as __dlpack__(stream=None) would be (its default stream) */
+    long long consumer = dlbind_device_default_stream(out->dl_tensor.device.device_type);
+    if (consumer != -1 && dlbind_table_order(&info, out, consumer) != 0) {
+        dlbind_call_deleter(out, 1);
+        return NULL;
+    }
+    PyObject *tensor = dlbind_tensor_wrap(out, 1, 0, NULL); /* owned: an invalid struct's deleter runs there */
+    if (tensor != NULL && consumer != -1 && dlbind_tensor_set_stream(tensor, consumer) != 0) Py_CLEAR(tensor);
+    return tensor;
+}
+
 /* x.__dlpack_device__() as (device type, id) (fastpath.h). */
 int dlbind_producer_device(PyObject *x, DLDevice *out) {
     PyObject *dev = PyObject_CallMethodNoArgs(x, dlbind_cfg.str_dlpack_device);
