@@ -1,6 +1,7 @@
 /* BufferExporter: what dlbind.asdlpack returns for objects with the buffer protocol (registered as
- * a dlbind.Exporter, and named so: its type's name is dlbind.Exporter), and asdlpack itself. The plain __dlpack__ call is answered here; any other
- * keyword goes to the Python Exporter of the same object (made on first need). */
+ * a dlbind.Exporter, and named so: its type's name is dlbind.Exporter), and asdlpack itself. The plain
+ * __dlpack__ call is answered here; any other keyword goes to the Python Exporter of the same object (made on
+ * first need). */
 #include "fastpath.h"
 
 typedef struct {
