@@ -2,9 +2,9 @@
 
 A one-shot SIGALRM timer, set to fire somewhere within one call, has a handler that raises an exception derived
 from BaseException (as KeyboardInterrupt is), N times. MODE ``table``: ``dlbind.exchange.import_object`` of a
-producer whose type holds a foreign exchange table (``nativehelp.exchange_table``): every struct the table
+producer whose type holds a foreign exchange table (``nativehelp.lib.exchange_table``): every struct the table
 handed over must have its deleter run (``table_alive``). MODE ``alloc``: dlbind's own table's allocator called by
-a C consumer that releases what it gets at once (``nativehelp.allocate_and_release``): every export it made must
+a C consumer that releases what it gets at once (``nativehelp.lib.allocate_and_release``): every export it made must
 be released (``dlbind.capsule.stats``). Prints one JSON line: the interrupts and what is still alive.
 """
 

@@ -336,7 +336,7 @@ def test_a_type_borrowing_dlbinds_table_is_asked_once() -> None:
 def test_a_stream_the_device_refuses_is_refused_before_the_table_is_asked() -> None:
     """``from_dlpack(x, stream=...)`` of a producer whose type has an exchange table checks the stream against the
     producer's device first, as the pure build does: the compiled build asked the table for a struct, then released
-    it and refused the stream (``nativehelp.exchange_table`` counts what its table made)."""
+    it and refused the stream (``nativehelp.lib.table_made`` counts what its table made)."""
     from nativehelp import lib, table_capsule
 
     class OnTheHost:

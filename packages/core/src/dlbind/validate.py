@@ -275,7 +275,7 @@ def _fields(managed: Any, versioned: bool) -> tuple[Any, tuple[int, int] | None,
 
 def type_name(x: Any) -> str:
     """``module.Type`` of a producer for messages; dlbind's own types by their public names (the compiled
-    build's exporter of buffers is ``dlbind._fastpath.BufferExporter``, its type named ``dlbind.Exporter``)."""
+    build's exporter of buffers is a C type named ``dlbind.Exporter`` too, the Python class's name)."""
     kind = type(x)
     if kind.__module__ == PACKAGE or kind.__module__.startswith(PACKAGE + "."):
         public = "Tensor" if any(k.__name__ == "Tensor" for k in kind.__mro__) else "Exporter"
