@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 import dlbind
 import dlbind_cuda
@@ -66,3 +67,26 @@ class TestCudaCopies(CopyTests):
             assert made == [c.format(names.get(stream)) for c in calls]
             assert out.device == (DeviceType.kDLCUDAManaged, 0) and out.flags == Flags.IS_COPIED
             assert np.array_equal(np.from_dlpack(out), values)
+
+    def test_a_refused_copy_of_managed_memory_is_not_read_by_the_cpu(self, rec: Recording) -> None:
+        """``from_dlpack(managed, copy=True)`` whose device copy fails: the refusal stands (a BufferError), never a
+        CPU read of the managed memory, unsynchronised with the stream it is ready on, labelled cpu:0. Nor does the
+        plain import of a producer of managed memory that refuses fall back to its array interface."""
+        values = np.arange(12, dtype=np.float32)
+        t = dlbind.from_dlpack(dlbind_cuda.asarray(values, memory="managed"), stream=user_stream())  # ready on S1
+        rec.fail("cudaMemcpyAsync", 1)
+        with pytest.raises(BufferError, match="copying cuda:0 memory on the device failed"):
+            dlbind.from_dlpack(t, copy=True)
+
+        class Refusing:  # managed memory, its __dlpack__ refusing, its array interface a host view of it
+            __array_interface__ = np.asarray(values).__array_interface__ | {"data": (t.data_ptr, False)}
+
+            def __dlpack__(self, **kwargs: object) -> object:
+                raise BufferError("not today")
+
+            def __dlpack_device__(self) -> tuple[int, int]:
+                return (DeviceType.kDLCUDAManaged, 0)
+
+        for _ in range(2):  # planned by Python, then the compiled build's plain import
+            with pytest.raises(BufferError, match="not today"):
+                dlbind.from_dlpack(Refusing())

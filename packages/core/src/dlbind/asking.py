@@ -19,7 +19,7 @@ from typing import Any
 import dlbind._capi as _capi
 from dlbind._ffi import native
 from dlbind._generated.adapters import KEYWORD_REFUSALS
-from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.described import Exporter, export_host
 from dlbind.devices import device_name
@@ -230,7 +230,8 @@ def asked_capsule(
 ) -> object:  # fmt: skip
     """The capsule ``ask.producer.__dlpack__`` gives asked on stream ``asked`` for ``dl_device`` and ``copy``
     (``by_backend``: a plain import, which the device's backend then copies to the host); where it refuses a host
-    array that it may export plainly, dlbind's own export of its buffer or array interface. A refusal is said with
+    array (data on the CPU, which no stream orders) that it may export plainly, dlbind's own export of its buffer or
+    array interface. A refusal is said with
     what was asked of whom (a device: ``device``, as the caller gave it), and where the producer is what the array's
     system gave for it (:class:`dlbind.sources.Ask`), as that system's export's (:func:`through_refused`)."""
     x, plan = ask.producer, ask.plan
@@ -247,7 +248,10 @@ def asked_capsule(
         refusal = e if dl_device is None else device_refused(x, here, dl_device, copy, device, e)
         if x is not ask.array:  # an array its system's own export gave: refused as that export's
             refusal = through_refused(ask.array, ask.array_plan, x, refusal)
-        fallback = host_export(x) if stream is None and dl_device is None else None  # zero-copy: copy=False too
+        # zero-copy (copy=False too), for data on the CPU only: no stream orders it, so the CPU may read it now (a
+        # refusal of data on another device, managed memory a stream orders included, is the producer's to say)
+        on_cpu = stream is None and dl_device is None and int(here[0]) == DeviceType.kDLCPU
+        fallback = host_export(x) if on_cpu else None
         if fallback is not None:
             return fallback.__dlpack__(max_version=DLPACK_VERSION)  # dlbind's own producer of x's host memory
         try:

@@ -16,7 +16,7 @@ import dlbind._backends as _backends
 import dlbind._capi as _capi
 import dlbind.exchange as exchange
 from dlbind._ffi import native
-from dlbind._generated.enums import DLPACK_VERSION
+from dlbind._generated.enums import DLPACK_VERSION, DeviceType
 from dlbind.asking import asked_capsule, call_dlpack, host_export, refusal_of
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, parse_device, producer_device, streams
 from dlbind.sources import ExportPlan, export_plan, to_ask
@@ -47,7 +47,8 @@ def _after_refusal(x: Any, error: BaseException, older: bool, ready: tuple[int, 
     A TypeError: an older producer, asked with fewer keywords (``older``: its own error, or its system's
     refusal type). A BufferError: the producer cannot export this array (numpy before 2.1 refuses
     read-only arrays; numpy refuses ml_dtypes' bfloat16 and float8), but its buffer protocol or array
-    interface may carry it: exported from there.
+    interface may carry it: exported from there, for data on the CPU only (no stream orders it; a refusal of data
+    on another device, managed memory included, stands).
     """
     plan = export_plan(type(x))
     made = None
@@ -66,7 +67,7 @@ def _after_refusal(x: Any, error: BaseException, older: bool, ready: tuple[int, 
         except BufferError as refusal:  # a refusal its system raises as TypeError (export.refusal)
             error = refusal
     if made is None:
-        fallback = host_export(x)
+        fallback = host_export(x) if ready is None and _on_cpu(x, plan) else None
         if fallback is None:
             try:
                 raise error
@@ -74,6 +75,17 @@ def _after_refusal(x: Any, error: BaseException, older: bool, ready: tuple[int, 
                 del error
         made = fallback.__dlpack__(max_version=DLPACK_VERSION)
     return from_capsule(made, x=x, plan=plan, ready=ready)
+
+
+def _on_cpu(x: Any, plan: ExportPlan) -> bool:
+    """Whether ``x``'s data is on the CPU (host-only, or its ``__dlpack_device__`` says kDLCPU): the only data
+    whose refusal its buffer protocol or array interface may answer."""
+    if plan.host_only:
+        return True
+    try:
+        return int(producer_device(x)[0]) == DeviceType.kDLCPU
+    except Exception:  # a device it cannot say: its refusal stands
+        return False
 
 
 def from_dlpack(
