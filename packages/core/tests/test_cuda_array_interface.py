@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 import dlbind
@@ -87,3 +88,22 @@ def test_device_id_names_the_gpu_and_an_offset_is_refused() -> None:
 def test_zero_size_needs_no_device_look_up() -> None:
     t = dlbind.from_dlpack(dlbind.asdlpack(Cai(shape=(0,), data=(0, False))).__dlpack__(max_version=NEWEST))
     assert t.device == (DeviceType.kDLCUDA, 0) and t.shape == (0,)
+
+
+def test_host_views_of_memory_a_stream_orders_need_its_backend() -> None:
+    """Managed memory ready on a stream: numpy's array interface, ``__array__`` and the buffer protocol wait for that
+    stream as ``__dlpack__`` to the CPU does, so without a usable backend they refuse as it does (a BufferError), never
+    read unsynchronised."""
+    a = np.arange(4.0)
+    t = dlbind.from_dlpack(dlbind.from_pointer(a.ctypes.data, (4,), "float64", device="cuda_managed", owner=a))
+    assert t.stream == 1
+    readers = [np.from_dlpack, np.asarray, lambda t: t.__array__()]
+    if dlbind.ffi_build() == "compiled" or sys.version_info >= (3, 12):
+        readers.append(memoryview)
+    refused = r"synchronising cuda_managed streams needs (dlbind-cuda|a dlbind backend)"
+    for read in readers:
+        with pytest.raises(BufferError, match=refused):
+            read(t)
+    plain = dlbind.from_dlpack(dlbind.from_pointer(a.ctypes.data, (4,), "float64", device="cuda_managed", owner=a),
+                               stream=-1)  # fmt: skip
+    assert plain.stream is None and np.asarray(plain).tolist() == a.tolist()  # no stream orders it: read as it is

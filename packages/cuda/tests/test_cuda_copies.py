@@ -5,6 +5,7 @@ what only CUDA has (managed memory, the per-thread default stream)."""
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import dlbind
 import dlbind_cuda
 from cuda_recording import Recording, user_stream
 from dlbind import DeviceType, Flags
+from dlbind._device_tensors import host_source
 from dlbind_cuda._backend import backend
 from gpu_copies import CopyTests, read
 
@@ -90,3 +92,20 @@ class TestCudaCopies(CopyTests):
         for _ in range(2):  # planned by Python, then the compiled build's plain import
             with pytest.raises(BufferError, match="not today"):
                 dlbind.from_dlpack(Refusing())
+
+    def test_host_views_of_managed_memory_wait_for_its_stream(self, rec: Recording) -> None:
+        """numpy's array interface, ``__array__``, the buffer protocol and a backend's upload (``host_source``) of
+        managed memory ready on a stream synchronise that stream before the CPU reads, as ``__dlpack__`` to a host
+        reader does."""
+        values = np.arange(6, dtype=np.float32)
+        t = dlbind.from_dlpack(dlbind_cuda.asarray(values, memory="managed"), stream=user_stream())  # ready on S1
+        readers = {"asarray": np.asarray, "__array__": lambda t: t.__array__(), "host_source": host_source}
+        if dlbind.ffi_build() == "compiled" or sys.version_info >= (3, 12):  # PEP 688's __buffer__ in the pure build
+            readers["memoryview"] = lambda t: np.asarray(memoryview(t))
+        for name, read_it in readers.items():
+            rec.clear()
+            got = read_it(t)
+            assert "cudaStreamSynchronize(S1)" in rec.calls() or "cudaStreamSynchronize(legacy)" in rec.calls(), name
+            synced = rec.calls().index(next(c for c in rec.calls() if c.startswith("cudaStreamSynchronize")))
+            assert all("S1" not in c for c in rec.calls()[synced + 1 :]), name  # nothing queued on S1 after
+            assert np.array_equal(np.from_dlpack(got) if name == "host_source" else got, values), name

@@ -67,10 +67,14 @@ def one_of(what: str, value: str, options: Sequence[str]) -> str:
 
 def host_source(array: Any) -> dlbind.Tensor:
     """``array`` (anything ``dlbind.from_dlpack`` imports) readable on the host and row-major: device
-    tensors of any backend are copied to the host through their backend, strided ones compacted."""
+    tensors of any backend are copied to the host through their backend, host-accessible memory of a device
+    (pinned, managed) imported for the CPU (the stream it is ready on synchronised, as for any host reader), strided
+    ones compacted."""
     src = dlbind.from_dlpack(array)
     if src.device[0] not in HOST_ACCESSIBLE:
         src = dlbind.from_dlpack(src, device="cpu", copy=True)
+    elif src.device[0] != DeviceType.kDLCPU:
+        src = dlbind.from_dlpack(src, device="cpu")
     if not src.is_contiguous():
         src = src.copy()
     return src

@@ -34,7 +34,7 @@ from dlbind.validate import INT64_MAX, contiguous_strides
 
 __all__ = [
     "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "export_memory",
-    "export_view", "versioned_asked", "wait_for",
+    "export_view", "host_ready", "versioned_asked", "wait_for",
 ]  # fmt: skip
 
 CPU: DevicePair = (DeviceType.kDLCPU, 0)
@@ -120,6 +120,17 @@ def wait_for(ready: int, stream: int | None, device: DevicePair) -> None:
     consumer = stream if stream is not None else default_stream(device[0])
     if consumer != ready or (stream is None and device[0] in HOST_ACCESSIBLE):
         _backends.for_device(device[0]).wait(ready, stream, device)
+
+
+def host_ready(tensor: Any) -> None:
+    """Make a host-accessible tensor's data readable by the CPU now, before a host view of it is handed out
+    (``numpy.asarray``, ``__array__``, the buffer protocol of both builds): where a stream orders it (managed memory
+    imported on a stream: ``Tensor.stream``), the device's backend synchronises that stream, as an export to a host
+    reader (``stream=None``) does (:func:`wait_for`); without a backend, the BufferError ``__dlpack__`` raises. Memory
+    no stream orders (the CPU's, pinned memory imported with none): nothing."""
+    ready, kind = tensor._stream, tensor._device_type
+    if ready is not None and kind != DeviceType.kDLCPU:
+        wait_for(ready, None, (_MEMBERS.get(kind, kind), tensor._device_id))
 
 
 def copy_device(mem: Memory, stream: int | None) -> Memory:

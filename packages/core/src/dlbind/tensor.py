@@ -21,7 +21,7 @@ from dlbind.devices import HOST_ACCESSIBLE, Device, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.dtypes import UINT8 as _UINT8
-from dlbind.export import byte_span, byte_strides, export_view
+from dlbind.export import byte_span, byte_strides, export_view, host_ready
 from dlbind.validate import consumed
 
 __all__ = ["Tensor", "as_asked", "from_capsule", "from_managed", "received"]
@@ -115,9 +115,10 @@ class _PureCore:
                 "the pure build's buffer protocol gives row-major contiguous or 1-D tensors only (this one has "
                 f"strides {t.strides}); np.asarray(t) views any layout, and the compiled build's memoryview too"
             )
+        if t.size == 0 and t.ndim > 1:  # memoryview.cast refuses zeros in a shape
+            raise BufferError(f"the pure build's buffer protocol cannot give a zero-size tensor of shape {t.shape}")
+        host_ready(t)  # managed memory a stream orders: that stream synchronised before the CPU reads
         if t.size == 0:
-            if t.ndim > 1:  # memoryview.cast refuses zeros in a shape
-                raise BufferError(f"the pure build's buffer protocol cannot give a zero-size tensor of shape {t.shape}")
             raw = memoryview(bytearray())
         else:
             low, high = byte_span(t.shape, t.byte_strides, item)  # from the lowest address an element starts at
@@ -262,6 +263,7 @@ class Tensor(_Core):  # type: ignore[misc]
         if self.dtype.is_subbyte and not self._flags & SUBBYTE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
         strides = byte_strides(self.strides, itemsize)
+        host_ready(self)  # managed memory a stream orders: that stream synchronised before numpy reads
         return {
             "version": 3,
             "shape": self.shape,

@@ -355,6 +355,14 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
      * reads, as the pure build's __array_interface__ gives (the producer's may be NULL, and numpy allocates a
      * writable array of its own for a NULL buffer, read-only tensor or not) */
     static _Alignas(64) char empty[64];
+    if (self->stream != NULL && t->device.device_type != kDLCPU) { /* managed memory a stream orders: synchronised */
+        PyObject *res = PyObject_CallOneArg(dlbind_cfg.host_ready, (PyObject *)self);
+        if (res == NULL) {
+            PyMem_Free(dims);
+            return -1;
+        }
+        Py_DECREF(res);
+    }
     view->buf = count == 0 ? (void *)empty : (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     view->obj = (PyObject *)self;
     Py_INCREF(self);
