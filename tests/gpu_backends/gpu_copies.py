@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -290,6 +291,27 @@ class CopyTests:
         assert any(c == f"{self.prefix}EventRecord(E1, S1)" for c in rec.calls())
         assert any(c == f"{self.prefix}StreamWaitEvent(S2, E1, 0)" for c in rec.calls())
         assert t.data_ptr == out.data and t.flags & Flags.IS_COPIED and not t.readonly
+
+    def test_a_tensor_copy_says_the_stream_it_was_queued_on(self, rec: Recording) -> None:
+        """``Tensor.copy()`` of device memory no stream orders (imported with ``stream=-1``) is queued on the device's
+        default stream without host synchronisation, and says so (``stream``), as ``from_dlpack(t, copy=True)``
+        does: a consumer on another stream waits for it."""
+        values, base = self.source(LAYOUTS["transposed"])
+        t = dlbind.from_dlpack(Exporter(self.view(base, values.dtype, LAYOUTS["transposed"])), stream=-1)
+        assert t.stream is None
+        default = self.name_of(self.default_stream, {})
+        for copy in (t.copy, lambda: dlbind.from_dlpack(t, copy=True)):
+            rec.clear()
+            c = copy()
+            made = [m for m in self.calls(rec) if "Free(" not in m]  # the last round's copy freed
+            assert all(m.endswith(f", {default})") for m in made[1:]) and not any("Synchronize" in m for m in made)
+            assert c.stream == self.default_stream and c.device == self.device
+            consumer = self.recording.user_stream()
+            rec.clear()
+            dlbind.from_dlpack(c, stream=consumer)
+            waits = [re.sub(r"\bE\d+\b", "E", m) for m in self.calls(rec)]
+            assert f"{self.prefix}EventRecord(E, {default})" in waits
+            assert any(m.startswith(f"{self.prefix}StreamWaitEvent(S") for m in waits)
 
     def test_device_copy_owns_its_memory_and_keeps_the_source(self, rec: Recording) -> None:
         values, base = self.source(LAYOUTS["gapped"])
