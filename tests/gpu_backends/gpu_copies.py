@@ -341,6 +341,35 @@ class CopyTests:
         assert self.calls(rec)[0] == call and all(", Default, " in c for c in self.calls(rec)[1:])
         assert np.array_equal(read(out.data, 48).view(np.float32), values.reshape(3, 4).T.reshape(-1))
 
+    def test_copy_true_of_pinned_memory_stays_on_its_device(self, rec: Recording) -> None:
+        """``copy=True`` without a device (the array API: the same device), with that device named, ``Tensor.copy()``
+        and ``__dlpack__(copy=True)`` of pinned memory: new pinned memory of the same device, copied by the backend on
+        the default stream, which is synchronised (pinned memory has no stream: the copy is ready when returned);
+        ``device="cpu"`` still copies to the CPU."""
+        memory, device_type, call = self.host_memory
+        values = np.arange(12, dtype=np.float32)
+        p = self.module.asarray(values, memory=memory)
+        default = self.name_of(self.default_stream, {})
+        copies = {
+            "copy=True": lambda: dlbind.from_dlpack(p, copy=True),
+            "device=": lambda: dlbind.from_dlpack(p, copy=True, device=(device_type, 0)),
+            "Tensor.copy": p.copy,
+            "__dlpack__": lambda: dlbind.from_dlpack(p.__dlpack__(copy=True, max_version=(1, 3))),
+        }
+        for name, copy in copies.items():
+            rec.clear()
+            out = copy()
+            made = [m for m in self.calls(rec) if "Free" not in m]
+            assert out.device == (device_type, 0) and out.stream is None, name
+            assert out.flags & Flags.IS_COPIED and out.data_ptr != p.data_ptr, name
+            assert made[0].split(" -> ")[0] == call.split(" -> ")[0], (name, made)
+            assert made[-1] == f"{self.prefix}StreamSynchronize({default})", (name, made)
+            assert all(f", Default, {default})" in m for m in made[1:-1]), (name, made)
+            assert np.array_equal(np.asarray(out), values), name
+        rec.clear()
+        host = dlbind.from_dlpack(p, device="cpu", copy=True)
+        assert host.device == CPU and host.flags & Flags.IS_COPIED and np.array_equal(np.asarray(host), values)
+
     def test_device_copy_of_sub_byte_types(self, rec: Recording) -> None:
         raw = np.arange(16, dtype=np.uint8)
         base = self.upload(raw)

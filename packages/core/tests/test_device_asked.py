@@ -235,3 +235,20 @@ def test_pinned_host_memory_imports_on_the_cpu_asked(device_type: int, honours: 
     assert t.device == (int(DeviceType.kDLCPU), 0) and t.data_ptr == p.array.ctypes.data
     assert np.asarray(t).tolist() == p.array.tolist()
     assert dlbind.from_dlpack(p).device == (device_type, 0)
+
+
+@pytest.mark.parametrize("device_type", _PINNED)
+def test_a_copy_of_pinned_memory_stays_pinned_or_says_what_it_needs(device_type: int) -> None:
+    """``copy=True`` of pinned memory without a device is a copy on the same device (the array API), which only its
+    backend can allocate: without a usable one, a BufferError naming it, never a copy on cpu:0 (it had moved there
+    unasked); the same device named explicitly is asked the same; ``device="cpu"`` copies to the CPU without one."""
+    a = np.arange(6.0)
+    p = dlbind.from_dlpack(dlbind.from_pointer(a.ctypes.data, (6,), "float64", device=(device_type, 0), owner=a))
+    name = device_name(device_type)
+    for copy in (lambda: dlbind.from_dlpack(p, copy=True), p.copy, lambda: p.__dlpack__(copy=True),
+                 lambda: dlbind.from_dlpack(p, copy=True, device=(device_type, 0))):  # fmt: skip
+        with pytest.raises(BufferError, match=f"copying {name}:0 memory needs"):
+            copy()
+    host = dlbind.from_dlpack(p, device="cpu", copy=True)
+    assert host.device == (DeviceType.kDLCPU, 0) and host.flags & dlbind.Flags.IS_COPIED
+    assert np.asarray(host).tolist() == a.tolist() and host.data_ptr != a.ctypes.data

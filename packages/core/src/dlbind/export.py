@@ -33,7 +33,7 @@ from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.validate import INT64_MAX, contiguous_strides
 
 __all__ = [
-    "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "export_memory",
+    "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "copy_pinned", "export_memory",
     "export_view", "host_ready", "versioned_asked", "wait_for",
 ]  # fmt: skip
 
@@ -120,6 +120,22 @@ def wait_for(ready: int, stream: int | None, device: DevicePair) -> None:
     consumer = stream if stream is not None else default_stream(device[0])
     if consumer != ready or (stream is None and device[0] in HOST_ACCESSIBLE):
         _backends.for_device(device[0]).wait(ready, stream, device)
+
+
+def copy_pinned(mem: Memory) -> Memory:
+    """A compact row-major copy of pinned memory (a GPU's host memory no stream orders: ``kDLCUDAHost``,
+    ``kDLROCMHost``) in new pinned memory of the same device, as ``copy=True`` without a device asks (the array
+    API: the same device): made by the device's backend (``Backend.copy_on_device``) on its device's default
+    stream, which is then synchronised, so that the copy, like its source, is ready when returned. Without a
+    backend, the BufferError that names it (``device="cpu"`` copies to the host without one)."""
+    where = f"{device_name(mem.device[0])}:{mem.device[1]}"
+    backend = _backends.for_device(mem.device[0], f"copying {where} memory")
+    stream = next((s for s in map(default_stream, backend.device_types) if s is not None), None)
+    if stream is None:
+        raise BufferError(f"copying {where} memory: the {backend.name} backend has no stream to copy it on")
+    copied: Memory = backend.copy_on_device(mem, stream)
+    backend.wait(stream, None, mem.device)  # a host reader of the copy: that stream synchronised
+    return copied._replace(stream=None)
 
 
 def host_ready(tensor: Any) -> None:
@@ -294,12 +310,8 @@ def export_memory(
             )
         # the data's stream was waited for above: the host copy (queued on the default stream) waits no more
         mem = mem._replace(device=CPU) if host_view and not copy else copy_host(mem._replace(stream=None))
-    elif copy and mem.device[0] in HOST_ACCESSIBLE and mem.device[0] in STREAM_FREE:
-        mem = copy_host(mem)  # host memory no stream orders (pinned): copied by the CPU
-    elif copy:  # on the device, on the consumer's stream (managed memory stays managed: a stream orders it)
-        mem = copy_device(mem, stream)
-        if mem.stream is not None:  # a CPU reader of managed memory (stream=None): the copy's stream synchronised
-            wait_for(mem.stream, stream, mem.device)
+    elif copy:
+        mem = _copy_here(mem, stream)
     if not versioned and mem.readonly:
         raise BufferError(
             "read-only data cannot be exported in a legacy 'dltensor' capsule (it has no read-only flag); "
@@ -315,6 +327,18 @@ def export_memory(
         mem.data, mem.shape, mem.strides, (mem.dtype.code, mem.dtype.bits, mem.dtype.lanes), mem.device,
         mem.byte_offset, mem.owner, versioned=versioned, flags=flags,
     )  # fmt: skip
+
+
+def _copy_here(mem: Memory, stream: int | None) -> Memory:
+    """``copy=True`` on ``mem``'s own device (the array API's ``dl_device=None``), for a consumer on ``stream``."""
+    if mem.device[0] == DeviceType.kDLCPU:
+        return copy_host(mem)  # the CPU's memory: copied by the CPU
+    if mem.device[0] in HOST_ACCESSIBLE and mem.device[0] in STREAM_FREE:
+        return copy_pinned(mem)  # pinned memory stays pinned, on its device
+    mem = copy_device(mem, stream)  # on the consumer's stream (managed memory stays managed: a stream orders it)
+    if mem.stream is not None:  # a CPU reader of managed memory (stream=None): the copy's stream synchronised
+        wait_for(mem.stream, stream, mem.device)
+    return mem
 
 
 def _check_stream_to(here: DevicePair, target: DevicePair, stream: object) -> None:

@@ -239,7 +239,8 @@ class Tensor(_Core):  # type: ignore[misc]
 
     def copy(self) -> Tensor:
         """A compact row-major copy in memory dlbind owns (``Flags.IS_COPIED`` set), on the tensor's own device:
-        host memory no stream orders copied on the CPU, device and managed memory by the device's backend
+        the CPU's memory copied on the CPU, pinned memory by the device's backend into new pinned memory (ready when
+        returned: :func:`dlbind.export.copy_pinned`), device and managed memory by the device's backend
         (``dlbind-cuda``, ...), enqueued on the stream the tensor is ready on (:attr:`stream`; none: the device's
         default stream, as ``from_dlpack(t, copy=True)`` asks), where the copy is then ready (its :attr:`stream`)."""
         stream = self._stream if self._stream is not None else default_stream(self._device_type)
