@@ -70,8 +70,9 @@ def test_allocation_on_every_device(memory: str) -> None:
     for device_id in range(count):
         a = np.arange(1000, dtype=np.float32) * (device_id + 1)
         t = dlbind_cuda.asarray(a, device_id=device_id, memory=memory)
-        assert t.device == (kind[memory], device_id)
-        assert dlbind_cuda.device_of(t.data_ptr) == (kind[memory], device_id)
+        said = device_id if memory == "device" else 0  # pinned and managed memory: 0 (dlpack.h)
+        assert t.device == (kind[memory], said)
+        assert dlbind_cuda.device_of(t.data_ptr) == (kind[memory], said)
         assert np.array_equal(host(t), a)
 
 

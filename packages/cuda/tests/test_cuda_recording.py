@@ -283,6 +283,12 @@ def test_device_of(recording: Recording) -> None:
     assert dlbind_cuda.device_of(d.data_ptr) == (DeviceType.kDLCUDA, 2)
     assert dlbind_cuda.device_of(d.data_ptr + 5) == (DeviceType.kDLCUDA, 2)  # inside the allocation
     assert backend.device_of(d.data_ptr) == (DeviceType.kDLCUDA, 2)
+    # pinned and managed memory, made by GPU 2: device id 0, as dlpack.h says of them
+    for memory, device_type in (("host", DeviceType.kDLCUDAHost), ("managed", DeviceType.kDLCUDAManaged)):
+        t = dlbind_cuda.empty((4,), "float32", memory=memory, device_id=2)
+        assert t.device == (device_type, 0) and dlbind_cuda.device_of(t.data_ptr) == (device_type, 0), memory
+        interface = type("Interface", (), {"__cuda_array_interface__": t.__cuda_array_interface__})()
+        assert dlbind.from_dlpack(dlbind.asdlpack(interface)).device == (device_type, 0), memory  # found by pointer
     plain = np.ones(4)
     with pytest.raises(BufferError, match="is not memory the CUDA runtime knows"):
         dlbind_cuda.device_of(plain.ctypes.data)

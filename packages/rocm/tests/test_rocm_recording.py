@@ -129,8 +129,9 @@ def test_device_of_reads_the_numbering_of_the_runtime_loaded(recording: Recordin
     recording.set("devices", 2)
     recording.load()
     d = dlbind_rocm.empty((4,), "uint8", device_id=1)
-    h = dlbind_rocm.empty((4,), "uint8", memory="host")
+    h = dlbind_rocm.empty((4,), "uint8", memory="host", device_id=1)
     assert dlbind_rocm.device_of(d.data_ptr + 2) == (DeviceType.kDLROCM, 1)
+    assert h.device == (DeviceType.kDLROCMHost, 0)  # pinned memory made by GPU 1: device id 0 (dlpack.h)
     assert dlbind_rocm.device_of(h.data_ptr) == (DeviceType.kDLROCMHost, 0)
     plain = np.ones(2)
     with pytest.raises(BufferError, match="is not memory the HIP runtime knows"):

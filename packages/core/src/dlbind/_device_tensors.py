@@ -32,7 +32,7 @@ from dlbind.validate import byte_size, contiguous_strides
 
 __all__ = [
     "MAX_COPIES", "Copy2D", "DeviceCopy", "GpuTensors", "as_dtype", "as_shape", "byte_layout", "copy_plan", "extent",
-    "from_span", "host_source", "one_of", "owned_tensor", "row_major", "run_plan",
+    "from_span", "host_id", "host_source", "one_of", "owned_tensor", "row_major", "run_plan",
 ]  # fmt: skip
 
 
@@ -78,6 +78,13 @@ def host_source(array: Any) -> dlbind.Tensor:
     if not src.is_contiguous():
         src = src.copy()
     return src
+
+
+def host_id(device_type: int, device_id: int) -> int:
+    """The DLPack device id of memory of ``device_type`` that GPU ``device_id`` allocated or holds: 0 for memory the
+    host reads (pinned, managed), as dlpack.h says ("For vanilla CPU memory, pinned memory, or managed memory, this
+    is set to 0"), else ``device_id``."""
+    return 0 if device_type in HOST_ACCESSIBLE else device_id
 
 
 def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType, *, padded: bool = False) -> tuple[int, int]:
@@ -330,10 +337,11 @@ class GpuTensors:
         self, shape: tuple[int, ...], dt: DType, device_id: int, memory: str, *, padded: bool = False
     ) -> tuple[dlbind.Tensor, Any]:
         """A tensor owning new ``memory`` on ``device_id`` (none for zero bytes), and its allocation; sub-byte
-        data one element per byte when ``padded``. BufferError before allocating when the size is beyond int64."""
+        data one element per byte when ``padded``. BufferError before allocating when the size is beyond int64.
+        Pinned and managed memory is allocated by ``device_id`` but says device id 0, as dlpack.h says of them."""
         rt = self.runtime()
         rt.check_device(device_id)
-        device = (self.device_types[memory], device_id)
+        device = (self.device_types[memory], host_id(self.device_types[memory], device_id))
         nbytes = byte_size(shape, dt, padded=padded)
         if not nbytes:
             return owned_tensor(0, shape, dt, device, None, padded=padded), None
@@ -366,8 +374,9 @@ class GpuTensors:
     def device_of(self, pointer: int) -> DevicePair:
         """``(device type, device id)`` of a pointer the backend's runtime knows (its pointer-attributes call).
 
-        The kind of memory says the device type (the backend's ``pointer_device_types``); memory the runtime does
-        not know (plain host memory) is a ``BufferError``.
+        The kind of memory says the device type (the backend's ``pointer_device_types``), and the device id is the
+        GPU's for device memory, 0 for pinned and managed memory (dlpack.h); memory the runtime does not know (plain
+        host memory) is a ``BufferError``.
         """
         rt = self.runtime()
         rt.require()
@@ -388,7 +397,7 @@ class GpuTensors:
                 f"{pointer:#x} is {rt.runtime_name} memory of a kind DLPack has no device type for "
                 f"({self.kind_text(kind)})"
             )
-        return kinds[kind], device
+        return kinds[kind], host_id(kinds[kind], device)
 
     # -- copies ------------------------------------------------------------------------------------------------
     #: Host copies smaller than this land in pageable memory (copied out of a pinned block, which goes back to

@@ -45,7 +45,8 @@ def empty(
     """A new row-major tensor on CUDA device ``device_id``, its contents undefined.
 
     ``memory``: ``"device"`` (``cudaMalloc``, on ``kDLCUDA``), ``"host"`` (pinned, ``cudaMallocHost``,
-    on ``kDLCUDAHost``) or ``"managed"`` (``cudaMallocManaged``, on ``kDLCUDAManaged``). ``dtype``: a
+    on ``kDLCUDAHost``) or ``"managed"`` (``cudaMallocManaged``, on ``kDLCUDAManaged``); pinned and managed memory
+    is made by ``device_id`` but says device id 0, as dlpack.h says of them. ``dtype``: a
     :class:`dlbind.DType`, a DLPack name (``"float32"``) or anything ``numpy.dtype`` takes. The tensor
     owns its memory (freed when the last user lets go).
     """

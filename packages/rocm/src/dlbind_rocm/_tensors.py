@@ -31,7 +31,7 @@ def empty(
     """A new row-major tensor on ROCm device ``device_id``, its contents undefined.
 
     ``memory``: ``"device"`` (``hipMalloc``, on ``kDLROCM``) or ``"host"`` (pinned, ``hipHostMalloc``,
-    on ``kDLROCMHost``). ``dtype``: a
+    on ``kDLROCMHost``: made by ``device_id``, it says device id 0, as dlpack.h says of pinned memory). ``dtype``: a
     :class:`dlbind.DType`, a DLPack name (``"float32"``) or anything ``numpy.dtype`` takes. The tensor
     owns its memory (freed when the last user lets go).
     """
