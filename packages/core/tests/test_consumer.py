@@ -472,3 +472,28 @@ def test_an_unrelated_typeerror_propagates_after_one_call() -> None:
     with pytest.raises(TypeError, match="haunted"):
         dlbind.from_dlpack(p)
     assert len(p.calls) == 1
+
+
+_EMPTY_LAYOUTS = [((0, 3), (0, 0)), ((3, 0), (7, 5)), ((2, 0, 4), (1, 1, 1)), ((0,), (9,))]
+
+
+@pytest.mark.parametrize(("shape", "strides"), _EMPTY_LAYOUTS)
+def test_a_tensor_without_elements_is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+    """A shape with a 0 in it has no element, so any strides are compact, as numpy's C-contiguous flag says (numpy
+    exports ``np.zeros((0, 3))`` with strides (0, 0)): a target that views compact strides only views it (it had
+    been refused under copy=False, or copied, 0 bytes); the backends' ``row_major`` says the same."""
+    from dlbind._device_tensors import row_major
+    from dlbind._generated.adapters import ADAPTERS
+    from dlbind.bridges import needs_copy
+    from dlbind.routes import make_route
+
+    a = np.zeros(4, np.float32)
+    t = dlbind.from_dlpack(dlbind.from_pointer(a.ctypes.data, shape, "float32", strides=strides, owner=a))
+    assert t.strides == strides and t.is_contiguous() and row_major(shape, strides)
+    assert dlbind.from_dlpack(np.zeros((0, 3), np.float32)).is_contiguous()
+    compact = [row for row in ADAPTERS.values() if row.import_.layout == "compact" and not row.import_.layout_nd]
+    assert compact  # what the check below walks (jax, drjit, ... in today's table)
+    route = make_route(compact[0], lambda x: x)
+    assert needs_copy(route, t) is None
+    transposed = dlbind.from_pointer(a.ctypes.data, (2, 2), "float32", strides=(1, 2), owner=a)  # elements: refused
+    assert needs_copy(route, dlbind.from_dlpack(transposed)) == "strides that are not compact (row-major)"

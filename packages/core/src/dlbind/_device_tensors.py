@@ -102,7 +102,9 @@ def extent(shape: tuple[int, ...], strides: tuple[int, ...], dt: DType, *, padde
 
 def row_major(shape: tuple[int, ...], strides: tuple[int, ...], item: int = 1) -> bool:
     """Compact row-major, with strides in elements (or in bytes of ``item``-byte elements; dimensions of one
-    may have any stride)."""
+    may have any stride, and a shape with a 0 in it any strides: no element, as ``Tensor.is_contiguous`` says)."""
+    if 0 in shape:
+        return True
     expected = item
     for d, s in zip(reversed(shape), reversed(strides), strict=True):
         if d != 1 and s != expected:

@@ -220,11 +220,13 @@ class Tensor(_Core):  # type: ignore[misc]
         return tuple(s * dtype.itemsize for s in self.strides)
 
     def is_contiguous(self) -> bool:
-        """Row-major contiguous (size-1 dimensions may have any stride)."""
+        """Row-major contiguous (size-1 dimensions may have any stride; a tensor with no element, any shape with a
+        0 in it, is contiguous whatever its strides, as numpy's C-contiguous flag says)."""
+        shape = self.shape
+        if 0 in shape:
+            return True
         expected = 1
-        for dim, stride in zip(reversed(self.shape), reversed(self.strides), strict=True):
-            if dim == 0:
-                return True
+        for dim, stride in zip(reversed(shape), reversed(self.strides), strict=True):
             if dim != 1 and stride != expected:
                 return False
             expected *= dim
