@@ -42,7 +42,6 @@ def configure() -> dict[str, Any]:
         routes=routes.ROUTES,
         plans=sources.PLANS,  # read by C, never called: a type without a plan yet is Python's to plan
         order=exchange.order,
-        host_ready=export.host_ready,  # the buffer protocol's wait for a stream ordering host-accessible memory
     )
     # the public functions: called in C, read as the Python implementations (help(), inspect.signature())
     python = {"asdlpack": producer.asdlpack, "from_dlpack": consumer.from_dlpack, "convert": conversion.convert}

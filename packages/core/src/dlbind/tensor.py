@@ -260,6 +260,11 @@ class Tensor(_Core):  # type: ignore[misc]
         kind = self._device_type  # the protocol's plain pair (Tensor.device is the named one)
         return _MEMBERS.get(kind, kind), self._device_id  # type: ignore[arg-type]
 
+    def _host_ready(self) -> None:
+        """The wait before a host view of this tensor (:func:`dlbind.export.host_ready`): the compiled build's buffer
+        protocol calls it where a stream orders host-accessible memory that is not the CPU's."""
+        host_ready(self)
+
     def _interface(self, typestr: str, itemsize: int) -> dict[str, Any]:
         if self._device_type not in HOST_ACCESSIBLE:
             kind = self._device_type

@@ -110,8 +110,6 @@ typedef struct {
                                     fields convert.c reads by their places in Route._fields */
     PyObject *plans;             /* dlbind.sources' ExportPlan of each producer type Python has asked (a TypeCache:
                                     its lasting dict, its passing weak mapping), read once per type, never called */
-    PyObject *host_ready;        /* dlbind.export.host_ready(tensor): a stream ordering host-accessible memory
-                                    synchronised before the buffer protocol hands the CPU a view */
     PyObject *order;             /* dlbind.exchange.order(producer_stream, consumer_stream, device_type, device_id):
                                     the consumer's stream waits for the producer's (through the device's backend) */
     /* made once, at module init */

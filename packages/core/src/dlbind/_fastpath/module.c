@@ -40,7 +40,6 @@ static const dlbind_cfg_entry dlbind_cfg_entries[] = {
     {"routes", &dlbind_cfg.routes, 'd'},
     {"plans", &dlbind_cfg.plans, 'o'},
     {"order", &dlbind_cfg.order, 'c'},
-    {"host_ready", &dlbind_cfg.host_ready, 'c'},
 };
 #define DLBIND_CFG_ENTRIES ((Py_ssize_t)(sizeof dlbind_cfg_entries / sizeof dlbind_cfg_entries[0]))
 
@@ -106,7 +105,7 @@ static PyMethodDef dlbind_methods[] = {
      "set_loader(loader): what a call before configure() calls first (dlbind._load.ensure)"},
     {"configure", (PyCFunction)(void (*)(void))dlbind_py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, tensor_type, cpu_device, asdlpack, from_dlpack, check_managed, export_view, allocate, convert, "
-     "routes, plans, order, host_ready): the Python pieces the C code uses (dlbind passes them at import)"},
+     "routes, plans, order): the Python pieces the C code uses (dlbind passes them at import)"},
     {"counts", (PyCFunction)dlbind_py_counts, METH_NOARGS, "(exports made in C, deleters run in C)"},
     {"ndarray_struct", (PyCFunction)dlbind_py_ndarray_struct, METH_NOARGS,
      "whether asdlpack reads exact numpy.ndarrays from their struct: True, False (its probe disagreed), None (none "

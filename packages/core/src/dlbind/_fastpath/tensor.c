@@ -355,8 +355,9 @@ static int dlbind_tensor_getbuffer(dlbind_tensor *self, Py_buffer *view, int fla
      * reads, as the pure build's __array_interface__ gives (the producer's may be NULL, and numpy allocates a
      * writable array of its own for a NULL buffer, read-only tensor or not) */
     static _Alignas(64) char empty[64];
-    if (self->stream != NULL && t->device.device_type != kDLCPU) { /* managed memory a stream orders: synchronised */
-        PyObject *res = PyObject_CallOneArg(dlbind_cfg.host_ready, (PyObject *)self);
+    if (self->stream != NULL && t->device.device_type != kDLCPU) {
+        /* managed memory a stream orders: synchronised first, by the Tensor's own _host_ready (export.host_ready) */
+        PyObject *res = PyObject_CallMethod((PyObject *)self, "_host_ready", NULL);
         if (res == NULL) {
             PyMem_Free(dims);
             return -1;
