@@ -483,7 +483,7 @@ def test_a_tensor_without_elements_is_contiguous(shape: tuple[int, ...], strides
     exports ``np.zeros((0, 3))`` with strides (0, 0)): a target that views compact strides only views it (it had
     been refused under copy=False, or copied, 0 bytes); the backends' ``row_major`` says the same."""
     from dlbind._device_tensors import row_major
-    from dlbind._generated.adapters import ADAPTERS
+    from dlbind._generated.adapters import ADAPTERS, Layout
     from dlbind.bridges import needs_copy
     from dlbind.routes import make_route
 
@@ -491,7 +491,7 @@ def test_a_tensor_without_elements_is_contiguous(shape: tuple[int, ...], strides
     t = dlbind.from_dlpack(dlbind.from_pointer(a.ctypes.data, shape, "float32", strides=strides, owner=a))
     assert t.strides == strides and t.is_contiguous() and row_major(shape, strides)
     assert dlbind.from_dlpack(np.zeros((0, 3), np.float32)).is_contiguous()
-    compact = [row for row in ADAPTERS.values() if row.import_.layout == "compact" and not row.import_.layout_nd]
+    compact = [row for row in ADAPTERS.values() if row.import_.layout == Layout.COMPACT and not row.import_.layout_nd]
     assert compact  # what the check below walks (jax, drjit, ... in today's table)
     route = make_route(compact[0], lambda x: x)
     assert needs_copy(route, t) is None
