@@ -117,7 +117,8 @@ class _PureCore:
             )
         if t.size == 0 and t.ndim > 1:  # memoryview.cast refuses zeros in a shape
             raise BufferError(f"the pure build's buffer protocol cannot give a zero-size tensor of shape {t.shape}")
-        host_ready(t)  # managed memory a stream orders: that stream synchronised before the CPU reads
+        if t._stream is not None:  # managed memory a stream orders: synchronised before the CPU reads
+            host_ready(t)
         if t.size == 0:
             raw = memoryview(bytearray())
         else:
@@ -272,7 +273,8 @@ class Tensor(_Core):  # type: ignore[misc]
         if self.dtype.is_subbyte and not self._flags & SUBBYTE_PADDED:
             raise BufferError(f"{self.dtype.name} is packed below a byte: numpy cannot view it")
         strides = byte_strides(self.strides, itemsize)
-        host_ready(self)  # managed memory a stream orders: that stream synchronised before numpy reads
+        if self._stream is not None:  # managed memory a stream orders: synchronised before numpy reads (no call else)
+            host_ready(self)
         return {
             "version": 3,
             "shape": self.shape,
