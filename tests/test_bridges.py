@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 
 import dlbind
+from dlbind._generated.tables import DTYPE_BY_NAME
+from dlbind._libraries import named
+from dlbind.crossing import undefined
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 torch = pytest.importorskip("torch")
@@ -89,3 +92,30 @@ def test_a_refusal_without_a_buffer_stays_the_producers() -> None:
     t = torch.zeros(3, requires_grad=True)
     with pytest.raises(BufferError, match=r"require gradient|requires_grad"):
         dlbind.from_dlpack(t, copy=True)  # the Python route: torch's own __dlpack__ refuses, nothing to fall back to
+
+
+# every dtype numpy holds through ml_dtypes that dlbind names (spec/dtypes.toml)
+ML_NAMES = [name for name in DTYPE_BY_NAME if hasattr(ml_dtypes, name)]
+
+
+@pytest.mark.parametrize("to", ["torch", "jax"])
+@pytest.mark.parametrize("name", ML_NAMES)
+def test_a_dtype_the_targets_dtype_table_lacks_its_import_lacks(to: str, name: str) -> None:
+    """What ``dlbind.dtype(..., to=)`` says a system has no dtype object of (its row's [dtypes], read from the
+    installed release: torch 2.13 has no float8_e3m4) its route lacks too: explain refuses by name, and convert
+    raises the same words, never the importer's own error ("Unsupported code 7")."""
+    x = np.zeros(4, getattr(ml_dtypes, name))
+    try:
+        dlbind.dtype(name, to=to)
+    except ValueError:
+        has = False
+    else:
+        has = True
+    assert (name in undefined(named(to))) is not has
+    said = dlbind.explain(x, to)
+    if has:
+        return  # what it does then, test_explain_is_convert holds it to
+    assert said.kind == "refused" and f"cannot import {name}" in str(said), said
+    with pytest.raises(BufferError) as raised:
+        dlbind.convert(x, to=to)
+    assert str(said) == f"refused: {raised.value}"

@@ -28,6 +28,7 @@ from _suite import ALL_DTYPES, LAYOUTS
 
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
+from dlbind._generated.tables import DTYPE_BY_NAME
 from dlbind._libraries import dotted, for_release, installed
 from dlbind.conversion import ExplanationKind
 from dlbind.routes import ROUTES, make_route
@@ -39,10 +40,10 @@ SYSTEMS = sorted(name for name, row in ADAPTERS.items() if installed(row.import_
 try:  # the dtypes numpy holds through ml_dtypes, which some targets lack (numpy's own DLPack import among them)
     import ml_dtypes
 
-    EXTRA_DTYPES: dict[str, Any] = {  # float4: one element per byte, which no legacy capsule can say
-        "bfloat16": ml_dtypes.bfloat16,
-        "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-        "float4_e2m1fn": ml_dtypes.float4_e2m1fn,
+    # every one dlbind names (spec/dtypes.toml): bfloat16, each float8, float6 and float4 (one element per byte,
+    # which no legacy capsule can say)
+    EXTRA_DTYPES: dict[str, Any] = {
+        name: getattr(ml_dtypes, name) for name in DTYPE_BY_NAME if hasattr(ml_dtypes, name)
     }
 except ImportError:
     EXTRA_DTYPES = {}

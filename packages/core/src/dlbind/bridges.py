@@ -333,7 +333,7 @@ def copied_in(route: Route, tensor: Tensor, kwargs: dict[str, Any]) -> Any:
 def copy_in_refusal(route: Route, tensor: Tensor) -> str | None:
     """Why the target's own constructor cannot copy ``tensor`` in (a dtype its row lacks: dpnp's arrays hold no
     bfloat16), or None; what :func:`copied_in` raises and ``dlbind.explain`` says."""
-    return _cannot(route, tensor) if route.adapter.import_.lacks_dtypes and _lacks(route, tensor) else None
+    return _cannot(route, tensor) if route.lacks.patterns and _lacks(route, tensor) else None
 
 
 def _wrapped(route: Route, tensor: Tensor) -> Any:

@@ -430,7 +430,7 @@ def _by_decision(p: Plan) -> Explanation | None:
         text = f"a host copy of the {_where(p)} data ({d.why}), then {a.name}'s host route"
         return Explanation(ExplanationKind.HOST_COPY, text, d, p)
     if move.copy_in:
-        if imp.lacks_dtypes:  # its constructor lacks some dtypes: this array's, read where it is
+        if p.route.lacks.patterns:  # its constructor lacks some dtypes: this array's, read where it is
             read = _read(p)
             if isinstance(read, Explanation):
                 return read

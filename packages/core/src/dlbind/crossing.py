@@ -25,7 +25,7 @@ from dlbind._names import suggestion
 from dlbind.devices import parse_device
 from dlbind.dtypes import DType, from_numpy, lookup, named_in
 
-__all__ = ["device", "dtype", "lacks_own"]
+__all__ = ["device", "dtype", "lacks_own", "undefined"]
 
 # what numpy reads as a dtype but names none (None and float are float64 there, float32 in torch): refused (by
 # identity: numpy's dtypes equal the Python types)
@@ -218,6 +218,24 @@ def _dtypes_of(adapter: Adapter) -> dict[DType, Any]:
         made[d] = obj
     _MADE[adapter.name] = made
     return made
+
+
+def undefined(adapter: Adapter) -> tuple[str, ...]:
+    """dlbind's dtype names whose dtype object system ``adapter``'s installed release does not define, where its
+    row's ``[dtypes]`` reads them from the release (form "attribute", "call" or "constructor"; a name of its own
+    that is not empty): its importer cannot make an array of such a dtype, so its route lacks them as it lacks
+    ``import.lacks_dtypes`` (torch 2.13 has no float8_e3m4). Empty where the release is not installed."""
+    if adapter.dtype_form not in (DtypeForm.ATTRIBUTE, DtypeForm.CALL, DtypeForm.CONSTRUCTOR):
+        return ()
+    made = _MADE.get(adapter.name)
+    if made is None:
+        try:
+            made = _dtypes_of(adapter)
+        except (ImportError, AttributeError):  # its module is absent: nothing to read
+            return ()
+    theirs = dict(adapter.dtype_names)
+    has = {d.name for d in made}
+    return tuple(ours for ours in DTYPE_BY_NAME if theirs.get(ours, ours) and ours not in has)
 
 
 def _made_arg(pattern: str, name: str, index: int) -> Any:

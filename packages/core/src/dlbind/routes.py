@@ -38,6 +38,7 @@ from dlbind._generated.adapters import (
 )
 from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES
 from dlbind._libraries import _LOOKUPS, MISSING, TypeCache, dotted, for_release, named
+from dlbind.crossing import undefined
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
 from dlbind.dtypes import DTypeSet, pairs_named_in
 from dlbind.sources import ExportPlan
@@ -224,7 +225,9 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
             interface = None
     refuse_negative_strides = imp.layout != Layout.ANY
     ignores_readonly = imp.readonly == Readonly.IGNORED
-    viewer = dotted(imp.view_with) if imp.lacks_dtypes and imp.view_with else None
+    # the dtypes its importer lacks: its row's, and those its installed release has no dtype object of
+    lacked = imp.lacks_dtypes + undefined(adapter)
+    viewer = dotted(imp.view_with) if lacked and imp.view_with else None
     bits = {ours: theirs for theirs, ours in adapter.export.bits} if imp.bits_via else None
     imports = _device_types(imp.devices)
     return Route(
@@ -251,24 +254,25 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
         importer_nd=dotted(imp.function_nd) if imp.function_nd else None,
         by_dtype={name: dotted(fn) for name, fn in imp.by_dtype} if imp.by_dtype else None,
         bridges=refuse_negative_strides or legacy_only or ignores_readonly or viewer is not None
-        or bits is not None or _bridges(imp),
+        or bits is not None or _bridges(imp) or bool(lacked),
         refuse=int(refuse_negative_strides) | 2 * int(ignores_readonly) | 4 * int(imp.byte_offset_items),
         counts={},
         in_c=(table_type or handover_type) is not None,
         c_imports=sum(1 << kind for kind in imports if kind < 64),
-        **_lacked(imp),
+        **_lacked(imp, lacked),
         narrowing=_narrowing(imp) if imp.narrows else None,
     )
 
 
-def _lacked(imp: Import) -> dict[str, Any]:
-    """The Route's fields that say which dtypes the row's importer lacks: ``lacks`` (``lacks_dtypes``, and every
-    dtype outside ``by_dtype`` where it has one), ``lacks_nd`` (``lacks_dtypes_nd`` too), ``view_lacks``, the
-    C routes' ``c_lacks``; and the vector dtypes it takes (``vectors``: ``lanes``)."""
+def _lacked(imp: Import, lacked: tuple[str, ...]) -> dict[str, Any]:
+    """The Route's fields that say which dtypes the row's importer lacks: ``lacks`` (``lacked``: ``lacks_dtypes``
+    and the dtypes its release has no object of, :func:`dlbind.crossing.undefined`; and every dtype outside
+    ``by_dtype`` where it has one), ``lacks_nd`` (``lacks_dtypes_nd`` too), ``view_lacks``, the C routes'
+    ``c_lacks``; and the vector dtypes it takes (``vectors``: ``lanes``)."""
     only = [name for name, _ in imp.by_dtype] if imp.by_dtype else None  # it has an importer of these dtypes only
-    nd = imp.lacks_dtypes + imp.lacks_dtypes_nd
+    nd = lacked + imp.lacks_dtypes_nd
     return {
-        "lacks": DTypeSet(imp.lacks_dtypes, only),
+        "lacks": DTypeSet(lacked, only),
         "lacks_nd": DTypeSet(nd, only),
         "view_lacks": DTypeSet(imp.view_lacks),
         "vectors": DTypeSet(imp.lanes),
@@ -768,7 +772,7 @@ def _between(source: ExportPlan, route: Route, device_type: int) -> str:
         reasons.append(
             f"its exports are legacy capsules, which cannot say read-only: {a.name} would take them writable"
         )
-    if a.import_.lacks_dtypes or route.bits:
+    if route.lacks.patterns or route.bits:
         reasons.append(f"{a.name} lacks some dtypes, or takes them as their bits")
     if a.import_.narrows:
         reasons.append(f"{a.name} narrows {', '.join(ours for ours, _ in a.import_.narrows)}")
