@@ -86,3 +86,25 @@ class TestCudaCore(InteropSuite):
         assert hasattr(StridedMemoryView, "__dlpack_c_exchange_api__")
         if dlbind.ffi_build() == "compiled":
             assert "exchange table" in str(dlbind.explain(values("float32"), to="cuda.core"))
+
+    def test_what_convert_gives_is_usable_or_refused(self, lib: Any) -> None:
+        """Every dtype numpy holds (ml_dtypes' among them) reaches a view whose ``dtype`` and ``__dlpack__``
+        work, or is refused beforehand by name (float8: "Unsupported dtype. dtype code: 10" from a view
+        convert called zero-copy): what explain says, convert does, and its result is usable."""
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        from dlbind._generated.tables import DTYPE_BY_NAME
+
+        for name in DTYPE_BY_NAME:
+            kind = getattr(ml_dtypes, name, None) if name not in ("bool",) else np.bool_
+            try:
+                a = np.zeros(3, kind if kind is not None else name)
+            except TypeError:
+                continue  # numpy holds no such dtype here
+            said = dlbind.explain(a, to="cuda.core")
+            if said.kind == "refused":
+                with pytest.raises(BufferError):
+                    dlbind.convert(a, to="cuda.core")
+                continue
+            v = dlbind.convert(a, to="cuda.core")
+            assert v.dtype == a.dtype, name
+            v.__dlpack__(max_version=(1, 0))
