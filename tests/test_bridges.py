@@ -17,6 +17,7 @@ import pytest
 import dlbind
 from dlbind._generated.tables import DTYPE_BY_NAME
 from dlbind._libraries import named
+from dlbind.conversion import ExplanationKind
 from dlbind.crossing import undefined
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -115,7 +116,7 @@ def test_a_dtype_the_targets_dtype_table_lacks_its_import_lacks(to: str, name: s
     said = dlbind.explain(x, to)
     if has:
         return  # what it does then, test_explain_is_convert holds it to
-    assert said.kind == "refused" and f"cannot import {name}" in str(said), said
+    assert said.kind == ExplanationKind.REFUSED and f"cannot import {name}" in str(said), said
     with pytest.raises(BufferError) as raised:
         dlbind.convert(x, to=to)
     assert str(said) == f"refused: {raised.value}"
