@@ -69,6 +69,7 @@ _FIELDS: dict[tuple[str, str], tuple[str, Any, frozenset[str] | None, Any]] = {
     ("import", "layout"): ("layout", str, frozenset({"any", "nonnegative", "compact"}), "any"),
     ("import", "byte_offset"): ("byte_offset", bool, None, True),
     ("import", "byte_offset_items"): ("byte_offset_items", bool, None, False),
+    ("import", "packed"): ("packed", bool, None, False),
     ("import", "readonly"): ("readonly", str, frozenset({"honoured", "ignored", "always"}), "honoured"),
     ("import", "copy"): ("copy", str, frozenset({"honoured", "always", "ignored"}), "honoured"),
     ("import", "alignment"): ("alignment", int, None, 0),

@@ -25,7 +25,7 @@ import dlbind._ffi
 from dlbind import routes
 from dlbind.__main__ import main
 from dlbind._generated.adapters import ADAPTERS
-from dlbind._libraries import for_release, row_lookups
+from dlbind._libraries import for_release, installed, row_lookups
 from dlbind.conversion import ExplanationKind
 from dlbind.devices import device_name
 from dlbind.sources import export_plan
@@ -296,6 +296,51 @@ def test_explain_says_what_convert_does(to: str, array: str, copy: bool | None) 
     else:
         assert _pointer(out) != _pointer(a), f"explain said a copy: {said}"
     assert np.asarray(dlbind.convert(out, to="numpy")).tolist() == a.tolist()
+
+
+# DLPack's default for a sub-byte dtype: packed below a byte (no IS_SUBBYTE_TYPE_PADDED flag), as from_pointer says it
+PACKED = {
+    "int4": dlbind.DType(dlbind.DataTypeCode.kDLInt, 4),
+    "uint1": dlbind.DType(dlbind.DataTypeCode.kDLUInt, 1),
+    "float4_e2m1fn": "float4_e2m1fn",
+}
+# the systems installed here, each a target
+INSTALLED = sorted(name for name, row in ADAPTERS.items() if installed(row.import_name))
+
+
+def _packed(dtype: str, strided: bool = False) -> Any:
+    buf = np.arange(8, dtype=np.uint8)  # four elements in two bytes; reversed: a stride of -1 from the last
+    if strided:
+        return dlbind.from_pointer(buf.ctypes.data + 3, (4,), PACKED[dtype], strides=(-1,), owner=buf)
+    return dlbind.from_pointer(buf.ctypes.data, (4,), PACKED[dtype], owner=buf)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("copy", [None, True], ids=["copy=None", "copy=True"])
+@pytest.mark.parametrize("strided", [False, True], ids=["compact", "strided"])
+@pytest.mark.parametrize("dtype", list(PACKED))
+@pytest.mark.parametrize("to", INSTALLED)
+def test_packed_subbyte_data_is_refused_where_the_target_takes_whole_bytes(
+    to: str, dtype: str, strided: bool, copy: bool | None
+) -> None:
+    """Packed sub-byte data reaches only a target whose row says ``import.packed``, and dlbind's copy of it is
+    compact only (dlbind.export.export_memory): explain refuses by name exactly where convert cannot, in both
+    builds; and the C routes hand every sub-byte dtype to the bridge for such a target (``Route.c_lacks``)."""
+    route = routes.route_to(to)
+    takes = route.adapter.import_.packed
+    lacked = route.c_lacks or b""
+    sub_byte = {(code, bits) for code, bits in zip(lacked[::2], lacked[1::2], strict=True) if bits < 8}
+    assert bool(sub_byte) is not takes or route.lacks[dlbind.dtype(PACKED["int4"])], (to, route.c_lacks)
+    x = _packed(dtype, strided)
+    said = dlbind.explain(x, to, copy=copy)
+    if not takes:
+        assert said.kind == ExplanationKind.REFUSED, said
+    if said.kind == ExplanationKind.REFUSED:
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(x, to=to, copy=copy)
+        assert str(refused.value) == said.text.removeprefix("refused: ")
+    else:
+        dlbind.convert(x, to=to, copy=copy)
 
 
 def test_explain_cites_the_targets_quirk() -> None:

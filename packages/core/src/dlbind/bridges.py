@@ -425,6 +425,8 @@ def bridge_of(
     nd = _nd(route, tensor)
     if _lacks(route, tensor, nd):
         return _lacked_bridge(route, tensor, copy, device, on_device)
+    if not imp.packed and packed(tensor):
+        return Bridge(REFUSED, _packed_refusal(tensor, f"{a.name} cannot import", importer_name(route, tensor)))
     if route.legacy_only and imp.takes != Takes.NDARRAY:  # a legacy capsule has no flag for padded sub-byte data
         legacy = tensor.dtype.legacy_refusal(padded=bool(tensor._flags & SUBBYTE_PADDED))
         if legacy is not None:
@@ -443,6 +445,8 @@ def bridge_of(
     if why is not None or copy_here:  # a copy dlbind makes, or its refusal where no address space could hold it
         if tensor.nbytes > _LARGEST_COPY:  # a broadcast view of 2**62 bytes: the C copy refuses it in these words
             return _TOO_LARGE
+        if not on_device and packed(tensor) and not tensor.is_contiguous():  # as dlbind.export.export_memory says
+            return Bridge(REFUSED, f"cannot copy strided packed {tensor.dtype.name} data")
         then = "" if narrows is None else f"; then {narrows} (its own copy)"
         if why is not None:
             return Bridge(COPY, f"{a.name} cannot import {why}{then}")
@@ -463,6 +467,21 @@ def bridge_of(
     return _AS_IS
 
 
+def packed(tensor: Tensor) -> bool:
+    """``tensor``'s elements are packed below a byte (DLPack's default for sub-byte dtypes: no
+    IS_SUBBYTE_TYPE_PADDED flag), which only a target whose row says ``import.packed`` takes."""
+    return bool(tensor._bits * tensor._lanes % 8) and not tensor._flags & SUBBYTE_PADDED
+
+
+def _packed_refusal(tensor: Tensor, cannot: str, importer: str) -> str:
+    """The refusal of packed sub-byte data (:func:`packed`) by a target that takes whole bytes an element."""
+    name = tensor.dtype.name
+    return (
+        f"{cannot} {name} data packed below a byte ({importer} takes whole bytes an element, as DLPack's "
+        "IS_SUBBYTE_TYPE_PADDED flag says them)"
+    )
+
+
 def _lacked_bridge(route: Route, tensor: Tensor, copy: bool | None, device: Any, on_device: bool) -> Bridge:
     """The bridge of a dtype the target's importer lacks: viewed by its ``view_with`` where it has one that takes it
     (on the host, where the data is), else refused (:func:`bridge_of`)."""
@@ -473,6 +492,8 @@ def _lacked_bridge(route: Route, tensor: Tensor, copy: bool | None, device: Any,
         return Bridge(REFUSED, f"{a.name} cannot import {tensor.dtype.name} on a device ({lacks})")
     if route.viewer is None or route.view_lacks[tensor._code, tensor._bits, tensor._lanes]:  # nor its viewer
         return Bridge(REFUSED, _cannot(route, tensor))
+    if packed(tensor):  # a viewer views whole bytes an element
+        return Bridge(REFUSED, _packed_refusal(tensor, f"{a.name} cannot import", imp.view_with))
     if device is not None and device != tensor.device:
         where = f"{device_name(device[0])}:{device[1]}"
         return Bridge(REFUSED, f"{imp.view_with} views {tensor.dtype.name} data where it is, not on {where}")
@@ -628,7 +649,7 @@ def run(p: Plan, tried: bool = False, taken: Tensor | None = None) -> Any:
         return route.interface(tensor.copy() if d.copy_here or interface_copies(route, tensor) else tensor)
     if move.copy_in:
         return copied_in(route, tensor, kwargs)  # onto its device, by its own constructor
-    if move.handover and tensor._lanes == 1:
+    if move.handover and tensor._lanes == 1 and tensor._bits >= 8:  # sub-byte data: the bridge says if it is packed
         return route.importer(tensor)
     return bridged(p, tensor, data_bridge(p, tensor))
 

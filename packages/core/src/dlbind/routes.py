@@ -225,8 +225,7 @@ def make_route(adapter: Adapter, importer: Any = None, *, interface: Any = None,
             interface = None
     refuse_negative_strides = imp.layout != Layout.ANY
     ignores_readonly = imp.readonly == Readonly.IGNORED
-    # the dtypes its importer lacks: its row's, and those its installed release has no dtype object of
-    lacked = imp.lacks_dtypes + undefined(adapter)
+    lacked = imp.lacks_dtypes + undefined(adapter)  # its row's, and those its release has no dtype object of
     viewer = dotted(imp.view_with) if lacked and imp.view_with else None
     bits = {ours: theirs for theirs, ours in adapter.export.bits} if imp.bits_via else None
     imports = _device_types(imp.devices)
@@ -276,8 +275,18 @@ def _lacked(imp: Import, lacked: tuple[str, ...]) -> dict[str, Any]:
         "lacks_nd": DTypeSet(nd, only),
         "view_lacks": DTypeSet(imp.view_lacks),
         "vectors": DTypeSet(imp.lanes),
-        "c_lacks": bytes(b for pair in pairs_named_in(nd) for b in pair) or None,
+        "c_lacks": bytes(b for pair in _c_lacked(nd, imp.packed) for b in pair) or None,
     }
+
+
+def _c_lacked(lacked: tuple[str, ...], packed: bool) -> list[tuple[int, int]]:
+    """The ``(code, bits)`` the C routes hand to Python's bridge, by code: the dtypes ``lacked``, and unless the
+    importer takes ``packed`` sub-byte data every sub-byte dtype (the bridge reads the tensor's padded flag:
+    packed data it refuses, dlbind.bridges.packed)."""
+    pairs = set(pairs_named_in(lacked))
+    if not packed:
+        pairs.update((code, bits) for code, bits in pairs_named_in(["*"]) if bits < 8)
+    return sorted(pairs)
 
 
 def _narrowing(imp: Import) -> Callable[[], bool]:
