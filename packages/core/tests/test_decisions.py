@@ -400,7 +400,51 @@ def test_explain_of_a_relay_on_a_device_with_streams() -> None:
     if not torch.cuda.is_available():
         assert said.kind == ExplanationKind.REFUSED and "no device 'cuda:0' for torch" in said.text, said
         return
+    if not dlbind.backends(known=True)["cuda"].available:  # stream 7 waited for by torch's: the backend's work
+        assert said.kind == ExplanationKind.REFUSED and "needs a dlbind backend" in said.text, said
+        return
     assert said.kind == ExplanationKind.ZERO_COPY and "ordered on the stream given" in said.text, said
+
+
+def _described(device: str, **kwargs: Any) -> Any:
+    a = np.arange(4.0)
+    return dlbind.from_pointer(a.ctypes.data, (4,), "float64", device=device, owner=a, **kwargs)
+
+
+# (what, target, keywords): dlbind's own producers on devices this machine's dlbind backends may not serve
+BACKEND_CASES: dict[str, tuple[Callable[[], Any], str, dict[str, Any]]] = {
+    "managed Exporter -> numpy": (lambda: _described("cuda_managed"), "numpy", {}),
+    "managed Exporter -> torch": (lambda: _described("cuda_managed"), "torch", {}),
+    "managed Exporter -> numpy, copy=True": (lambda: _described("cuda_managed"), "numpy", {"copy": True}),
+    "managed Tensor -> numpy": (lambda: dlbind.from_dlpack(_described("cuda_managed")), "numpy", {}),
+    "cuda Exporter -> numpy": (lambda: _described("cuda"), "numpy", {}),
+    "cuda Exporter -> tvm_ffi, copy=True": (lambda: _described("cuda"), "tvm_ffi", {"copy": True}),
+    "cuda Exporter -> tvm_ffi, stream=5": (lambda: _described("cuda"), "tvm_ffi", {"stream": 5}),
+    "read-only cuda Exporter -> tvm_ffi": (lambda: _described("cuda", readonly=True), "tvm_ffi", {}),
+    "cuda Exporter -> tvm_ffi": (lambda: _described("cuda"), "tvm_ffi", {}),
+}
+
+
+@pytest.mark.parametrize("case", list(BACKEND_CASES))
+def test_explain_asks_what_the_export_needs_of_a_backend(case: str) -> None:
+    """What dlbind's own producer needs of the data's dlbind backend (a host copy of memory the host cannot
+    read, a copy on the device, a stream waited for: dlbind.export.export_memory's work) explain asks on every
+    branch, as convert meets it: refused in convert's words where no backend serves, never for what the CPU
+    does (a host copy of managed memory no stream orders)."""
+    make, to, kwargs = BACKEND_CASES[case]
+    if to in ("torch", "tvm_ffi"):
+        pytest.importorskip(to)
+    x = make()
+    said = dlbind.explain(x, to, **kwargs)
+    if said.kind == ExplanationKind.REFUSED:
+        with pytest.raises(BufferError) as refused:
+            dlbind.convert(x, to=to, **kwargs)
+        assert said.text.removeprefix("refused: ") in str(refused.value)
+        return
+    out = dlbind.convert(x, to=to, **kwargs)
+    assert out is not None
+    if case.startswith("managed Exporter"):
+        assert said.kind == ExplanationKind.HOST_COPY, said  # the CPU copies it: no backend asked
 
 
 def test_explain_leaves_a_raw_capsule_unconsumed() -> None:

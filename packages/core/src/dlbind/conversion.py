@@ -58,6 +58,7 @@ from dlbind.crossing import lacks_own
 from dlbind.devices import (
     HOST_ACCESSIBLE,
     check_stream,
+    default_stream,
     device_name,
     parse_device,
     producer_device,
@@ -447,21 +448,77 @@ def _by_decision(p: Plan) -> Explanation | None:
                 f" (through dlbind's relay, asked on the device's default stream, when {_on(p)} is one that "
                 f"{type(p.producer).__name__}.__dlpack__ refuses)"
             )
+        needs = _backend_missing(p)
+        if needs:
+            return Explanation(ExplanationKind.REFUSED, f"refused: {needs}", d, p)
         return Explanation(ExplanationKind.ZERO_COPY, text, d, p)
     return None
 
 
-def _backend_missing(p: Plan) -> str:
-    """Why dlbind's own producer (a dlbind.Tensor or Exporter, which copies device memory to the host through the
-    device's dlbind backend) cannot make the host copy the plan needs, in the words its export refuses it with;
-    "" where it can, or where the producer is another's (which makes its host copies itself)."""
-    if type(p.producer) not in (Tensor, Exporter):
+def _backend_missing(p: Plan, bridge: Bridge | None = None) -> str:
+    """Why the exchange the plan makes needs a dlbind backend of the data's device that is not here, in the words
+    dlbind.export.export_memory refuses it with; "" where none is needed, or it serves. What export_memory does
+    with dlbind's own memory (a dlbind.Tensor or Exporter: another producer orders and copies its own) and with
+    the relay's import: a reader on another stream than the data's waits for it (wait_for; a host reader of
+    managed memory synchronises it), memory the host cannot read is copied to the host by the backend
+    (copy_host), and a copy on the device is the backend's (copy_device: the relay's ``bridge`` copies, or
+    copy=True reaches dlbind's own producer)."""
+    here, index = p.here
+    if stream_free(here):
         return ""
-    try:
-        _backends.for_device(p.here[0], f"copying {device_name(p.here[0])} memory to the host")
-    except BufferError as exc:
-        return str(exc)
+    d = p.decision
+    own = type(p.producer) in (Tensor, Exporter)
+    ready = _ready_on(p.producer) if own else None
+    where = f"{device_name(here)}:{index}"
+    needs: list[str] = []  # in the order the exchange meets them
+    if isinstance(d.payload, Host):  # read by the host (a copy to it, or managed and pinned memory in place)
+        if own and _waits(ready, None, here):
+            needs.append("")
+        if own and d.payload.to_host and not d.payload.in_place and here not in HOST_ACCESSIBLE:
+            needs.append(f"copying {device_name(here)} memory to the host")
+    elif d.kind in (DIRECT, RELAY):
+        target = _target_stream(p)
+        on = p.stream if p.stream is not None and d.kind == RELAY else target  # what the producer is asked on
+        if own and _waits(ready, None if on == -1 else on, here):
+            needs.append("")
+        if d.kind == DIRECT and own and d.copy_kw is True:  # the importer asks dlbind's producer for the copy
+            needs.append(f"copying {where} memory on the device")
+        if bridge is not None and bridge.kind == COPY:  # the relay's copy on the device
+            needs.append(f"copying {where} memory on the device")
+        if d.kind == RELAY and on not in (None, -1) and _waits(on, target, here):  # ready on the stream given
+            needs.append("")
+    for need in needs:
+        try:
+            _backends.for_device(here, need)
+        except BufferError as exc:
+            return str(exc)
     return ""
+
+
+def _ready_on(producer: Any) -> int | None:
+    """The stream dlbind's own producer's data is ready on (None: nothing orders it)."""
+    return producer._stream if type(producer) is Tensor else producer._described().stream  # type: ignore[no-any-return]
+
+
+def _waits(ready: int | None, stream: int | None, here: int) -> bool:
+    """Whether a reader asking on ``stream`` (None: the device rule's default; -1: no ordering) waits for data
+    ready on ``ready`` through the device's backend, as dlbind.export.wait_for decides it."""
+    if ready is None or stream == -1:
+        return False
+    consumer = stream if stream is not None else default_stream(here)
+    return consumer != ready or (stream is None and here in HOST_ACCESSIBLE)
+
+
+def _target_stream(p: Plan) -> int | None:
+    """The stream the target's importer asks on (its current stream, where its row names one; else the
+    default, None)."""
+    current = p.route.stream_of
+    if current is None:
+        return None
+    try:
+        return current(p.here[1])  # type: ignore[no-any-return]
+    except Exception:  # its runtime cannot say here (no such device): its importer would ask the default
+        return None
 
 
 def _by_bridge(p: Plan, tensor: Tensor, fell_back: bool = False) -> Explanation:
@@ -474,6 +531,9 @@ def _by_bridge(p: Plan, tensor: Tensor, fell_back: bool = False) -> Explanation:
     b, why = bridge.kind, bridge.why
     if b == REFUSED:
         return Explanation(ExplanationKind.REFUSED, f"refused: {why}", d, p, bridge)
+    needs = _backend_missing(p, bridge)
+    if needs:
+        return Explanation(ExplanationKind.REFUSED, f"refused: {needs}", d, p, bridge)
     cites = "".join(f"; {q.text} ({q.ref})" for q in a.quirks if _cited(q.id, why))
     copied = b in (COPY, PACKS, OWN_COPY) or (b == VIEW and bridge.copies)
     if d.kind == RELAY:
