@@ -222,10 +222,12 @@ def _dtypes_of(adapter: Adapter) -> dict[DType, Any]:
 
 def undefined(adapter: Adapter) -> tuple[str, ...]:
     """dlbind's dtype names whose dtype object system ``adapter``'s installed release does not define, where its
-    row's ``[dtypes]`` reads them from the release (form "attribute", "call" or "constructor"; a name of its own
-    that is not empty): its importer cannot make an array of such a dtype, so its route lacks them as it lacks
-    ``import.lacks_dtypes`` (torch 2.13 has no float8_e3m4). Empty where the release is not installed."""
-    if adapter.dtype_form not in (DtypeForm.ATTRIBUTE, DtypeForm.CALL, DtypeForm.CONSTRUCTOR):
+    row's ``[dtypes]`` reads them from the release's attributes (form "attribute" or "call"; a name of its own that
+    is not empty): its importer cannot make an array of such a dtype, so its route lacks them as it lacks
+    ``import.lacks_dtypes`` (torch 2.13 has no float8_e3m4), but for those it narrows (``import.narrows``: mlx's
+    complex128 becomes complex64). A constructor's refusal of a name (tvm_ffi.dtype("complex64")) is a spelling
+    it lacks, not proof: not read. Empty where the release is not installed."""
+    if adapter.dtype_form not in (DtypeForm.ATTRIBUTE, DtypeForm.CALL):
         return ()
     made = _MADE.get(adapter.name)
     if made is None:
@@ -234,7 +236,7 @@ def undefined(adapter: Adapter) -> tuple[str, ...]:
         except (ImportError, AttributeError):  # its module is absent: nothing to read
             return ()
     theirs = dict(adapter.dtype_names)
-    has = {d.name for d in made}
+    has = {d.name for d in made} | {ours for ours, _ in adapter.import_.narrows}
     return tuple(ours for ours in DTYPE_BY_NAME if theirs.get(ours, ours) and ours not in has)
 
 
