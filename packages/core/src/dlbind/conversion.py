@@ -497,7 +497,7 @@ def _backend_missing(p: Plan, bridge: Bridge | None = None) -> str:
 
 def _ready_on(producer: Any) -> int | None:
     """The stream dlbind's own producer's data is ready on (None: nothing orders it)."""
-    return producer._stream if type(producer) is Tensor else producer._described().stream  # type: ignore[no-any-return]
+    return producer._stream if type(producer) is Tensor else producer._described().stream
 
 
 def _waits(ready: int | None, stream: int | None, here: int) -> bool:
