@@ -58,12 +58,12 @@ from dlbind.crossing import lacks_own
 from dlbind.devices import (
     HOST_ACCESSIBLE,
     check_stream,
-    default_stream,
     device_name,
     parse_device,
     producer_device,
     stream_free,
 )
+from dlbind.export import waits
 from dlbind.producer import Exporter, SourceExporter, asdlpack
 from dlbind.routes import (
     DEVICE_ARG,
@@ -459,7 +459,7 @@ def _backend_missing(p: Plan, bridge: Bridge | None = None) -> str:
     """Why the exchange the plan makes needs a dlbind backend of the data's device that is not here, in the words
     dlbind.export.export_memory refuses it with; "" where none is needed, or it serves. What export_memory does
     with dlbind's own memory (a dlbind.Tensor or Exporter: another producer orders and copies its own) and with
-    the relay's import: a reader on another stream than the data's waits for it (wait_for; a host reader of
+    the relay's import: a reader on another stream than the data's waits for it (waits; a host reader of
     managed memory synchronises it), memory the host cannot read is copied to the host by the backend
     (copy_host), and a copy on the device is the backend's (copy_device: the relay's ``bridge`` copies, or
     copy=True reaches dlbind's own producer)."""
@@ -472,20 +472,20 @@ def _backend_missing(p: Plan, bridge: Bridge | None = None) -> str:
     where = f"{device_name(here)}:{index}"
     needs: list[str] = []  # in the order the exchange meets them
     if isinstance(d.payload, Host):  # read by the host (a copy to it, or managed and pinned memory in place)
-        if own and _waits(ready, None, here):
+        if own and waits(ready, None, here):
             needs.append("")
         if own and d.payload.to_host and not d.payload.in_place and here not in HOST_ACCESSIBLE:
             needs.append(f"copying {device_name(here)} memory to the host")
     elif d.kind in (DIRECT, RELAY):
         target = _target_stream(p)
         on = p.stream if p.stream is not None and d.kind == RELAY else target  # what the producer is asked on
-        if own and _waits(ready, None if on == -1 else on, here):
+        if own and waits(ready, None if on == -1 else on, here):
             needs.append("")
         if d.kind == DIRECT and own and d.copy_kw is True:  # the importer asks dlbind's producer for the copy
             needs.append(f"copying {where} memory on the device")
         if bridge is not None and bridge.kind == COPY:  # the relay's copy on the device
             needs.append(f"copying {where} memory on the device")
-        if d.kind == RELAY and on not in (None, -1) and _waits(on, target, here):  # ready on the stream given
+        if d.kind == RELAY and on not in (None, -1) and waits(on, target, here):  # ready on the stream given
             needs.append("")
     for need in needs:
         try:
@@ -498,15 +498,6 @@ def _backend_missing(p: Plan, bridge: Bridge | None = None) -> str:
 def _ready_on(producer: Any) -> int | None:
     """The stream dlbind's own producer's data is ready on (None: nothing orders it)."""
     return producer._stream if type(producer) is Tensor else producer._described().stream
-
-
-def _waits(ready: int | None, stream: int | None, here: int) -> bool:
-    """Whether a reader asking on ``stream`` (None: the device rule's default; -1: no ordering) waits for data
-    ready on ``ready`` through the device's backend, as dlbind.export.wait_for decides it."""
-    if ready is None or stream == -1:
-        return False
-    consumer = stream if stream is not None else default_stream(here)
-    return consumer != ready or (stream is None and here in HOST_ACCESSIBLE)
 
 
 def _target_stream(p: Plan) -> int | None:

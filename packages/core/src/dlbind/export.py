@@ -110,15 +110,22 @@ def copy_host(mem: Memory) -> Memory:
     )  # fmt: skip
 
 
+def waits(ready: int | None, stream: int | None, device_type: int) -> bool:
+    """Whether a consumer asking on ``stream`` (None: the device rule's default; -1: no ordering) waits for data
+    ready on stream ``ready`` (None: on none) through the device's backend (:func:`wait_for`): where it asks on
+    another stream, and a host reader of managed memory (``stream=None``), which synchronises ``ready``. What
+    ``dlbind.explain`` asks too, before the exchange (``dlbind.conversion._backend_missing``)."""
+    if ready is None or stream == -1:
+        return False
+    consumer = stream if stream is not None else default_stream(device_type)
+    return consumer != ready or (stream is None and device_type in HOST_ACCESSIBLE)
+
+
 def wait_for(ready: int, stream: int | None, device: DevicePair) -> None:
-    """Order a consumer asking on ``stream`` (None: the device rule's default; -1: no ordering) after data
-    ready on stream ``ready``: nothing when it is the same stream, else the device's backend records an event
-    on ``ready`` and makes the consumer's stream wait (a host reader of managed memory, ``stream=None``,
-    synchronises ``ready``)."""
-    if stream == -1:
-        return
-    consumer = stream if stream is not None else default_stream(device[0])
-    if consumer != ready or (stream is None and device[0] in HOST_ACCESSIBLE):
+    """Order a consumer asking on ``stream`` after data ready on stream ``ready`` where it :func:`waits`: the
+    device's backend records an event on ``ready`` and makes the consumer's stream wait (a host reader of managed
+    memory, ``stream=None``, synchronises ``ready``); nothing when it is the same stream."""
+    if waits(ready, stream, device[0]):
         _backends.for_device(device[0]).wait(ready, stream, device)
 
 
