@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,15 +28,21 @@ PURE = dlbind.ffi_build() == "pure"
 @pytest.mark.skipif(PURE, reason="the pure build's remaining window is measured and documented (docs/reliability.md)")
 def test_timer_signals_mid_exchange_leak_nothing() -> None:
     count = os.environ.get("DLBIND_SIGNALS", "500")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "signals_worker.py"), count, "300"],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ, DLBIND_PURE="0"),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout.splitlines()[-1])
+    result, stderr = _compiled_worker("signals_worker.py", count, "300", timeout=600)
     assert result["interrupts"] >= min(int(count), 100), result  # the timer did interrupt exchanges
     assert result["alive_after"] == result["alive_before"], result
-    assert "Exception ignored" not in proc.stderr, proc.stderr[-2000:]
+    assert "Exception ignored" not in stderr, stderr[-2000:]
+
+
+def _compiled_worker(script: str, *args: str, timeout: int) -> tuple[dict[str, Any], str]:
+    """What a worker script beside this file prints last (JSON), run with ``args`` in the compiled build, and its
+    standard error."""
+    proc = subprocess.run(
+        [sys.executable, str(HERE / script), *args],
+        capture_output=True, text=True, timeout=timeout, env=dict(os.environ, DLBIND_PURE="0"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1]), proc.stderr
 
 
 IMPORTING_HANDLER = """
@@ -120,11 +127,6 @@ def test_timer_signals_in_the_exchange_tables_windows_leak_nothing(mode: str) ->
     (``native.exchange_import`` returns the Tensor; it returned the address, which Python then wrapped), and the
     capsule dlbind's allocator exports is taken in C (``dlbind.exchange.allocate`` returned the struct's address
     after renaming it): a handler's exception in either window leaked the struct for good."""
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "exchange_signals_worker.py"), mode, "3000"],
-        capture_output=True, text=True, timeout=120, env=dict(os.environ, DLBIND_PURE="0"),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout.splitlines()[-1])
+    result, _ = _compiled_worker("exchange_signals_worker.py", mode, "3000", timeout=120)
     assert result["interrupts"] >= 20, result  # the timer did interrupt calls
     assert result["alive_after"] == result["alive_before"], result
