@@ -425,7 +425,8 @@ def bridge_of(
     nd = _nd(route, tensor)
     if _lacks(route, tensor, nd):
         return _lacked_bridge(route, tensor, copy, device, on_device)
-    if not imp.packed and packed(tensor):
+    is_packed = packed(tensor)
+    if is_packed and not imp.packed:
         return Bridge(REFUSED, _packed_refusal(tensor, f"{a.name} cannot import", importer_name(route, tensor)))
     if route.legacy_only and imp.takes != Takes.NDARRAY:  # a legacy capsule has no flag for padded sub-byte data
         legacy = tensor.dtype.legacy_refusal(padded=bool(tensor._flags & SUBBYTE_PADDED))
@@ -445,7 +446,7 @@ def bridge_of(
     if why is not None or copy_here:  # a copy dlbind makes, or its refusal where no address space could hold it
         if tensor.nbytes > _LARGEST_COPY:  # a broadcast view of 2**62 bytes: the C copy refuses it in these words
             return _TOO_LARGE
-        if not on_device and packed(tensor) and not tensor.is_contiguous():  # as dlbind.export.export_memory says
+        if not on_device and is_packed and not tensor.is_contiguous():  # as dlbind.export.export_memory says
             return Bridge(REFUSED, f"cannot copy strided packed {tensor.dtype.name} data")
         then = "" if narrows is None else f"; then {narrows} (its own copy)"
         if why is not None:

@@ -19,8 +19,8 @@ from dlbind._generated.tables import DEVICE_BY_NAME, DEVICE_NAMES, DEVICE_STREAM
 from dlbind._names import suggestion
 
 __all__ = [
-    "HOST_ACCESSIBLE", "STREAM_FREE", "STREAM_MAX", "Device", "DevicePair", "check_stream", "default_stream",
-    "device_name", "parse_device", "stream_free", "streams", "unnamed_note",
+    "DEFAULT_STREAMS", "HOST_ACCESSIBLE", "STREAM_FREE", "STREAM_MAX", "Device", "DevicePair", "check_stream",
+    "default_stream", "device_name", "parse_device", "stream_free", "streams", "unnamed_note",
 ]  # fmt: skip
 
 #: Device types whose memory the CPU reads directly (spec/devices.toml: ``host = true``).
@@ -46,10 +46,17 @@ STREAM_FREE: frozenset[int] = frozenset(t for t in DEVICE_NAMES if stream_free(t
 STREAM_MAX = min(2**63 - 1, 2 ** (8 * ctypes.sizeof(ctypes.c_void_p)) - 1)
 
 
+#: device type -> the stream a consumer's ``stream=None`` names there, for the devices with streams (a dict lookup,
+#: no call: what ``Tensor.copy`` reads)
+DEFAULT_STREAMS: dict[int, int] = {
+    kind: default for kind, rule in DEVICE_STREAM_RULE.items() if (default := STREAM_RULES[rule].default) is not None
+}
+
+
 def default_stream(device_type: int) -> int | None:
     """The stream a consumer's ``stream=None`` names on ``device_type`` (CUDA 1, the legacy default stream;
     ROCm 0); None for devices without streams. dlbind passes it explicitly to producers on such devices."""
-    return STREAM_RULES[DEVICE_STREAM_RULE.get(device_type, "none")].default
+    return DEFAULT_STREAMS.get(device_type)
 
 
 def unnamed_note(device_type: int) -> str:

@@ -17,7 +17,7 @@ import dlbind.capsule as _capsule
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, DeviceType, Flags
 from dlbind._generated.tables import DEVICE_BY_NAME, KNOWN_DEVICE_TYPES
-from dlbind.devices import HOST_ACCESSIBLE, Device, default_stream, device_name, unnamed_note
+from dlbind.devices import DEFAULT_STREAMS, HOST_ACCESSIBLE, Device, device_name, unnamed_note
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.dtypes import UINT8 as _UINT8
@@ -246,7 +246,7 @@ class Tensor(_Core):  # type: ignore[misc]
         returned: :func:`dlbind.export.copy_pinned`), device and managed memory by the device's backend
         (``dlbind-cuda``, ...), enqueued on the stream the tensor is ready on (:attr:`stream`; none: the device's
         default stream, as ``from_dlpack(t, copy=True)`` asks), where the copy is then ready (its :attr:`stream`)."""
-        stream = self._stream if self._stream is not None else default_stream(self._device_type)
+        stream = self._stream if self._stream is not None else DEFAULT_STREAMS.get(self._device_type)
         return reexported(self, stream, copy=True, own=True)
 
     # -- immutable: what describes the memory is fixed when the tensor is made (issue 38) ----------
