@@ -120,3 +120,13 @@ def test_a_dtype_the_targets_dtype_table_lacks_its_import_lacks(to: str, name: s
     with pytest.raises(BufferError) as raised:
         dlbind.convert(x, to=to)
     assert str(said) == f"refused: {raised.value}"
+
+
+def test_an_empty_array_needs_no_alignment() -> None:
+    # jax views only 64-byte aligned data, and takes an empty array at any address (nothing to read): explain said
+    # a copy, and refused it under copy=False, where jax's own import takes it as it is
+    e = np.zeros(65, dtype=np.uint8)[1:1]
+    assert e.ctypes.data % 64 and e.size == 0
+    said = dlbind.explain(e, to="jax", copy=False)
+    assert said.kind is not ExplanationKind.REFUSED and "aligned" not in str(said), said
+    assert dlbind.convert(e, to="jax", copy=False).shape == (0,)

@@ -454,7 +454,7 @@ def bridge_of(
         return Bridge(COPY, f"copy=True asked, which {imp.function} cannot be asked for: dlbind copies{then}")
     if narrows is not None:
         return Bridge(OWN_COPY, narrows)
-    if imp.alignment and (tensor.data_ptr + tensor.byte_offset) % imp.alignment:
+    if imp.alignment and tensor.size and (tensor.data_ptr + tensor.byte_offset) % imp.alignment:  # no element: none
         aligned = f"{a.name} views only {imp.alignment}-byte aligned data"
         if on_device:
             return Bridge(COPY, aligned)
