@@ -125,7 +125,9 @@ def test_a_dtype_the_targets_dtype_table_lacks_its_import_lacks(to: str, name: s
 def test_an_empty_array_needs_no_alignment() -> None:
     # jax views only 64-byte aligned data, and takes an empty array at any address (nothing to read): explain said
     # a copy, and refused it under copy=False, where jax's own import takes it as it is
-    e = np.zeros(65, dtype=np.uint8)[1:1]
+    buffer = np.zeros(128, dtype=np.uint8)  # an empty view at an unaligned address (a slice [k:k] keeps the base's)
+    k = 1 if (buffer.ctypes.data + 1) % 64 else 2
+    e = np.ndarray((0,), dtype=np.uint8, buffer=buffer, offset=k)
     assert e.ctypes.data % 64 and e.size == 0
     said = dlbind.explain(e, to="jax", copy=False)
     assert said.kind is not ExplanationKind.REFUSED and "aligned" not in str(said), said
