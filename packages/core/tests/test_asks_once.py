@@ -95,6 +95,19 @@ def test_a_struct_that_is_not_valid_is_refused_on_its_one_ask(to: str, fields: d
     assert [counter.calls for counter in producer.keep] == [1]
 
 
+@pytest.mark.parametrize("to", ["numpy", "torch"])
+def test_a_capsule_on_another_device_than_the_producer_said_is_asked_once(to: str) -> None:
+    """A producer whose ``__dlpack_device__`` says the CPU and whose capsule says a device with streams (CUDA): the
+    import ends as the target answers that device, after one ask (the compiled build's C route had released the
+    struct and Python's route asked again); its deleter runs once."""
+    pytest.importorskip(to)
+    producer = Made(device_type=int(dlbind.DeviceType.kDLCUDA))
+    with pytest.raises(BufferError):
+        dlbind.convert(producer, to=to)
+    assert producer.asked == 1
+    assert [counter.calls for counter in producer.keep] == [1]
+
+
 class Refusing:
     """A producer whose ``__dlpack__`` refuses every export, its memory described by its array interface (as
     numpy's refuses an ml_dtypes dtype), counting the times it is asked."""

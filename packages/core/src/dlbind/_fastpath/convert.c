@@ -317,10 +317,13 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
         int64_t bytes; /* strides whose byte size overflows: Python says what is wrong */
         if (dlbind_mul_overflow(t->strides[i], (int64_t)t->dtype.bits * t->dtype.lanes / 8, &bytes)) python = 1;
     }
-    if (hand_back) {
+    if (hand_back && taken) { /* a table's export, unordered (no_sync): Python's route asks it on the target's stream */
         dlbind_call_deleter(m, 1);
         return 0;
     }
+    if (hand_back) /* __dlpack_device__ said host memory the target imports, the capsule another device: Python's
+                    * route finishes the struct it gave, x not asked again */
+        return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1;
     if (python) return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1;
     if (copy && (m = dlbind_host_copy_of(m)) == NULL) return -1;
     *out = m;
