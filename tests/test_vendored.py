@@ -7,6 +7,8 @@ and installed into a venv without dlbind, are ``tests/vendoring`` (``nox -s vend
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -182,3 +184,31 @@ def test_copies_pass_dlbind_testing(libs: Path, lib: str) -> None:
         block=False,
     )
     assert "0 failed" in out
+
+
+def test_a_copys_messages_name_its_package(libs: Path) -> None:
+    """What a copy raises names the copy (docs/vendoring.md: "A copy's reprs and messages name its own package"):
+    each exception a copy's modules raise is built without the word dlbind, and the refusals users meet most say
+    the copy's name."""
+    said = []
+    for path in sorted((libs / "liba" / "_dlpack").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                texts = [c.value for c in ast.walk(node.exc) if isinstance(c, ast.Constant) and type(c.value) is str]
+                said += [f"{path.name}:{node.lineno}: {t!r}" for t in texts if re.search(r"\bdlbind\b", t)]
+    assert said == []
+    out = run(
+        libs,
+        """
+        import numpy as np
+        import liba._dlpack as a
+        for call in (lambda: a.from_dlpack(42), lambda: a.explain(np.arange(3).__dlpack__(), "numpy")):
+            try:
+                call()
+            except TypeError as exc:
+                print(exc)
+        """,
+    )
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("liba._dlpack needs a DLPack producer"), out
+    assert lines[1].startswith("liba._dlpack.explain takes the producer"), out

@@ -28,7 +28,7 @@ def _main_interpreter_only() -> None:
         main = is_main()
     if not main:
         raise ImportError(
-            "dlbind runs in the main interpreter only, not in a subinterpreter: its deleters take the main "
+            f"{__name__} runs in the main interpreter only, not in a subinterpreter: its deleters take the main "
             "interpreter's GIL (from a subinterpreter that would hang the process) and its cffi modules use "
             "single-phase init (docs/reliability.md)"
         )

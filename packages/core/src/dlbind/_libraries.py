@@ -55,7 +55,7 @@ def named(name: str) -> Adapter:
     from dlbind._names import suggestion
 
     said = suggestion(name, [n for a in found.values() for n in (a.name, a.import_name)])
-    raise ValueError(f"unknown array library {name!r}{said}; dlbind knows {', '.join(found)}")
+    raise ValueError(f"unknown array library {name!r}{said}; {__name__.rpartition('.')[0]} knows {', '.join(found)}")
 
 
 def installed(import_name: str) -> bool:

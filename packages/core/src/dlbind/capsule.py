@@ -504,7 +504,7 @@ def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
         address = _capi.capsule_get_pointer(capsule, name)
     except ValueError:  # renamed meanwhile by a consumer outside dlbind (its name no longer matches)
         raise BufferError(
-            f"this DLPack capsule was consumed by another consumer while dlbind read it{CONSUMED_HINT}"
+            f"this DLPack capsule was consumed by another consumer while {PACKAGE} read it{CONSUMED_HINT}"
         ) from None
     if not address:
         raise BufferError("the DLPack capsule holds a NULL pointer")
@@ -517,7 +517,7 @@ def _take(capsule: object, owner: Owner | None) -> tuple[Any, bool]:
         if owner is not None:
             owner.managed = owner.capsule = None
         raise BufferError(
-            f"this DLPack capsule was consumed by another consumer while dlbind read it{CONSUMED_HINT}"
+            f"this DLPack capsule was consumed by another consumer while {PACKAGE} read it{CONSUMED_HINT}"
         ) from None
     if _capi.capsule_set_name(capsule, used) != 0:  # pragma: no cover - only fails on a NULL capsule
         if owner is not None:

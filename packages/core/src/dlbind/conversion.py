@@ -90,6 +90,7 @@ from dlbind.routes import (
 )
 from dlbind.sources import ExportPlan, check_guards, export_plan, exported, help_for
 from dlbind.tensor import Tensor, from_capsule
+from dlbind.validate import PACKAGE
 
 __all__ = ["Explanation", "compat", "convert", "explain", "plan"]
 
@@ -170,7 +171,7 @@ def _plan(x: Any, route: Route, device: Any, copy: bool | None, stream: int | No
             return p._replace(refused=str(exc))
     if kind == REFUSE:
         describe = isinstance(d.payload, Refused) and d.payload.describe
-        why = f"dlbind.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if describe else d.why
+        why = f"{PACKAGE}.convert cannot give {route.adapter.name} {described(x)}: {d.why}" if describe else d.why
         return p._replace(refused=why)
     if isinstance(d.payload, Same) and d.payload.itself and (asked is None or asked == here):
         return p._replace(itself=True)
@@ -336,7 +337,7 @@ def explain(x: Any, to: Any, *, device: Any = None, copy: bool | None = None, st
     copied and nothing reaches the target.
     """
     if type(x) is PyCapsuleType:
-        raise TypeError("dlbind.explain takes the producer, not a raw capsule: reading a capsule consumes it")
+        raise TypeError(f"{PACKAGE}.explain takes the producer, not a raw capsule: reading a capsule consumes it")
     p = plan(x, to, device=device, copy=copy, stream=stream)
     said = _rendered(p)
     if p.copied_by and said.kind == ExplanationKind.ZERO_COPY:  # the producer's own export is a copy (tinygrad's)

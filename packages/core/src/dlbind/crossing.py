@@ -27,6 +27,8 @@ from dlbind.dtypes import DType, from_numpy, lookup, named_in
 
 __all__ = ["device", "dtype", "lacks_own", "undefined"]
 
+_PACKAGE = __name__.rpartition(".")[0]  # dlbind, or a vendored copy's package
+
 # what numpy reads as a dtype but names none (None and float are float64 there, float32 in torch): refused (by
 # identity: numpy's dtypes equal the Python types)
 _PYTHON_TYPES = (bool, int, float, complex, str, bytes, object)
@@ -130,7 +132,7 @@ def _of_system(obj: Any) -> DType:
         if found is not None:
             return found
         if any(type(its) is type(obj) for its in spellings):  # its dtype, of none of DLPack's (torch.complex32)
-            raise ValueError(f"{adapter.name} dtype {obj!r} has no DLPack dtype dlbind names (spec/dtypes.toml)")
+            raise ValueError(f"{adapter.name} dtype {obj!r} has no DLPack dtype {_PACKAGE} names (spec/dtypes.toml)")
     numpy = sys.modules.get("numpy")  # read by numpy only where it is loaded: an object numpy made, or knows
     plain = (
         obj is None or any(obj is t for t in _PYTHON_TYPES) or isinstance(obj, _PYTHON_VALUES)
@@ -146,8 +148,8 @@ def _of_system(obj: Any) -> DType:
             except BufferError as exc:  # an object, datetime or big-endian dtype: no DLPack code
                 raise ValueError(f"{obj!r} has no DLPack dtype: {exc}") from None
     raise TypeError(
-        f"{obj!r} ({type(obj).__name__}) is not a dtype dlbind can read: give a dlbind.DType, a dtype name "
-        "('float32'), an object with __dlpack_data_type__, or the dtype of a system dlbind knows"
+        f"{obj!r} ({type(obj).__name__}) is not a dtype {_PACKAGE} can read: give a {_PACKAGE}.DType, a dtype name "
+        f"('float32'), an object with __dlpack_data_type__, or the dtype of a system {_PACKAGE} knows"
     )
 
 
@@ -159,9 +161,9 @@ def _system(to: Any, *, devices: bool = False) -> Adapter:
         raise TypeError(f"a system is named by its name ('torch') or module, not {type(to).__name__}")
     adapter = named(name)
     if devices and not adapter.device_make_args:
-        raise ValueError(f"dlbind does not make {adapter.name}'s device objects (spec/adapters.toml)")
+        raise ValueError(f"{_PACKAGE} does not make {adapter.name}'s device objects (spec/adapters.toml)")
     if not devices and adapter.dtype_form == DtypeForm.NONE:
-        raise ValueError(f"dlbind does not know {adapter.name}'s dtype objects (spec/adapters.toml)")
+        raise ValueError(f"{_PACKAGE} does not know {adapter.name}'s dtype objects (spec/adapters.toml)")
     return adapter
 
 

@@ -416,7 +416,7 @@ def _ways(
         if readonly is not None:
             raise TypeError("readonly= is decided by the producer for objects exported through __dlpack__")
         if source is None:
-            raise TypeError(f"{type(obj).__name__} has __dlpack__: ask it, or dlbind.asdlpack it")
+            raise TypeError(f"{type(obj).__name__} has __dlpack__: ask it, or {_PACKAGE}.asdlpack it")
         yield source(obj)
         return
     cai = getattr(obj, "__cuda_array_interface__", None)
@@ -492,7 +492,7 @@ def through_interface(obj: Any, interface: str) -> Exporter:
     """``obj`` exported through the interface its row names instead of its ``__dlpack__`` (``export.interface``:
     ``"__cuda_array_interface__"``, which carries signed byte strides and the stream its data is ready on)."""
     if interface != "__cuda_array_interface__":
-        raise ValueError(f"dlbind exports through __cuda_array_interface__ only, not {interface!r}")
+        raise ValueError(f"{_PACKAGE} exports through __cuda_array_interface__ only, not {interface!r}")
     cai = getattr(obj, interface, None)
     if not isinstance(cai, dict):
         raise TypeError(f"{type(obj).__name__} has no {interface}")

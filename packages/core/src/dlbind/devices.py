@@ -182,7 +182,7 @@ def _device_object(obj: Any) -> Device:
     if row is None:
         raise TypeError(
             f"a device is 'cpu', 'cuda:0', a (device_type, device_id) tuple, an object with __dlpack_device__ or a "
-            f"device object of a system dlbind knows, not {obj!r}"
+            f"device object of a system {_PACKAGE} knows, not {obj!r}"
         )
     if row.device_kind:
         kind: Any = row.device_kind
@@ -195,8 +195,8 @@ def _device_object(obj: Any) -> Device:
             named = parse_device(_theirs(row.name, name) + sep + suffix)
         except ValueError:  # a name of its own that names no one DLPack device (MLX's "gpu": Metal or CUDA)
             raise ValueError(
-                f"{row.name}'s device {obj!r} is its {kind!r}, which names no DLPack device dlbind can tell: give "
-                "the device as dlbind names it ('cuda:1', 'metal:0')"
+                f"{row.name}'s device {obj!r} is its {kind!r}, which names no DLPack device {_PACKAGE} can tell: give "
+                f"the device as {_PACKAGE} names it ('cuda:1', 'metal:0')"
             ) from None
         at = named.device_id if index is None else index
         return _made(Device, (named.device_type, 0 if at is None or at < 0 else int(at)))

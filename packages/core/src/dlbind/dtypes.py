@@ -137,7 +137,7 @@ class DType(NamedTuple):
                 return np.dtype(getattr(ml_dtypes, name))
         if self.code not in _KNOWN_CODES:  # a code newer than this runtime's header, carried by number
             raise BufferError(
-                f"numpy has no dtype for {self.name}: this dlbind's DLPack header does not name code {self.code} "
+                f"numpy has no dtype for {self.name}: this {_PACKAGE}'s DLPack header does not name code {self.code} "
                 "(a header bump would name it)"
             )
         raise ValueError(f"numpy has no dtype for {self.name}")

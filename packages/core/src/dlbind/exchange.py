@@ -75,7 +75,8 @@ def allocate(prototype_address: int) -> object:
     proto = ffi.cast("DLTensor *", prototype_address)
     device = (int(proto.device.device_type), int(proto.device.device_id))
     if device != (DeviceType.kDLCPU, 0):
-        raise BufferError(f"dlbind allocates memory on cpu:0 only, not on {device_name(device[0])}:{device[1]}")
+        where = f"{device_name(device[0])}:{device[1]}"
+        raise BufferError(f"{capsule.PACKAGE} allocates memory on cpu:0 only, not on {where}")
     ndim = int(proto.ndim)
     if not 0 <= ndim <= MAX_NDIM:
         raise BufferError(f"{what}: {ndim} dimensions (0 to {MAX_NDIM})")

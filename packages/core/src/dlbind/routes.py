@@ -42,6 +42,7 @@ from dlbind.crossing import undefined
 from dlbind.devices import HOST_ACCESSIBLE, STREAM_FREE, DevicePair, device_name
 from dlbind.dtypes import DTypeSet, pairs_named_in
 from dlbind.sources import ExportPlan
+from dlbind.validate import PACKAGE
 
 __all__ = [
     "DIRECT",
@@ -86,14 +87,14 @@ def resolve(to: Any) -> Adapter:
                 return adapter
             if sys.modules.get(adapter.import_name) is to:  # imported by its name, named otherwise (cuda.core.cu13)
                 return adapter
-        raise ValueError(f"module {root} is not an array library dlbind knows")
+        raise ValueError(f"module {root} is not an array library {PACKAGE} knows")
     if isinstance(to, type):
         for klass in to.__mro__:
             name = f"{klass.__module__}.{klass.__qualname__}"
             for adapter in ADAPTERS.values():
                 if name in adapter.array_types:
                     return adapter
-        raise ValueError(f"{to.__qualname__} is not the array type of a library dlbind knows")
+        raise ValueError(f"{to.__qualname__} is not the array type of a library {PACKAGE} knows")
     raise TypeError(f"to= is a library name, module or array type, not {type(to).__name__}")
 
 
@@ -189,7 +190,7 @@ def route_to(to: Any) -> Route:
         try:
             importlib.import_module(named.import_name)
         except ImportError as exc:
-            raise ImportError(f"dlbind.convert(..., to={named.name!r}) needs {named.import_name}: {exc}") from None
+            raise ImportError(f"{PACKAGE}.convert(..., to={named.name!r}) needs {named.import_name}: {exc}") from None
         route = ROUTES[key] = make_route(for_release(named))  # the facts of the installed release
     return route
 

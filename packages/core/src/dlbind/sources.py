@@ -175,7 +175,7 @@ class ExportPlan:
         """A plan is frozen but for what is learned of its type after it is made: how its ``__dlpack__`` takes an
         older call (``_learned``) and whether the type lasts (``lasting``)."""
         if name not in ("_learned", "lasting"):
-            raise AttributeError(f"an ExportPlan is frozen: {name} is made with it (dlbind.sources.plan_of)")
+            raise AttributeError(f"an ExportPlan is frozen: {name} is made with it ({capsule.PACKAGE}.sources.plan_of)")
         object.__setattr__(self, name, value)
 
     @property
@@ -431,8 +431,8 @@ def exported(x: Any, target: str | None = None) -> tuple[Any, ExportPlan, Any]:
             raise  # an interface that says something wrong: its own message names what
         values = isinstance(x, list | tuple | int | float | complex | range)  # Python values, no array memory
         raise TypeError(
-            "dlbind needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a DLPack capsule "
-            f"or an object with a buffer or array interface, not {type(x).__name__}"
+            f"{capsule.PACKAGE} needs a DLPack producer (an object with __dlpack__ and __dlpack_device__), a DLPack "
+            f"capsule or an object with a buffer or array interface, not {type(x).__name__}"
             + (": make an array of it first, e.g. numpy.asarray(x)" if values else "")
         ) from None
     return (x, plan, mine) if own else (mine, export_plan(Exporter), mine)
