@@ -113,3 +113,36 @@ def test_check_libs_are_read_by_name_or_module() -> None:
     from dlbind.__main__ import _libraries
 
     assert _libraries("numpy,mlx.core,cuda.core") == ["numpy", "mlx", "cuda_core"]
+
+
+def _explain_fails(*args: str, code: str = "") -> str:
+    """stderr of ``python -m dlbind explain ARGS`` (``code`` run first in the same interpreter), which must fail with
+    exit status 2 and one line, no traceback."""
+    run = f"{code}\nimport sys\nfrom dlbind.__main__ import main\nsys.exit(main({['explain', *args]!r}))"
+    proc = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
+    assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return proc.stderr.strip()
+
+
+def test_explain_of_a_source_that_is_not_installed_says_so() -> None:
+    """The source library is named as the array that cannot be made (not as a conversion target)."""
+    import importlib.util
+
+    from dlbind._generated.adapters import ADAPTERS
+
+    missing = [a.name for a in ADAPTERS.values() if importlib.util.find_spec(a.import_name.split(".")[0]) is None]
+    if not missing:
+        pytest.skip("every library of spec/adapters.toml is installed")
+    said = _explain_fails(missing[0], "numpy")
+    assert said == f"cannot make a {missing[0]} array: {missing[0]} is not installed"
+
+
+def test_explain_without_numpy_says_it_needs_numpy() -> None:
+    """Not blamed on --dtype, which was not given."""
+    block = (
+        "import sys\nclass _NoNumpy:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'numpy': raise ImportError(name)\nsys.meta_path.insert(0, _NoNumpy())"
+    )
+    said = _explain_fails("numpy", "numpy", code=block)
+    assert said == "cannot explain: explain makes its array with numpy, which is not installed"
