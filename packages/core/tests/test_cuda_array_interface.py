@@ -69,8 +69,30 @@ def test_invalid_streams_are_refused(stream: object) -> None:
 
 
 def test_data_must_be_a_pair() -> None:
-    with pytest.raises(BufferError, match=r"data must be \(pointer, read_only\)"):
+    """What is not a tuple is the wrong type (TypeError, as for __array_interface__'s data); a tuple of another
+    length the wrong value."""
+    with pytest.raises(TypeError, match=r"data must be \(pointer, read_only\), not int"):
         dlbind.asdlpack(Cai(data=4096), device_id=0)
+    with pytest.raises(BufferError, match=r"data must be \(pointer, read_only\), not a 1-tuple"):
+        dlbind.asdlpack(Cai(data=(4096,)), device_id=0)
+
+
+@pytest.mark.parametrize(
+    ("interface", "said"),
+    [
+        ({"mask": object()}, "with a mask"),
+        ({"typestr": ">f4"}, "not native-endian"),
+        ({"typestr": "|V4"}, "has no DLPack dtype"),
+        ({"offset": 8}, "gives offset 8 with a pointer"),
+        ({"strides": (2,)}, "not multiples of the item size"),
+    ],
+    ids=["mask", "big-endian", "void", "offset", "strides"],
+)
+def test_what_is_wrong_is_said_before_the_gpu_holding_it_is_asked(interface: dict[str, Any], said: str) -> None:
+    """Without device_id the CUDA backend is asked which GPU holds the pointer: only once the description is found
+    valid, so that an invalid one is refused for what is wrong with it (not for a backend it would not need)."""
+    with pytest.raises(BufferError, match=said):
+        dlbind.asdlpack(Cai(**interface))
 
 
 def test_device_id_names_the_gpu_and_an_offset_is_refused() -> None:

@@ -12,6 +12,7 @@ run through both builds side by side in test_parity.py (the same type and messag
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -177,6 +178,7 @@ def test_an_ml_dtypes_array_is_read_as_its_dtype() -> None:
         ({"version": 3, "shape": (2,), "typestr": "<f8", "strides": "x", "data": (8, False)}, TypeError),
         ({"version": 3, "shape": (2,), "typestr": "<f8", "data": (8, False), "offset": "8"}, TypeError),
         ({"version": 3, "shape": (2,), "typestr": "<f8", "data": 3.5}, TypeError),
+        ({"version": 3, "shape": (2,), "typestr": "<f8", "data": (8, np.array([1, 2]))}, TypeError),  # no truth
     ],
 )
 def test_a_malformed_interface_raises_the_specs_types(iface: dict[str, Any], kind: type[Exception]) -> None:
@@ -190,6 +192,30 @@ def test_a_malformed_interface_raises_the_specs_types(iface: dict[str, Any], kin
             call(Malformed())
         assert type(info.value) is kind, info.value
         assert "__array_interface__" in str(info.value) or "typestr" in str(info.value), info.value
+
+
+@pytest.mark.parametrize("typestr", [">u1", ">i1", ">b1", "<u1", "=b1"])
+def test_a_one_byte_typestr_has_no_byte_order(typestr: str) -> None:
+    """numpy reads '>u1' as '|u1': one byte has no order to refuse."""
+    a = np.arange(4, dtype=np.uint8)
+    iface = {**a.__array_interface__, "typestr": typestr}
+    held = type("Held", (), {"__array_interface__": iface, "base": a})()
+    assert dlbind.from_dlpack(held).dtype == dlbind.from_dlpack(np.asarray(held)).dtype
+
+
+def test_a_buffer_of_items_of_no_bytes_is_refused_by_name() -> None:
+    """A ctypes array of an empty Structure (format 'T{}', item size 0): a BufferError naming it from every entry
+    point, never ZeroDivisionError (nor a target blamed for it)."""
+
+    class Empty(ctypes.Structure):
+        _fields_: ClassVar[list[tuple[str, Any]]] = []
+
+    x = (Empty * 3)()
+    calls = [dlbind.asdlpack, dlbind.from_dlpack, lambda x: dlbind.convert(x, to="numpy", copy=True)]
+    calls.append(lambda x: dlbind.explain(x, to="numpy"))
+    for call in calls:
+        with pytest.raises(BufferError, match="items of 0 bytes"):
+            call(x)
 
 
 def test_a_buffer_that_holds_its_description_is_read_from_it() -> None:

@@ -620,10 +620,17 @@ def test_defect9_convert_to_a_library_without_the_device() -> None:
         dlbind.convert(t, to="torch")
 
 
-def test_defect10_byte_offset_overflow_is_refused() -> None:
-    s = Struct((2, 3), byte_offset=2**64 - 8)
-    with pytest.raises(BufferError):
+@pytest.mark.parametrize("byte_offset", [2**64 - 8, 2**63], ids=["wraps the pointer", "past int64"])
+def test_defect10_byte_offset_overflow_is_refused(byte_offset: int) -> None:
+    """A byte_offset of 2**63 or more is refused at import (torch reads it as int64: a negative storage offset,
+    then a crash), whether or not it wraps the pointer; and in a description (from_pointer's)."""
+    s = Struct((2, 3), byte_offset=byte_offset)
+    with pytest.raises(BufferError, match="byte_offset"):
         dlbind.from_dlpack(s.capsule())
+    assert s.calls == 1
+    buf = np.zeros(16, np.uint8)
+    with pytest.raises(BufferError, match=r"byte_offset .* (int64|address space)"):
+        dlbind.from_pointer(buf.ctypes.data, (1,), "uint8", byte_offset=byte_offset, owner=buf)
 
 
 _DELETES_WITHOUT_RENAMING = """

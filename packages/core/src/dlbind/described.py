@@ -146,6 +146,7 @@ class _Way(NamedTuple):
     buffer: tuple[int, int] | None  # (base, length) of a buffer that must hold every element described
     trusted: bool  # a C-contiguous buffer: CPython made its length of its shape (nothing for the validator)
     first: bool  # the buffer, tried first: where it is refused, the interface (or __dlpack__) may serve
+    located: bool = True  # False: the GPU holding data is asked of the CUDA backend once the rest is checked
 
 
 def _buffer_way(obj: Any, view: memoryview, readonly: bool | None) -> _Way:
@@ -154,6 +155,8 @@ def _buffer_way(obj: Any, view: memoryview, readonly: bool | None) -> _Way:
         raise BufferError("buffers with suboffsets (PIL-style indirect arrays) cannot be exported as DLPack")
     contiguous = view.c_contiguous
     shape, byte_strides, itemsize = view.shape or (), view.strides or (), view.itemsize
+    if itemsize == 0:  # an empty struct's format ('T{}'): no DLPack dtype has no bytes
+        raise BufferError(f"buffer format {view.format!r} has items of 0 bytes: DLPack has no such dtype")
     if not contiguous and any(s % itemsize for s in byte_strides):
         raise BufferError(f"byte strides {byte_strides} are not multiples of the item size {itemsize}")
     if contiguous:
@@ -272,7 +275,7 @@ def _interface_way(
                 f"{what} gives offset {offset} with a pointer in data: the interface offsets a buffer only (numpy "
                 "ignores it here); give the pointer with the offset added"
             )
-        ptr, ro = _integer(data[0], what, "data pointer"), bool(data[1])
+        ptr, ro = _integer(data[0], what, "data pointer"), _truth(data[1], what)
     else:  # a buffer object, or (None) the object's own buffer
         base, length, ro, view = _contiguous_buffer(obj if data is None else data, what)
         buffer, owner = (base, length), (view if data is None else (obj, view))
@@ -283,14 +286,24 @@ def _interface_way(
                 ro, readonly, owner, stream, buffer, False, False)  # fmt: skip
 
 
+def _truth(value: Any, what: str) -> bool:
+    """The read-only flag of an interface's ``(pointer, read_only)``, read as numpy reads it (its truth); TypeError
+    naming it where it has none (a numpy array of several elements)."""
+    try:
+        return bool(value)
+    except Exception:
+        raise TypeError(f"{what} data read_only must be a bool, not {type(value).__name__}") from None
+
+
 def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bool | None = None) -> _Way:
     """What ``__cuda_array_interface__`` (v3) says: its ``stream`` is kept for the export's synchronisation, the
     device is ``device_id`` when given, else the CUDA backend's answer for the pointer (never assumed 0)."""
     what = "__cuda_array_interface__"
     data = _field(cai, "data", what)
-    if not (isinstance(data, tuple) and len(data) == 2):
-        shown = f"a {len(data)}-tuple" if isinstance(data, tuple) else type(data).__name__
-        raise BufferError(f"{what} data must be (pointer, read_only), not {shown}")
+    if not isinstance(data, tuple):  # as __array_interface__'s data that is no buffer
+        raise TypeError(f"{what} data must be (pointer, read_only), not {type(data).__name__}")
+    if len(data) != 2:
+        raise BufferError(f"{what} data must be (pointer, read_only), not a {len(data)}-tuple")
     stream = cai.get("stream")
     no_int = isinstance(stream, bool) or not isinstance(stream, int)
     if stream is not None and (no_int or not 0 < stream <= STREAM_MAX):  # past STREAM_MAX: no handle (a truncation)
@@ -299,18 +312,19 @@ def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bo
             "2 (per-thread default) or a cudaStream_t; 0 is disallowed (ambiguous)"
         )
     pointer = _integer(data[0], what, "data pointer")
-    device: DevicePair
-    if device_id is not None:
-        device = (_CUDA, int(device_id))
-    elif not pointer or not 0 < pointer <= MAX_ADDRESS:  # no memory (or none there): the validator says which
-        device = (_CUDA, 0)
-    else:
-        need = "finding which GPU holds __cuda_array_interface__ data"
-        try:
-            device = _backends.for_device(_CUDA, need).device_of(pointer)
-        except BufferError as exc:
-            raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
-    return _interface_way(cai, obj, device, readonly, what, stream)
+    device = (_CUDA, 0 if device_id is None else int(device_id))
+    way = _interface_way(cai, obj, device, readonly, what, stream)
+    # the GPU holding memory is asked once its description is found valid (what is wrong with it is said first)
+    return way if device_id is not None or not 0 < pointer <= MAX_ADDRESS else way._replace(located=False)
+
+
+def _gpu_holding(pointer: int) -> DevicePair:
+    """The CUDA device holding ``pointer``, as the CUDA backend answers (never assumed 0)."""
+    need = "finding which GPU holds __cuda_array_interface__ data"
+    try:
+        return _backends.for_device(_CUDA, need).device_of(pointer)
+    except BufferError as exc:
+        raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
 
 
 def _checked(way: _Way) -> Memory:
@@ -344,7 +358,8 @@ def _checked(way: _Way) -> Memory:
         if not way.asked:
             raise BufferError("readonly=False asked for, but the memory is read-only")
         readonly = True
-    return Memory(way.data, way.shape, strides, dtype, way.device, 0, readonly, way.owner, flags, way.stream)
+    device = way.device if way.located else _gpu_holding(way.data)
+    return Memory(way.data, way.shape, strides, dtype, device, 0, readonly, way.owner, flags, way.stream)
 
 
 def _dtype_of(way: _Way) -> DType:
@@ -364,7 +379,7 @@ def _dtype_of(way: _Way) -> DType:
     order, kind, size = typestr[:1], typestr[1:2], typestr[2:]
     if order not in _TYPESTR_ORDERS or not (size.isascii() and size.isdigit()) or int(size) < 1:
         raise BufferError(f"typestr {typestr!r} is not one: a byte order of <>|=, a kind and a size in bytes")
-    if order == (">" if sys.byteorder == "little" else "<"):
+    if order == (">" if sys.byteorder == "little" else "<") and size != "1":  # one byte has no order (numpy's '|')
         raise BufferError(f"typestr {typestr!r} is not native-endian: DLPack data must be native-endian")
     dt = getattr(way.obj, "dtype", None)
     # the exact dtype where the typestr is its own (ml_dtypes' kinds, all '<V2'), never one the typestr contradicts

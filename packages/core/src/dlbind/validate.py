@@ -206,8 +206,10 @@ def check_description(
     for s in strides:
         if not -INT64_MAX - 1 <= s <= INT64_MAX:
             raise BufferError(f"{what}: stride {s} of strides {strides} does not fit in int64")
-    if byte_offset < 0:
-        raise BufferError(f"{what}: byte_offset {byte_offset} is negative")
+    if not 0 <= byte_offset <= INT64_MAX:  # DLPack's consumers read it as int64 (torch's storage offset)
+        raise BufferError(
+            f"{what}: byte_offset {byte_offset} " + ("is negative" if byte_offset < 0 else "does not fit in int64")
+        )
     start = data + byte_offset
     if not 0 <= data <= MAX_ADDRESS:
         raise BufferError(f"{what}: data pointer {data:#x} is outside the address space")
@@ -323,6 +325,8 @@ def check_managed(
     data = int(ffi.cast("uintptr_t", t.data))
     if not data and size and device_type in HOST_ACCESSIBLE:
         raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
+    if int(t.byte_offset) > INT64_MAX:  # DLPack's consumers read it as int64 (torch's storage offset)
+        raise BufferError(f"byte_offset {int(t.byte_offset)} does not fit in int64")
     if data + int(t.byte_offset) > MAX_ADDRESS:
         raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
     # beyond int64 (elements, bytes) or the address space: BufferError (ExtentError: the producer's defect)

@@ -209,6 +209,7 @@ int dlbind_valid(void *managed, int versioned, int allow_vector) {
     int padded = versioned && (((DLManagedTensorVersioned *)managed)->flags & DLBIND_FLAG_SUBBYTE_PADDED);
     if (dlbind_nbytes(count, t->dtype, padded, &nbytes) != 0) return 0;
     if (t->data == NULL && count != 0 && dlbind_device_host(t->device.device_type)) return 0;
+    if (t->byte_offset > (uint64_t)INT64_MAX) return 0; /* consumers read it as int64 (torch's storage offset) */
     if (t->byte_offset > UINTPTR_MAX - (uintptr_t)t->data) return 0;
     if (t->ndim > 0 && t->strides == NULL) { /* dlbind_compact_strides' strides must fit in int64 */
         int64_t acc = 1;
