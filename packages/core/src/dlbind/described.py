@@ -318,15 +318,6 @@ def _cuda_way(cai: dict[str, Any], obj: Any, device_id: int | None, readonly: bo
     return way if device_id is not None or not 0 < pointer <= MAX_ADDRESS else way._replace(located=False)
 
 
-def _gpu_holding(pointer: int) -> DevicePair:
-    """The CUDA device holding ``pointer``, as the CUDA backend answers (never assumed 0)."""
-    need = "finding which GPU holds __cuda_array_interface__ data"
-    try:
-        return _backends.for_device(_CUDA, need).device_of(pointer)
-    except BufferError as exc:
-        raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
-
-
 def _checked(way: _Way) -> Memory:
     """The memory ``way`` describes, checked before anything reads it: its dtype (a buffer's format, an
     interface's typestr), strides in whole elements, then the validator (:mod:`dlbind.validate`: the extent in
@@ -358,7 +349,13 @@ def _checked(way: _Way) -> Memory:
         if not way.asked:
             raise BufferError("readonly=False asked for, but the memory is read-only")
         readonly = True
-    device = way.device if way.located else _gpu_holding(way.data)
+    device = way.device
+    if not way.located:  # the CUDA device holding it, as the CUDA backend answers (never assumed 0)
+        need = "finding which GPU holds __cuda_array_interface__ data"
+        try:
+            device = _backends.for_device(_CUDA, need).device_of(way.data)
+        except BufferError as exc:
+            raise BufferError(f"{exc} (or pass device_id= to say which GPU holds it)") from None
     return Memory(way.data, way.shape, strides, dtype, device, 0, readonly, way.owner, flags, way.stream)
 
 
