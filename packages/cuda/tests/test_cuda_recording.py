@@ -351,8 +351,8 @@ def test_import_cuda_array_interface_refusals(rec: Recording) -> None:
     cai = t.__cuda_array_interface__
     with pytest.raises(BufferError, match="with a mask"):
         dlbind.from_dlpack(CudaArray({**cai, "mask": object()}))
-    with pytest.raises(BufferError, match=r"data must be \(pointer, read_only\)"):
-        dlbind.from_dlpack(CudaArray({**cai, "data": None}))
+    with pytest.raises(TypeError, match=r"data must be \(pointer, read_only\)"):
+        dlbind.from_dlpack(CudaArray({**cai, "data": None}))  # the wrong type, as __array_interface__'s data
     with pytest.raises(BufferError, match="stream True is not valid"):
         dlbind.from_dlpack(CudaArray({**cai, "stream": True}))
     plain = np.ones(3, dtype=np.float32)
