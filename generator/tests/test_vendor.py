@@ -6,7 +6,10 @@ built and installed copies in ``tests/vendoring`` (``nox -s vendor``).
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ from listed_headers import CANONICAL, LISTED, ROOT
 from dlbind_generator.__main__ import main
 from dlbind_generator.emit import SEAL_MARK, seal_ok
 from dlbind_generator.errors import GeneratorError
-from dlbind_generator.sources import format_version
+from dlbind_generator.sources import format_version, parse_release
 from dlbind_generator.vendor import EXCLUDED, RECORD, check_package, sha256
 from dlbind_generator.vendor_reroot import imports_of, reroot
 
@@ -160,6 +163,59 @@ def test_every_header_version(tmp_path: Path, fetched: None, version: tuple[int,
         assert "} DLManagedTensorVersioned;" in private and "} DLPackVersion;" in private
     else:
         assert "C-private" not in types
+
+
+@pytest.mark.parametrize("version", LISTED, ids=format_version)
+def test_a_copy_describes_releases_up_to_its_own_header(
+    tmp_path: Path, fetched: None, version: tuple[int, ...]
+) -> None:
+    """A copy's per-release tables end at its header: CANONICAL and the last release are the header's, and a
+    name of a later release is unknown to its ``spec`` (expectations from spec/models/merged.json)."""
+    text = format_version(version)
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "__init__.py").write_text("")
+    assert vendor(tmp_path / "host" / "_d", "host._d", "--header-version", text, "--pure") == 0
+    ns: dict[str, object] = {}
+    tables = tmp_path / "host" / "_d" / "_generated" / "spec_tables.py"
+    exec(compile(tables.read_text(), str(tables), "exec"), ns)
+
+    def release(v: tuple[int, int]) -> str:  # PostMinor formats as "3.post1"
+        return f"{v[0]}.{v[1]}"
+
+    assert release(ns["CANONICAL"]) == text  # type: ignore[arg-type]
+    assert [release(v) for v in ns["RELEASES"]][-1] == text  # type: ignore[attr-defined]
+    merged = json.loads((ROOT / "spec/models/merged.json").read_text(encoding="utf-8"))["names"]
+    up_to = {q: n for q, n in merged.items() if parse_release(n["since"]) <= version}
+    assert set(ns["SINCE"]) == set(up_to)  # type: ignore[arg-type]
+    assert {q: release(v) for q, v in ns["REMOVED"].items()} == {  # type: ignore[attr-defined]
+        q: n["removed"] for q, n in up_to.items() if n["removed"] and parse_release(n["removed"]) <= version
+    }
+    later = sorted(q for q in merged if q not in up_to)
+    releases = json.loads((ROOT / "spec/models/merged.json").read_text(encoding="utf-8"))["releases"]
+    after = [v for v in releases if parse_release(v) > version]
+    if not after:
+        assert version == CANONICAL and not later
+        return
+    name = later[0] if later else "DLTensor.nope"  # 1.3 declares nothing new: any unknown name then
+    code = f"""
+import host._d as m
+try:
+    m.spec.since({name!r})
+except KeyError as exc:
+    print(exc.args[0])
+try:
+    m.spec.names_in(({after[0].split(".")[0]}, {after[0].split(".")[1]}))
+except ValueError as exc:
+    print(exc)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    key_error, value_error = proc.stdout.splitlines()
+    assert f"{name!r} is not declared by any DLPack release up to {text}," in key_error
+    assert value_error.startswith(f"DLPack {after[0]} is after {text}, the newest release these tables describe")
 
 
 def test_unknown_and_old_header_versions_are_errors(

@@ -43,6 +43,37 @@ class MergedModel:
     def get(self, qualname: str) -> Name:
         return next(n for n in self.names if n.qualname == qualname)
 
+    def until(self, last: Version, models: list[HeaderModel]) -> MergedModel:
+        """This model as release ``last`` saw it, ``last`` canonical: the releases after it left out, and the
+        names they introduced; a removal after it undone. Kinds and values are those of the headers up to
+        ``last`` (``models``: the fetched headers). A vendored copy's tables describe the releases up to its
+        own header, never after."""
+        kinds: dict[str, set[str]] = {}
+        values: dict[str, int | None] = {}
+        for m in sorted(models, key=lambda m: m.release):
+            if m.release <= last:
+                for q, (kind, value) in names_of(m).items():
+                    kinds.setdefault(q, set()).add(kind)
+                    values[q] = value
+        names = tuple(
+            Name(
+                n.qualname,
+                sorted(kinds[n.qualname])[-1] if n.qualname in kinds else n.kind,  # as merge() picks it
+                n.since,
+                n.removed if n.removed is not None and n.removed <= last else None,
+                tuple((old, when) for old, when in n.renamed_from if when <= last),
+                values.get(n.qualname, n.value),
+            )
+            for n in self.names
+            if n.since <= last
+        )
+        return MergedModel(
+            releases=tuple(v for v in self.releases if v <= last),
+            fetched=tuple(v for v in self.fetched if v <= last),
+            canonical=last,
+            names=names,
+        )
+
     def to_json(self) -> dict[str, Any]:
         def ver(v: Version | None) -> str | None:
             return None if v is None else format_version(v)

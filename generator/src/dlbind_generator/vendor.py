@@ -233,13 +233,12 @@ def build_copy(root: Path, package: str, header_version: str | None, *, pure: bo
             f"newer (DLTensor.device, a DLDevice; DLContext ctx before)"
         )
     canonical = next(m for m in models if m.release == sources.canonical)
-    # The copy's per-release tables describe DLPack's releases up to its header, and the repository's
-    # post-releases (upstream drift it recorded) up to its header too: a copy of a released header is the same
-    # before and after a post-release of it is bumped, and the canonical copy describes what the core does
-    # (a 1.4 made canonical after 1.3.post1 says kDLTPU came in 1.3.post1, as the core does).
-    kept = [m for m in models if not m.post or m.release <= want]
-    described = max(m.release for m in kept if m.release <= sources.canonical)
-    merged = merge(kept, load_history(paths.history), described, history_file=str(paths.history))
+    # The copy's per-release tables describe DLPack's releases, and the post-releases the repository recorded
+    # (upstream drift), up to its own header, never after it: a 0.4 copy's CANONICAL and last release are 0.4
+    # and it knows no name of 0.5 or later; a copy of a released header is the same before and after a
+    # post-release of it is bumped; a 1.4 made canonical after 1.3.post1 says kDLTPU came in 1.3.post1, as the
+    # core does. Merged over every header (as `generate` checks them), then cut at the copy's.
+    merged = merge(models, load_history(paths.history), want, history_file=str(paths.history)).until(want, models)
     labels = {format_version(s.release): s.origin for s in sources.headers}
     target = Target(package, model, canonical, merged, labels, pure, command)
     files = runtime_files(root, package, command, pure=pure)

@@ -93,5 +93,15 @@ def test_names_of_a_post_release() -> None:
 
 
 def test_unknown_name() -> None:
-    with pytest.raises(KeyError, match=r"'DLTensor\.nope' is not declared by any DLPack release"):
+    canonical = f"{spec.CANONICAL[0]}.{spec.CANONICAL[1]}"
+    with pytest.raises(KeyError, match=rf"'DLTensor\.nope' is not declared by any DLPack release up to {canonical},"):
         spec.since("DLTensor.nope")
+
+
+def test_nothing_after_the_canonical_release() -> None:
+    """The tables end at CANONICAL: what a later release declares is not known, not the canonical's names."""
+    later = (spec.CANONICAL[0], int(spec.CANONICAL[1]) + 1)
+    for ask in (lambda: spec.names_in(later), lambda: spec.available("DLTensor", later)):
+        with pytest.raises(ValueError, match=rf"DLPack {later[0]}\.{later[1]} is after .*the newest release these"):
+            ask()
+    assert spec.names_in(spec.CANONICAL) and spec.available("DLTensor", spec.CANONICAL)

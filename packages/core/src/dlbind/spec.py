@@ -1,7 +1,9 @@
 """What each DLPack release declares: look up when a name appeared, was renamed or removed.
 
 Names are qualified C names as ``dlpack.h`` spells them: ``"DLTensor"``, ``"DLTensor.byte_offset"``,
-``"DLDeviceType.kDLCUDA"``, ``"DLPACK_FLAG_BITMASK_READ_ONLY"``.
+``"DLDeviceType.kDLCUDA"``, ``"DLPACK_FLAG_BITMASK_READ_ONLY"``. The tables describe the releases up to
+:data:`CANONICAL`, the header this package is generated from (a vendored copy's: its own header), never after:
+a later name is unknown here (``KeyError``), and so is what a later release declares (``ValueError``).
 
 >>> from dlbind import spec
 >>> spec.since("DLDeviceType.kDLCUDA")
@@ -21,10 +23,26 @@ __all__ = ["CANONICAL", "FETCHED", "RELEASES", "available", "kind", "names_in", 
 Version = tuple[int, int]
 
 
+def _release(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
 def _known(name: str) -> str:
     if name not in SINCE:
-        raise KeyError(f"{name!r} is not declared by any DLPack release (names look like 'DLTensor.ndim')")
+        raise KeyError(
+            f"{name!r} is not declared by any DLPack release up to {_release(CANONICAL)}, the header these "
+            "tables describe (names look like 'DLTensor.ndim')"
+        )
     return name
+
+
+def _described(version: Version) -> tuple[int, ...]:
+    if tuple(version) > CANONICAL:
+        raise ValueError(
+            f"DLPack {_release(version)} is after {_release(CANONICAL)}, the newest release these tables "
+            "describe (the header they are generated from): what it declares is not known here"
+        )
+    return tuple(version)
 
 
 def since(name: str) -> Version:
@@ -48,11 +66,13 @@ def kind(name: str) -> str:
 
 
 def available(name: str, version: Version) -> bool:
-    """Whether release ``version`` declares ``name`` (under this name)."""
+    """Whether release ``version`` declares ``name`` (under this name); ``ValueError`` after :data:`CANONICAL`."""
     gone = removed_in(name)
-    return since(name) <= tuple(version) and (gone is None or tuple(version) < gone)
+    release = _described(version)
+    return since(name) <= release and (gone is None or release < gone)
 
 
 def names_in(version: Version) -> list[str]:
-    """Every qualified name release ``version`` declares, sorted."""
+    """Every qualified name release ``version`` declares, sorted; ``ValueError`` after :data:`CANONICAL`."""
+    _described(version)
     return sorted(n for n in SINCE if available(n, version))
