@@ -183,6 +183,28 @@ def test_history_contradicting_headers_is_refused(tmp_path: Path, root: Path, he
     )
 
 
+@pytest.mark.parametrize(
+    ("since", "message"),
+    [
+        # DLTensor.ctx is no fetched header's (0.4 renamed it device): [since] may name it, within [renamed]'s facts
+        ('"DLTensor.ctx" = "0.5"', "since DLTensor.ctx = 0.5 contradicts [renamed]: DLTensor.device had that name "
+         "until 0.4"),
+        ('"DLTensor.nope" = "0.1"', "'DLTensor.nope' is in no fetched header, nor an earlier name of one ([renamed])"),
+    ],
+)  # fmt: skip
+def test_history_since_of_a_name_before_a_rename_is_checked(
+    tmp_path: Path, root: Path, headers: dict, since: str, message: str
+) -> None:
+    tree = _tree(tmp_path, root, headers)
+    history = (tree / "spec/history.toml").read_text().replace("[since]\n", f"[since]\n{since}\n", 1)
+    (tree / "spec/history.toml").write_text(history)
+    before = _snapshot(tree)
+    proc = _generate(tree)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1] == f"error: {tree / 'spec/history.toml'}: {message}"
+    assert _snapshot(tree) == before
+
+
 def _cached_header(tree: Path, headers: dict) -> tuple[Path, str]:
     """One cached header of the tree and its listed sha256."""
     cached = tree / ".cache/headers" / headers[min(headers)].name

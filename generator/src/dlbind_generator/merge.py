@@ -3,13 +3,16 @@ that removed it, and the names it had before.
 
 Fetched headers give the facts they can; ``spec/history.toml`` fills in the releases no registry
 archive carries (each entry checked against the fetched headers, so it can narrow a range the
-headers leave open but never contradict them). A ledger of per-version ABI hashes catches a header
+headers leave open but never contradict them). A name that only releases before the first fetched
+header had, before a rename (``DLDeviceType.kCPU``, ``DLTensor.ctx``), is a name of its own, made from
+the ``[renamed]`` facts (:func:`_former_names`). A ledger of per-version ABI hashes catches a header
 that changed without a version bump; a header recorded as a post-release of its version (``M.m.postN``)
 is a release of its own here, ordered after ``M.m``, and must keep ``M.m``'s layout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,7 +193,7 @@ def merge(
     def fail(msg: str) -> GeneratorError:
         return GeneratorError(msg, file=history_file)
 
-    for key in [*history.since, *history.removed, *history.renamed]:
+    for key in [*history.removed, *history.renamed]:
         if key not in every:
             raise fail(f"{key!r} is in no fetched header")
 
@@ -230,8 +233,71 @@ def merge(
         if earlier:
             raise fail(f"renamed {q} in {fv(when)} contradicts the fetched headers (present in {fv(earlier[0])})")
     names = [Name(n.qualname, n.kind, n.since, n.removed, _chain(n.qualname, renamed), n.value) for n in names]
+    former = _former_names(names, renamed, history, fail)
+    for key in history.since:
+        if key not in every and key not in former:
+            raise fail(f"{key!r} is in no fetched header, nor an earlier name of one ([renamed])")
     releases = tuple(sorted(set(history.releases) | set(fetched)))
+    names = sorted([*names, *former.values()], key=lambda n: n.qualname)
     return MergedModel(releases=releases, fetched=fetched, canonical=canonical, names=tuple(names))
+
+
+def _former_names(
+    names: list[Name],
+    renamed: dict[str, tuple[str, Version]],
+    history: History,
+    fail: Callable[[str], GeneratorError],
+) -> dict[str, Name]:
+    """The names older releases declared before a rename, which no fetched header shows (DLPack 0.1's
+    ``DLDeviceType.kCPU``, 0.1–0.3's ``DLTensor.ctx`` and ``DLContext.device_type``), each from its
+    ``renamed_from`` chain: it came in with the rename before it (else with the declaration it belongs to,
+    else ``[since]`` of history.toml) and was removed by the rename. A renamed struct's or enum's fields or
+    members had the old name as their parent until the rename (an alias of the old name that a header keeps,
+    0.4's ``typedef DLDevice DLContext``, is a name of its own, with fields of none)."""
+    known = {n.qualname: n for n in names}
+    former: dict[str, Name] = {}
+
+    def add(q: str, like: Name, since: Version | None, removed: Version) -> None:
+        if q in known or q in former:
+            return
+        if q in history.since:
+            if history.since[q] >= removed:
+                raise fail(
+                    f"since {q} = {format_version(history.since[q])} contradicts [renamed]: {like.qualname} "
+                    f"had that name until {format_version(removed)}"
+                )
+            since = history.since[q]
+        if since is None or since >= removed:
+            raise fail(
+                f"{q!r}, the name {like.qualname} had until {format_version(removed)}: when it came in is not "
+                "known; give it under [since]"
+            )
+        former[q] = Name(q, like.kind, since, removed, _chain(q, renamed), like.value)
+
+    def enclosing_since(q: str) -> Version | None:
+        parent = q.rsplit(".", 1)[0] if "." in q else None
+        found = (known.get(parent) or former.get(parent)) if parent else None
+        return found.since if found else None
+
+    top = [n for n in names if "." not in n.qualname]
+    for n in [*top, *(n for n in names if "." in n.qualname)]:  # parents first: their fields need their since
+        for i, (old, when) in enumerate(n.renamed_from):
+            q = _qual_parent(n.qualname) + old
+            earlier = n.renamed_from[i + 1][1] if i + 1 < len(n.renamed_from) else enclosing_since(q)
+            add(q, n, earlier, when)
+    for n in top:  # the fields and members of a renamed declaration, under its earlier names
+        for old, when in n.renamed_from:
+            parent_since = (known.get(old) or former[old]).since
+            for child in names:
+                if not child.qualname.startswith(n.qualname + ".") or child.since > when:
+                    continue  # not a field or member of the declaration at the rename
+                leaf = child.qualname.rsplit(".", 1)[1]
+                for older, w in child.renamed_from:  # the child's own name at the time
+                    if w < when:
+                        break
+                    leaf = older
+                add(f"{old}.{leaf}", child, parent_since, when)
+    return former
 
 
 def _renames(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
@@ -57,6 +58,52 @@ def test_available_and_names_in() -> None:
     assert "DLManagedTensorVersioned.flags" in v10 and "DLPackExchangeAPI" not in v10
     assert "DLPackExchangeAPI" in spec.names_in((1, 3))
     assert spec.kind("DLTensor.ndim") == "field" and spec.kind("DLDeviceType") == "enum"
+
+
+def _fetched_names() -> set[str]:
+    """Every qualified name some fetched header declares (spec/models/dlpack-*.json)."""
+    names: set[str] = set()
+    for path in (ROOT / "spec/models").glob("dlpack-*.json"):
+        model = json.loads(path.read_text(encoding="utf-8"))
+        for enum, members in model["enums"].items():
+            names |= {enum} | {f"{enum}.{m}" for m in members}
+        for struct, fields in model["structs"].items():
+            names |= {struct} | {f"{struct}.{f['name']}" for f in fields}
+        names |= set(model["macros"]) | set(model["typedefs"])
+    return names
+
+
+def _history_renames() -> list[tuple[str, str, tuple[int, int]]]:
+    """spec/history.toml's [renamed]: (new name, old qualified name, the release that renamed it)."""
+    table = tomllib.loads((ROOT / "spec/history.toml").read_text(encoding="utf-8"))["renamed"]
+    out = []
+    for new, entry in table.items():
+        parent = new.rsplit(".", 1)[0] + "." if "." in new else ""
+        major, minor = entry["in"].split(".")
+        out.append((new, parent + entry["from"], (int(major), int(minor))))
+    return out
+
+
+def test_names_before_a_rename() -> None:
+    """A name an older release had before a rename (DLPack 0.1's kCPU, 0.1-0.3's DLTensor.ctx) is known: the
+    release before the rename declares it, the rename removes it (unless a header keeps it, as 0.4 kept a
+    DLContext typedef), and a renamed struct's fields were the old name's until then."""
+    fetched = _fetched_names()
+    renames = _history_renames()
+    assert renames
+    for new, old, when in renames:
+        before = max(v for v in spec.RELEASES if v < when)
+        assert old in spec.names_in(before) and spec.since(old) <= before, old
+        if old not in fetched:  # a name no fetched header shows: made from [renamed]
+            assert spec.removed_in(old) == when and old not in spec.names_in(when), old
+            assert spec.kind(old) == spec.kind(new), old
+        if "." not in new:  # a renamed struct or enum: its fields or members had the old name as parent
+            for child in spec.names_in(when):
+                if child.startswith(new + ".") and not spec.renamed_from(child):
+                    assert f"{old}.{child.split('.', 1)[1]}" in spec.names_in(before), child
+    first = spec.RELEASES[0]
+    enums = [q for q in spec.names_in(first) if spec.kind(q) == "enum"]
+    assert enums and all(any(q.startswith(enum + ".") for q in spec.names_in(first)) for enum in enums), enums
 
 
 def test_releases() -> None:

@@ -1,9 +1,11 @@
 """What each DLPack release declares: look up when a name appeared, was renamed or removed.
 
 Names are qualified C names as ``dlpack.h`` spells them: ``"DLTensor"``, ``"DLTensor.byte_offset"``,
-``"DLDeviceType.kDLCUDA"``, ``"DLPACK_FLAG_BITMASK_READ_ONLY"``. The tables describe the releases up to
-:data:`CANONICAL`, the header this package is generated from (a vendored copy's: its own header), never after:
-a later name is unknown here (``KeyError``), and so is what a later release declares (``ValueError``).
+``"DLDeviceType.kDLCUDA"``, ``"DLPACK_FLAG_BITMASK_READ_ONLY"``; a name an older release had before a rename
+is one too (``"DLDeviceType.kCPU"``, ``"DLTensor.ctx"``, ``"DLContext.device_type"``). The tables describe
+the releases up to :data:`CANONICAL`, the header this package is generated from (a vendored copy's: its own
+header), never after: a later name is unknown here (``KeyError``), and so is what a later release declares
+(``ValueError``).
 
 >>> from dlbind import spec
 >>> spec.since("DLDeviceType.kDLCUDA")
