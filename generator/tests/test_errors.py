@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,6 +84,42 @@ def test_preprocessor_error(tmp_path: Path) -> None:
 def test_no_such_file(tmp_path: Path) -> None:
     with pytest.raises(GeneratorError, match="no such file"):
         parse_header(tmp_path / "absent.h")
+
+
+def test_invalid_c_without_a_line_names_the_file_once(tmp_path: Path) -> None:
+    """pycparser names only the file for some syntax errors: the message says so, and names the file once."""
+    path = _header(tmp_path, "int x = ;\n")
+    with pytest.raises(GeneratorError) as info:
+        parse_header(path)
+    assert str(info.value) == f"{path}: not valid C: Invalid expression (the parser names no line)"
+
+
+def test_a_directory_is_not_a_header(tmp_path: Path) -> None:
+    with pytest.raises(GeneratorError, match=rf"^{tmp_path}: is a directory, not a header file$"):
+        parse_header(tmp_path)
+    proc = _cli_parse(tmp_path)
+    assert proc.returncode == 1 and proc.stderr == f"error: {tmp_path}: is a directory, not a header file\n"
+
+
+@pytest.mark.parametrize(
+    ("encode", "line", "what"),
+    [
+        (lambda text: text.encode("utf-16"), 1, "UTF-16, by its byte order mark"),
+        (lambda text: text.encode("utf-32"), 1, "UTF-32, by its byte order mark"),
+        (lambda text: text.replace("kDLCPU = 1", "kDLCPU = 1 /* caf\xe9 */").encode("latin-1"), 4,
+         "byte 0xe9 at offset "),
+    ],
+    ids=["utf-16", "utf-32", "latin-1"],
+)  # fmt: skip
+def test_a_header_that_is_not_utf8_is_one_line(tmp_path: Path, encode: Any, line: int, what: str) -> None:
+    path = tmp_path / "dlpack.h"
+    path.write_bytes(encode(DLPACK_BASICS + "typedef struct { void *data; } DLTensor;\n"))
+    with pytest.raises(GeneratorError, match=rf"^{path}:{line}: not UTF-8 text \({re.escape(what)}"):
+        parse_header(path)
+    proc = _cli_parse(path)
+    assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {path}:{line}: not UTF-8 text ("), proc.stderr
 
 
 def _tree(tmp_path: Path, root: Path, headers: dict) -> Path:
@@ -246,3 +283,46 @@ def test_rehearsal_header_to_an_unwritable_file(tmp_path: Path, root: Path, head
     )  # fmt: skip
     assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr == f"error: {target}: cannot write the rehearsal header: {why}\n"
+
+
+def test_bump_of_a_header_that_is_not_utf8_writes_nothing(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    utf16 = tmp_path / "dlpack-utf16.h"
+    utf16.write_bytes(headers[max(headers)].read_text(encoding="utf-8").encode("utf-16"))
+    before = _snapshot(tree)
+    for source, message in (
+        (utf16, f"{utf16}:1: not UTF-8 text (UTF-16, by its byte order mark)"),
+        (tmp_path, f"bump source {str(tmp_path)!r}: is a directory, not a header file"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "dlbind_generator", "bump", str(source), "--root", str(tree)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.splitlines()[-1].startswith(f"error: {message}"), proc.stderr
+    assert _snapshot(tree) == before
+
+
+def test_offline_without_a_cached_header_says_how_to_fetch_it(tmp_path: Path, root: Path, headers: dict) -> None:
+    tree = _tree(tmp_path, root, headers)
+    cached, _ = _cached_header(tree, headers)
+    cached.unlink()
+    proc = _generate(tree, "--check")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.splitlines()[-1]
+    assert f"not cached in {cached.parent} and offline mode is on; fetch it first" in line, line
+    assert "`python -m dlbind_generator fetch`" in line and "without --offline" in line, line
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    """`python -m dlbind_generator COMMAND --help` explains every --option (fetch's --root said nothing)."""
+    import argparse
+
+    from dlbind_generator.__main__ import _parser
+
+    parser = _parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            if action.option_strings:  # positionals are the command's description's
+                assert action.help, f"{name}: {'/'.join(action.option_strings)} has no help"

@@ -124,9 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dlbind_generator", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_parse = sub.add_parser("parse", help="print the model of one header as JSON")
-    p_parse.add_argument("header", type=Path)
+    p_parse.add_argument("header", type=Path, help="the dlpack.h to parse (any file: it need not be listed)")
     p_fetch = sub.add_parser("fetch", help="download and verify every header of spec/headers.toml")
-    p_fetch.add_argument("--root")
+    p_fetch.add_argument("--root", help=_ROOT_HELP)
     p_gen = sub.add_parser("generate", help="regenerate every target")
     p_gen.add_argument(
         "--check", action="store_true", help="write nothing; print a diff and exit 1 if anything is stale"
@@ -149,7 +149,10 @@ def _parser() -> argparse.ArgumentParser:
         "(what a maintainer writes for a new name before bumping).",
     )
     p_next.add_argument("out", type=Path)
-    p_next.add_argument("--kind", choices=("drift", "minor"), default="drift")
+    p_next.add_argument(
+        "--kind", choices=("drift", "minor"), default="drift",
+        help="drift (default): the version macros kept; minor: DLPACK_MINOR_VERSION raised",
+    )  # fmt: skip
     p_next.add_argument("--policy", action="store_true", help="write the policy rows of the rehearsal's own names")
     p_next.add_argument("--root", help=_ROOT_HELP)
     _add_vendor(sub)

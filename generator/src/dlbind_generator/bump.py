@@ -130,6 +130,8 @@ def resolve_source(arg: str, progress: Progress) -> tuple[HeaderSource, bytes]:
         data = download_url(arg, progress)
         return HeaderSource(version=_version_of(data), sha256=sha256(data), url=arg), data
     local = Path(arg)
+    if local.is_dir():
+        raise GeneratorError(f"bump source {arg!r}: is a directory, not a header file")
     if local.is_file():
         local = local.resolve()
         data = local.read_bytes()

@@ -272,7 +272,10 @@ def _cached(src: HeaderSource, dest: Path, *, offline: bool) -> bool:
         raise GeneratorError(f"{src.label}: the cached header {dest} is not a file: remove it and fetch again")
     if not dest.exists():
         if offline:
-            raise GeneratorError(f"{src.label}: not cached in {dest.parent} and offline mode is on")
+            raise GeneratorError(
+                f"{src.label}: not cached in {dest.parent} and offline mode is on; fetch it first "
+                "(`python -m dlbind_generator fetch`, or `nox -s headers`), or run without --offline"
+            )
         return False
     try:
         actual = sha256(dest.read_bytes())

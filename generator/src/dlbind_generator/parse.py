@@ -298,7 +298,9 @@ def parse_header(path: Path, *, require_dlpack_types: bool = True) -> HeaderMode
         m = re.match(r"^(.*?):(\d+):(?:\d+:)?\s*(.*)$", str(exc))
         if m:
             raise GeneratorError(f"not valid C: {m.group(3)}", file=m.group(1), line=int(m.group(2))) from None
-        raise GeneratorError(f"not valid C: {exc}", file=str(path)) from None
+        # pycparser names only the file for some syntax errors ("Invalid expression"): no line to give
+        what = str(exc).removeprefix(f"{path}: ")
+        raise GeneratorError(f"not valid C: {what} (the parser names no line)", file=str(path)) from None
     values = builder.macros(pre.macros)
     builder.constants.update(values)
     builder.visit(ast)
