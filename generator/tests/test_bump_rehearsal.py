@@ -357,8 +357,8 @@ def test_vendored_canonical_header_is_unchanged(bumped: Path, root: Path, header
 @pytest.mark.parametrize("kind", KINDS, indirect=True)
 def test_the_way_back(bumped: Path, root: Path, before: Release, rehearsal: RehearsalHeader, tmp_path: Path) -> None:
     """`canonical <the canonical before>` returns to it, with the policy rows a maintainer wrote for the
-    rehearsal's own names taken out again: headers.toml and every generated file as before the bump; the ABI
-    ledger keeps the bumped header's line (append-only)."""
+    rehearsal's own names taken out again: headers.toml and every generated file as before the bump, the removed
+    model said to be removed; the ABI ledger keeps the bumped header's line (append-only), which the report counts."""
     tree = tmp_path / "repo"
     shutil.copytree(bumped, tree, ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))
     new = format_version(_new_release(root, rehearsal))
@@ -367,7 +367,16 @@ def test_the_way_back(bumped: Path, root: Path, before: Release, rehearsal: Rehe
     proc = _cli(tree, "canonical", format_version(before))
     assert proc.returncode == 0, proc.stderr
     assert f"removed DLPack {new} from spec/headers.toml" in proc.stderr
+    err = proc.stderr.splitlines()
+    assert f"removed spec/models/dlpack-{new}.json" in err and f"wrote spec/models/dlpack-{new}.json" not in err, err
+    assert any(line.endswith(" generated files changed, 1 removed (no longer generated)") for line in err), err
     assert (tree / "spec/headers.toml").read_text() == (root / "spec/headers.toml").read_text()
+    # the report is as before but for the ledger's count: the ledger keeps the bumped header's line
+    ledger = [ln for ln in (tree / "spec/models/ledger.toml").read_text().splitlines() if ln.startswith('"')]
+    report, was = ((t / "generator/REPORT.md").read_text().splitlines() for t in (tree, root))
+    assert len(report) == len(was)
+    changed = [(a, b) for a, b in zip(report, was, strict=True) if a != b]
+    assert len(changed) == 1 and f"ledger.toml ({len(ledger) // 2} releases)" in changed[0][0], changed
     for folder in ("packages/core/src/dlbind/_generated",):
         cmp = filecmp.dircmp(tree / folder, root / folder, ignore=["__pycache__"])
         assert not (cmp.diff_files or cmp.left_only or cmp.right_only), (cmp.diff_files, cmp.left_only)

@@ -24,6 +24,7 @@ from .errors import GeneratorError
 from .model import dumps
 
 if TYPE_CHECKING:
+    from .emit import Written
     from .pipeline import Paths
 
 
@@ -89,10 +90,10 @@ def _generate(paths: Paths, *, check: bool, offline: bool) -> int:
             return 1
         print(f"generated files are up to date ({len(files.files)} files, {elapsed:.2f} s)", file=sys.stderr)
         return 0
-    touched = files.write(paths.root)
-    for rel in touched:
-        print(f"wrote {rel}", file=sys.stderr)
-    print(f"{len(touched)} of {len(files.files)} files changed ({elapsed:.2f} s)", file=sys.stderr)
+    *lines, count = files.write(paths.root).report(len(files.files))
+    for line in lines:
+        print(line, file=sys.stderr)
+    print(f"{count} ({elapsed:.2f} s)", file=sys.stderr)
     return 0
 
 
@@ -217,9 +218,9 @@ def _rehearsal_header(paths: Paths, out: Path, kind: str, *, policy: bool = Fals
     return 0
 
 
-def _regenerate(paths: Paths, text: str, before: str) -> tuple[list[str], int, str]:
+def _regenerate(paths: Paths, text: str, before: str) -> tuple[Written, int, str]:
     """Write headers.toml's new ``text``, regenerate everything; on any failure put ``before`` back.
-    Returns (files written, files generated, the report)."""
+    Returns (files written and removed, files generated, the report)."""
     from .pipeline import REPORT, build
 
     paths.headers_toml.write_text(text, encoding="utf-8")
@@ -231,13 +232,12 @@ def _regenerate(paths: Paths, text: str, before: str) -> tuple[list[str], int, s
     return files.write(paths.root), len(files.files), files.files[REPORT]
 
 
-def _print_summary(touched: list[str], total: int, report: str) -> None:
+def _print_summary(touched: Written, total: int, report: str) -> None:
     from .bump import report_summary
     from .pipeline import REPORT
 
-    for rel in touched:
-        print(f"wrote {rel}", file=sys.stderr)
-    print(f"{len(touched)} of {total} generated files changed", file=sys.stderr)
+    for line in touched.report(total, "generated files"):
+        print(line, file=sys.stderr)
     print(f"Summary of {REPORT}:\n")
     print(report_summary(report))
 

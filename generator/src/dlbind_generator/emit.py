@@ -6,6 +6,7 @@ import difflib
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 SEAL_MARK = "dlbind-" + "seal"  # assembled so that searching the tree for the mark finds only sealed files
 
@@ -37,6 +38,23 @@ def banner(header_version: str, header_sha: str, what: str, comment: str = "#", 
     ]
     lines = [part for ln in lines for part in ln.split("\n")]
     return "\n".join(f"{comment} {ln}" if ln else comment for ln in lines)
+
+
+class Written(NamedTuple):
+    """What :meth:`FileSet.write` did: the files it wrote (new or changed), and those it removed (no longer
+    generated: a post-release's model after ``canonical``)."""
+
+    written: list[str]
+    removed: list[str]
+
+    def report(self, total: int, what: str = "files") -> list[str]:
+        """The lines the command line prints: ``wrote PATH``, ``removed PATH``, then the count."""
+        gone = f", {len(self.removed)} removed (no longer generated)" if self.removed else ""
+        return [
+            *(f"wrote {rel}" for rel in self.written),
+            *(f"removed {rel}" for rel in self.removed),
+            f"{len(self.written)} of {total} {what} changed{gone}",
+        ]
 
 
 class FileSet:
@@ -80,16 +98,16 @@ class FileSet:
             out.append(f"--- a/{rel}\n+++ /dev/null\n(file is no longer generated)\n")
         return out
 
-    def write(self, root: Path) -> list[str]:
-        """Write changed files, delete stale ones; return the paths touched."""
-        touched = []
+    def write(self, root: Path) -> Written:
+        """Write changed files, delete stale ones; return the paths of each."""
+        written, removed = [], []
         for rel, text in sorted(self.files.items()):
             path = root / rel
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
-                touched.append(rel)
+                written.append(rel)
         for rel in self._stale(root):
             (root / rel).unlink()
-            touched.append(rel)
-        return touched
+            removed.append(rel)
+        return Written(written, removed)
