@@ -45,3 +45,30 @@ def test_wrong_use_fails(tmp_path: Path) -> None:
     assert status == 1
     assert 'Incompatible types in assignment (expression has type "tuple[int, int]", variable has type "str")' in out
     assert 'Argument 1 to "since" has incompatible type "int"; expected "str"' in out
+
+
+# A Tensor's members are typed (the C core's, _fastpath.pyi): a typo or a write is an error, not Any.
+TENSOR = """\
+import dlbind
+
+def use(t: dlbind.Tensor) -> None:
+    shape: tuple[int, ...] = t.shape
+    strides: tuple[int, ...] = t.strides
+    address: int = t.data_ptr + t.byte_offset
+    version: tuple[int, int] | None = t.version
+    ndim: int = t.ndim
+    print(shape, strides, address, version, ndim, t.dtype, t.device, t.flags, t.readonly, t.stream)
+"""
+
+
+def test_tensor_members_are_typed(tmp_path: Path) -> None:
+    out, status = _mypy(tmp_path, TENSOR)
+    assert status == 0, out
+    wrong = "    t.shpe\n    t.shape = (1,)\n    n: str = t.ndim\n    t.data_ptr()\n"
+    out, status = _mypy(tmp_path, TENSOR + wrong)
+    assert status == 1
+    assert '"Tensor" has no attribute "shpe"' in out, out
+    assert 'Property "shape" defined in "TensorCore" is read-only' in out, out
+    assert 'Incompatible types in assignment (expression has type "int", variable has type "str")' in out, out
+    assert '"int" not callable' in out, out
+    assert out.count("error:") == 4, out

@@ -109,6 +109,8 @@ def test_pure_copy_is_self_contained(tmp_path: Path, fetched: None) -> None:
     for rel in ("_generated/enums.py", "_generated/tables.py", "_generated/_abi.py", "_backends.py"):
         assert SEAL_MARK in files[rel] and seal_ok(files[rel]), rel
     assert "hostlib._dlpack._generated._abi" in files["_generated/_abi.py"]
+    # the fast path's stub, which the copy's Tensor is typed by (tensor.py imports it for mypy only)
+    assert "from hostlib._dlpack.tensor import Tensor" in files["_fastpath.pyi"]
     record = tomllib.loads(files[RECORD])
     assert record["package"] == "hostlib._dlpack"
     assert record["header_version"] == format_version(CANONICAL)

@@ -113,7 +113,7 @@ def runtime_files(root: Path, package: str, command: str, *, pure: bool) -> dict
             )
         if rel == "py.typed":
             files[rel] = ""
-        elif path.suffix == ".py":
+        elif path.suffix in (".py", ".pyi"):  # .pyi: the stub of the fast path, which the runtime's typing reads
             head = (
                 f"# Vendored from dlbind {version} (dlbind/{rel}) as {package}, imports re-rooted.\n"
                 f"# Do not edit: re-vendor with `{command}`.\n"

@@ -591,7 +591,7 @@ def resume(failed: BaseException | Tensor | None, /, *args: Any, **keywords: Any
     if failed is None:
         return convert(*args, **keywords)
     x, to = args
-    if type(failed) is Tensor:
+    if isinstance(failed, Tensor):
         return _ran(x, route_to(to), None, None, None, True, failed)
     if isinstance(failed, Exception) and not isinstance(failed, _PASSED_ON):
         # the target's failure on data of a device it has none of says so, in the words Python's plan refuses with

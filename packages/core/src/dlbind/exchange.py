@@ -11,7 +11,7 @@ reports -1 with its exception printed rather than set).
 from __future__ import annotations
 
 import ctypes
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import dlbind._backends as _backends
 import dlbind._capi as _capi
@@ -24,6 +24,9 @@ from dlbind.dtypes import DType
 from dlbind.export import Memory, export_memory
 from dlbind.tensor import Tensor, from_managed
 from dlbind.validate import MAX_NDIM, byte_size, check_description, check_dtype, contiguous_strides
+
+if TYPE_CHECKING:  # the type of capsules (types.CapsuleType from Python 3.13); mypy always has this stub
+    from typing_extensions import CapsuleType
 
 __all__ = ["AVAILABLE", "import_object", "order", "table"]
 
@@ -149,14 +152,17 @@ def _address(pointer: Any) -> int:
     return int(ffi.cast("uintptr_t", pointer))
 
 
-def table() -> object | None:
+def table() -> CapsuleType | None:
     """dlbind's exchange table as the ``"dlpack_exchange_api"`` capsule; None without the API (:data:`AVAILABLE`)."""
     if not AVAILABLE:
         return None
+    made: CapsuleType
     if native is not None:
-        return cast(object, native.exchange_table())
-    api = _PURE.get("api") or _pure_table()  # made once: a table handed out is never freed
-    return cast(object, _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor()))
+        made = native.exchange_table()
+    else:
+        api = _PURE.get("api") or _pure_table()  # made once: a table handed out is never freed
+        made = _capi.capsule_new(int(ffi.cast("uintptr_t", api)), CAPSULE_NAME, _capi.CapsuleDestructor())
+    return made
 
 
 # -- consumer -------------------------------------------------------------------------------------

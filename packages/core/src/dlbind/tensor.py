@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import dlbind.capsule as _capsule
 from dlbind._ffi import ffi, native
@@ -23,6 +23,9 @@ from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.dtypes import UINT8 as _UINT8
 from dlbind.export import byte_span, byte_strides, export_view, host_ready
 from dlbind.validate import consumed
+
+if TYPE_CHECKING:  # the type of capsules (types.CapsuleType from Python 3.13); mypy always has this stub
+    from typing_extensions import CapsuleType
 
 __all__ = ["Tensor", "as_asked", "from_capsule", "from_managed", "received"]
 
@@ -59,12 +62,26 @@ class _PureCore:
         "_version",
     )
     # Read-only, as the C TensorCore's members are: even object.__setattr__ cannot change what a Tensor says of
-    # its memory (attrgetter: read in C, no Python frame)
-    byte_offset = property(operator.attrgetter("_byte_offset"))
-    data_ptr = property(operator.attrgetter("_data_ptr"))
-    shape = property(operator.attrgetter("_shape"))
-    strides = property(operator.attrgetter("_strides"))
-    version = property(operator.attrgetter("_version"))
+    # its memory (attrgetter: read in C, no Python frame); typed as the C core's (_fastpath.pyi)
+    if TYPE_CHECKING:
+
+        @property
+        def byte_offset(self) -> int: ...
+        @property
+        def data_ptr(self) -> int: ...
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+        @property
+        def strides(self) -> tuple[int, ...]: ...
+        @property
+        def version(self) -> tuple[int, int] | None: ...
+
+    else:
+        byte_offset = property(operator.attrgetter("_byte_offset"))
+        data_ptr = property(operator.attrgetter("_data_ptr"))
+        shape = property(operator.attrgetter("_shape"))
+        strides = property(operator.attrgetter("_strides"))
+        version = property(operator.attrgetter("_version"))
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         """A Tensor is made by an import only (:func:`dlbind.from_dlpack`), as in the compiled build."""
@@ -142,12 +159,15 @@ _PYBUF_WRITABLE = 0x0001  # inspect.BufferFlags.WRITABLE (Python 3.12)
 # Users see the method as Tensor's (as in the compiled build's messages of a wrong call).
 _PureCore.__dlpack__.__qualname__ = "Tensor.__dlpack__"
 
-_Core: Any = native.TensorCore if native is not None else _PureCore
+if TYPE_CHECKING:  # the C core's members, typed (_fastpath.pyi): _PureCore has the same ones
+    from dlbind._fastpath import TensorCore as _Core
+else:
+    _Core = native.TensorCore if native is not None else _PureCore
 # How the pure build's import writes a Tensor's slots while it makes it (Tensor.__setattr__ refuses writes)
 _set = object.__setattr__
 
 
-class Tensor(_Core):  # type: ignore[misc]
+class Tensor(_Core):
     """A consumed DLPack tensor (see :func:`dlbind.from_dlpack`).
 
     Attributes: ``shape``, ``strides`` (elements), ``byte_strides``, ``dtype``, ``device``,
@@ -158,23 +178,16 @@ class Tensor(_Core):  # type: ignore[misc]
 
     __slots__ = ()
 
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    data_ptr: int
-    byte_offset: int
-    ndim: int
-    version: tuple[int, int] | None
-    _code: int
-    _bits: int
-    _lanes: int
-    _device_type: int
-    _device_id: int
-    _flags: int
-    #: the stream (a DLPack stream integer) the tensor's data is ready on: the consumer stream it was imported
-    #: with on a device with streams (None there names the rule's default); None when nothing orders it
-    #: (a stream-free device, or an import with stream=-1). Exporting it again to a consumer on another
-    #: stream makes that stream wait for this one (the device's backend records an event).
-    _stream: int | None
+    # shape, strides, data_ptr, byte_offset, ndim, version and the private fields below (_code, _bits, _lanes,
+    # _device_type, _device_id, _flags) are the core's read-only members (dlbind._fastpath.TensorCore, typed in
+    # _fastpath.pyi). _stream: the stream (a DLPack stream integer) the tensor's data is ready on: the consumer
+    # stream it was imported with on a device with streams (None there names the rule's default); None when
+    # nothing orders it (a stream-free device, or an import with stream=-1). Exporting it again to a consumer on
+    # another stream makes that stream wait for this one (the device's backend records an event).
+
+    #: DLPack 1.3's C exchange API: dlbind's table, the ``"dlpack_exchange_api"`` capsule consumers find on the type
+    #: (set by :mod:`dlbind.exchange` when the runtime's header declares the API)
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
     @property
     def stream(self) -> int | None:
