@@ -366,9 +366,7 @@ def _dtype_of(way: _Way) -> DType:
     if way.itemsize:
         dtype = _BUFFER_DTYPES[way.kind] = from_format(way.kind)
         if dtype.bits != 8 * way.itemsize:
-            raise BufferError(
-                f"buffer format {way.kind!r} has itemsize {way.itemsize}, expected {dtype.bits // 8}"
-            )
+            raise BufferError(f"buffer format {way.kind!r} has itemsize {way.itemsize}, expected {dtype.bits // 8}")
         return dtype
     typestr = way.kind
     if not isinstance(typestr, str):
