@@ -47,6 +47,43 @@ def test_wrong_use_fails(tmp_path: Path) -> None:
     assert 'Argument 1 to "since" has incompatible type "int"; expected "str"' in out
 
 
+# What dlbind returns hands on to numpy and torch under --strict: its producers' __dlpack__ returns the capsule type
+# (numpy 2's stubs ask for a _SupportsDLPack, whose __dlpack__ returns typing_extensions.CapsuleType), not object.
+PRODUCERS = """\
+import numpy as np
+from torch.utils.dlpack import from_dlpack as torch_from_dlpack
+from typing_extensions import CapsuleType
+
+import dlbind
+
+class Legacy:  # a producer of an older spec
+    def __dlpack__(self, stream: int | None = None) -> CapsuleType:
+        return np.arange(3.0).__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+t: dlbind.Tensor = dlbind.from_dlpack(np.arange(6.0))
+e: dlbind.Exporter = dlbind.asdlpack(b"any buffer")
+np.from_dlpack(t), np.from_dlpack(t.copy()), np.from_dlpack(e), np.from_dlpack(dlbind.asdlpack(Legacy()))
+np.from_dlpack(dlbind.compat(Legacy())), np.from_dlpack(dlbind.from_pointer(0, (0,), "float32"))
+torch_from_dlpack(t), torch_from_dlpack(e), torch_from_dlpack(dlbind.compat(np.arange(2)))
+np.from_dlpack(dlbind.asdlpack(b"any buffer"))  # the README's first line
+capsule: CapsuleType = t.__dlpack__(max_version=(1, 0))
+exported: CapsuleType = e.__dlpack__(stream=None, max_version=(1, 0), dl_device=(1, 0), copy=False)
+table: CapsuleType = t.__dlpack_c_exchange_api__
+device: tuple[dlbind.DeviceType, int] = t.__dlpack_device__()
+view = memoryview(t)
+"""
+
+
+def test_dlbind_producers_type_check_as_numpy_and_torch_consumers_ask(tmp_path: Path) -> None:
+    pytest.importorskip("numpy", reason="numpy's stubs declare what its from_dlpack takes")
+    pytest.importorskip("torch", reason="torch's from_dlpack is the other consumer checked")
+    out, status = _mypy(tmp_path, PRODUCERS)
+    assert status == 0, out
+
+
 # A Tensor's members are typed (the C core's, _fastpath.pyi): a typo or a write is an error, not Any.
 TENSOR = """\
 import dlbind

@@ -16,13 +16,16 @@ import operator
 import struct
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import dlbind._capi as _capi
 from dlbind._ffi import ffi, native
 from dlbind._generated.enums import DLPACK_VERSION, Flags
 from dlbind._generated.tables import VERSIONED_CAPSULES
 from dlbind.validate import PACKAGE as PACKAGE  # the package this runtime is (dlbind, or a vendored copy's)
+
+if TYPE_CHECKING:  # the type of capsules (types.CapsuleType from Python 3.13); mypy always has this stub
+    from typing_extensions import CapsuleType
 
 DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION = DLPACK_VERSION
 #: The flags the runtime sets, as plain ints; 0 when the header has no flags (DLPack 0.x: a copy of it never
@@ -225,12 +228,12 @@ def export(
     *,
     versioned: bool,
     flags: int = 0,
-) -> object:
+) -> CapsuleType:
     """A new capsule over the described memory; ``owner`` stays alive until the deleter runs."""
     return export_args((data, shape, strides, dtype, device, byte_offset, owner, versioned, flags))
 
 
-def export_args(args: tuple[Any, ...]) -> object:
+def export_args(args: tuple[Any, ...]) -> CapsuleType:
     """:func:`export` with its arguments in one tuple (what the pure build's hot path keeps ready)."""
     data, shape, strides, dtype, device, byte_offset, owner, versioned, flags = args
     serial = _COUNTS["exports"] = _COUNTS["exports"] + 1  # names this export in its entry and its capsule's
@@ -266,11 +269,12 @@ def export_args(args: tuple[Any, ...]) -> object:
         managed, dims = _layout(args)
         address = int(ffi.cast("uintptr_t", managed))
         if native is not None:
-            return native.export((managed, dims, owner), address, versioned)
+            exported: CapsuleType = native.export((managed, dims, owner), address, versioned)
+            return exported
         pointer_type = "void (*)(DLManagedTensorVersioned *)" if versioned else "void (*)(DLManagedTensor *)"
         managed.deleter = ffi.cast(pointer_type, _DELETER_V)
         entry = _LIVE[address] = _Export(((managed, dims), owner, serial, 0))
-    made = _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
+    made: CapsuleType = _capi.capsule_new(address, VERSIONED if versioned else LEGACY, _DESTRUCTOR)
     key = entry[3] = id(made)
     _CAPSULES[key] = _Capsule((key, address, serial, versioned))
     return made

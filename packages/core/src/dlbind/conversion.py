@@ -624,7 +624,7 @@ def target_error(x: Any, to: str, exc: BaseException, device: Any = None) -> Bas
     return err
 
 
-def compat(x: Any) -> Any:
+def compat(x: Any) -> Exporter | Tensor:
     """Wrap any producer so that it answers every keyword of the current spec correctly.
 
     Older producers (only ``stream``, no ``max_version``, no ``dl_device``/``copy``) are re-negotiated

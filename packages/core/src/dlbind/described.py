@@ -14,7 +14,7 @@ import operator
 import sys
 from abc import ABCMeta
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import dlbind._backends as _backends
 import dlbind._capi as _capi
@@ -26,6 +26,9 @@ from dlbind.devices import STREAM_MAX, DevicePair, device_name
 from dlbind.dtypes import SUBBYTE_PADDED, DType, from_format, from_numpy, lookup
 from dlbind.export import CPU, Memory, export_memory, versioned_asked
 from dlbind.validate import check_byte_strides, check_description, contiguous_strides
+
+if TYPE_CHECKING:  # the type of capsules (types.CapsuleType from Python 3.13); mypy always has this stub
+    from typing_extensions import CapsuleType
 
 __all__ = ["Exporter", "describe", "export_host", "through_interface"]
 
@@ -72,7 +75,7 @@ class Exporter(metaclass=ABCMeta):
         max_version: tuple[int, int] | None = None,
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
-    ) -> object:
+    ) -> CapsuleType:
         plain = stream is None and dl_device is None and copy is None
         if self._fast is not None and plain and versioned_asked(max_version):
             return capsule.export_args(self._fast)
@@ -81,7 +84,7 @@ class Exporter(metaclass=ABCMeta):
     def _export(
         self, stream: int | None, max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None,
         copy: bool | None,
-    ) -> object:  # fmt: skip
+    ) -> CapsuleType:  # fmt: skip
         """The capsule of this exporter's memory, as the keywords of ``__dlpack__`` ask (the export engine's
         rules: :func:`dlbind.export.export_memory`)."""
         memory = self._described()

@@ -12,7 +12,7 @@ import functools
 import math
 import os
 import sys
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import dlbind._backends as _backends
 import dlbind.capsule as capsule
@@ -31,6 +31,9 @@ from dlbind.devices import (
 from dlbind.devices import MEMBERS as _MEMBERS
 from dlbind.dtypes import SUBBYTE_PADDED, DType
 from dlbind.validate import INT64_MAX, contiguous_strides
+
+if TYPE_CHECKING:  # the type of capsules (types.CapsuleType from Python 3.13); mypy always has this stub
+    from typing_extensions import CapsuleType
 
 __all__ = [
     "CPU", "Memory", "byte_span", "byte_strides", "copy_device", "copy_host", "copy_pinned", "export_memory",
@@ -286,7 +289,7 @@ def export_memory(
     dl_device: Any = None,
     copy: bool | None = None,
     own: bool = False,
-) -> object:
+) -> CapsuleType:
     """The array API's ``__dlpack__`` over ``mem`` (``own``: the runtime's own copy, not a consumer's request)."""
     plain = stream is None and dl_device is None and copy is None and mem.stream is None
     if not VERSIONED_CAPSULES and not own:
@@ -391,7 +394,7 @@ def export_view(
     copy: bool | None = None,
     own: bool = False,
     copied: bool = False,
-) -> object:
+) -> CapsuleType:
     """Re-export a :class:`dlbind.Tensor`; the new capsule keeps the Tensor (and its producer) alive. A consumer
     asking on another stream than the one the Tensor is ready on waits for it (``Tensor.stream``). ``copied``:
     the Tensor is a copy made for this consumer (a bridge's), which the capsule says (``IS_COPIED``)."""

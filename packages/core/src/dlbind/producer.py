@@ -9,7 +9,7 @@ array API's ``__dlpack__`` by the spec's rules.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlbind._ffi import native
 from dlbind._generated.enums import DeviceType
@@ -37,10 +37,15 @@ from dlbind.dtypes import DType
 from dlbind.export import CPU, Memory, export_view
 from dlbind.validate import byte_size, check_description, contiguous_strides
 
+if TYPE_CHECKING:  # the type of capsules (types.CapsuleType from Python 3.13); mypy always has this stub
+    from typing_extensions import CapsuleType
+
+    from dlbind.tensor import Tensor
+
 __all__ = ["Exporter", "SourceExporter", "asdlpack", "from_pointer", "through_interface"]
 
 
-def _import_plain(x: Any) -> Any:
+def _import_plain(x: Any) -> Tensor:
     """``from_dlpack(x)``: in C in the compiled build (configured by the time anything is exported)."""
     return native.from_dlpack(x) if native is not None else from_dlpack(x)
 
@@ -64,7 +69,7 @@ class SourceExporter(Exporter):
     def _export(
         self, stream: int | None, max_version: tuple[int, int] | None, dl_device: tuple[int, int] | None,
         copy: bool | None,
-    ) -> object:  # fmt: skip
+    ) -> CapsuleType:  # fmt: skip
         if stream is None and dl_device is None and copy is None:  # the Tensor's own export answers max_version
             return _import_plain(self._source).__dlpack__(max_version=max_version)
         tensor = from_dlpack(self._source, stream=stream)  # ready on the consumer's stream: no wait below

@@ -103,7 +103,7 @@ class _PureCore:
         max_version: tuple[int, int] | None = None,
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
-    ) -> object:
+    ) -> CapsuleType:
         return export_view(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __buffer__(self, flags: int) -> memoryview:
