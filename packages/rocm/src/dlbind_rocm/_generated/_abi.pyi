@@ -2,8 +2,8 @@
 # selected by spec/backends/rocm.toml, preprocessed with `cpp -undef -nostdinc -D__HIP_PLATFORM_AMD__=1 -D__attribute__(x)=` and the generator's stubs.
 # Type stubs of _abi.py.
 # Do not edit: regenerate with `nox -s generate` (python -m dlbind_generator generate).
-# dlbind-seal: sha256=2228fb504d8e6eee6e05db3b9f448472f388eba569467f2bdc17c6a3f64c616f
+# dlbind-seal: sha256=c42c95e93602795b31af5a358d931ac47866ee13a55bdeed8b1663fbdc79eacb
 
-from cffi import FFI
+from _cffi_backend import FFI
 
 ffi: FFI
