@@ -376,6 +376,16 @@ CASES: dict[str, tuple[str, str | None]] = {
     "convert no to": ("dlbind.convert(tensor())", "TypeError"),
     "convert unknown keyword": ("dlbind.convert(tensor(), to='numpy', bogus=None)", "TypeError"),
     "convert list": ("dlbind.convert([1, 2], to='numpy')", "TypeError"),
+    # -- inspect.signature of the public callables: the compiled build's C methods carry text signatures, so
+    # help() and inspect read them as the Python ones (annotations, which a text signature cannot carry, left out)
+    "signatures of the public names": ("public_signatures()", "ok"),
+    "signature Tensor.__dlpack__": ("signature_of(dlbind.Tensor.__dlpack__)", "ok"),
+    "signature Tensor.__dlpack_device__": ("signature_of(dlbind.Tensor.__dlpack_device__)", "ok"),
+    "signature tensor().__dlpack__": ("signature_of(tensor().__dlpack__)", "ok"),
+    "signature Exporter of a buffer, __dlpack__": ("signature_of(type(dlbind.asdlpack(b'ab')).__dlpack__)", "ok"),
+    "signature Exporter of a buffer, device": ("signature_of(type(dlbind.asdlpack(b'a')).__dlpack_device__)", "ok"),
+    "signature Exporter of numpy, __dlpack__": ("signature_of(dlbind.asdlpack(np.arange(3)).__dlpack__)", "ok"),
+    "signature from_pointer's Exporter": ("signature_of(dlbind.from_pointer(ADDRESS, (4,), 'uint8').__dlpack__)", "ok"),
 }
 
 
@@ -432,9 +442,39 @@ def _namespace() -> dict[str, Any]:
         "capsule": capsule,
         "tensor": tensor,
         "work_stream": work_stream,
+        "signature_of": _signature_of,
+        "public_signatures": _public_signatures,
         "READONLY": readonly,
         "ADDRESS": ctypes.addressof(store),
         "_store": store,
+    }
+
+
+def _signature_of(obj: Any) -> str:
+    """``inspect.signature(obj)`` without annotations (a C function's text signature has none) and without the
+    ``self`` of a function read on its class (positional-only in C, not in Python); ValueError where inspect finds
+    none (a C method without a text signature)."""
+    import inspect
+
+    sig = inspect.signature(obj)
+    params = list(sig.parameters.values())
+    if params and params[0].name == "self":
+        params = params[1:]
+    bare = [p.replace(annotation=inspect.Parameter.empty) for p in params]
+    return str(sig.replace(parameters=bare, return_annotation=inspect.Signature.empty))
+
+
+def _public_signatures() -> dict[str, str]:
+    """What inspect says of each public callable but the header's enums and Tensor, which neither build constructs
+    (TypeError: the compiled class shows object's ``()``, the pure one its refusing ``__new__``)."""
+    import dlbind
+
+    return {
+        name: _signature_of(obj)
+        for name in dlbind.__all__
+        if callable(obj := getattr(dlbind, name))
+        and not (isinstance(obj, type) and issubclass(obj, int))
+        and obj is not dlbind.Tensor
     }
 
 

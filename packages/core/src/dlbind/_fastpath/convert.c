@@ -438,7 +438,8 @@ static PyObject *dlbind_handover_device(dlbind_handover *self, PyObject *unused)
 
 static PyMethodDef dlbind_handover_methods[] = {
     DLBIND_DLPACK_METHOD(dlbind_handover_dlpack),
-    {"__dlpack_device__", (PyCFunction)dlbind_handover_device, METH_NOARGS, "(device type, device id)"},
+    {"__dlpack_device__", (PyCFunction)dlbind_handover_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\n(device type, device id)"},
     {NULL, NULL, 0, NULL},
 };
 

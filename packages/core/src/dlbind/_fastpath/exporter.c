@@ -336,8 +336,10 @@ static PyObject *dlbind_exporter_reduce_ex(PyObject *self, PyObject *protocol) {
 
 static PyMethodDef dlbind_exporter_methods[] = {
     DLBIND_DLPACK_METHOD(dlbind_exporter_dlpack),
-    {"__reduce_ex__", dlbind_exporter_reduce_ex, METH_O, "Refused: an Exporter is neither pickled nor copied."},
-    {"__dlpack_device__", dlbind_exporter_device, METH_NOARGS, "(DeviceType.kDLCPU, 0)"},
+    {"__reduce_ex__", dlbind_exporter_reduce_ex, METH_O,
+     "__reduce_ex__($self, protocol, /)\n--\n\nRefused: an Exporter is neither pickled nor copied."},
+    {"__dlpack_device__", dlbind_exporter_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\n(DeviceType.kDLCPU, 0)"},
     {NULL, NULL, 0, NULL},
 };
 

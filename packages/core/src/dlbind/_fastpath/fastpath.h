@@ -204,10 +204,12 @@ static inline void dlbind_free_list_keep(dlbind_free_list *list, PyObject *self)
         PyObject_GC_Del(self);
 }
 
-/* The method-table entry of a type's __dlpack__ (a METH_FASTCALL | METH_KEYWORDS function). */
+/* The method-table entry of a type's __dlpack__ (a METH_FASTCALL | METH_KEYWORDS function). Its docstring opens with
+ * the text signature inspect.signature() reads ("name($self, /, ...)\n--\n\n"), the pure build's parameters. */
 #define DLBIND_DLPACK_METHOD(function)                                                                       \
     {"__dlpack__", (PyCFunction)(void (*)(void))(function), METH_FASTCALL | METH_KEYWORDS,                 \
-     "The array API's __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."}
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"             \
+     "The array API's __dlpack__: a DLPack capsule of the data (\"dltensor_versioned\" when max_version asks)."}
 
 /* How many tensors we exported and how many of our deleters ran (read by the leak tests). */
 extern unsigned long long dlbind_deleter_count;
