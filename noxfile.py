@@ -313,13 +313,21 @@ def lint(session: nox.Session) -> None:
                 env={"DLBIND_WORKFLOW_TOOLS": "required"})  # fmt: skip
 
 
+#: stubtest of the installed core: its stubs (the typed .py files, _fastpath.pyi, the generated _abi.pyi) against the
+#: runtime, read with the project's mypy configuration; the allowlist names only what a stub cannot say, with why.
+STUBTEST = ["python", "-m", "mypy.stubtest", "dlbind", "--mypy-config-file", "pyproject.toml",
+            "--allowlist", f"{CORE}/stubtest-allowlist.txt"]  # fmt: skip
+
+
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over the core and the generator."""
+    """mypy --strict over the core and the generator, then stubtest of the core's stubs against both builds."""
     _install_generator(session)
     session.install(*_group("typecheck"))
     _install_core(session)
     session.run("mypy")
+    for pure in ("0", "1"):  # the compiled build (the C core and exporter) and the pure one (their Python twins)
+        session.run(*STUBTEST, env={"DLBIND_PURE": pure})
 
 
 @nox.session

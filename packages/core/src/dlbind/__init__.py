@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlb
     from dlbind import spec as spec
     from dlbind._backends import backends as backends
     from dlbind._generated.enums import *  # noqa: F403
+    from dlbind._generated.enums import __all__ as __all__
     from dlbind.consumer import from_dlpack as from_dlpack
     from dlbind.conversion import compat as compat
     from dlbind.conversion import convert as convert
@@ -57,6 +58,13 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below), not at `import dlb
     from dlbind.producer import asdlpack as asdlpack
     from dlbind.producer import from_pointer as from_pointer
     from dlbind.tensor import Tensor as Tensor
+
+    # What __all__ is once the runtime loads (_load_runtime: the header's names, enums.__all__, and _NAMES), for
+    # type checkers and stubtest (which holds the two to each other), in the forms the typing spec reads
+    __all__ += [
+        "DType", "Device", "Exporter", "Tensor", "__version__", "asdlpack", "backends", "compat", "convert",
+        "device", "dtype", "explain", "ffi_build", "from_dlpack", "from_pointer", "spec",
+    ]  # fmt: skip
 
 __version__ = "0.1.0"
 

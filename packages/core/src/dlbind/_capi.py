@@ -50,6 +50,18 @@ err_clear.argtypes = []
 
 
 class Py_buffer(ctypes.Structure):
+    # what ctypes makes of each field below, for type checkers (annotations only: _fields_ makes them)
+    buf: int | None
+    obj: int | None
+    len: int
+    itemsize: int
+    readonly: int
+    ndim: int
+    format: bytes | None
+    shape: ctypes._Pointer[c_ssize_t]
+    strides: ctypes._Pointer[c_ssize_t]
+    suboffsets: ctypes._Pointer[c_ssize_t]
+    internal: int | None
     _fields_ = [
         ("buf", c_void_p),
         ("obj", c_void_p),

@@ -9,15 +9,17 @@ for stubtest and for ``Tensor``'s members, not dlbind's own calls.
 from collections.abc import Callable
 from typing import Any, Final, final
 
-from typing_extensions import CapsuleType, Self
+from typing_extensions import CapsuleType, Self, disjoint_base
 
 from dlbind._generated.enums import DeviceType
 from dlbind.described import Exporter
 from dlbind.tensor import Tensor
 
-#: How many export blocks whose capsule may still be alive are kept (quarantined) before any is reused.
+#: At most this many export blocks deleted while their capsule may still live are kept from reuse (the oldest is
+#: reused past it): dlbind.capsule.QUARANTINE, the same number.
 QUARANTINE: Final[int]
 
+@disjoint_base  # a C type with fields of its own: no class derives from it and another such base
 class TensorCore:
     """The C core of dlbind.Tensor: owns a consumed DLPack tensor (read-only members)."""
 

@@ -8,7 +8,6 @@ Below :mod:`dlbind.tensor`, which re-exports through :func:`export_view`; the pr
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 import os
 import sys
@@ -214,13 +213,19 @@ class _HostBlock:
             _libc().free(self.address)
 
 
-@functools.cache
+_LIBC: list[ctypes.CDLL] = []  # the C library once loaded (_libc)
+
+
 def _libc() -> Any:
-    libc = ctypes.CDLL(None)
-    libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.free.argtypes = [ctypes.c_void_p]
-    return libc
+    """The C library, with the argument types of the calls made here, loaded on first use (a plain function, not
+    functools.cache's wrapper, whose type takes any arguments)."""
+    if not _LIBC:
+        libc = ctypes.CDLL(None)
+        libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.free.argtypes = [ctypes.c_void_p]
+        _LIBC.append(libc)
+    return _LIBC[0]
 
 
 def _allocate(nbytes: int) -> tuple[object, int]:
