@@ -314,9 +314,9 @@ def lint(session: nox.Session) -> None:
 
 
 #: stubtest of the installed core: its stubs (the typed .py files, _fastpath.pyi, the generated _abi.pyi) against the
-#: runtime, read with the project's mypy configuration; the allowlist names only what a stub cannot say, with why.
-STUBTEST = ["python", "-m", "mypy.stubtest", "dlbind", "--mypy-config-file", "pyproject.toml",
-            "--allowlist", f"{CORE}/stubtest-allowlist.txt"]  # fmt: skip
+#: runtime, read at the running Python's version (not the configuration's 3.11: 3.13's NamedTuples have
+#: __replace__); the allowlist names only what a stub cannot say, with why.
+STUBTEST = ["python", "-m", "mypy.stubtest", "dlbind", "--allowlist", f"{CORE}/stubtest-allowlist.txt"]
 
 
 @nox.session
