@@ -19,8 +19,21 @@ from dlbind.tensor import Tensor
 #: reused past it): dlbind.capsule.QUARANTINE, the same number.
 QUARANTINE: Final[int]
 
+class _Exports:
+    """What both C types export by (no such class at run time: each has the method): the array API's __dlpack__."""
+
+    def __dlpack__(
+        self,
+        /,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType: ...
+
 @disjoint_base  # a C type with fields of its own: no class derives from it and another such base
-class TensorCore:
+class TensorCore(_Exports):
     """The C core of dlbind.Tensor: owns a consumed DLPack tensor (read-only members)."""
 
     @property
@@ -38,50 +51,27 @@ class TensorCore:
     @property
     def version(self) -> tuple[int, int] | None:
         """``(major, minor)`` of a versioned capsule, None for a legacy one."""
-    @property
-    def _code(self) -> int: ...
-    @property
-    def _bits(self) -> int: ...
-    @property
-    def _lanes(self) -> int: ...
-    @property
-    def _device_type(self) -> int: ...
-    @property
-    def _device_id(self) -> int: ...
-    @property
-    def _flags(self) -> int: ...
+    # the dtype's fields, the device's and the DLPack flags, as the struct says (read-only: members in C)
+    _code: Final[int]
+    _bits: Final[int]
+    _lanes: Final[int]
+    _device_type: Final[int]
+    _device_id: Final[int]
+    _flags: Final[int]
     @property
     def _stream(self) -> int | None:
         """The stream (a DLPack stream integer) the data is ready on: the consumer stream it was imported with on a
         device with streams (None there names the rule's default); None when nothing orders it (a stream-free
         device, or an import with stream=-1)."""
-    def __dlpack__(
-        self,
-        /,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> CapsuleType: ...
     # the buffer protocol, in C on every Python (visible as these methods from Python 3.12, PEP 688)
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
 
 @final
-class BufferExporter:
+class BufferExporter(_Exports):
     """A dlbind.Exporter over an object's buffer (what dlbind.asdlpack returns for buffers): registered as a virtual
     subclass of :class:`dlbind.Exporter`, named ``dlbind.Exporter``."""
 
-    def __dlpack__(
-        self,
-        /,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> CapsuleType: ...
     def __dlpack_device__(self, /) -> tuple[DeviceType, int]: ...
     def __reduce_ex__(self, protocol: object, /) -> Any:
         """Refused (TypeError): an Exporter is neither pickled nor copied."""
