@@ -199,25 +199,32 @@ def test_a_copy_describes_releases_up_to_its_own_header(
         assert version == CANONICAL and not later
         return
     name = later[0] if later else "DLTensor.nope"  # 1.3 declares nothing new: any unknown name then
+    # the first release after the copy's header that names_in takes as (major, minor): a post-release of the copy's
+    # own release (a header that changed without a new version, as the bump gate's drift makes) has no such pair
+    nxt = next((v for v in after if parse_release(v)[:2] > version[:2]), None)
+    asked = "" if nxt is None else f"""
+try:
+    m.spec.names_in(({nxt.split(".")[0]}, {nxt.split(".")[1]}))
+except ValueError as exc:
+    print(exc)
+"""
     code = f"""
 import host._d as m
 try:
     m.spec.since({name!r})
 except KeyError as exc:
     print(exc.args[0])
-try:
-    m.spec.names_in(({after[0].split(".")[0]}, {after[0].split(".")[1]}))
-except ValueError as exc:
-    print(exc)
-"""
+{asked}"""
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    key_error, value_error = proc.stdout.splitlines()
+    key_error, *value_error = proc.stdout.splitlines()
     assert f"{name!r} is not declared by any DLPack release up to {text}," in key_error
-    assert value_error.startswith(f"DLPack {after[0]} is after {text}, the newest release these tables describe")
+    assert len(value_error) == (nxt is not None), proc.stdout
+    if nxt is not None:
+        assert value_error[0].startswith(f"DLPack {nxt} is after {text}, the newest release these tables describe")
 
 
 def test_unknown_and_old_header_versions_are_errors(
