@@ -17,6 +17,7 @@ import pytest
 import dlbind
 from dlbind._generated.adapters import ADAPTERS
 from dlbind.routes import Route, route_to
+from faulty import PY310_PURE, PY310_PURE_REASON
 
 
 class Counting:
@@ -95,7 +96,9 @@ def test_a_struct_that_is_not_valid_is_refused_on_its_one_ask(to: str, fields: d
     assert [counter.calls for counter in producer.keep] == [1]
 
 
-@pytest.mark.parametrize("to", ["numpy", "torch"])
+@pytest.mark.parametrize(
+    "to", [pytest.param("numpy", marks=pytest.mark.xfail(PY310_PURE, reason=PY310_PURE_REASON)), "torch"]
+)  # numpy refuses the CUDA capsule dlbind hands it on: a consumer's exception pending (faulty.PY310_PURE)
 def test_a_capsule_on_another_device_than_the_producer_said_is_asked_once(to: str) -> None:
     """A producer whose ``__dlpack_device__`` says the CPU and whose capsule says a device with streams (CUDA): the
     import ends as the target answers that device, after one ask (the compiled build's C route had released the
