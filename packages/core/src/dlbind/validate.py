@@ -325,13 +325,14 @@ def check_managed(
     data = int(ffi.cast("uintptr_t", t.data))
     if not data and size and device_type in HOST_ACCESSIBLE:
         raise BufferError(f"the DLPack tensor has {size} elements but a NULL data pointer")
-    if int(t.byte_offset) > INT64_MAX:  # DLPack's consumers read it as int64 (torch's storage offset)
-        raise BufferError(f"byte_offset {int(t.byte_offset)} does not fit in int64")
-    if data + int(t.byte_offset) > MAX_ADDRESS:
-        raise BufferError(f"byte_offset {int(t.byte_offset)} overflows the data pointer")
+    offset = int(t.byte_offset)
+    if offset > INT64_MAX:  # DLPack's consumers read it as int64 (torch's storage offset)
+        raise BufferError(f"byte_offset {offset} does not fit in int64")
+    if data + offset > MAX_ADDRESS:
+        raise BufferError(f"byte_offset {offset} overflows the data pointer")
     # beyond int64 (elements, bytes) or the address space: BufferError (ExtentError: the producer's defect)
     try:
-        check_reach(shape, strides, DType(code, bits, lanes), padded, data + int(t.byte_offset))
+        check_reach(shape, strides, DType(code, bits, lanes), padded, data + offset)
     except ExtentError as exc:
         if producer is None:
             raise

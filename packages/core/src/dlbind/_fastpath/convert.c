@@ -321,10 +321,9 @@ static int dlbind_import_for_convert(PyObject *x, const dlbind_route_view *r, DL
         dlbind_call_deleter(m, 1);
         return 0;
     }
-    if (hand_back) /* __dlpack_device__ said host memory the target imports, the capsule another device: Python's
-                    * route finishes the struct it gave, x not asked again */
-        return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1;
-    if (python) return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1;
+    /* Python's route finishes the struct x gave, x not asked again: a dtype its bridge reads, a copy it makes, or
+     * (hand_back) a capsule on another device than __dlpack_device__ said (host memory the target imports) */
+    if (hand_back || python) return (*imported = dlbind_tensor_wrap(m, 1, 0, x)) != NULL ? 2 : -1;
     if (copy && (m = dlbind_host_copy_of(m)) == NULL) return -1;
     *out = m;
     return 1;
